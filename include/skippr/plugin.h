@@ -1,0 +1,232 @@
+/* skippr public ABI, version 1: what a plugin sees of the engine.
+ *
+ * A plugin is a shared object that exports one function,
+ *
+ *     const skippr_plugin *skippr_plugin_entry(void);
+ *
+ * returning a pointer to a static descriptor. The loader reads abi_version and
+ * struct_size before any other field and refuses the plugin when they do not
+ * match (see SKIPPR_ABI_VERSION). Ops structs carry their own struct_size, so
+ * callbacks can be appended in later minor revisions without a rebuild of
+ * older plugins; members are never reordered or removed within one ABI.
+ *
+ * Instances. The engine, not the plugin, allocates each instance context:
+ * ctx_size bytes, zeroed, aligned for any type, freed by the engine after
+ * destroy(). Before init() the engine writes every declared option into the
+ * context at its offset (see skippr_option). A plugin therefore never owns its
+ * root allocation and cannot leak it.
+ *
+ * Threads. Unless a callback says otherwise, the engine calls an instance from
+ * one thread at a time. Different instances may be called concurrently.
+ *
+ * Only this header, status.h and version.h form the ABI. Plugins must not use
+ * any other symbol of the engine.
+ */
+#ifndef SKIPPR_PLUGIN_H
+#define SKIPPR_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SKIPPR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define SKIPPR_EXPORT __attribute__((visibility("default")))
+#else
+#define SKIPPR_PRINTF(f, a)
+#define SKIPPR_EXPORT
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum skippr_opt_type {
+    /* const char * in the context. NULL when unset and without default. */
+    SKIPPR_OPT_STRING = 1,
+    /* int64_t in the context. */
+    SKIPPR_OPT_INT = 2,
+    /* int in the context, 0 or 1. YAML true/false/yes/no/1/0. */
+    SKIPPR_OPT_BOOL = 3,
+    /* Like STRING, but the engine never prints the value, at any log level. */
+    SKIPPR_OPT_SECRET = 4
+} skippr_opt_type;
+
+/* One row of a plugin's options table; a table ends with a row whose name is
+ * NULL. The same table validates the YAML (unknown keys are refused with
+ * file:line:col), fills the instance context and generates the config
+ * reference. Strings written into the context belong to the engine and stay
+ * valid until destroy() returns. */
+typedef struct skippr_option {
+    const char *name;          /* YAML key, e.g. "path" */
+    skippr_opt_type type;
+    const char *default_value; /* text form; NULL means no default */
+    int required;              /* non-zero: missing key is a config error */
+    size_t offset;             /* offsetof(your_ctx, member) */
+    const char *doc;           /* one sentence for the reference */
+} skippr_option;
+
+/* ------------------------------------------------------------------------ */
+/* Host services                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum skippr_log_level {
+    SKIPPR_LOG_ERROR = 0,
+    SKIPPR_LOG_WARN = 1,
+    SKIPPR_LOG_INFO = 2,
+    SKIPPR_LOG_DEBUG = 3
+} skippr_log_level;
+
+/* A message from a streaming source (Kafka, MQTT, HTTP push). The bytes are
+ * borrowed: the engine copies what it keeps before emit() returns. */
+typedef struct skippr_message {
+    const char *unit;     /* e.g. "topic/3"; progress is tracked per unit */
+    int64_t position;     /* position to ack once durable (offset, seq) */
+    const void *data;
+    size_t len;
+    const char *key;      /* optional routing field $key, NUL-terminated */
+    const char *topic;    /* optional routing field $topic */
+} skippr_message;
+
+/* Services the engine offers one instance. The pointer passed to init() stays
+ * valid until destroy() returns. Every function is safe to call from any
+ * thread. */
+typedef struct skippr_host {
+    uint32_t struct_size;
+    /* Log a line tagged with the instance's name. Never pass secrets. */
+    void (*log)(const struct skippr_host *host, int level, const char *fmt,
+                ...) SKIPPR_PRINTF(3, 4);
+    /* Add delta to a named counter shown by `skipprd status`. */
+    void (*counter_add)(const struct skippr_host *host, const char *name,
+                        int64_t delta);
+    /* Non-zero once the engine is shutting down: long calls should return
+     * SKIPPR_STOPPED promptly. */
+    int (*should_stop)(const struct skippr_host *host);
+    /* Streaming sources: hand one message to the engine. Returns SKIPPR_OK,
+     * or SKIPPR_RETRY under backpressure (stop polling, try again). */
+    int (*emit)(const struct skippr_host *host, const skippr_message *msg);
+    void *impl; /* engine-private */
+} skippr_host;
+
+/* ------------------------------------------------------------------------ */
+/* Sources                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A unit of source data: an object, a file, a topic-partition. */
+typedef struct skippr_unit {
+    const char *id;      /* unique within the source; sorts by strcmp */
+    const char *version; /* ETag, mtime or similar; "" when none */
+    int64_t size;        /* bytes, or -1 when unknown */
+} skippr_unit;
+
+/* Called by list() once per unit. Pointers are borrowed for the call only.
+ * Return 0 to continue, non-zero to stop listing early. */
+typedef int (*skippr_unit_cb)(void *cb_data, const skippr_unit *unit);
+
+typedef struct skippr_source_ops {
+    uint32_t struct_size;
+    size_t ctx_size;
+    const skippr_option *options;
+    /* Set up an instance whose options are already in ctx. On failure, log
+     * why and return a negative status; destroy() is still called. */
+    int (*init)(void *ctx, const skippr_host *host);
+    /* Release what init() and later calls acquired. ctx itself is the
+     * engine's. May be called after a failed init(). */
+    void (*destroy)(void *ctx);
+
+    /* Listable sources. list() reports units in strictly ascending strcmp
+     * order of id, starting after start_after (NULL: from the beginning). */
+    int (*list)(void *ctx, const char *start_after, skippr_unit_cb cb,
+                void *cb_data);
+    /* Open a unit for reading its raw (possibly compressed) bytes from
+     * offset. On SKIPPR_OK, *stream is the plugin's until close(). */
+    int (*open)(void *ctx, const skippr_unit *unit, int64_t offset,
+                void **stream);
+    /* Read up to cap bytes. *n_out == 0 with SKIPPR_OK means end of unit. */
+    int (*read)(void *ctx, void *stream, void *buf, size_t cap,
+                size_t *n_out);
+    void (*close)(void *ctx, void *stream);
+
+    /* Streaming sources (NULL for listable ones). poll() emits messages via
+     * host->emit for up to timeout_ms. ack() is called only once every
+     * message of unit up to and including position is durable. */
+    int (*poll)(void *ctx, int timeout_ms);
+    int (*ack)(void *ctx, const char *unit, int64_t position);
+    /* Resume a unit after restart: the next message wanted is position+1. */
+    int (*seek)(void *ctx, const char *unit, int64_t position);
+} skippr_source_ops;
+
+/* ------------------------------------------------------------------------ */
+/* Sinks                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* What the engine knows of an output object before writing it. The same
+ * slice always yields the same key and the same bytes, so writing it again
+ * after a crash must be harmless (idempotent). */
+typedef struct skippr_object_info {
+    const char *key;          /* path under the sink's prefix, '/'-separated */
+    const char *slice_id;     /* stable id of the slice, e.g. "a1b2-00000007" */
+    uint64_t size;            /* exact byte count that write() will deliver */
+    uint32_t crc32c;          /* CRC32C of those bytes */
+    const char *content_type; /* e.g. "application/x-ndjson" */
+} skippr_object_info;
+
+typedef struct skippr_sink_ops {
+    uint32_t struct_size;
+    size_t ctx_size;
+    const skippr_option *options;
+    int (*init)(void *ctx, const skippr_host *host);
+    void (*destroy)(void *ctx);
+
+    /* Begin an object. On SKIPPR_OK, *handle is the plugin's until
+     * object_commit() or object_abort() is called, whatever they return. */
+    int (*object_open)(void *ctx, const skippr_object_info *info,
+                       void **handle);
+    /* Append bytes. The buffer is borrowed for the call. */
+    int (*object_write)(void *ctx, void *handle, const void *buf, size_t len);
+    /* Make the object durable and visible. SKIPPR_OK means it is: the engine
+     * then records the slice as committed and never writes it again. */
+    int (*object_commit)(void *ctx, void *handle);
+    /* Discard a partly written object. */
+    void (*object_abort)(void *ctx, void *handle);
+    /* Optional (may be NULL). During recovery: SKIPPR_OK if the object
+     * already exists with this slice id and checksum, SKIPPR_NOENT if it does
+     * not exist, SKIPPR_CHANGED if something else is there. */
+    int (*object_check)(void *ctx, const skippr_object_info *info);
+} skippr_sink_ops;
+
+/* ------------------------------------------------------------------------ */
+/* The descriptor                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct skippr_plugin {
+    uint32_t abi_version; /* SKIPPR_ABI_VERSION; read first */
+    uint32_t struct_size; /* sizeof(skippr_plugin); read second */
+    const char *name;     /* YAML key, e.g. "File", "S3"; unique */
+    const char *description;
+    const char *version;  /* the plugin's own version string */
+    const skippr_source_ops *source; /* NULL if not a source */
+    const skippr_sink_ops *sink;     /* NULL if not a sink */
+} skippr_plugin;
+
+#define SKIPPR_PLUGIN_ENTRY_SYMBOL "skippr_plugin_entry"
+typedef const skippr_plugin *(*skippr_plugin_entry_fn)(void);
+
+/* Defines the exported entry point for a static descriptor. */
+#define SKIPPR_PLUGIN_DEFINE(descriptor)                                       \
+    SKIPPR_EXPORT const skippr_plugin *skippr_plugin_entry(void)               \
+    {                                                                          \
+        return &(descriptor);                                                  \
+    }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,434 @@
+/* The File plugin: a folder as a source and as a sink.
+ *
+ * Source. Units are the regular files under {path}/{prefix...}, named by
+ * their path relative to {path} ("2021/10/03/events-1"). prefix is a string
+ * prefix of that name, like an S3 key prefix. Names starting with '.' (at
+ * any level) are skipped: they are temp files and state folders. The
+ * version of a unit is its mtime; a file changed after it was copied is
+ * reported by the engine, not re-read.
+ *
+ * Sink. An object "a/b/c.jsonl" becomes {path}/{prefix}/a/b/c.jsonl,
+ * written as {dir}/.c.jsonl.tmp-{slice}, fsynced, renamed into place and the
+ * folder fsynced. Writing the same object again replaces it atomically with
+ * the same bytes, which makes retries and crash recovery idempotent.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <skippr/plugin.h>
+
+typedef struct file_ctx {
+    const skippr_host *host;
+    const char *path;   /* option */
+    const char *prefix; /* option */
+    int fsync;          /* option (sink) */
+} file_ctx;
+
+static const skippr_option source_options[] = {
+    {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
+     "Folder to read from."},
+    {"prefix", SKIPPR_OPT_STRING, "", 0, offsetof(file_ctx, prefix),
+     "Only files whose path under the folder starts with this text."},
+    {NULL, 0, NULL, 0, 0, NULL}};
+
+static const skippr_option sink_options[] = {
+    {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
+     "Folder to write into (created if missing)."},
+    {"prefix", SKIPPR_OPT_STRING, "", 0, offsetof(file_ctx, prefix),
+     "Sub-folder under path for every object."},
+    {"fsync", SKIPPR_OPT_BOOL, "true", 0, offsetof(file_ctx, fsync),
+     "fsync each object and its folder before reporting it written."},
+    {NULL, 0, NULL, 0, 0, NULL}};
+
+#define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
+
+static int init(void *ctx, const skippr_host *host)
+{
+    file_ctx *c = ctx;
+    c->host = host;
+    if (!c->path || !*c->path) {
+        LOG(c, SKIPPR_LOG_ERROR, "option 'path' is empty");
+        return SKIPPR_INVAL;
+    }
+    if (c->prefix && (c->prefix[0] == '/' || strstr(c->prefix, ".."))) {
+        LOG(c, SKIPPR_LOG_ERROR, "prefix '%s' must be relative and must not "
+            "contain '..'", c->prefix);
+        return SKIPPR_INVAL;
+    }
+    return SKIPPR_OK;
+}
+
+static void destroy(void *ctx) { (void)ctx; }
+
+/* ---- source ------------------------------------------------------------- */
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names;
+
+static int names_add(names *ns, const char *s)
+{
+    if (ns->n == ns->cap) {
+        size_t nc = ns->cap ? ns->cap * 2 : 256;
+        char **v = realloc(ns->v, nc * sizeof *v);
+        if (!v)
+            return -1;
+        ns->v = v;
+        ns->cap = nc;
+    }
+    if (!(ns->v[ns->n] = strdup(s)))
+        return -1;
+    ns->n++;
+    return 0;
+}
+
+/* Collect regular files under root/rel whose name matches prefix. */
+static int walk(file_ctx *c, const char *rel, names *out)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s%s%s", c->path, *rel ? "/" : "", rel);
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT && *rel)
+            return SKIPPR_OK;
+        LOG(c, SKIPPR_LOG_ERROR, "cannot read folder %s: %s", dir,
+            strerror(errno));
+        return errno == ENOENT ? SKIPPR_NOENT : SKIPPR_IO;
+    }
+    int rc = SKIPPR_OK;
+    struct dirent *e;
+    size_t plen = strlen(c->prefix);
+    while (rc == SKIPPR_OK && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char child[PATH_MAX];
+        int n = snprintf(child, sizeof child, "%s%s%s", rel, *rel ? "/" : "",
+                         e->d_name);
+        if (n < 0 || (size_t)n >= sizeof child)
+            continue;
+        /* Prune folders that cannot hold a match. */
+        size_t cl = strlen(child);
+        int is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+            char full[PATH_MAX];
+            struct stat st;
+            int fn = snprintf(full, sizeof full, "%s/%s", c->path, child);
+            if (fn < 0 || (size_t)fn >= sizeof full || stat(full, &st) != 0)
+                continue;
+            is_dir = S_ISDIR(st.st_mode);
+            if (!is_dir && !S_ISREG(st.st_mode))
+                continue;
+        } else if (!is_dir && e->d_type != DT_REG) {
+            continue;
+        }
+        if (is_dir) {
+            size_t m = cl < plen ? cl : plen;
+            if (strncmp(child, c->prefix, m) == 0)
+                rc = walk(c, child, out);
+        } else if (strncmp(child, c->prefix, plen) == 0) {
+            if (names_add(out, child))
+                rc = SKIPPR_NOMEM;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
+                    void *cb_data)
+{
+    file_ctx *c = ctx;
+    names ns = {0};
+    int rc = walk(c, "", &ns);
+    if (rc == SKIPPR_OK) {
+        qsort(ns.v, ns.n, sizeof *ns.v, cmp_str);
+        for (size_t i = 0; i < ns.n; i++) {
+            if (start_after && strcmp(ns.v[i], start_after) <= 0)
+                continue;
+            char full[PATH_MAX];
+            struct stat st;
+            snprintf(full, sizeof full, "%s/%s", c->path, ns.v[i]);
+            if (stat(full, &st) != 0)
+                continue; /* removed since the walk */
+            char version[64];
+            snprintf(version, sizeof version, "%lld.%09ld",
+                     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+            skippr_unit u = {ns.v[i], version, (int64_t)st.st_size};
+            if (cb(cb_data, &u))
+                break;
+        }
+    }
+    for (size_t i = 0; i < ns.n; i++)
+        free(ns.v[i]);
+    free(ns.v);
+    return rc;
+}
+
+static int src_open(void *ctx, const skippr_unit *unit, int64_t offset,
+                    void **stream)
+{
+    file_ctx *c = ctx;
+    char full[PATH_MAX];
+    snprintf(full, sizeof full, "%s/%s", c->path, unit->id);
+    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "open %s: %s", full, strerror(errno));
+        return errno == ENOENT ? SKIPPR_NOENT : SKIPPR_IO;
+    }
+    if (offset > 0 && lseek(fd, (off_t)offset, SEEK_SET) < 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "seek %s to %lld: %s", full,
+            (long long)offset, strerror(errno));
+        close(fd);
+        return SKIPPR_IO;
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    *stream = (void *)(intptr_t)(fd + 1);
+    return SKIPPR_OK;
+}
+
+static int src_read(void *ctx, void *stream, void *buf, size_t cap,
+                    size_t *n_out)
+{
+    file_ctx *c = ctx;
+    int fd = (int)(intptr_t)stream - 1;
+    ssize_t n;
+    do
+        n = read(fd, buf, cap);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "read: %s", strerror(errno));
+        return SKIPPR_IO;
+    }
+    *n_out = (size_t)n;
+    return SKIPPR_OK;
+}
+
+static void src_close(void *ctx, void *stream)
+{
+    (void)ctx;
+    if (stream)
+        close((int)(intptr_t)stream - 1);
+}
+
+/* ---- sink --------------------------------------------------------------- */
+
+typedef struct file_obj {
+    int fd;
+    char tmp[PATH_MAX];
+    char final[PATH_MAX];
+} file_obj;
+
+/* Reject keys that could leave the folder, even though the engine escapes
+ * every data-derived segment: empty, ".", ".." segments or a leading '/'. */
+static int key_is_safe(const char *key)
+{
+    if (!*key || key[0] == '/')
+        return 0;
+    const char *p = key;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.') ||
+            (n == 2 && p[0] == '.' && p[1] == '.'))
+            return 0;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 1;
+}
+
+static int fsync_dir(file_ctx *c, const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "open folder %s: %s", dir, strerror(errno));
+        return SKIPPR_FATAL;
+    }
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    if (rc != 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "fsync folder %s: %s", dir, strerror(err));
+        return SKIPPR_FATAL;
+    }
+    return SKIPPR_OK;
+}
+
+static int mkdirs(file_ctx *c, char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) == 0) {
+            char *slash = strrchr(path, '/');
+            if (slash && slash != path) {
+                *slash = '\0';
+                int rc = c->fsync ? fsync_dir(c, path) : SKIPPR_OK;
+                *slash = '/';
+                if (rc) {
+                    *p = '/';
+                    return rc;
+                }
+            }
+        } else if (errno != EEXIST) {
+            LOG(c, SKIPPR_LOG_ERROR, "mkdir %s: %s", path, strerror(errno));
+            *p = '/';
+            return errno == ENOSPC ? SKIPPR_FATAL : SKIPPR_RETRY;
+        }
+        *p = '/';
+    }
+    return SKIPPR_OK;
+}
+
+static int sink_open(void *ctx, const skippr_object_info *info, void **h)
+{
+    file_ctx *c = ctx;
+    if (!key_is_safe(info->key)) {
+        LOG(c, SKIPPR_LOG_ERROR, "refusing unsafe object key '%s'",
+            info->key);
+        return SKIPPR_FATAL;
+    }
+    file_obj *o = calloc(1, sizeof *o);
+    if (!o)
+        return SKIPPR_RETRY;
+    int n = snprintf(o->final, sizeof o->final, "%s/%s%s%s", c->path,
+                     c->prefix, *c->prefix ? "/" : "", info->key);
+    if (n < 0 || (size_t)n >= sizeof o->final) {
+        LOG(c, SKIPPR_LOG_ERROR, "object path too long: %s", info->key);
+        free(o);
+        return SKIPPR_FATAL;
+    }
+    char *slash = strrchr(o->final, '/');
+    *slash = '\0';
+    n = snprintf(o->tmp, sizeof o->tmp, "%s/.%s.tmp-%s", o->final, slash + 1,
+                 info->slice_id);
+    *slash = '/';
+    if (n < 0 || (size_t)n >= sizeof o->tmp) {
+        LOG(c, SKIPPR_LOG_ERROR, "object path too long: %s", info->key);
+        free(o);
+        return SKIPPR_FATAL;
+    }
+    int rc = mkdirs(c, o->final);
+    if (rc) {
+        free(o);
+        return rc;
+    }
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "create %s: %s", o->tmp, strerror(errno));
+        rc = errno == ENOSPC || errno == EACCES ? SKIPPR_FATAL : SKIPPR_RETRY;
+        free(o);
+        return rc;
+    }
+    *h = o;
+    return SKIPPR_OK;
+}
+
+static int sink_write(void *ctx, void *h, const void *buf, size_t len)
+{
+    file_ctx *c = ctx;
+    file_obj *o = h;
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(o->fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            LOG(c, SKIPPR_LOG_ERROR, "write %s: %s", o->tmp, strerror(errno));
+            return errno == ENOSPC ? SKIPPR_FATAL : SKIPPR_RETRY;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return SKIPPR_OK;
+}
+
+static void sink_abort(void *ctx, void *h)
+{
+    (void)ctx;
+    file_obj *o = h;
+    if (o->fd >= 0)
+        close(o->fd);
+    unlink(o->tmp);
+    free(o);
+}
+
+static int sink_commit(void *ctx, void *h)
+{
+    file_ctx *c = ctx;
+    file_obj *o = h;
+    if (c->fsync && fsync(o->fd) != 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "fsync %s: %s", o->tmp, strerror(errno));
+        sink_abort(ctx, h);
+        return SKIPPR_FATAL; /* never retry a failed fsync */
+    }
+    close(o->fd);
+    o->fd = -1;
+    if (rename(o->tmp, o->final) != 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "rename %s -> %s: %s", o->tmp, o->final,
+            strerror(errno));
+        sink_abort(ctx, h);
+        return SKIPPR_RETRY;
+    }
+    int rc = SKIPPR_OK;
+    if (c->fsync) {
+        char *slash = strrchr(o->final, '/');
+        *slash = '\0';
+        rc = fsync_dir(c, o->final);
+        *slash = '/';
+    }
+    free(o);
+    return rc;
+}
+
+static const skippr_source_ops source = {
+    .struct_size = sizeof(skippr_source_ops),
+    .ctx_size = sizeof(file_ctx),
+    .options = source_options,
+    .init = init,
+    .destroy = destroy,
+    .list = src_list,
+    .open = src_open,
+    .read = src_read,
+    .close = src_close,
+};
+
+static const skippr_sink_ops sink = {
+    .struct_size = sizeof(skippr_sink_ops),
+    .ctx_size = sizeof(file_ctx),
+    .options = sink_options,
+    .init = init,
+    .destroy = destroy,
+    .object_open = sink_open,
+    .object_write = sink_write,
+    .object_commit = sink_commit,
+    .object_abort = sink_abort,
+};
+
+static const skippr_plugin plugin = {
+    .abi_version = SKIPPR_ABI_VERSION,
+    .struct_size = sizeof(skippr_plugin),
+    .name = "File",
+    .description = "Files in a local folder, as units to read or objects to "
+                   "write.",
+    .version = SKIPPR_VERSION_STRING,
+    .source = &source,
+    .sink = &sink,
+};
+
+SKIPPR_PLUGIN_DEFINE(plugin)

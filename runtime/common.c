@@ -1,0 +1,187 @@
+#include "common.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "fault.h"
+
+int sk_log_level = SKIPPR_LOG_INFO;
+int sk_log_progress_active;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void *sk_malloc(size_t n)
+{
+    if (sk_fault_hit(SK_FAULT_ALLOC))
+        return NULL;
+    return malloc(n ? n : 1);
+}
+
+void *sk_calloc(size_t count, size_t size)
+{
+    if (sk_fault_hit(SK_FAULT_ALLOC))
+        return NULL;
+    return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *sk_realloc(void *p, size_t n)
+{
+    if (sk_fault_hit(SK_FAULT_ALLOC))
+        return NULL;
+    return realloc(p, n ? n : 1);
+}
+
+void sk_free(void *p) { free(p); }
+
+char *sk_strndup(const char *s, size_t n)
+{
+    char *d = sk_malloc(n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+char *sk_strdup(const char *s) { return sk_strndup(s, strlen(s)); }
+
+char *sk_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *s = sk_malloc((size_t)n + 1);
+    if (!s)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static const char *level_name(int level)
+{
+    switch (level) {
+    case SKIPPR_LOG_ERROR:
+        return "error";
+    case SKIPPR_LOG_WARN:
+        return "warning";
+    case SKIPPR_LOG_INFO:
+        return "info";
+    default:
+        return "debug";
+    }
+}
+
+void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap)
+{
+    if (level > sk_log_level)
+        return;
+    char line[2048];
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    if (n < 0)
+        return;
+    pthread_mutex_lock(&log_mu);
+    /* A progress line may be on the terminal; start on a clean line. */
+    if (sk_log_progress_active)
+        fputs("\r\033[K", stderr);
+    fprintf(stderr, "skipprd: %s: %s%s%s\n", level_name(level),
+            prefix ? prefix : "", prefix ? ": " : "", line);
+    pthread_mutex_unlock(&log_mu);
+}
+
+void sk_log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sk_vlog(level, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void sk_buf_init(sk_buf *b, size_t max)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max;
+}
+
+int sk_buf_reserve(sk_buf *b, size_t extra)
+{
+    if (extra > b->max || b->len > b->max - extra)
+        return SKIPPR_RANGE;
+    size_t need = b->len + extra;
+    if (need <= b->cap)
+        return SKIPPR_OK;
+    size_t ncap = b->cap ? b->cap : 256;
+    while (ncap < need)
+        ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+    if (ncap > b->max)
+        ncap = b->max;
+    uint8_t *p = sk_realloc(b->data, ncap);
+    if (!p)
+        return SKIPPR_NOMEM;
+    b->data = p;
+    b->cap = ncap;
+    return SKIPPR_OK;
+}
+
+int sk_buf_append(sk_buf *b, const void *p, size_t n)
+{
+    int rc = sk_buf_reserve(b, n);
+    if (rc)
+        return rc;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return SKIPPR_OK;
+}
+
+int sk_buf_putc(sk_buf *b, uint8_t c) { return sk_buf_append(b, &c, 1); }
+
+int sk_buf_printf(sk_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return SKIPPR_INVAL;
+    int rc = sk_buf_reserve(b, (size_t)n + 1);
+    if (rc)
+        return rc;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return SKIPPR_OK;
+}
+
+void sk_buf_free(sk_buf *b)
+{
+    sk_free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+uint64_t sk_hash64(const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+uint64_t sk_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}

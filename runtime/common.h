@@ -1,0 +1,116 @@
+/* Shared runtime vocabulary: allocation, logging, asserts, small helpers.
+ *
+ * Allocation goes through sk_malloc/sk_calloc/sk_realloc so that a test can
+ * make the Nth allocation fail (see fault.h). Every function returns NULL on
+ * failure and never aborts; callers check.
+ */
+#ifndef SK_COMMON_H
+#define SK_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <skippr/plugin.h>
+
+#define SK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define SK_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SK_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SK_UNUSED(x) ((void)(x))
+
+/* SQLite's vocabulary: assert() for invariants that cannot fail; ALWAYS and
+ * NEVER wrap defensive checks that should not trigger but are handled. */
+#include <assert.h>
+#ifdef NDEBUG
+#define SK_ALWAYS(x) (x)
+#define SK_NEVER(x) (x)
+#else
+#define SK_ALWAYS(x) ((x) ? 1 : (assert(0), 0))
+#define SK_NEVER(x) ((x) ? (assert(0), 1) : 0)
+#endif
+
+/* Caller owns the result and frees it with sk_free(). */
+void *sk_malloc(size_t n);
+void *sk_calloc(size_t count, size_t size);
+void *sk_realloc(void *p, size_t n);
+char *sk_strdup(const char *s);
+char *sk_strndup(const char *s, size_t n);
+void sk_free(void *p);
+/* sk_asprintf: caller frees; NULL on failure. */
+char *sk_asprintf(const char *fmt, ...) SKIPPR_PRINTF(1, 2);
+
+/* Logging. Lines go to stderr as "skipprd: LEVEL: message". Thread-safe. */
+extern int sk_log_level;
+/* Set while a progress line is on the terminal, so log lines clear it. */
+extern int sk_log_progress_active;
+void sk_log(int level, const char *fmt, ...) SKIPPR_PRINTF(2, 3);
+void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap);
+#define sk_error(...) sk_log(SKIPPR_LOG_ERROR, __VA_ARGS__)
+#define sk_warn(...) sk_log(SKIPPR_LOG_WARN, __VA_ARGS__)
+#define sk_info(...) sk_log(SKIPPR_LOG_INFO, __VA_ARGS__)
+#define sk_debug(...)                                                          \
+    do {                                                                       \
+        if (sk_log_level >= SKIPPR_LOG_DEBUG)                                  \
+            sk_log(SKIPPR_LOG_DEBUG, __VA_ARGS__);                             \
+    } while (0)
+
+/* Growable byte buffer with a hard cap: appending past cap fails with
+ * SKIPPR_RANGE rather than growing without bound (curl's dynbuf rule). */
+typedef struct sk_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    size_t max; /* hard cap in bytes */
+} sk_buf;
+
+void sk_buf_init(sk_buf *b, size_t max);
+int sk_buf_reserve(sk_buf *b, size_t extra);
+int sk_buf_append(sk_buf *b, const void *p, size_t n);
+int sk_buf_putc(sk_buf *b, uint8_t c);
+int sk_buf_printf(sk_buf *b, const char *fmt, ...) SKIPPR_PRINTF(2, 3);
+void sk_buf_free(sk_buf *b);
+static inline void sk_buf_reset(sk_buf *b) { b->len = 0; }
+
+/* Little-endian integer encoding for on-disk formats. */
+static inline void sk_put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void sk_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void sk_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t sk_get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t sk_get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t sk_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* 64-bit FNV-1a: stable across runs and machines (used in object names). */
+uint64_t sk_hash64(const void *p, size_t n);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t sk_now_ns(void);
+
+#endif

@@ -1,0 +1,624 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "common.h"
+
+#define MAX_YAML_DEPTH 64
+#define MAX_SCALAR 65536
+
+int sk_cfg_fail(sk_cfg_err *err, const sk_yaml_doc *doc, const sk_ynode *at,
+                const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *file = doc && doc->path ? doc->path : "config";
+    if (at)
+        snprintf(err->msg, sizeof err->msg, "%s:%d:%d: %s", file, at->line,
+                 at->col, msg);
+    else
+        snprintf(err->msg, sizeof err->msg, "%s: %s", file, msg);
+    return SKIPPR_INVAL;
+}
+
+static void node_free(sk_ynode *n)
+{
+    if (!n)
+        return;
+    for (size_t i = 0; i < n->n; i++) {
+        if (n->keys)
+            node_free(n->keys[i]);
+        node_free(n->items[i]);
+    }
+    sk_free(n->keys);
+    sk_free(n->items);
+    sk_free(n->value);
+    sk_free(n);
+}
+
+void sk_yaml_free(sk_yaml_doc *doc)
+{
+    if (!doc)
+        return;
+    node_free(doc->root);
+    sk_free(doc->path);
+    sk_free(doc);
+}
+
+const sk_ynode *sk_ymap_get(const sk_ynode *map, const char *key)
+{
+    if (!map || map->kind != SK_Y_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++)
+        if (strcmp(map->keys[i]->value, key) == 0)
+            return map->items[i];
+    return NULL;
+}
+
+/* Replace ${VAR} / ${VAR:-default}. Returns a new string or NULL with
+ * *why set (allocation failure or unset variable). */
+static char *interpolate(const char *s, char *why, size_t whylen)
+{
+    sk_buf b;
+    sk_buf_init(&b, MAX_SCALAR * 4);
+    const char *p = s;
+    while (*p) {
+        if (p[0] == '$' && p[1] == '$' && p[2] == '{') {
+            if (sk_buf_append(&b, "${", 2))
+                goto oom;
+            p += 3;
+            continue;
+        }
+        if (p[0] == '$' && p[1] == '{') {
+            const char *close = strchr(p + 2, '}');
+            if (!close) {
+                snprintf(why, whylen, "unterminated ${ in value");
+                goto fail;
+            }
+            char name[256];
+            size_t n = (size_t)(close - (p + 2));
+            if (n == 0 || n >= sizeof name) {
+                snprintf(why, whylen, "bad variable reference");
+                goto fail;
+            }
+            memcpy(name, p + 2, n);
+            name[n] = '\0';
+            const char *def = NULL;
+            char *colon = strstr(name, ":-");
+            if (colon) {
+                *colon = '\0';
+                def = colon + 2;
+            }
+            for (char *c = name; *c; c++) {
+                if (!isalnum((unsigned char)*c) && *c != '_') {
+                    snprintf(why, whylen, "bad variable name '%.100s'", name);
+                    goto fail;
+                }
+            }
+            const char *v = getenv(name);
+            if (!v || (!*v && def))
+                v = def;
+            if (!v) {
+                snprintf(why, whylen,
+                         "environment variable %.100s is not set (write "
+                         "${%.100s:-default} to give a default)", name, name);
+                goto fail;
+            }
+            if (sk_buf_append(&b, v, strlen(v)))
+                goto oom;
+            p = close + 1;
+            continue;
+        }
+        if (sk_buf_putc(&b, (uint8_t)*p++))
+            goto oom;
+    }
+    if (sk_buf_putc(&b, 0))
+        goto oom;
+    return (char *)b.data;
+oom:
+    snprintf(why, whylen, "out of memory or value too long");
+fail:
+    sk_buf_free(&b);
+    return NULL;
+}
+
+typedef struct builder {
+    yaml_parser_t parser;
+    sk_yaml_doc *doc;
+    sk_cfg_err *err;
+} builder;
+
+static int push_child(sk_ynode *parent, sk_ynode *child, int as_key)
+{
+    /* Maps store key and value arrays side by side: a key grows both. */
+    if (parent->kind == SK_Y_MAP && !as_key) {
+        parent->items[parent->n - 1] = child;
+        return 0;
+    }
+    size_t n = parent->n + 1;
+    sk_ynode **items = sk_realloc(parent->items, n * sizeof *items);
+    if (!items)
+        return -1;
+    parent->items = items;
+    if (parent->kind == SK_Y_MAP) {
+        sk_ynode **keys = sk_realloc(parent->keys, n * sizeof *keys);
+        if (!keys)
+            return -1;
+        parent->keys = keys;
+        keys[n - 1] = child;
+        items[n - 1] = NULL;
+    } else {
+        items[n - 1] = child;
+    }
+    parent->n = n;
+    return 0;
+}
+
+/* Parse one node starting with event ev (already pulled). */
+static sk_ynode *build_node(builder *b, yaml_event_t *ev, int depth)
+{
+    sk_ynode *n = sk_calloc(1, sizeof *n);
+    if (!n) {
+        sk_cfg_fail(b->err, b->doc, NULL, "out of memory");
+        return NULL;
+    }
+    n->line = (int)ev->start_mark.line + 1;
+    n->col = (int)ev->start_mark.column + 1;
+    if (depth > MAX_YAML_DEPTH) {
+        sk_cfg_fail(b->err, b->doc, n, "nesting deeper than %d levels",
+                    MAX_YAML_DEPTH);
+        goto fail;
+    }
+    switch (ev->type) {
+    case YAML_SCALAR_EVENT: {
+        n->kind = SK_Y_SCALAR;
+        n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+        if (ev->data.scalar.length > MAX_SCALAR) {
+            sk_cfg_fail(b->err, b->doc, n, "value longer than %d bytes",
+                        MAX_SCALAR);
+            goto fail;
+        }
+        char why[512];
+        n->value = interpolate((const char *)ev->data.scalar.value, why,
+                               sizeof why);
+        if (!n->value) {
+            sk_cfg_fail(b->err, b->doc, n, "%s", why);
+            goto fail;
+        }
+        return n;
+    }
+    case YAML_ALIAS_EVENT:
+        sk_cfg_fail(b->err, b->doc, n, "YAML aliases are not supported");
+        goto fail;
+    case YAML_MAPPING_START_EVENT:
+    case YAML_SEQUENCE_START_EVENT: {
+        int is_map = ev->type == YAML_MAPPING_START_EVENT;
+        n->kind = is_map ? SK_Y_MAP : SK_Y_SEQ;
+        yaml_event_type_t end_type =
+            is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
+        int want_key = 1;
+        for (;;) {
+            yaml_event_t cev;
+            if (!yaml_parser_parse(&b->parser, &cev)) {
+                sk_cfg_err *e = b->err;
+                snprintf(e->msg, sizeof e->msg, "%s:%zu:%zu: %s",
+                         b->doc->path, b->parser.problem_mark.line + 1,
+                         b->parser.problem_mark.column + 1,
+                         b->parser.problem ? b->parser.problem
+                                           : "YAML syntax error");
+                goto fail;
+            }
+            if (cev.type == end_type) {
+                yaml_event_delete(&cev);
+                break;
+            }
+            sk_ynode *child = build_node(b, &cev, depth + 1);
+            yaml_event_delete(&cev);
+            if (!child)
+                goto fail;
+            int as_key = is_map && want_key;
+            if (as_key && child->kind != SK_Y_SCALAR) {
+                sk_cfg_fail(b->err, b->doc, child, "map keys must be text");
+                node_free(child);
+                goto fail;
+            }
+            if (as_key && sk_ymap_get(n, child->value)) {
+                sk_cfg_fail(b->err, b->doc, child, "duplicate key '%s'",
+                            child->value);
+                node_free(child);
+                goto fail;
+            }
+            if (push_child(n, child, as_key)) {
+                node_free(child);
+                sk_cfg_fail(b->err, b->doc, NULL, "out of memory");
+                goto fail;
+            }
+            if (is_map)
+                want_key = !want_key;
+        }
+        return n;
+    }
+    default:
+        sk_cfg_fail(b->err, b->doc, n, "unexpected YAML event");
+        goto fail;
+    }
+fail:
+    node_free(n);
+    return NULL;
+}
+
+int sk_yaml_load(const char *path, sk_yaml_doc **out, sk_cfg_err *err)
+{
+    int rc = SKIPPR_INVAL;
+    builder b = {0};
+    FILE *f = NULL;
+    int parser_ready = 0;
+    sk_yaml_doc *doc = sk_calloc(1, sizeof *doc);
+    if (!doc || !(doc->path = sk_strdup(path))) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        rc = SKIPPR_NOMEM;
+        goto out;
+    }
+    f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path,
+                 strerror(errno));
+        rc = SKIPPR_NOENT;
+        goto out;
+    }
+    if (!yaml_parser_initialize(&b.parser)) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        rc = SKIPPR_NOMEM;
+        goto out;
+    }
+    parser_ready = 1;
+    yaml_parser_set_input_file(&b.parser, f);
+    b.doc = doc;
+    b.err = err;
+    /* STREAM_START, DOCUMENT_START, root node, DOCUMENT_END, STREAM_END */
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&b.parser, &ev)) {
+            snprintf(err->msg, sizeof err->msg, "%s:%zu:%zu: %s", path,
+                     b.parser.problem_mark.line + 1,
+                     b.parser.problem_mark.column + 1,
+                     b.parser.problem ? b.parser.problem : "YAML syntax error");
+            goto out;
+        }
+        yaml_event_type_t t = ev.type;
+        if (t == YAML_STREAM_END_EVENT) {
+            yaml_event_delete(&ev);
+            break;
+        }
+        if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT ||
+            t == YAML_SCALAR_EVENT || t == YAML_ALIAS_EVENT) {
+            if (doc->root) {
+                yaml_event_delete(&ev);
+                sk_cfg_fail(err, doc, NULL, "only one YAML document allowed");
+                goto out;
+            }
+            doc->root = build_node(&b, &ev, 0);
+            yaml_event_delete(&ev);
+            if (!doc->root)
+                goto out;
+            continue;
+        }
+        yaml_event_delete(&ev);
+    }
+    if (!doc->root || doc->root->kind != SK_Y_MAP) {
+        sk_cfg_fail(err, doc, doc->root, "the top level must be a map");
+        goto out;
+    }
+    *out = doc;
+    doc = NULL;
+    rc = SKIPPR_OK;
+out:
+    if (parser_ready)
+        yaml_parser_delete(&b.parser);
+    if (f)
+        fclose(f);
+    sk_yaml_free(doc);
+    return rc;
+}
+
+int sk_parse_size(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || errno || v < 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    long long mul = 1;
+    if (*end) {
+        static const struct {
+            const char *suffix;
+            long long mul;
+        } units[] = {{"k", 1000LL},     {"K", 1000LL},
+                     {"KB", 1000LL},    {"KiB", 1LL << 10},
+                     {"M", 1000000LL},  {"MB", 1000000LL},
+                     {"MiB", 1LL << 20}, {"G", 1000000000LL},
+                     {"GB", 1000000000LL}, {"GiB", 1LL << 30},
+                     {"TiB", 1LL << 40}};
+        mul = 0;
+        for (size_t i = 0; i < SK_ARRAY_LEN(units); i++)
+            if (strcmp(end, units[i].suffix) == 0)
+                mul = units[i].mul;
+        if (!mul)
+            return -1;
+    }
+    if (v > INT64_MAX / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+/* Refuse keys of map that are not in allowed (NULL-terminated). */
+static int check_keys(const sk_yaml_doc *doc, const sk_ynode *map,
+                      const char *const *allowed, const char *what,
+                      sk_cfg_err *err)
+{
+    for (size_t i = 0; i < map->n; i++) {
+        int ok = 0;
+        for (size_t k = 0; allowed[k]; k++)
+            if (strcmp(map->keys[i]->value, allowed[k]) == 0)
+                ok = 1;
+        if (!ok) {
+            char list[512] = "";
+            for (size_t k = 0; allowed[k]; k++) {
+                strncat(list, k ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, allowed[k], sizeof list - strlen(list) - 1);
+            }
+            return sk_cfg_fail(err, doc, map->keys[i],
+                               "unknown key '%s' in %s (known: %s)",
+                               map->keys[i]->value, what, list);
+        }
+    }
+    return SKIPPR_OK;
+}
+
+static int want_scalar(const sk_yaml_doc *doc, const sk_ynode *n,
+                       const char *what, sk_cfg_err *err)
+{
+    if (n && n->kind != SK_Y_SCALAR)
+        return sk_cfg_fail(err, doc, n, "%s must be a single value", what);
+    return SKIPPR_OK;
+}
+
+static int get_int(const sk_yaml_doc *doc, const sk_ynode *map,
+                   const char *key, int64_t lo, int64_t hi, int is_size,
+                   int64_t *out, sk_cfg_err *err)
+{
+    const sk_ynode *n = sk_ymap_get(map, key);
+    if (!n)
+        return SKIPPR_OK;
+    if (want_scalar(doc, n, key, err))
+        return SKIPPR_INVAL;
+    int64_t v;
+    char *end;
+    errno = 0;
+    if (is_size) {
+        if (sk_parse_size(n->value, &v))
+            return sk_cfg_fail(err, doc, n, "%s: '%s' is not a size (e.g. "
+                               "1073741824, 512MiB, 1GiB)", key, n->value);
+    } else {
+        long long ll = strtoll(n->value, &end, 10);
+        if (end == n->value || *end || errno)
+            return sk_cfg_fail(err, doc, n, "%s: '%s' is not an integer", key,
+                               n->value);
+        v = ll;
+    }
+    if (v < lo || v > hi)
+        return sk_cfg_fail(err, doc, n, "%s: %lld is out of range [%lld, %lld]",
+                           key, (long long)v, (long long)lo, (long long)hi);
+    *out = v;
+    return SKIPPR_OK;
+}
+
+static const char *get_str(const sk_ynode *map, const char *key)
+{
+    const sk_ynode *n = sk_ymap_get(map, key);
+    return n && n->kind == SK_Y_SCALAR ? n->value : NULL;
+}
+
+static int resolve_endpoint(const sk_yaml_doc *doc, const sk_ynode *pipe,
+                            const char *field, const char *section,
+                            sk_endpoint_cfg *ep, sk_cfg_err *err)
+{
+    const sk_ynode *ref = sk_ymap_get(pipe, field);
+    if (!ref)
+        return sk_cfg_fail(err, doc, pipe, "pipeline needs '%s: %s.NAME'",
+                           field, section);
+    if (want_scalar(doc, ref, field, err))
+        return SKIPPR_INVAL;
+    size_t sl = strlen(section);
+    if (strncmp(ref->value, section, sl) != 0 || ref->value[sl] != '.' ||
+        !ref->value[sl + 1])
+        return sk_cfg_fail(err, doc, ref, "%s must look like '%s.NAME', "
+                           "not '%s'", field, section, ref->value);
+    const char *name = ref->value + sl + 1;
+    const sk_ynode *sec = sk_ymap_get(doc->root, section);
+    const sk_ynode *def = sk_ymap_get(sec, name);
+    if (!def)
+        return sk_cfg_fail(err, doc, ref, "'%s' is not defined under %s:",
+                           name, section);
+    if (def->kind != SK_Y_MAP || def->n != 1)
+        return sk_cfg_fail(err, doc, def, "%s.%s must hold exactly one "
+                           "plugin key, such as File: or S3:", section, name);
+    ep->ref = ref->value;
+    ep->plugin = def->keys[0]->value;
+    ep->options = def->items[0];
+    ep->at = def->keys[0];
+    if (ep->options && ep->options->kind == SK_Y_SCALAR &&
+        ep->options->value[0] == '\0')
+        ep->options = NULL; /* "File:" with nothing under it */
+    if (ep->options && ep->options->kind != SK_Y_MAP)
+        return sk_cfg_fail(err, doc, ep->options, "options of %s must be a "
+                           "map of key: value", ep->plugin);
+    return SKIPPR_OK;
+}
+
+size_t sk_config_pipeline_names(const sk_yaml_doc *doc, const char **names,
+                                size_t cap)
+{
+    const sk_ynode *p = sk_ymap_get(doc->root, "pipelines");
+    size_t n = 0;
+    if (p && p->kind == SK_Y_MAP)
+        for (size_t i = 0; i < p->n && n < cap; i++)
+            names[n++] = p->keys[i]->value;
+    return n;
+}
+
+int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
+                       sk_pipeline_cfg *out, sk_cfg_err *err)
+{
+    static const char *const top_keys[] = {"skippr", "pipelines",
+                                           "data_sources", "data_sinks", NULL};
+    static const char *const skippr_keys[] = {
+        "workspace", "skipprd_el_storage_mode", "state_dir", "plugin_dirs",
+        "threads", "tenant", NULL};
+    static const char *const pipe_keys[] = {
+        "type", "data_source", "data_sink", "buffer_threshold_seconds",
+        "max_object_bytes", "wal_disk_budget", "memory_budget",
+        "max_record_bytes", "poll_interval_seconds", "transform", NULL};
+    static const char *const transform_keys[] = {
+        "namespace_fields", "batch_partition_fields", "batch_time_fields",
+        "batch_time_unit", "time_partition_prefix", NULL};
+    const sk_ynode *root = doc->root;
+    memset(out, 0, sizeof *out);
+    if (check_keys(doc, root, top_keys, "the top level", err))
+        return SKIPPR_INVAL;
+
+    const sk_ynode *sk = sk_ymap_get(root, "skippr");
+    if (sk && sk->kind != SK_Y_MAP)
+        return sk_cfg_fail(err, doc, sk, "skippr: must be a map");
+    if (sk && check_keys(doc, sk, skippr_keys, "skippr:", err))
+        return SKIPPR_INVAL;
+    out->workspace = get_str(sk, "workspace");
+    if (!out->workspace)
+        out->workspace = "default";
+    if (!*out->workspace || strchr(out->workspace, '/') ||
+        strcmp(out->workspace, "..") == 0 || strcmp(out->workspace, ".") == 0)
+        return sk_cfg_fail(err, doc, sk_ymap_get(sk, "workspace"),
+                           "workspace must be a plain name");
+    const char *mode = get_str(sk, "skipprd_el_storage_mode");
+    if (mode && strcmp(mode, "local") != 0)
+        return sk_cfg_fail(err, doc, sk_ymap_get(sk, "skipprd_el_storage_mode"),
+                           "skipprd_el_storage_mode '%s' is not supported; "
+                           "this engine keeps state locally: use 'local'",
+                           mode);
+    out->state_dir = get_str(sk, "state_dir");
+    if (!out->state_dir)
+        out->state_dir = ".skippr";
+    out->plugin_dirs = sk_ymap_get(sk, "plugin_dirs");
+    if (out->plugin_dirs && out->plugin_dirs->kind != SK_Y_SEQ)
+        return sk_cfg_fail(err, doc, out->plugin_dirs,
+                           "plugin_dirs must be a list of folders");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t threads = cpus > 0 ? cpus : 1;
+    if (get_int(doc, sk, "threads", 1, 256, 0, &threads, err))
+        return SKIPPR_INVAL;
+    out->threads = (int)threads;
+
+    const sk_ynode *pipes = sk_ymap_get(root, "pipelines");
+    if (!pipes || pipes->kind != SK_Y_MAP)
+        return sk_cfg_fail(err, doc, pipes ? pipes : root,
+                           "pipelines: must be a map of named pipelines");
+    const sk_ynode *pipe = sk_ymap_get(pipes, pipeline);
+    if (!pipe) {
+        char list[512] = "";
+        for (size_t i = 0; i < pipes->n; i++) {
+            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, pipes->keys[i]->value, sizeof list - strlen(list) - 1);
+        }
+        return sk_cfg_fail(err, doc, pipes, "no pipeline named '%s' "
+                           "(defined: %s)", pipeline, list);
+    }
+    if (pipe->kind != SK_Y_MAP)
+        return sk_cfg_fail(err, doc, pipe, "pipeline %s must be a map",
+                           pipeline);
+    if (check_keys(doc, pipe, pipe_keys, "a pipeline", err))
+        return SKIPPR_INVAL;
+    out->name = pipeline;
+    const sk_ynode *type = sk_ymap_get(pipe, "type");
+    if (type) {
+        if (want_scalar(doc, type, "type", err))
+            return SKIPPR_INVAL;
+        if (strcmp(type->value, "ingest") == 0 ||
+            strcmp(type->value, "cdc") == 0)
+            return sk_cfg_fail(err, doc, type, "pipeline type '%s' is not "
+                               "supported by skipprd: it only copies records "
+                               "byte for byte; use 'type: copy'", type->value);
+        if (strcmp(type->value, "copy") != 0)
+            return sk_cfg_fail(err, doc, type, "unknown pipeline type '%s' "
+                               "(only 'copy' is supported)", type->value);
+    }
+    out->buffer_threshold_seconds = 300;
+    out->max_object_bytes = 1LL << 30;
+    out->wal_disk_budget = 8LL << 30;
+    out->memory_budget = 256LL << 20;
+    out->max_record_bytes = 16LL << 20;
+    out->poll_interval_seconds = 10;
+    if (get_int(doc, pipe, "buffer_threshold_seconds", 0, 7 * 86400, 0,
+                &out->buffer_threshold_seconds, err) ||
+        get_int(doc, pipe, "max_object_bytes", 1024, 5LL << 40, 1,
+                &out->max_object_bytes, err) ||
+        get_int(doc, pipe, "wal_disk_budget", 1 << 20, INT64_MAX, 1,
+                &out->wal_disk_budget, err) ||
+        get_int(doc, pipe, "memory_budget", 1 << 20, INT64_MAX, 1,
+                &out->memory_budget, err) ||
+        get_int(doc, pipe, "max_record_bytes", 1024, 1LL << 30, 1,
+                &out->max_record_bytes, err) ||
+        get_int(doc, pipe, "poll_interval_seconds", 1, 86400, 0,
+                &out->poll_interval_seconds, err))
+        return SKIPPR_INVAL;
+
+    const sk_ynode *tr = sk_ymap_get(pipe, "transform");
+    if (tr && tr->kind != SK_Y_MAP)
+        return sk_cfg_fail(err, doc, tr, "transform: must be a map");
+    if (tr && check_keys(doc, tr, transform_keys, "transform:", err))
+        return SKIPPR_INVAL;
+    for (size_t i = 0; tr && i < tr->n; i++)
+        if (want_scalar(doc, tr->items[i], tr->keys[i]->value, err))
+            return SKIPPR_INVAL;
+    out->route.namespace_fields = get_str(tr, "namespace_fields");
+    out->route.partition_fields = get_str(tr, "batch_partition_fields");
+    out->route.time_fields = get_str(tr, "batch_time_fields");
+    out->route.prefix = get_str(tr, "time_partition_prefix");
+    const char *unit = get_str(tr, "batch_time_unit");
+    out->route.time_unit = SK_TIME_UNIT_NONE;
+    if (unit) {
+        int u = sk_time_unit_parse(unit);
+        if (u < 0)
+            return sk_cfg_fail(err, doc, sk_ymap_get(tr, "batch_time_unit"),
+                               "batch_time_unit '%s' must be year, month, "
+                               "day or hour", unit);
+        out->route.time_unit = (sk_time_unit)u;
+    } else if (out->route.time_fields && *out->route.time_fields) {
+        out->route.time_unit = SK_TIME_UNIT_DAY;
+    }
+    const char *rerr = NULL;
+    sk_router *probe = sk_router_new(&out->route, &rerr);
+    if (!probe)
+        return sk_cfg_fail(err, doc, tr ? tr : pipe, "transform: %s",
+                           rerr ? rerr : "invalid");
+    sk_router_free(probe);
+
+    if (resolve_endpoint(doc, pipe, "data_source", "data_sources",
+                         &out->source, err) ||
+        resolve_endpoint(doc, pipe, "data_sink", "data_sinks", &out->sink,
+                         err))
+        return SKIPPR_INVAL;
+    return SKIPPR_OK;
+}

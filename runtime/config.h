@@ -1,0 +1,91 @@
+/* Configuration: the seed-compatible skippr.yml.
+ *
+ *   skippr:        workspace, skipprd_el_storage_mode (local), state_dir,
+ *                  plugin_dirs, threads
+ *   pipelines:     NAME: type (copy), data_source, data_sink,
+ *                  buffer_threshold_seconds, max_object_bytes, transform: {...}
+ *   data_sources:  NAME: { PluginName: { options } }
+ *   data_sinks:    NAME: { PluginName: { options } }
+ *
+ * libyaml parses the file into a small tree that keeps each node's line and
+ * column, so every error can name file:line:col. ${VAR} and ${VAR:-default}
+ * in scalars are replaced from the environment; an unset variable without a
+ * default is an error. "$${" stands for a literal "${".
+ */
+#ifndef SK_CONFIG_H
+#define SK_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "route.h"
+
+typedef enum sk_ykind { SK_Y_SCALAR, SK_Y_MAP, SK_Y_SEQ } sk_ykind;
+
+typedef struct sk_ynode {
+    sk_ykind kind;
+    int line, col;   /* 1-based */
+    char *value;     /* scalar text after interpolation */
+    int quoted;      /* scalar was quoted */
+    size_t n;        /* map pairs or seq items */
+    struct sk_ynode **keys;  /* map: key scalars */
+    struct sk_ynode **items; /* map: values; seq: items */
+} sk_ynode;
+
+typedef struct sk_yaml_doc {
+    char *path;
+    sk_ynode *root;
+} sk_yaml_doc;
+
+/* Error text, with file:line:col when known. */
+typedef struct sk_cfg_err {
+    char msg[1024];
+} sk_cfg_err;
+
+/* Load and interpolate a YAML file. Returns SKIPPR_OK, or a negative status
+ * with err filled in. On success caller owns *doc: sk_yaml_free(). */
+int sk_yaml_load(const char *path, sk_yaml_doc **doc, sk_cfg_err *err);
+void sk_yaml_free(sk_yaml_doc *doc);
+/* Map lookup; NULL when absent or when map is not a map. */
+const sk_ynode *sk_ymap_get(const sk_ynode *map, const char *key);
+/* Format "file:line:col: message" into err. Returns SKIPPR_INVAL. */
+int sk_cfg_fail(sk_cfg_err *err, const sk_yaml_doc *doc, const sk_ynode *at,
+                const char *fmt, ...) SKIPPR_PRINTF(4, 5);
+
+typedef struct sk_endpoint_cfg {
+    const char *ref;           /* "data_sources.X" as written */
+    const char *plugin;        /* "File", "S3", ... */
+    const sk_ynode *options;   /* the plugin's option map (may be NULL) */
+    const sk_ynode *at;        /* for error positions */
+} sk_endpoint_cfg;
+
+typedef struct sk_pipeline_cfg {
+    const char *name;
+    const char *workspace;
+    const char *state_dir;      /* default ".skippr" */
+    const sk_ynode *plugin_dirs; /* seq or NULL */
+    int threads;                /* worker threads; default: online CPUs */
+    int64_t buffer_threshold_seconds; /* longest a slice stays open */
+    int64_t max_object_bytes;   /* size cap of one output object */
+    int64_t wal_disk_budget;    /* bytes of WAL before early flushes */
+    int64_t memory_budget;      /* bytes of open blocks before spilling */
+    int64_t max_record_bytes;   /* larger records are dead-lettered */
+    int64_t poll_interval_seconds; /* continuous mode: time between lists */
+    sk_route_config route;
+    sk_endpoint_cfg source;
+    sk_endpoint_cfg sink;
+} sk_pipeline_cfg;
+
+/* Validate the top level and extract one pipeline. Pointers in out borrow
+ * from doc. Returns SKIPPR_OK or SKIPPR_INVAL with err set. */
+int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
+                       sk_pipeline_cfg *out, sk_cfg_err *err);
+
+/* Names of all pipelines in file order; borrowed from doc. */
+size_t sk_config_pipeline_names(const sk_yaml_doc *doc, const char **names,
+                                size_t cap);
+
+/* Parse sizes like "64MiB", "1GiB", "512k" or plain integers. */
+int sk_parse_size(const char *s, int64_t *out);
+
+#endif

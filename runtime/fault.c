@@ -1,0 +1,96 @@
+#include "fault.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sk_fault_enabled;
+int sk_crash_enabled;
+
+static const char *const kind_names[SK_FAULT_KIND_COUNT] = {
+    "alloc", "open", "write", "nospc", "fsync", "rename", "unlink", "read"};
+
+static struct {
+    long at;      /* fire on this call number (1-based); 0 = off */
+    int persist;  /* keep failing after the first */
+    atomic_long calls;
+} faults[SK_FAULT_KIND_COUNT];
+
+static char crash_point[32];
+static long crash_at;
+static atomic_long crash_calls;
+
+void sk_fault_arm(sk_fault_kind kind, long n, int persist)
+{
+    faults[kind].at = n;
+    faults[kind].persist = persist;
+    atomic_store(&faults[kind].calls, 0);
+    sk_fault_enabled = 0;
+    for (int i = 0; i < SK_FAULT_KIND_COUNT; i++)
+        if (faults[i].at > 0)
+            sk_fault_enabled = 1;
+}
+
+int sk_fault_hit_slow(sk_fault_kind kind)
+{
+    /* nospc is counted on write calls. */
+    if (kind == SK_FAULT_WRITE && faults[SK_FAULT_NOSPC].at > 0)
+        kind = SK_FAULT_NOSPC;
+    if (faults[kind].at <= 0)
+        return 0;
+    long n = atomic_fetch_add(&faults[kind].calls, 1) + 1;
+    return n == faults[kind].at || (faults[kind].persist && n > faults[kind].at);
+}
+
+int sk_fault_nospc_armed(void) { return faults[SK_FAULT_NOSPC].at > 0; }
+
+void sk_crashpoint_slow(const char *point)
+{
+    if (strcmp(crash_point, "any") != 0 && strcmp(crash_point, point) != 0)
+        return;
+    if (atomic_fetch_add(&crash_calls, 1) + 1 == crash_at) {
+        fprintf(stderr, "skipprd: crash point %s reached, killing self\n",
+                point);
+        raise(SIGKILL);
+    }
+}
+
+int sk_fault_init_from_env(void)
+{
+    const char *f = getenv("SKIPPR_FAULT");
+    if (f && *f) {
+        char kind[32];
+        long n = 0;
+        char persist[16] = "";
+        if (sscanf(f, "%31[a-z]:%ld:%15s", kind, &n, persist) < 2 || n <= 0) {
+            fprintf(stderr, "skipprd: error: bad SKIPPR_FAULT '%s' "
+                            "(want KIND:N[:persist])\n", f);
+            return -1;
+        }
+        int found = 0;
+        for (int i = 0; i < SK_FAULT_KIND_COUNT; i++) {
+            if (strcmp(kind, kind_names[i]) == 0) {
+                sk_fault_arm((sk_fault_kind)i, n,
+                             strcmp(persist, "persist") == 0);
+                found = 1;
+            }
+        }
+        if (!found) {
+            fprintf(stderr, "skipprd: error: unknown fault kind '%s'\n", kind);
+            return -1;
+        }
+    }
+    const char *c = getenv("SKIPPR_CRASH");
+    if (c && *c) {
+        if (sscanf(c, "%31[a-z_]:%ld", crash_point, &crash_at) != 2 ||
+            crash_at <= 0) {
+            fprintf(stderr, "skipprd: error: bad SKIPPR_CRASH '%s' "
+                            "(want POINT:N)\n", c);
+            return -1;
+        }
+        sk_crash_enabled = 1;
+    }
+    return 0;
+}

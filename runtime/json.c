@@ -1,0 +1,711 @@
+/* JSON framer and peeker: see json.h for the contract.
+ *
+ * A hand-written validating recursive-descent scanner. Libraries (jansson,
+ * simdjson) build trees or lose byte offsets; we need exact record spans plus
+ * a handful of values, in one pass, with no allocation. jansson remains the
+ * oracle in the differential tests.
+ *
+ * Hot loops: whitespace skipping and string scanning. Strings are scanned
+ * eight bytes at a time (SWAR) until a quote, backslash, control byte or
+ * non-ASCII byte shows up; only those take the byte-at-a-time path.
+ */
+#include "json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+/* ---- peek spec: a trie of path segments ------------------------------- */
+
+typedef struct peek_node {
+    const char *name;
+    size_t name_len;
+    int slot;        /* path index ending here, or -1 */
+    int first_child; /* node index, or -1 */
+    int next;        /* sibling node index, or -1 */
+} peek_node;
+
+struct sk_peek_spec {
+    size_t npaths;
+    size_t nnodes;
+    size_t cap;
+    peek_node *nodes; /* node 0 is the root */
+    char **names;     /* owned copies of segment names, one per node */
+};
+
+static int spec_child(const sk_peek_spec *s, int node, const uint8_t *name,
+                      size_t len)
+{
+    for (int c = s->nodes[node].first_child; c >= 0; c = s->nodes[c].next)
+        if (s->nodes[c].name_len == len &&
+            memcmp(s->nodes[c].name, name, len) == 0)
+            return c;
+    return -1;
+}
+
+static int spec_add_node(sk_peek_spec *s, int parent, const char *name,
+                         size_t len)
+{
+    if (s->nnodes == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 8;
+        peek_node *n = sk_realloc(s->nodes, ncap * sizeof *n);
+        if (!n)
+            return -1;
+        s->nodes = n;
+        char **nm = sk_realloc(s->names, ncap * sizeof *nm);
+        if (!nm)
+            return -1;
+        s->names = nm;
+        s->cap = ncap;
+    }
+    char *copy = sk_strndup(name, len);
+    if (!copy)
+        return -1;
+    int idx = (int)s->nnodes++;
+    s->names[idx] = copy;
+    s->nodes[idx] = (peek_node){copy, len, -1, -1, -1};
+    if (parent >= 0) {
+        s->nodes[idx].next = s->nodes[parent].first_child;
+        s->nodes[parent].first_child = idx;
+    }
+    return idx;
+}
+
+sk_peek_spec *sk_peek_spec_new(const char *const *paths, size_t n)
+{
+    sk_peek_spec *s = NULL;
+    if (n > SK_PEEK_MAX_PATHS)
+        goto fail;
+    s = sk_calloc(1, sizeof *s);
+    if (!s)
+        goto fail;
+    if (spec_add_node(s, -1, "", 0) != 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = paths[i];
+        int node = 0;
+        for (;;) {
+            const char *dot = strchr(p, '.');
+            size_t seg = dot ? (size_t)(dot - p) : strlen(p);
+            if (seg == 0)
+                goto fail;
+            int c = spec_child(s, node, (const uint8_t *)p, seg);
+            if (c < 0)
+                c = spec_add_node(s, node, p, seg);
+            if (c < 0)
+                goto fail;
+            node = c;
+            if (!dot)
+                break;
+            p = dot + 1;
+        }
+        if (s->nodes[node].slot >= 0)
+            continue; /* duplicate path: the first slot keeps it */
+        s->nodes[node].slot = (int)i;
+    }
+    s->npaths = n;
+    return s;
+fail:
+    sk_peek_spec_free(s);
+    return NULL;
+}
+
+void sk_peek_spec_free(sk_peek_spec *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nnodes; i++)
+        sk_free(s->names[i]);
+    sk_free(s->names);
+    sk_free(s->nodes);
+    sk_free(s);
+}
+
+size_t sk_peek_spec_count(const sk_peek_spec *s) { return s ? s->npaths : 0; }
+
+/* ---- scanner ---------------------------------------------------------- */
+
+typedef struct scan {
+    const uint8_t *base;
+    const uint8_t *p;
+    const uint8_t *end;
+    const sk_peek_spec *spec;
+    sk_json_value *vals;
+    const char *err;
+    int incomplete; /* ran off the end of the buffer */
+    int final;
+} scan;
+
+static const uint8_t ws_table[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1,
+                                      ['\r'] = 1};
+
+static inline void skip_ws(scan *x)
+{
+    const uint8_t *p = x->p, *e = x->end;
+    while (p < e && ws_table[*p])
+        p++;
+    x->p = p;
+}
+
+#define NEED(x)                                                                \
+    do {                                                                       \
+        if ((x)->p >= (x)->end) {                                              \
+            (x)->incomplete = 1;                                               \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+
+static inline int fail(scan *x, const char *why)
+{
+    if (!x->err)
+        x->err = why;
+    return -1;
+}
+
+/* Length of the valid UTF-8 sequence at p, 0 if invalid, -1 if cut off by
+ * end. Follows RFC 3629 table 3-7 (no overlongs, no surrogates). */
+static int utf8_seq(const uint8_t *p, const uint8_t *end)
+{
+    uint8_t c = p[0];
+    int n;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    for (int i = 1; i < n; i++) {
+        if (p + i >= end)
+            return -1;
+        uint8_t b = p[i];
+        if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF))
+            return 0;
+    }
+    return n;
+}
+
+int sk_utf8_valid(const uint8_t *s, size_t n)
+{
+    const uint8_t *p = s, *end = s + n;
+    while (p < end) {
+        int k = utf8_seq(p, end);
+        if (k <= 0)
+            return 0;
+        p += k;
+    }
+    return 1;
+}
+
+static inline int hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Reads 4 hex digits at p; -1 if invalid. Caller checked the bounds. */
+static long hex4(const uint8_t *p)
+{
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0)
+            return -1;
+        v = (v << 4) | h;
+    }
+    return v;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* x->p is at the opening quote. On success x->p is past the closing quote,
+ * raw_off and raw_len give the text between the quotes. */
+static int scan_string(scan *x, size_t *raw_off, size_t *raw_len, int *esc)
+{
+    const uint8_t *p = x->p + 1, *end = x->end;
+    const uint8_t *start = p;
+    int has_esc = 0;
+    for (;;) {
+        while (end - p >= 8) {
+            uint64_t v;
+            memcpy(&v, p, 8);
+            uint64_t q = v ^ (ONES * '"');
+            uint64_t b = v ^ (ONES * '\\');
+            uint64_t t = ((q - ONES) & ~q) | ((b - ONES) & ~b) |
+                         ((v - ONES * 0x20) & ~v) | v;
+            if (t & HIGHS)
+                break;
+            p += 8;
+        }
+        if (p >= end)
+            goto cut;
+        uint8_t c = *p;
+        if (c == '"')
+            break;
+        if (c == '\\') {
+            has_esc = 1;
+            if (p + 1 >= end)
+                goto cut;
+            switch (p[1]) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n':
+            case 'r': case 't':
+                p += 2;
+                continue;
+            case 'u': {
+                if (end - p < 6)
+                    goto cut;
+                long u = hex4(p + 2);
+                if (u < 0) {
+                    x->p = p;
+                    return fail(x, "invalid \\u escape in string");
+                }
+                p += 6;
+                if (u >= 0xDC00 && u <= 0xDFFF) {
+                    x->p = p;
+                    return fail(x, "lone low surrogate in string");
+                }
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    if (end - p < 6)
+                        goto cut;
+                    long lo = (p[0] == '\\' && p[1] == 'u') ? hex4(p + 2) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF) {
+                        x->p = p;
+                        return fail(x, "unpaired high surrogate in string");
+                    }
+                    p += 6;
+                }
+                continue;
+            }
+            default:
+                x->p = p;
+                return fail(x, "invalid escape in string");
+            }
+        }
+        if (c < 0x20) {
+            x->p = p;
+            return fail(x, "control character in string");
+        }
+        if (c >= 0x80) {
+            int k = utf8_seq(p, end);
+            if (k < 0)
+                goto cut;
+            if (k == 0) {
+                x->p = p;
+                return fail(x, "invalid UTF-8 in string");
+            }
+            p += k;
+            continue;
+        }
+        p++;
+    }
+    *raw_off = (size_t)(start - x->base);
+    *raw_len = (size_t)(p - start);
+    *esc = has_esc;
+    x->p = p + 1;
+    return 0;
+cut:
+    x->p = end;
+    x->incomplete = 1;
+    return -1;
+}
+
+static inline int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+static int scan_number(scan *x)
+{
+    const uint8_t *p = x->p, *end = x->end;
+    if (*p == '-')
+        p++;
+    if (p >= end)
+        goto cut;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && is_digit(*p))
+            p++;
+    } else {
+        x->p = p;
+        return fail(x, "invalid number");
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end)
+            goto cut;
+        if (!is_digit(*p)) {
+            x->p = p;
+            return fail(x, "invalid number: no digit after '.'");
+        }
+        while (p < end && is_digit(*p))
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end)
+            goto cut;
+        if (!is_digit(*p)) {
+            x->p = p;
+            return fail(x, "invalid number: bad exponent");
+        }
+        while (p < end && is_digit(*p))
+            p++;
+    }
+    /* A number that touches the end of a partial buffer may go on. */
+    if (p >= end && !x->final)
+        goto cut;
+    x->p = p;
+    return 0;
+cut:
+    x->p = end;
+    x->incomplete = 1;
+    return -1;
+}
+
+static int scan_literal(scan *x, const char *word, size_t n)
+{
+    size_t avail = (size_t)(x->end - x->p);
+    size_t cmp = avail < n ? avail : n;
+    if (memcmp(x->p, word, cmp) != 0)
+        return fail(x, "invalid literal");
+    if (avail < n) {
+        x->p = x->end;
+        x->incomplete = 1;
+        return -1;
+    }
+    x->p += n;
+    return 0;
+}
+
+static int scan_value(scan *x, int node, int depth, sk_json_value *cap);
+
+/* Looks up a member name among node's children, decoding escapes first. */
+static int member_child(scan *x, int node, size_t off, size_t len, int esc)
+{
+    const uint8_t *name = x->base + off;
+    uint8_t tmp[1024];
+    if (esc) {
+        if (len > sizeof tmp)
+            return -1; /* no configured segment is that long */
+        len = sk_json_unescape(name, len, tmp);
+        name = tmp;
+    }
+    return spec_child(x->spec, node, name, len);
+}
+
+static int scan_object(scan *x, int node, int depth)
+{
+    x->p++; /* '{' */
+    skip_ws(x);
+    NEED(x);
+    if (*x->p == '}') {
+        x->p++;
+        return 0;
+    }
+    for (;;) {
+        if (*x->p != '"')
+            return fail(x, "expected a string as object key");
+        size_t koff, klen;
+        int kesc;
+        if (scan_string(x, &koff, &klen, &kesc))
+            return -1;
+        skip_ws(x);
+        NEED(x);
+        if (*x->p != ':')
+            return fail(x, "expected ':' after object key");
+        x->p++;
+        skip_ws(x);
+        NEED(x);
+        int child = -1;
+        if (node >= 0 && x->spec->nodes[node].first_child >= 0)
+            child = member_child(x, node, koff, klen, kesc);
+        sk_json_value *cap = NULL;
+        if (child >= 0 && x->spec->nodes[child].slot >= 0)
+            cap = &x->vals[x->spec->nodes[child].slot];
+        if (scan_value(x, child, depth + 1, cap))
+            return -1;
+        skip_ws(x);
+        NEED(x);
+        if (*x->p == ',') {
+            x->p++;
+            skip_ws(x);
+            NEED(x);
+            continue;
+        }
+        if (*x->p == '}') {
+            x->p++;
+            return 0;
+        }
+        return fail(x, "expected ',' or '}' in object");
+    }
+}
+
+static int scan_array(scan *x, int depth)
+{
+    x->p++; /* '[' */
+    skip_ws(x);
+    NEED(x);
+    if (*x->p == ']') {
+        x->p++;
+        return 0;
+    }
+    for (;;) {
+        if (scan_value(x, -1, depth + 1, NULL))
+            return -1;
+        skip_ws(x);
+        NEED(x);
+        if (*x->p == ',') {
+            x->p++;
+            skip_ws(x);
+            NEED(x);
+            continue;
+        }
+        if (*x->p == ']') {
+            x->p++;
+            return 0;
+        }
+        return fail(x, "expected ',' or ']' in array");
+    }
+}
+
+/* x->p is at the value's first byte (within bounds). node is the trie node
+ * this value sits at (-1 when no path goes through it); cap, if not NULL,
+ * receives the value's type and span. */
+static int scan_value(scan *x, int node, int depth, sk_json_value *cap)
+{
+    if (depth > SK_JSON_MAX_DEPTH)
+        return fail(x, "nesting deeper than 512 levels");
+    const uint8_t *start = x->p;
+    uint8_t type;
+    int rc;
+    size_t soff = 0, slen = 0;
+    int esc = 0;
+    switch (*x->p) {
+    case '{':
+        type = SK_JSON_OBJECT;
+        rc = scan_object(x, node, depth);
+        break;
+    case '[':
+        type = SK_JSON_ARRAY;
+        rc = scan_array(x, depth);
+        break;
+    case '"':
+        type = SK_JSON_STRING;
+        rc = scan_string(x, &soff, &slen, &esc);
+        break;
+    case 't':
+        type = SK_JSON_TRUE;
+        rc = scan_literal(x, "true", 4);
+        break;
+    case 'f':
+        type = SK_JSON_FALSE;
+        rc = scan_literal(x, "false", 5);
+        break;
+    case 'n':
+        type = SK_JSON_NULL;
+        rc = scan_literal(x, "null", 4);
+        break;
+    default:
+        if (*x->p == '-' || is_digit(*x->p)) {
+            type = SK_JSON_NUMBER;
+            rc = scan_number(x);
+        } else {
+            return fail(x, "unexpected byte where a value should start");
+        }
+    }
+    if (rc)
+        return rc;
+    if (cap) {
+        cap->type = type;
+        cap->has_escapes = (uint8_t)esc;
+        if (type == SK_JSON_STRING) {
+            cap->off = soff;
+            cap->len = slen;
+        } else {
+            cap->off = (size_t)(start - x->base);
+            cap->len = (size_t)(x->p - start);
+        }
+    }
+    return 0;
+}
+
+size_t sk_json_skip_bom(const uint8_t *buf, size_t len)
+{
+    if (len >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF)
+        return 3;
+    return 0;
+}
+
+sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
+                        const uint8_t *buf, size_t len, size_t *pos, int final,
+                        sk_json_record *out)
+{
+    size_t i = *pos;
+    for (;;) {
+        while (i < len && ws_table[buf[i]])
+            i++;
+        if (i >= len) {
+            *pos = len;
+            return SK_JSON_END;
+        }
+        uint8_t c = buf[i];
+        if (f->in_array) {
+            if (c == ']') {
+                f->in_array = f->want_comma = 0;
+                i++;
+                continue;
+            }
+            if (c == ',') {
+                /* Also tolerated after a resync, where the comma that
+                 * followed a dead-lettered element starts the line. */
+                f->want_comma = 0;
+                i++;
+                continue;
+            }
+            if (f->want_comma)
+                goto bad_here;
+        } else if (c == '[') {
+            f->in_array = 1;
+            f->want_comma = 0;
+            i++;
+            continue;
+        }
+        break;
+    }
+
+    scan x = {buf, buf + i, buf + len, spec, out->values, NULL, 0, final};
+    size_t nvals = sk_peek_spec_count(spec);
+    for (size_t k = 0; k < nvals; k++)
+        out->values[k].type = SK_JSON_NONE;
+    int root = spec ? 0 : -1;
+    if (scan_value(&x, root, 1, NULL) == 0) {
+        out->start = i;
+        out->end = (size_t)(x.p - buf);
+        *pos = out->end;
+        if (f->in_array)
+            f->want_comma = 1;
+        return SK_JSON_RECORD;
+    }
+    if (x.incomplete && !final) {
+        *pos = i;
+        out->start = i;
+        return SK_JSON_NEED_MORE;
+    }
+    out->reason = x.err ? x.err : "truncated record";
+    {
+        /* Resync: the error span runs to the next newline. */
+        size_t e = x.p ? (size_t)(x.p - buf) : i;
+        if (e < i)
+            e = i;
+        const uint8_t *nl = e < len ? memchr(buf + e, '\n', len - e) : NULL;
+        if (!nl && !final) {
+            *pos = i;
+            out->start = i;
+            return SK_JSON_NEED_MORE;
+        }
+        out->start = i;
+        out->end = nl ? (size_t)(nl - buf) : len;
+        if (out->end == i)
+            out->end = i + 1; /* the bad byte itself is a newline: no */
+        *pos = nl ? (size_t)(nl - buf) + 1 : len;
+        if (f->in_array)
+            f->want_comma = 0;
+        return SK_JSON_ERROR;
+    }
+
+bad_here:;
+    /* In an array, after an element, something other than ',' or ']'. */
+    const uint8_t *nl = memchr(buf + i, '\n', len - i);
+    if (!nl && !final) {
+        *pos = i;
+        out->start = i;
+        return SK_JSON_NEED_MORE;
+    }
+    out->start = i;
+    out->end = nl ? (size_t)(nl - buf) : len;
+    out->reason = "expected ',' or ']' between top-level array elements";
+    *pos = nl ? (size_t)(nl - buf) + 1 : len;
+    f->want_comma = 0;
+    return SK_JSON_ERROR;
+}
+
+static void put_utf8(uint8_t **o, unsigned long cp)
+{
+    uint8_t *p = *o;
+    if (cp < 0x80) {
+        *p++ = (uint8_t)cp;
+    } else if (cp < 0x800) {
+        *p++ = (uint8_t)(0xC0 | (cp >> 6));
+        *p++ = (uint8_t)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *p++ = (uint8_t)(0xE0 | (cp >> 12));
+        *p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        *p++ = (uint8_t)(0x80 | (cp & 0x3F));
+    } else {
+        *p++ = (uint8_t)(0xF0 | (cp >> 18));
+        *p++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        *p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        *p++ = (uint8_t)(0x80 | (cp & 0x3F));
+    }
+    *o = p;
+}
+
+size_t sk_json_unescape(const uint8_t *raw, size_t len, uint8_t *out)
+{
+    const uint8_t *p = raw, *end = raw + len;
+    uint8_t *o = out;
+    while (p < end) {
+        if (*p != '\\' || p + 1 >= end) {
+            *o++ = *p++;
+            continue;
+        }
+        uint8_t e = p[1];
+        p += 2;
+        switch (e) {
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            if (end - p < 4)
+                return (size_t)(o - out);
+            long u = hex4(p);
+            p += 4;
+            if (u < 0)
+                u = 0xFFFD;
+            if (u >= 0xD800 && u <= 0xDBFF && end - p >= 6 && p[0] == '\\' &&
+                p[1] == 'u') {
+                long lo = hex4(p + 2);
+                if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+                    p += 6;
+                }
+            }
+            put_utf8(&o, (unsigned long)u);
+            break;
+        }
+        default:
+            *o++ = e; /* \" \\ \/ */
+        }
+    }
+    return (size_t)(o - out);
+}

@@ -1,0 +1,445 @@
+#include "loader.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "decompress.h"
+
+volatile int sk_stop_requested;
+
+const skippr_option sk_common_source_options[] = {
+    {"format", SKIPPR_OPT_STRING, "auto", 0, 0,
+     "Record format: auto (from the data), json or jsonl."},
+    {NULL, 0, NULL, 0, 0, NULL}};
+
+const skippr_option sk_common_sink_options[] = {
+    {"format", SKIPPR_OPT_STRING, "jsonl", 0, 0,
+     "Output format: jsonl (each record's exact bytes, then a newline)."},
+    {"compression", SKIPPR_OPT_STRING, "none", 0, 0,
+     "Output compression: none. (gzip and zstd are planned.)"},
+    {NULL, 0, NULL, 0, 0, NULL}};
+
+int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
+                   size_t errlen)
+{
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        snprintf(err, errlen, "cannot load %s: %s", path, dlerror());
+        return SKIPPR_ABI;
+    }
+    skippr_plugin_entry_fn entry;
+    *(void **)&entry = dlsym(dl, SKIPPR_PLUGIN_ENTRY_SYMBOL);
+    if (!entry) {
+        snprintf(err, errlen, "%s is not a skippr plugin: it does not export "
+                 "%s()", path, SKIPPR_PLUGIN_ENTRY_SYMBOL);
+        goto fail;
+    }
+    const skippr_plugin *d = entry();
+    if (!d) {
+        snprintf(err, errlen, "%s: %s() returned NULL", path,
+                 SKIPPR_PLUGIN_ENTRY_SYMBOL);
+        goto fail;
+    }
+    /* The first two fields are read before anything else. */
+    if (d->abi_version != SKIPPR_ABI_VERSION) {
+        snprintf(err, errlen, "%s was built for plugin ABI version %u, this "
+                 "skipprd speaks version %u: rebuild the plugin", path,
+                 d->abi_version, SKIPPR_ABI_VERSION);
+        goto fail;
+    }
+    if (d->struct_size < sizeof(skippr_plugin)) {
+        snprintf(err, errlen, "%s: descriptor is %u bytes, expected at least "
+                 "%zu: not binary compatible", path, d->struct_size,
+                 sizeof(skippr_plugin));
+        goto fail;
+    }
+    if (!d->name || !*d->name || (!d->source && !d->sink)) {
+        snprintf(err, errlen, "%s: descriptor has no name or neither source "
+                 "nor sink ops", path);
+        goto fail;
+    }
+    if ((d->source && (d->source->struct_size < sizeof(skippr_source_ops) ||
+                       !d->source->init)) ||
+        (d->sink && (d->sink->struct_size < sizeof(skippr_sink_ops) ||
+                     !d->sink->init || !d->sink->object_open ||
+                     !d->sink->object_write || !d->sink->object_commit ||
+                     !d->sink->object_abort))) {
+        snprintf(err, errlen, "%s (%s): ops struct too small or a required "
+                 "callback is missing", path, d->name);
+        goto fail;
+    }
+    out->dl = dl;
+    out->desc = d;
+    out->path = sk_strdup(path);
+    if (!out->path) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    return SKIPPR_OK;
+fail:
+    dlclose(dl);
+    return SKIPPR_ABI;
+}
+
+static int is_so(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 3 && strcmp(name + n - 3, ".so") == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void scan_dir(sk_registry *r, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char *names[256];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < SK_ARRAY_LEN(names))
+        if (is_so(e->d_name) && (names[n] = sk_strdup(e->d_name)))
+            n++;
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        sk_free(names[i]);
+        if (r->n == SK_MAX_PLUGINS) {
+            sk_warn("too many plugins; ignoring %s", path);
+            continue;
+        }
+        char err[512];
+        sk_plugin_lib lib;
+        if (sk_plugin_open(path, &lib, err, sizeof err)) {
+            sk_warn("%s", err);
+            continue;
+        }
+        const sk_plugin_lib *prev = sk_registry_find(r, lib.desc->name);
+        if (prev) {
+            if (strcmp(prev->path, lib.path) != 0)
+                sk_warn("plugin %s at %s refused: a plugin of that name was "
+                        "already loaded from %s", lib.desc->name, lib.path,
+                        prev->path);
+            dlclose(lib.dl);
+            sk_free(lib.path);
+            continue;
+        }
+        r->libs[r->n++] = lib;
+    }
+}
+
+int sk_registry_load(sk_registry *r, const sk_yaml_doc *doc,
+                     const sk_ynode *extra, sk_cfg_err *err)
+{
+    memset(r, 0, sizeof *r);
+    for (size_t i = 0; extra && i < extra->n; i++) {
+        const sk_ynode *dn = extra->items[i];
+        if (dn->kind != SK_Y_SCALAR || dn->value[0] != '/')
+            return sk_cfg_fail(err, doc, dn, "plugin_dirs entries must be "
+                               "absolute paths (plugins are never loaded "
+                               "from the working directory)");
+        scan_dir(r, dn->value);
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            char dir[PATH_MAX + 32];
+            snprintf(dir, sizeof dir, "%s/../plugins", exe);
+            scan_dir(r, dir);
+            snprintf(dir, sizeof dir, "%s/../lib/skippr/plugins", exe);
+            scan_dir(r, dir);
+        }
+    }
+    scan_dir(r, SKIPPR_PLUGIN_INSTALL_DIR);
+    return SKIPPR_OK;
+}
+
+void sk_registry_close(sk_registry *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        dlclose(r->libs[i].dl);
+        sk_free(r->libs[i].path);
+    }
+    r->n = 0;
+}
+
+const sk_plugin_lib *sk_registry_find(const sk_registry *r, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->libs[i].desc->name, name) == 0)
+            return &r->libs[i];
+    return NULL;
+}
+
+/* ---- instances --------------------------------------------------------- */
+
+static void host_log(const skippr_host *h, int level, const char *fmt, ...)
+{
+    const sk_instance *inst = h->impl;
+    va_list ap;
+    va_start(ap, fmt);
+    sk_vlog(level, inst->label, fmt, ap);
+    va_end(ap);
+}
+
+static void host_counter_add(const skippr_host *h, const char *name,
+                             int64_t delta)
+{
+    SK_UNUSED(h);
+    SK_UNUSED(name);
+    SK_UNUSED(delta);
+}
+
+static int host_should_stop(const skippr_host *h)
+{
+    SK_UNUSED(h);
+    return sk_stop_requested;
+}
+
+static int host_emit(const skippr_host *h, const skippr_message *m)
+{
+    SK_UNUSED(m);
+    host_log(h, SKIPPR_LOG_ERROR, "emit() called, but streaming sources are "
+             "not supported by this engine version");
+    return SKIPPR_FATAL;
+}
+
+static const skippr_option *find_opt(const skippr_option *t, const char *k)
+{
+    for (; t && t->name; t++)
+        if (strcmp(t->name, k) == 0)
+            return t;
+    return NULL;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int keep_string(sk_instance *inst, const char *v, const char **slot)
+{
+    char **ns = sk_realloc(inst->strings,
+                           (inst->nstrings + 1) * sizeof *inst->strings);
+    if (!ns)
+        return SKIPPR_NOMEM;
+    inst->strings = ns;
+    char *c = sk_strdup(v);
+    if (!c)
+        return SKIPPR_NOMEM;
+    inst->strings[inst->nstrings++] = c;
+    *slot = c;
+    return SKIPPR_OK;
+}
+
+static int fill_option(sk_instance *inst, const skippr_option *o,
+                       const char *value, const sk_yaml_doc *doc,
+                       const sk_ynode *at, sk_cfg_err *err)
+{
+    uint8_t *base = (uint8_t *)inst->ctx + o->offset;
+    switch (o->type) {
+    case SKIPPR_OPT_STRING:
+    case SKIPPR_OPT_SECRET: {
+        const char *s;
+        if (keep_string(inst, value, &s))
+            return sk_cfg_fail(err, doc, at, "out of memory");
+        memcpy(base, &s, sizeof s);
+        return SKIPPR_OK;
+    }
+    case SKIPPR_OPT_INT: {
+        int64_t v;
+        if (sk_parse_size(value, &v) != 0) {
+            char *end;
+            errno = 0;
+            long long ll = strtoll(value, &end, 10);
+            if (end == value || *end || errno)
+                return sk_cfg_fail(err, doc, at, "%s: option %s wants an "
+                                   "integer, not '%s'", inst->label, o->name,
+                                   value);
+            v = ll;
+        }
+        memcpy(base, &v, sizeof v);
+        return SKIPPR_OK;
+    }
+    case SKIPPR_OPT_BOOL: {
+        int b;
+        if (parse_bool(value, &b))
+            return sk_cfg_fail(err, doc, at, "%s: option %s wants true or "
+                               "false, not '%s'", inst->label, o->name, value);
+        memcpy(base, &b, sizeof b);
+        return SKIPPR_OK;
+    }
+    }
+    return sk_cfg_fail(err, doc, at, "%s: option %s has an unknown type in "
+                       "the plugin's table", inst->label, o->name);
+}
+
+static int apply_common(sk_instance *inst, const char *key, const char *v,
+                        const sk_yaml_doc *doc, const sk_ynode *at,
+                        sk_cfg_err *err)
+{
+    if (strcmp(key, "format") == 0) {
+        if (!inst->is_sink && strcmp(v, "auto") == 0)
+            inst->format = SK_FORMAT_AUTO;
+        else if (strcmp(v, "json") == 0 || strcmp(v, "jsonl") == 0 ||
+                 strcmp(v, "ndjson") == 0)
+            inst->format = SK_FORMAT_JSON;
+        else
+            return sk_cfg_fail(err, doc, at, "%s: format '%s' is not "
+                               "supported (supported: %s)", inst->label, v,
+                               inst->is_sink ? "jsonl" : "auto, json, jsonl");
+        return SKIPPR_OK;
+    }
+    if (strcmp(key, "compression") == 0) {
+        if (strcmp(v, "none") != 0)
+            return sk_cfg_fail(err, doc, at, "%s: compression '%s' is not "
+                               "supported yet (supported: none)", inst->label,
+                               v);
+        inst->compression = SK_COMP_NONE;
+        return SKIPPR_OK;
+    }
+    return SKIPPR_INVAL;
+}
+
+int sk_instance_new(const skippr_plugin *p, int is_sink,
+                    const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
+                    int start, sk_instance **out, sk_cfg_err *err)
+{
+    int rc = SKIPPR_NOMEM;
+    const skippr_option *table =
+        is_sink ? p->sink->options : p->source->options;
+    const skippr_option *common =
+        is_sink ? sk_common_sink_options : sk_common_source_options;
+    size_t ctx_size = is_sink ? p->sink->ctx_size : p->source->ctx_size;
+    sk_instance *inst = sk_calloc(1, sizeof *inst);
+    if (!inst)
+        goto oom;
+    inst->plugin = p;
+    inst->is_sink = is_sink;
+    inst->format = is_sink ? SK_FORMAT_JSON : SK_FORMAT_AUTO;
+    inst->label = sk_asprintf("%s %s (%s)", p->name, is_sink ? "sink" : "source",
+                              ep->ref);
+    inst->ctx = sk_calloc(1, ctx_size ? ctx_size : 1);
+    if (!inst->label || !inst->ctx)
+        goto oom;
+    inst->host = (skippr_host){sizeof(skippr_host), host_log, host_counter_add,
+                               host_should_stop, host_emit, inst};
+
+    const sk_ynode *opts = ep->options;
+    for (size_t i = 0; opts && i < opts->n; i++) {
+        const char *k = opts->keys[i]->value;
+        const sk_ynode *v = opts->items[i];
+        if (!v || v->kind != SK_Y_SCALAR) {
+            rc = sk_cfg_fail(err, doc, v ? v : opts->keys[i],
+                             "%s: option %s must be a single value",
+                             inst->label, k);
+            goto out;
+        }
+        if (find_opt(common, k)) {
+            rc = apply_common(inst, k, v->value, doc, v, err);
+            if (rc)
+                goto out;
+            continue;
+        }
+        const skippr_option *o = find_opt(table, k);
+        if (!o) {
+            char list[512] = "";
+            for (const skippr_option *t = table; t && t->name; t++) {
+                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, t->name, sizeof list - strlen(list) - 1);
+            }
+            for (const skippr_option *t = common; t->name; t++) {
+                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, t->name, sizeof list - strlen(list) - 1);
+            }
+            rc = sk_cfg_fail(err, doc, opts->keys[i], "unknown option '%s' "
+                             "for %s (known: %s)", k, inst->label, list);
+            goto out;
+        }
+        rc = fill_option(inst, o, v->value, doc, v, err);
+        if (rc)
+            goto out;
+    }
+    /* Defaults and required options. */
+    for (const skippr_option *o = table; o && o->name; o++) {
+        if (sk_ymap_get(opts, o->name))
+            continue;
+        if (o->required) {
+            rc = sk_cfg_fail(err, doc, ep->at, "%s needs option '%s': %s",
+                             inst->label, o->name, o->doc ? o->doc : "");
+            goto out;
+        }
+        if (o->default_value) {
+            rc = fill_option(inst, o, o->default_value, doc, ep->at, err);
+            if (rc)
+                goto out;
+        }
+    }
+    if (!start) {
+        *out = inst;
+        return SKIPPR_OK;
+    }
+    inst->inited = 1; /* destroy() runs even after a failed init() */
+    rc = is_sink ? p->sink->init(inst->ctx, &inst->host)
+                 : p->source->init(inst->ctx, &inst->host);
+    if (rc) {
+        sk_cfg_fail(err, doc, ep->at, "%s failed to start: %s", inst->label,
+                    skippr_status_str(rc));
+        goto out;
+    }
+    *out = inst;
+    inst = NULL;
+    rc = SKIPPR_OK;
+    goto out;
+oom:
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+out:
+    sk_instance_free(inst);
+    return rc;
+}
+
+void sk_instance_free(sk_instance *inst)
+{
+    if (!inst)
+        return;
+    if (inst->inited) {
+        if (inst->is_sink && inst->plugin->sink->destroy)
+            inst->plugin->sink->destroy(inst->ctx);
+        else if (!inst->is_sink && inst->plugin->source->destroy)
+            inst->plugin->source->destroy(inst->ctx);
+    }
+    for (size_t i = 0; i < inst->nstrings; i++)
+        sk_free(inst->strings[i]);
+    sk_free(inst->strings);
+    sk_free(inst->ctx);
+    sk_free(inst->label);
+    sk_free(inst);
+}

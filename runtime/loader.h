@@ -1,0 +1,79 @@
+/* Plugin loading and instances.
+ *
+ * Plugins are found in the configured plugin_dirs (absolute paths only),
+ * then next to the executable (build tree: <exe>/../plugins; install:
+ * <exe>/../lib/skippr/plugins), then the compiled-in install dir. Never in the
+ * working directory. Every *.so in those folders is opened; the loader checks
+ * abi_version and struct_size before any other field, and refuses a plugin
+ * whose name was already taken by an earlier one.
+ */
+#ifndef SK_LOADER_H
+#define SK_LOADER_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+#define SK_MAX_PLUGINS 64
+
+typedef struct sk_plugin_lib {
+    void *dl;
+    const skippr_plugin *desc;
+    char *path;
+} sk_plugin_lib;
+
+typedef struct sk_registry {
+    sk_plugin_lib libs[SK_MAX_PLUGINS];
+    size_t n;
+} sk_registry;
+
+/* Load one .so and check its descriptor. On failure returns a negative
+ * status with a message in err (e.g. "ABI version 2, engine has 1"). */
+int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
+                   size_t errlen);
+
+/* Scan the plugin folders. extra_dirs may be NULL. Problems with single
+ * files are logged as warnings; only a relative configured folder or an
+ * allocation failure fails the call. */
+int sk_registry_load(sk_registry *r, const sk_yaml_doc *doc,
+                     const sk_ynode *extra_dirs, sk_cfg_err *err);
+void sk_registry_close(sk_registry *r);
+const sk_plugin_lib *sk_registry_find(const sk_registry *r, const char *name);
+
+typedef enum sk_format {
+    SK_FORMAT_AUTO = 0,
+    SK_FORMAT_JSON, /* any JSON framing; output: one record per line */
+} sk_format;
+
+/* A configured source or sink: the plugin's context plus the options the
+ * engine itself reads (format, compression). */
+typedef struct sk_instance {
+    const skippr_plugin *plugin;
+    int is_sink;
+    char *label; /* e.g. "File sink (data_sinks.out)" */
+    void *ctx;   /* engine-allocated, zeroed, ctx_size bytes */
+    skippr_host host;
+    int inited;
+    sk_format format;
+    int compression; /* sk_comp for sinks */
+    char **strings;  /* option strings written into ctx, owned */
+    size_t nstrings;
+} sk_instance;
+
+/* Validate opts against the plugin's table plus the engine's common
+ * options, allocate the context, fill it and, if start is set, call init().
+ * On failure err names file:line:col. Caller owns *out: sk_instance_free().
+ */
+int sk_instance_new(const skippr_plugin *p, int is_sink,
+                    const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
+                    int start, sk_instance **out, sk_cfg_err *err);
+void sk_instance_free(sk_instance *inst);
+
+/* Options the engine reads on every source / sink; name == NULL ends. */
+extern const skippr_option sk_common_source_options[];
+extern const skippr_option sk_common_sink_options[];
+
+/* Set by the engine on shutdown; plugins read it through should_stop(). */
+extern volatile int sk_stop_requested;
+
+#endif

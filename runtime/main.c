@@ -1,0 +1,276 @@
+/* skipprd: the command line. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "config.h"
+#include "fault.h"
+#include "loader.h"
+#include "pipeline.h"
+
+static const char usage[] =
+    "usage: skipprd <command> [options]\n"
+    "\n"
+    "Copy records between systems without changing a byte, re-laid out by\n"
+    "the fields inside them, exactly once.\n"
+    "\n"
+    "commands:\n"
+    "  sync --pipeline NAME [--once]   run a pipeline (continuously, or with\n"
+    "                                  --once: copy everything new, flush,\n"
+    "                                  exit)\n"
+    "  validate [--pipeline NAME]      check the config and plugin options\n"
+    "  status --pipeline NAME          show units done, slices buffered and\n"
+    "                                  pending, and whether it is running\n"
+    "  plugins                         list the plugins found and their\n"
+    "                                  options\n"
+    "\n"
+    "options:\n"
+    "  -c, --config FILE   config file (default: $SKIPPR_CONFIG, else\n"
+    "                      ./skippr.yml)\n"
+    "  -p, --pipeline NAME pipeline to act on\n"
+    "      --once          drain and exit (sync)\n"
+    "  -t, --threads N     worker threads (overrides skippr.threads)\n"
+    "  -v, --verbose       more logging (repeat for debug)\n"
+    "  -q, --quiet         errors only\n"
+    "      --no-progress   never draw the progress line\n"
+    "  -h, --help          this text\n"
+    "      --version       print the version\n";
+
+static void on_signal(int sig)
+{
+    SK_UNUSED(sig);
+    sk_stop_requested = 1;
+}
+
+static int load(const char *path, sk_yaml_doc **doc)
+{
+    sk_cfg_err err;
+    if (sk_yaml_load(path, doc, &err)) {
+        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_options(const char *title, const skippr_option *o)
+{
+    for (; o && o->name; o++)
+        printf("    %-22s %-7s %s%s%s%s\n", o->name,
+               o->type == SKIPPR_OPT_INT    ? "int"
+               : o->type == SKIPPR_OPT_BOOL ? "bool"
+                                            : "string",
+               o->doc ? o->doc : "", o->required ? " (required)" : "",
+               o->default_value ? " Default: " : "",
+               o->default_value ? o->default_value : "");
+    SK_UNUSED(title);
+}
+
+static int cmd_plugins(const sk_yaml_doc *doc)
+{
+    sk_registry reg;
+    sk_cfg_err err;
+    const sk_ynode *dirs = NULL;
+    if (doc)
+        dirs = sk_ymap_get(sk_ymap_get(doc->root, "skippr"), "plugin_dirs");
+    if (sk_registry_load(&reg, doc, dirs, &err)) {
+        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        return 1;
+    }
+    if (reg.n == 0)
+        printf("no plugins found\n");
+    for (size_t i = 0; i < reg.n; i++) {
+        const skippr_plugin *d = reg.libs[i].desc;
+        printf("%s %s (%s%s%s)\n  %s\n  %s\n", d->name,
+               d->version ? d->version : "", d->source ? "source" : "",
+               d->source && d->sink ? ", " : "", d->sink ? "sink" : "",
+               d->description ? d->description : "", reg.libs[i].path);
+        if (d->source) {
+            printf("  source options:\n");
+            print_options("source", d->source->options);
+            print_options("source", sk_common_source_options);
+        }
+        if (d->sink) {
+            printf("  sink options:\n");
+            print_options("sink", d->sink->options);
+            print_options("sink", sk_common_sink_options);
+        }
+    }
+    sk_registry_close(&reg);
+    return 0;
+}
+
+static int validate_one(const sk_yaml_doc *doc, const char *name,
+                        sk_registry *reg)
+{
+    sk_pipeline_cfg cfg;
+    sk_cfg_err err;
+    if (sk_config_pipeline(doc, name, &cfg, &err)) {
+        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        return 1;
+    }
+    const sk_endpoint_cfg *eps[2] = {&cfg.source, &cfg.sink};
+    for (int i = 0; i < 2; i++) {
+        const sk_plugin_lib *lib = sk_registry_find(reg, eps[i]->plugin);
+        if (!lib || (i == 0 ? !lib->desc->source : !lib->desc->sink)) {
+            sk_cfg_fail(&err, doc, eps[i]->at, "no %s plugin named '%s' "
+                        "(see 'skipprd plugins')",
+                        i == 0 ? "source" : "sink", eps[i]->plugin);
+            fprintf(stderr, "skipprd: error: %s\n", err.msg);
+            return 1;
+        }
+        sk_instance *inst = NULL;
+        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 0, &inst, &err)) {
+            fprintf(stderr, "skipprd: error: %s\n", err.msg);
+            return 1;
+        }
+        sk_instance_free(inst);
+    }
+    printf("pipeline %s: ok (%s -> %s)\n", name, cfg.source.plugin,
+           cfg.sink.plugin);
+    return 0;
+}
+
+static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline)
+{
+    sk_registry reg;
+    sk_cfg_err err;
+    const sk_ynode *dirs =
+        sk_ymap_get(sk_ymap_get(doc->root, "skippr"), "plugin_dirs");
+    if (sk_registry_load(&reg, doc, dirs, &err)) {
+        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        return 1;
+    }
+    int bad = 0;
+    if (pipeline) {
+        bad = validate_one(doc, pipeline, &reg);
+    } else {
+        const char *names[256];
+        size_t n = sk_config_pipeline_names(doc, names, 256);
+        if (n == 0) {
+            fprintf(stderr, "skipprd: error: %s: no pipelines defined\n",
+                    doc->path);
+            bad = 1;
+        }
+        for (size_t i = 0; i < n; i++)
+            bad |= validate_one(doc, names[i], &reg);
+    }
+    sk_registry_close(&reg);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    enum { OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS };
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"pipeline", required_argument, NULL, 'p'},
+        {"threads", required_argument, NULL, 't'},
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0}};
+    const char *config = getenv("SKIPPR_CONFIG");
+    const char *pipeline = NULL;
+    int once = 0, threads = 0, no_progress = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "c:p:t:vqh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 'p': pipeline = optarg; break;
+        case 't':
+            threads = atoi(optarg);
+            if (threads < 1 || threads > 256) {
+                fprintf(stderr, "skipprd: error: --threads wants 1..256\n");
+                return 2;
+            }
+            break;
+        case OPT_ONCE: once = 1; break;
+        case 'v': sk_log_level++; break;
+        case 'q': sk_log_level = SKIPPR_LOG_ERROR; break;
+        case OPT_NO_PROGRESS: no_progress = 1; break;
+        case 'h': fputs(usage, stdout); return 0;
+        case OPT_VERSION:
+            printf("skipprd %s (plugin ABI %u)\n", SKIPPR_VERSION_STRING,
+                   SKIPPR_ABI_VERSION);
+            return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *cmd = argv[optind];
+    if (optind + 1 < argc) {
+        fprintf(stderr, "skipprd: error: unexpected argument '%s'\n",
+                argv[optind + 1]);
+        return 2;
+    }
+    if (!config || !*config)
+        config = "skippr.yml";
+    if (sk_fault_init_from_env())
+        return 2;
+
+    if (strcmp(cmd, "plugins") == 0) {
+        sk_yaml_doc *doc = NULL;
+        if (access(config, F_OK) == 0 && load(config, &doc))
+            return 1;
+        int rc = cmd_plugins(doc);
+        sk_yaml_free(doc);
+        return rc;
+    }
+    if (strcmp(cmd, "sync") != 0 && strcmp(cmd, "validate") != 0 &&
+        strcmp(cmd, "status") != 0) {
+        fprintf(stderr, "skipprd: error: unknown command '%s'\n\n%s", cmd,
+                usage);
+        return 2;
+    }
+    sk_yaml_doc *doc = NULL;
+    if (load(config, &doc))
+        return 1;
+    int rc;
+    if (strcmp(cmd, "validate") == 0) {
+        rc = cmd_validate(doc, pipeline);
+        sk_yaml_free(doc);
+        return rc;
+    }
+    if (!pipeline) {
+        fprintf(stderr, "skipprd: error: %s needs --pipeline NAME\n", cmd);
+        sk_yaml_free(doc);
+        return 2;
+    }
+    sk_pipeline_cfg cfg;
+    sk_cfg_err err;
+    if (sk_config_pipeline(doc, pipeline, &cfg, &err)) {
+        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        sk_yaml_free(doc);
+        return 1;
+    }
+    if (threads)
+        cfg.threads = threads;
+    if (strcmp(cmd, "status") == 0) {
+        rc = sk_pipeline_status(&cfg);
+        sk_yaml_free(doc);
+        return rc ? 1 : 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sk_run_opts opts = {once, !no_progress && isatty(2) &&
+                                  sk_log_level >= SKIPPR_LOG_INFO};
+    rc = sk_pipeline_run(doc, &cfg, &opts);
+    sk_yaml_free(doc);
+    if (rc == SKIPPR_LOCKED)
+        return 3;
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,1205 @@
+#include "pipeline.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "crc32c.h"
+#include "decompress.h"
+#include "fault.h"
+#include "json.h"
+#include "loader.h"
+#include "pool.h"
+#include "route.h"
+#include "state.h"
+
+#define WINDOW_BYTES (8u << 20)   /* decompressed bytes framed per round */
+#define MIN_PIECE (256u << 10)    /* smallest task */
+#define RAW_READ (1u << 20)       /* one source read */
+#define COMMIT_BYTES (64u << 20)  /* group commit after this much input */
+#define COMMIT_NS 1000000000ULL   /* ... or this much time */
+#define OUT_BUF (1u << 20)        /* sink write size */
+#define MAX_ATTEMPTS 8            /* sink retries before giving up */
+#define LIST_BATCH 4096           /* units collected per listing round */
+
+/* ---- framing tasks ------------------------------------------------------ */
+
+typedef struct rec_out {
+    size_t start, end;
+    size_t key_off, key_len;
+    uint64_t key_hash;
+    const char *reason; /* NULL: a record; else why it is dead-lettered */
+} rec_out;
+
+typedef struct engine engine;
+
+typedef struct piece {
+    sk_task task;
+    engine *e;
+    const uint8_t *buf;
+    size_t len;      /* window length */
+    size_t from, to; /* this piece */
+    int final;
+    sk_json_framer fr_in, fr_out;
+    rec_out *recs;
+    size_t nrec, cap;
+    sk_buf keys, scratch;
+    size_t stop;
+    int need_more;
+    int failed; /* allocation failure */
+} piece;
+
+typedef struct todo {
+    char *id;
+    char *version;
+    int64_t size;
+    int64_t offset;
+    uint32_t flags;
+} todo;
+
+struct engine {
+    const sk_pipeline_cfg *cfg;
+    const sk_run_opts *opts;
+    sk_state *st;
+    sk_registry reg;
+    sk_instance *src, *sink;
+    sk_router *router;
+    sk_pool *pool;
+    int nthreads;
+    piece *pieces;
+    sk_buf win;
+    size_t win_max;
+    uint8_t *raw;
+    sk_buf out;     /* sink write buffer */
+    sk_buf scratch; /* WAL read-back */
+    /* listing */
+    todo *todo;
+    size_t ntodo, todo_cap;
+    char *list_after;
+    int list_more;
+    uint64_t skipped_done, skipped_changed;
+    /* counters */
+    uint64_t units_done, records, dead, bytes_in, objects;
+    uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
+    uint64_t last_seal_check_ns;
+};
+
+static int ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+static int push_rec(piece *p, const rec_out *r)
+{
+    if (p->nrec == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 1024;
+        rec_out *n = sk_realloc(p->recs, nc * sizeof *n);
+        if (!n)
+            return SKIPPR_NOMEM;
+        p->recs = n;
+        p->cap = nc;
+    }
+    p->recs[p->nrec++] = *r;
+    return SKIPPR_OK;
+}
+
+/* Frame, peek and route records starting in [from, to). Runs on a worker
+ * (or inline on the pipeline thread for a re-run). */
+static void piece_run(piece *p)
+{
+    engine *e = p->e;
+    const sk_peek_spec *spec = sk_router_json_spec(e->router);
+    size_t max_rec = (size_t)e->cfg->max_record_bytes;
+    sk_json_framer fr = p->fr_in;
+    size_t pos = p->from;
+    p->nrec = 0;
+    p->need_more = 0;
+    p->failed = 0;
+    sk_buf_reset(&p->keys);
+    sk_json_record r;
+    for (;;) {
+        while (pos < p->len && ws(p->buf[pos]))
+            pos++;
+        if (pos >= p->to) {
+            if (p->to < p->len && pos > p->to)
+                pos = p->to; /* whitespace is the next piece's to skip */
+            break;
+        }
+        size_t at = pos;
+        sk_json_rc rc = sk_json_next(&fr, spec, p->buf, p->len, &pos,
+                                     p->final, &r);
+        rec_out o = {0};
+        if (rc == SK_JSON_END)
+            break;
+        if (rc == SK_JSON_NEED_MORE) {
+            p->need_more = 1;
+            pos = r.start;
+            break;
+        }
+        o.start = r.start;
+        o.end = r.end;
+        if (rc == SK_JSON_ERROR) {
+            o.reason = r.reason;
+        } else if (r.end - r.start > max_rec) {
+            o.reason = "record larger than max_record_bytes";
+        } else {
+            size_t k0 = p->keys.len;
+            if (sk_route_json(e->router, p->buf, r.values, &p->scratch,
+                              &p->keys)) {
+                p->failed = 1;
+                break;
+            }
+            o.key_off = k0;
+            o.key_len = p->keys.len - k0;
+            o.key_hash = sk_hash64(p->keys.data + k0, o.key_len);
+        }
+        if (push_rec(p, &o)) {
+            p->failed = 1;
+            break;
+        }
+        SK_UNUSED(at);
+    }
+    p->stop = pos;
+    p->fr_out = fr;
+}
+
+static void piece_task(sk_task *t)
+{
+    piece *p = (piece *)((char *)t - offsetof(piece, task));
+    piece_run(p);
+}
+
+/* ---- dead letters ------------------------------------------------------- */
+
+static int json_str_append(sk_buf *b, const char *s, size_t n)
+{
+    int rc = sk_buf_putc(b, '"');
+    for (size_t i = 0; !rc && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            rc = sk_buf_printf(b, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            rc = sk_buf_printf(b, "\\u%04x", c);
+        else
+            rc = sk_buf_putc(b, c);
+    }
+    return rc ? rc : sk_buf_putc(b, '"');
+}
+
+static int dead_letter(engine *e, const char *unit, uint64_t offset,
+                       const uint8_t *bytes, size_t len, const char *reason)
+{
+    sk_slice *s = sk_state_slice(e->st, "_errors", 7, 0, SK_SLICE_DEAD);
+    if (!s)
+        return SKIPPR_NOMEM;
+    sk_buf meta;
+    sk_buf_init(&meta, 1u << 20);
+    int rc = sk_buf_append(&meta, "\"unit\":", 7);
+    if (!rc)
+        rc = json_str_append(&meta, unit, strlen(unit));
+    if (!rc)
+        rc = sk_buf_printf(&meta, ",\"offset\":%" PRIu64 ",\"length\":%zu,"
+                           "\"reason\":", offset, len);
+    if (!rc)
+        rc = json_str_append(&meta, reason, strlen(reason));
+    if (!rc)
+        rc = sk_state_append(e->st, s, meta.data, meta.len);
+    if (!rc)
+        rc = sk_state_append(e->st, s, bytes, len);
+    sk_buf_free(&meta);
+    if (!rc) {
+        e->dead++;
+        sk_debug("dead letter: %s at offset %" PRIu64 " (%zu bytes): %s",
+                 unit, offset, len, reason);
+    }
+    return rc;
+}
+
+/* ---- sink upload -------------------------------------------------------- */
+
+typedef struct writer {
+    engine *e;
+    void *h;
+    int rc;
+    uint64_t bytes;
+    uint32_t crc;
+    int dead_mode; /* 0 all, 1 odd records (bytes), 2 even (meta lines) */
+    uint64_t n;
+    uint64_t data_off; /* meta mode: offset of the record in the data object */
+    int count_only;
+} writer;
+
+static int writer_flush(writer *w)
+{
+    engine *e = w->e;
+    if (e->out.len == 0 || w->count_only)
+        return SKIPPR_OK;
+    sk_crashpoint("sink_write");
+    int rc = e->sink->plugin->sink->object_write(e->sink->ctx, w->h,
+                                                 e->out.data, e->out.len);
+    sk_buf_reset(&e->out);
+    return rc;
+}
+
+static int writer_put(writer *w, const void *p, size_t n)
+{
+    w->crc = sk_crc32c(w->crc, p, n);
+    w->bytes += n;
+    if (w->count_only)
+        return SKIPPR_OK;
+    engine *e = w->e;
+    if (e->out.len + n > OUT_BUF) {
+        int rc = writer_flush(w);
+        if (rc)
+            return rc;
+    }
+    if (n > OUT_BUF) {
+        sk_crashpoint("sink_write");
+        return e->sink->plugin->sink->object_write(e->sink->ctx, w->h, p, n);
+    }
+    return sk_buf_append(&e->out, p, n);
+}
+
+static int write_record(void *ud, const uint8_t *rec, size_t len)
+{
+    writer *w = ud;
+    int rc;
+    if (w->dead_mode) {
+        int is_meta = (w->n++ % 2) == 0;
+        if (w->dead_mode == 1 && is_meta)
+            return SKIPPR_OK;
+        if (w->dead_mode == 2) {
+            if (!is_meta) {
+                w->data_off += len + 1;
+                return SKIPPR_OK;
+            }
+            char head[64];
+            int hn = snprintf(head, sizeof head, "{\"object_offset\":%" PRIu64
+                              ",", w->data_off);
+            if ((rc = writer_put(w, head, (size_t)hn)) ||
+                (rc = writer_put(w, rec, len)))
+                return rc;
+            return writer_put(w, "}\n", 2);
+        }
+    }
+    if ((rc = writer_put(w, rec, len)))
+        return rc;
+    return writer_put(w, "\n", 1);
+}
+
+static void backoff_sleep(int attempt)
+{
+    /* Exponential backoff, 100 ms doubling to 10 s, with full jitter. */
+    uint64_t cap_ms = 100ULL << (attempt < 7 ? attempt : 7);
+    if (cap_ms > 10000)
+        cap_ms = 10000;
+    uint64_t ms = cap_ms / 2 + (uint64_t)rand() % (cap_ms / 2 + 1);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Write one object with retries. mode as writer.dead_mode. */
+static int put_object(engine *e, sk_slice *s, const char *key,
+                      const char *slice_id, uint64_t size, uint32_t crc,
+                      int mode, const char *ctype)
+{
+    const skippr_sink_ops *ops = e->sink->plugin->sink;
+    skippr_object_info info = {key, slice_id, size, crc, ctype};
+    if (ops->object_check) {
+        int rc = ops->object_check(e->sink->ctx, &info);
+        if (rc == SKIPPR_OK) {
+            sk_info("object %s already complete (slice %s); not rewritten",
+                    key, slice_id);
+            return SKIPPR_OK;
+        }
+        if (rc == SKIPPR_CHANGED)
+            sk_warn("object %s exists with other content; rewriting it with "
+                    "slice %s", key, slice_id);
+    }
+    int rc = SKIPPR_FATAL;
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        if (attempt) {
+            if (sk_stop_requested)
+                return SKIPPR_STOPPED;
+            backoff_sleep(attempt);
+        }
+        writer w = {e, NULL, 0, 0, 0, mode, 0, 0, 0};
+        sk_buf_reset(&e->out);
+        rc = ops->object_open(e->sink->ctx, &info, &w.h);
+        if (rc == SKIPPR_OK) {
+            rc = sk_state_foreach_record(e->st, s, &e->scratch, write_record,
+                                         &w);
+            if (!rc)
+                rc = writer_flush(&w);
+            if (!rc && (w.bytes != size || w.crc != crc)) {
+                sk_error("slice %s: re-read %" PRIu64 " bytes with CRC %08x, "
+                         "sealed as %" PRIu64 " bytes with CRC %08x",
+                         slice_id, w.bytes, w.crc, size, crc);
+                ops->object_abort(e->sink->ctx, w.h);
+                return SKIPPR_CORRUPT;
+            }
+            if (!rc)
+                rc = ops->object_commit(e->sink->ctx, w.h);
+            else
+                ops->object_abort(e->sink->ctx, w.h);
+        }
+        if (rc == SKIPPR_OK)
+            return SKIPPR_OK;
+        if (rc != SKIPPR_RETRY) {
+            sk_error("%s: writing %s failed: %s", e->sink->label, key,
+                     skippr_status_str(rc));
+            return rc;
+        }
+        sk_warn("%s: writing %s failed (attempt %d of %d); retrying",
+                e->sink->label, key, attempt + 1, MAX_ATTEMPTS);
+    }
+    sk_error("%s: giving up on %s after %d attempts", e->sink->label, key,
+             MAX_ATTEMPTS);
+    return SKIPPR_FATAL;
+}
+
+static int upload(engine *e, sk_slice *s)
+{
+    char slice_id[40];
+    snprintf(slice_id, sizeof slice_id, "%s-%010" PRIu64, e->st->state_id,
+             s->id);
+    int rc;
+    if (s->kind == SK_SLICE_DEAD) {
+        rc = put_object(e, s, s->object_key, slice_id, s->object_bytes,
+                        s->object_crc, 1, "application/octet-stream");
+        if (rc)
+            return rc;
+        /* The sidecar: one JSON line per dead letter. */
+        writer w = {e, NULL, 0, 0, 0, 2, 0, 0, 1};
+        rc = sk_state_foreach_record(e->st, s, &e->scratch, write_record, &w);
+        if (rc)
+            return rc;
+        char *mkey = sk_asprintf("%s.meta.jsonl", s->object_key);
+        char mid[48];
+        snprintf(mid, sizeof mid, "%s-meta", slice_id);
+        if (!mkey)
+            return SKIPPR_NOMEM;
+        rc = put_object(e, s, mkey, mid, w.bytes, w.crc, 2,
+                        "application/x-ndjson");
+        sk_free(mkey);
+    } else {
+        rc = put_object(e, s, s->object_key, slice_id, s->object_bytes,
+                        s->object_crc, 0, "application/x-ndjson");
+    }
+    if (rc)
+        return rc;
+    e->objects++;
+    sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
+             s->object_key, s->records, s->object_bytes);
+    return sk_state_done(e->st, s);
+}
+
+/* Seal what is due and upload every sealed slice. force: seal all. */
+static int flush_slices(engine *e, int force)
+{
+    sk_state *st = e->st;
+    int64_t now = (int64_t)time(NULL);
+    int any = 0;
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (s->state != SK_SLICE_OPEN)
+            continue;
+        if (force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
+            s->bytes >= (uint64_t)e->cfg->max_object_bytes)
+            any = 1;
+    }
+    uint64_t disk = sk_wal_disk_bytes(st->wal);
+    int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
+    if (!any && !over_budget) {
+        for (size_t i = 0; i < st->nlive; i++)
+            if (st->live[i]->state == SK_SLICE_SEALED)
+                any = 1;
+        if (!any)
+            return SKIPPR_OK;
+    }
+    int rc = sk_state_commit(st);
+    if (rc)
+        return rc;
+    e->bytes_since_commit = 0;
+    e->last_commit_ns = sk_now_ns();
+    /* Seal. Indexes shift as slices leave, so collect first. */
+    size_t n = st->nlive;
+    sk_slice **list = sk_calloc(n ? n : 1, sizeof *list);
+    if (!list)
+        return SKIPPR_NOMEM;
+    memcpy(list, st->live, n * sizeof *list);
+    for (size_t i = 0; i < n; i++) {
+        sk_slice *s = list[i];
+        if (s->state != SK_SLICE_OPEN || s->records == 0)
+            continue;
+        int due = force || now - s->opened_at >=
+                               e->cfg->buffer_threshold_seconds ||
+                  s->bytes >= (uint64_t)e->cfg->max_object_bytes;
+        if (!due && over_budget) {
+            /* The WAL is over budget: flush the largest slices first. */
+            sk_slice *big = NULL;
+            for (size_t k = 0; k < n; k++)
+                if (list[k]->state == SK_SLICE_OPEN &&
+                    (!big || list[k]->bytes > big->bytes))
+                    big = list[k];
+            due = big == s;
+        }
+        if (!due)
+            continue;
+        rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad" : ".jsonl");
+        if (rc)
+            goto out;
+    }
+    /* Upload everything sealed (including slices sealed before a crash). */
+    n = st->nlive;
+    memcpy(list, st->live, n * sizeof *list);
+    for (size_t i = 0; i < n; i++) {
+        if (list[i]->state != SK_SLICE_SEALED)
+            continue;
+        rc = upload(e, list[i]);
+        if (rc)
+            goto out;
+    }
+    rc = sk_wal_sync(st->wal);
+    if (!rc)
+        rc = sk_state_gc(st);
+out:
+    sk_free(list);
+    return rc;
+}
+
+/* ---- reading units -------------------------------------------------------- */
+
+typedef struct reader {
+    engine *e;
+    const skippr_source_ops *ops;
+    void *ctx;
+    void *stream;
+    sk_comp comp;
+    sk_decomp *dec;
+    uint8_t *raw;
+    size_t raw_len, raw_pos;
+    int raw_eof;
+    int done;          /* no more decompressed bytes */
+    const char *error; /* decompression failure */
+} reader;
+
+static int reader_raw_fill(reader *r)
+{
+    if (r->raw_eof || r->raw_pos < r->raw_len)
+        return SKIPPR_OK;
+    size_t n = 0;
+    int rc = r->ops->read(r->ctx, r->stream, r->raw, RAW_READ, &n);
+    if (rc)
+        return rc;
+    sk_crashpoint("read");
+    r->raw_len = n;
+    r->raw_pos = 0;
+    if (n == 0)
+        r->raw_eof = 1;
+    return SKIPPR_OK;
+}
+
+/* Decompressed bytes into dst. *n == 0 only when the unit is finished. */
+static int reader_fill(reader *r, uint8_t *dst, size_t cap, size_t *n)
+{
+    *n = 0;
+    while (*n < cap && !r->done) {
+        int rc = reader_raw_fill(r);
+        if (rc)
+            return rc;
+        if (r->comp == SK_COMP_NONE) {
+            if (r->raw_eof) {
+                r->done = 1;
+                break;
+            }
+            size_t k = SK_MIN(cap - *n, r->raw_len - r->raw_pos);
+            memcpy(dst + *n, r->raw + r->raw_pos, k);
+            r->raw_pos += k;
+            *n += k;
+            continue;
+        }
+        size_t used = 0, made = 0;
+        const char *why = NULL;
+        rc = sk_decomp_run(r->dec, r->raw + r->raw_pos,
+                           r->raw_len - r->raw_pos, &used, dst + *n, cap - *n,
+                           &made, r->raw_eof, &why);
+        r->raw_pos += used;
+        *n += made;
+        if (rc) {
+            r->error = why;
+            r->done = 1;
+            break;
+        }
+        if (r->raw_eof && used == 0 && made == 0) {
+            r->done = 1;
+            break;
+        }
+    }
+    return SKIPPR_OK;
+}
+
+/* Split the window into pieces at line starts and frame them in parallel;
+ * then apply results in order. Returns bytes consumed via *consumed. */
+static int frame_window(engine *e, const char *unit_id, uint64_t base,
+                        int final, sk_json_framer *fr, size_t *consumed,
+                        int *need_more)
+{
+    const uint8_t *buf = e->win.data;
+    size_t len = e->win.len;
+    size_t npieces = 1;
+    if (!fr->in_array && e->nthreads > 1 && len >= 2 * MIN_PIECE)
+        npieces = SK_MIN((size_t)e->nthreads, len / MIN_PIECE);
+    /* Boundaries: just after a newline near each nominal cut. */
+    size_t bounds[65];
+    bounds[0] = 0;
+    size_t k = 1;
+    for (size_t i = 1; i < npieces; i++) {
+        size_t nominal = len * i / npieces;
+        if (nominal <= bounds[k - 1])
+            continue;
+        const uint8_t *nl = memchr(buf + nominal, '\n', len - nominal);
+        if (!nl)
+            break;
+        size_t b = (size_t)(nl - buf) + 1;
+        if (b >= len)
+            break;
+        bounds[k++] = b;
+    }
+    bounds[k] = len;
+    npieces = k;
+
+    sk_group g;
+    sk_group_init(&g);
+    for (size_t i = 0; i < npieces; i++) {
+        piece *p = &e->pieces[i];
+        p->buf = buf;
+        p->len = len;
+        p->from = bounds[i];
+        p->to = bounds[i + 1];
+        p->final = final;
+        sk_json_framer_init(&p->fr_in);
+        if (i == 0)
+            p->fr_in = *fr;
+        p->task.fn = piece_task;
+        if (npieces == 1)
+            piece_run(p);
+        else
+            sk_pool_submit(e->pool, &p->task, &g);
+    }
+    if (npieces > 1)
+        sk_pool_wait(e->pool, &g);
+
+    size_t expect = 0;
+    sk_json_framer cur = *fr;
+    *need_more = 0;
+    for (size_t i = 0; i < npieces; i++) {
+        piece *p = &e->pieces[i];
+        if (p->from != expect || p->fr_in.in_array != cur.in_array ||
+            p->fr_in.want_comma != cur.want_comma) {
+            /* The speculative cut was not a record boundary: redo. */
+            p->from = expect;
+            p->fr_in = cur;
+            if (p->from >= p->to && i + 1 < npieces)
+                continue;
+            piece_run(p);
+        }
+        if (p->failed)
+            return SKIPPR_NOMEM;
+        for (size_t r = 0; r < p->nrec; r++) {
+            rec_out *o = &p->recs[r];
+            int rc;
+            if (o->reason) {
+                rc = dead_letter(e, unit_id, base + o->start, buf + o->start,
+                                 o->end - o->start, o->reason);
+            } else {
+                const char *key = (const char *)p->keys.data + o->key_off;
+                sk_slice *s = sk_state_slice(e->st, key, o->key_len,
+                                             o->key_hash, SK_SLICE_DATA);
+                rc = s ? sk_state_append(e->st, s, buf + o->start,
+                                         o->end - o->start)
+                       : SKIPPR_NOMEM;
+                e->records++;
+            }
+            if (rc)
+                return rc;
+        }
+        expect = p->stop;
+        cur = p->fr_out;
+        if (p->need_more) {
+            *need_more = 1;
+            break;
+        }
+    }
+    *fr = cur;
+    *consumed = expect;
+    return SKIPPR_OK;
+}
+
+static void progress(engine *e, int force)
+{
+    if (!e->opts->progress)
+        return;
+    uint64_t now = sk_now_ns();
+    if (!force && now - e->last_progress_ns < 250000000ULL)
+        return;
+    e->last_progress_ns = now;
+    double secs = (double)(now - e->start_ns) / 1e9;
+    double mbs = secs > 0 ? (double)e->bytes_in / 1e6 / secs : 0;
+    uint64_t buffered = 0;
+    for (size_t i = 0; i < e->st->nlive; i++)
+        buffered += e->st->live[i]->bytes;
+    fprintf(stderr, "\r\033[Kunits %" PRIu64 " | records %" PRIu64
+            " | dead %" PRIu64 " | %.1f MB/s | buffered %.1f MB | "
+            "objects %" PRIu64, e->units_done, e->records, e->dead, mbs,
+            (double)buffered / 1e6, e->objects);
+    fflush(stderr);
+    sk_log_progress_active = 1;
+}
+
+static int st_memory_over(const engine *e)
+{
+    return e->st->open_block_bytes > (uint64_t)e->cfg->memory_budget;
+}
+
+static int maybe_commit(engine *e, int force)
+{
+    uint64_t now = sk_now_ns();
+    if (!force && e->bytes_since_commit < COMMIT_BYTES &&
+        now - e->last_commit_ns < COMMIT_NS)
+        return SKIPPR_OK;
+    int rc = sk_state_commit(e->st);
+    e->bytes_since_commit = 0;
+    e->last_commit_ns = now;
+    return rc;
+}
+
+static int process_unit(engine *e, todo *t)
+{
+    const skippr_source_ops *ops = e->src->plugin->source;
+    sk_unit_rec *u = sk_ledger_touch(e->st->ledger, t->id, t->version,
+                                     t->size);
+    if (!u)
+        return SKIPPR_NOMEM;
+    u->offset = t->offset;
+    u->flags = t->flags & ~SK_UNIT_DONE;
+    skippr_unit unit = {t->id, t->version, t->size};
+    reader r = {e, ops, e->src->ctx, NULL, SK_COMP_NONE, NULL, e->raw,
+                0, 0, 0, 0, NULL};
+    int inflated = (t->flags & SK_UNIT_INFLATED) != 0;
+    int64_t raw_off = inflated ? 0 : t->offset;
+    uint64_t base = (uint64_t)t->offset; /* unit offset of win[0] */
+    int rc = ops->open(e->src->ctx, &unit, raw_off, &r.stream);
+    if (rc) {
+        sk_error("%s: cannot open unit %s at offset %" PRId64 ": %s",
+                 e->src->label, t->id, raw_off, skippr_status_str(rc));
+        return rc;
+    }
+    /* Compression is detected from the unit's first bytes. */
+    if (raw_off == 0) {
+        while (!r.raw_eof && r.raw_len < 4) {
+            size_t n = 0;
+            rc = ops->read(e->src->ctx, r.stream, r.raw + r.raw_len,
+                           RAW_READ - r.raw_len, &n);
+            if (rc)
+                goto out;
+            if (n == 0)
+                r.raw_eof = 1;
+            r.raw_len += n;
+        }
+        r.comp = sk_comp_detect(r.raw, r.raw_len);
+        if (r.comp != SK_COMP_NONE) {
+            r.dec = sk_decomp_new(r.comp);
+            if (!r.dec) {
+                rc = SKIPPR_NOMEM;
+                goto out;
+            }
+            u->flags |= SK_UNIT_INFLATED;
+        }
+    }
+    sk_json_framer fr;
+    sk_json_framer_init(&fr);
+    if (t->offset > 0 && (t->flags & SK_UNIT_IN_ARRAY)) {
+        fr.in_array = 1;
+        fr.want_comma = 1;
+    }
+    /* A resumed compressed unit: skip what is already durable. */
+    if (inflated && t->offset > 0) {
+        uint64_t skip = (uint64_t)t->offset;
+        while (skip > 0) {
+            size_t n;
+            sk_buf_reset(&e->win);
+            if ((rc = sk_buf_reserve(&e->win, WINDOW_BYTES)))
+                goto out;
+            size_t want = (size_t)SK_MIN(skip, (uint64_t)WINDOW_BYTES);
+            if ((rc = reader_fill(&r, e->win.data, want, &n)))
+                goto out;
+            if (n == 0)
+                break;
+            skip -= n;
+        }
+    }
+    sk_buf_reset(&e->win);
+    int first = t->offset == 0;
+    size_t target = WINDOW_BYTES;
+    for (;;) {
+        if (sk_stop_requested) {
+            rc = SKIPPR_STOPPED;
+            goto out;
+        }
+        /* Fill the window up to target. */
+        if ((rc = sk_buf_reserve(&e->win, target - SK_MIN(target,
+                                                           e->win.len))))
+            goto out;
+        while (e->win.len < target && !r.done) {
+            size_t n;
+            if ((rc = reader_fill(&r, e->win.data + e->win.len,
+                                  target - e->win.len, &n)))
+                goto out;
+            e->win.len += n;
+            e->bytes_in += n;
+            e->bytes_since_commit += n;
+        }
+        int final = r.done;
+        size_t start = 0;
+        if (first) {
+            start = sk_json_skip_bom(e->win.data, e->win.len);
+            if (e->win.len >= 3 || final)
+                first = 0;
+        }
+        if (start) {
+            memmove(e->win.data, e->win.data + start, e->win.len - start);
+            e->win.len -= start;
+            base += start;
+        }
+        size_t consumed = 0;
+        int need_more = 0;
+        if ((rc = frame_window(e, t->id, base, final, &fr, &consumed,
+                               &need_more)))
+            goto out;
+        if (need_more && consumed == 0 && e->win.len >= target) {
+            if (target < e->win_max) {
+                target = SK_MIN(target * 2, e->win_max);
+                continue; /* a big record: widen the window */
+            }
+            /* No record end within the hard window: dead-letter to the
+             * next newline, or the whole window. */
+            const uint8_t *nl = memchr(e->win.data, '\n', e->win.len);
+            size_t cut = nl ? (size_t)(nl - e->win.data) : e->win.len;
+            if ((rc = dead_letter(e, t->id, base, e->win.data, cut,
+                                  "no record end within the largest window "
+                                  "(4 x max_record_bytes); bytes up to the "
+                                  "next newline dead-lettered")))
+                goto out;
+            consumed = nl ? cut + 1 : cut;
+            sk_json_framer_init(&fr);
+        }
+        memmove(e->win.data, e->win.data + consumed, e->win.len - consumed);
+        e->win.len -= consumed;
+        base += consumed;
+        if (target > WINDOW_BYTES && e->win.len < WINDOW_BYTES)
+            target = WINDOW_BYTES;
+        /* Unit progress as of the end of the last whole record. */
+        u->offset = (int64_t)base;
+        if (fr.in_array)
+            u->flags |= SK_UNIT_IN_ARRAY;
+        else
+            u->flags &= ~SK_UNIT_IN_ARRAY;
+        u->dirty = 1;
+        if (final && (e->win.len == 0 || !need_more))
+            break;
+        if (final && need_more) {
+            /* A cut-off record at the very end of the unit. */
+            if ((rc = dead_letter(e, t->id, base, e->win.data, e->win.len,
+                                  r.error ? r.error : "truncated record")))
+                goto out;
+            base += e->win.len;
+            e->win.len = 0;
+            u->offset = (int64_t)base;
+            break;
+        }
+        if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st)))
+            goto out;
+        if ((rc = maybe_commit(e, 0)))
+            goto out;
+        progress(e, 0);
+    }
+    if (r.error && e->win.len == 0) {
+        /* The stream broke between records: note it with an empty span. */
+        sk_warn("%s: unit %s: %s at decompressed offset %" PRIu64
+                "; records before it were copied", e->src->label, t->id,
+                r.error, base);
+    }
+    u->flags |= SK_UNIT_DONE;
+    u->dirty = 1;
+    e->units_done++;
+    rc = SKIPPR_OK;
+out:
+    if (rc && rc != SKIPPR_STOPPED)
+        sk_error("%s: unit %s failed near offset %" PRIu64 ": %s",
+                 e->src->label, t->id, base, skippr_status_str(rc));
+    ops->close(e->src->ctx, r.stream);
+    sk_decomp_free(r.dec);
+    return rc;
+}
+
+/* ---- listing ------------------------------------------------------------- */
+
+static void todo_clear(engine *e)
+{
+    for (size_t i = 0; i < e->ntodo; i++) {
+        sk_free(e->todo[i].id);
+        sk_free(e->todo[i].version);
+    }
+    e->ntodo = 0;
+}
+
+typedef struct list_ctx {
+    engine *e;
+    int rc;
+} list_ctx;
+
+static int list_cb(void *ud, const skippr_unit *u)
+{
+    list_ctx *c = ud;
+    engine *e = c->e;
+    const sk_unit_rec *known = NULL;
+    int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
+    if (rc) {
+        c->rc = rc;
+        return 1;
+    }
+    char *after = sk_strdup(u->id);
+    if (!after) {
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    sk_free(e->list_after);
+    e->list_after = after;
+    const char *ver = u->version ? u->version : "";
+    int64_t offset = 0;
+    uint32_t flags = 0;
+    if (known) {
+        int same = strcmp(known->version, ver) == 0 && known->size == u->size;
+        if (known->flags & SK_UNIT_DONE) {
+            if (same) {
+                e->skipped_done++;
+            } else {
+                e->skipped_changed++;
+                sk_warn("%s: unit %s changed since it was copied (version "
+                        "%s, %" PRId64 " bytes; now %s, %" PRId64 " bytes); "
+                        "skipped", e->src->label, u->id, known->version,
+                        known->size, ver, u->size);
+            }
+            return 0;
+        }
+        if (same) {
+            offset = known->offset;
+            flags = known->flags;
+        } else {
+            sk_warn("%s: unit %s changed while partly copied; records up to "
+                    "offset %" PRId64 " are kept and reading resumes there",
+                    e->src->label, u->id, known->offset);
+            offset = known->offset;
+            flags = known->flags;
+        }
+    }
+    if (e->ntodo == e->todo_cap) {
+        size_t nc = e->todo_cap ? e->todo_cap * 2 : 256;
+        todo *n = sk_realloc(e->todo, nc * sizeof *n);
+        if (!n) {
+            c->rc = SKIPPR_NOMEM;
+            return 1;
+        }
+        e->todo = n;
+        e->todo_cap = nc;
+    }
+    todo *t = &e->todo[e->ntodo];
+    t->id = sk_strdup(u->id);
+    t->version = sk_strdup(ver);
+    if (!t->id || !t->version) {
+        sk_free(t->id);
+        sk_free(t->version);
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    t->size = u->size;
+    t->offset = offset;
+    t->flags = flags;
+    e->ntodo++;
+    return e->ntodo >= LIST_BATCH; /* process in batches */
+}
+
+/* One pass over the source: list in batches, copy every new unit. */
+static int copy_pass(engine *e)
+{
+    const skippr_source_ops *ops = e->src->plugin->source;
+    sk_free(e->list_after);
+    e->list_after = NULL;
+    for (;;) {
+        todo_clear(e);
+        list_ctx c = {e, 0};
+        int rc = ops->list(e->src->ctx, e->list_after, list_cb, &c);
+        if (c.rc)
+            return c.rc;
+        if (rc) {
+            sk_error("%s: listing failed: %s", e->src->label,
+                     skippr_status_str(rc));
+            return rc;
+        }
+        int more = e->ntodo >= LIST_BATCH;
+        for (size_t i = 0; i < e->ntodo; i++) {
+            if ((rc = process_unit(e, &e->todo[i])))
+                return rc;
+            if ((rc = maybe_commit(e, 0)))
+                return rc;
+            uint64_t now = sk_now_ns();
+            if (now - e->last_seal_check_ns > 1000000000ULL) {
+                e->last_seal_check_ns = now;
+                if ((rc = flush_slices(e, 0)))
+                    return rc;
+            }
+            progress(e, 0);
+        }
+        if (!more)
+            return SKIPPR_OK;
+    }
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+static int open_endpoints(engine *e, const sk_yaml_doc *doc)
+{
+    sk_cfg_err err;
+    if (sk_registry_load(&e->reg, doc, e->cfg->plugin_dirs, &err)) {
+        sk_error("%s", err.msg);
+        return SKIPPR_INVAL;
+    }
+    const sk_endpoint_cfg *eps[2] = {&e->cfg->source, &e->cfg->sink};
+    for (int i = 0; i < 2; i++) {
+        const sk_plugin_lib *lib = sk_registry_find(&e->reg, eps[i]->plugin);
+        if (!lib || (i == 0 && !lib->desc->source) ||
+            (i == 1 && !lib->desc->sink)) {
+            char list[512] = "";
+            for (size_t k = 0; k < e->reg.n; k++) {
+                const skippr_plugin *d = e->reg.libs[k].desc;
+                if (i == 0 ? !d->source : !d->sink)
+                    continue;
+                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, d->name, sizeof list - strlen(list) - 1);
+            }
+            sk_cfg_fail(&err, doc, eps[i]->at, "no %s plugin named '%s' "
+                        "(available: %s)", i == 0 ? "source" : "sink",
+                        eps[i]->plugin, *list ? list : "none found");
+            sk_error("%s", err.msg);
+            return SKIPPR_INVAL;
+        }
+        if (i == 0 && !lib->desc->source->list) {
+            sk_error("%s: streaming sources are not supported yet",
+                     eps[i]->plugin);
+            return SKIPPR_INVAL;
+        }
+        sk_instance **slot = i == 0 ? &e->src : &e->sink;
+        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 1, slot, &err)) {
+            sk_error("%s", err.msg);
+            return SKIPPR_INVAL;
+        }
+    }
+    return SKIPPR_OK;
+}
+
+static void engine_free(engine *e)
+{
+    todo_clear(e);
+    sk_free(e->todo);
+    sk_free(e->list_after);
+    if (e->pool)
+        sk_pool_free(e->pool);
+    for (int i = 0; e->pieces && i < e->nthreads; i++) {
+        sk_free(e->pieces[i].recs);
+        sk_buf_free(&e->pieces[i].keys);
+        sk_buf_free(&e->pieces[i].scratch);
+    }
+    sk_free(e->pieces);
+    sk_buf_free(&e->win);
+    sk_buf_free(&e->out);
+    sk_buf_free(&e->scratch);
+    sk_free(e->raw);
+    sk_router_free(e->router);
+    sk_instance_free(e->src);
+    sk_instance_free(e->sink);
+    sk_registry_close(&e->reg);
+    sk_state_close(e->st);
+}
+
+int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
+                    const sk_run_opts *opts)
+{
+    engine e;
+    memset(&e, 0, sizeof e);
+    e.cfg = cfg;
+    e.opts = opts;
+    e.start_ns = e.last_commit_ns = sk_now_ns();
+    e.nthreads = cfg->threads > 64 ? 64 : cfg->threads;
+    int rc;
+    const char *rerr = NULL;
+    e.router = sk_router_new(&cfg->route, &rerr);
+    if (!e.router) {
+        sk_error("transform: %s", rerr ? rerr : "out of memory");
+        rc = SKIPPR_INVAL;
+        goto out;
+    }
+    if ((rc = open_endpoints(&e, doc)))
+        goto out;
+    if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 0,
+                            &e.st)))
+        goto out;
+    e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
+    sk_buf_init(&e.win, e.win_max);
+    sk_buf_init(&e.out, OUT_BUF + 64);
+    sk_buf_init(&e.scratch, SK_WAL_MAX_PAYLOAD + 64);
+    e.raw = sk_malloc(RAW_READ);
+    e.pieces = sk_calloc((size_t)e.nthreads, sizeof *e.pieces);
+    if (!e.raw || !e.pieces) {
+        rc = SKIPPR_NOMEM;
+        goto out;
+    }
+    for (int i = 0; i < e.nthreads; i++) {
+        e.pieces[i].e = &e;
+        sk_buf_init(&e.pieces[i].keys, e.win_max);
+        sk_buf_init(&e.pieces[i].scratch, e.win_max);
+    }
+    if (e.nthreads > 1 && !(e.pool = sk_pool_new(e.nthreads, 1024))) {
+        rc = SKIPPR_NOMEM;
+        goto out;
+    }
+    sk_info("pipeline %s: %s -> %s, %d thread%s, state %s",
+            cfg->name, e.src->label, e.sink->label, e.nthreads,
+            e.nthreads == 1 ? "" : "s", e.st->dir);
+
+    /* Finish what a previous run sealed but did not confirm. */
+    size_t pending = 0;
+    for (size_t i = 0; i < e.st->nlive; i++)
+        pending += e.st->live[i]->state == SK_SLICE_SEALED;
+    if (pending)
+        sk_info("recovery: re-writing %zu sealed slice%s", pending,
+                pending == 1 ? "" : "s");
+    if ((rc = flush_slices(&e, 0)))
+        goto out;
+
+    for (;;) {
+        rc = copy_pass(&e);
+        if (rc == SKIPPR_STOPPED)
+            break;
+        if (rc)
+            goto out;
+        if ((rc = maybe_commit(&e, 1)))
+            goto out;
+        if (opts->once) {
+            if ((rc = flush_slices(&e, 1)))
+                goto out;
+            break;
+        }
+        if ((rc = flush_slices(&e, 0)))
+            goto out;
+        /* Wait for the next poll, checking for stop and due slices. */
+        for (int64_t t = 0; t < cfg->poll_interval_seconds * 10 &&
+                            !sk_stop_requested; t++) {
+            struct timespec ts = {0, 100000000L};
+            nanosleep(&ts, NULL);
+            progress(&e, 0);
+            if (t % 10 == 9 && (rc = flush_slices(&e, 0)))
+                goto out;
+        }
+        if (sk_stop_requested)
+            break;
+    }
+    if (sk_stop_requested) {
+        /* Graceful stop: make what was read durable; open slices stay in
+         * the WAL for the next run. */
+        rc = sk_state_commit(e.st);
+        if (!rc)
+            sk_info("stopped on request; progress is saved");
+        if (!rc && opts->once)
+            rc = SKIPPR_STOPPED;
+        goto out;
+    }
+    rc = SKIPPR_OK;
+out:
+    if (opts->progress && e.start_ns) {
+        progress(&e, 1);
+        fputc('\n', stderr);
+        sk_log_progress_active = 0;
+    }
+    if (e.st) {
+        double secs = (double)(sk_now_ns() - e.start_ns) / 1e9;
+        sk_info("%s: %" PRIu64 " units copied, %" PRIu64 " already done, "
+                "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
+                "%" PRIu64 " dead-lettered; %" PRIu64 " objects written; "
+                "%.1f MB in %.2f s",
+                rc ? "stopped" : "done", e.units_done, e.skipped_done,
+                e.skipped_changed, e.records, e.dead, e.objects,
+                (double)e.bytes_in / 1e6, secs);
+    }
+    engine_free(&e);
+    return rc;
+}
+
+int sk_pipeline_status(const sk_pipeline_cfg *cfg)
+{
+    sk_state *st = NULL;
+    int rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 1, &st);
+    if (rc == SKIPPR_NOENT) {
+        printf("pipeline %s: never run (no state in %s/%s/%s)\n", cfg->name,
+               cfg->state_dir, cfg->workspace, cfg->name);
+        return SKIPPR_OK;
+    }
+    if (rc)
+        return rc;
+    char lock[4096];
+    snprintf(lock, sizeof lock, "%s/lock", st->dir);
+    FILE *lf = fopen(lock, "r");
+    int running = 0;
+    char pid[32] = "";
+    if (lf) {
+        if (flock(fileno(lf), LOCK_SH | LOCK_NB) != 0) {
+            running = 1;
+            if (fgets(pid, sizeof pid, lf))
+                pid[strcspn(pid, "\n")] = '\0';
+        }
+        fclose(lf);
+    }
+    uint64_t done = 0, partial = 0;
+    size_t it = 0;
+    sk_unit_rec *u;
+    while ((u = sk_ledger_recent_next(st->ledger, &it)))
+        (u->flags & SK_UNIT_DONE) ? done++ : partial++;
+    uint64_t open_n = 0, open_rec = 0, open_bytes = 0, sealed = 0;
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (s->state == SK_SLICE_OPEN) {
+            open_n++;
+            open_rec += s->records;
+            open_bytes += s->bytes;
+        } else {
+            sealed++;
+        }
+    }
+    printf("pipeline:        %s\n", cfg->name);
+    printf("state:           %s (id %s)\n", st->dir, st->state_id);
+    printf("running:         %s%s%s\n", running ? "yes, pid " : "no",
+           running ? pid : "", "");
+    printf("units done:      %" PRIu64 " (compacted ledger) + %" PRIu64
+           " recent\n", sk_ledger_count(st->ledger) - done - partial, done);
+    printf("units partial:   %" PRIu64 "\n", partial);
+    printf("slices open:     %" PRIu64 " (%" PRIu64 " records, %" PRIu64
+           " bytes buffered)\n", open_n, open_rec, open_bytes);
+    printf("slices pending:  %" PRIu64 " sealed, awaiting the sink\n", sealed);
+    printf("wal:             %" PRIu64 " bytes\n",
+           st->wal ? sk_wal_disk_bytes(st->wal) : 0);
+    sk_state_close(st);
+    return SKIPPR_OK;
+}

@@ -1,0 +1,27 @@
+/* The copy pipeline: list units, read and decompress them, frame and peek
+ * records on the pool, route them into WAL-backed slices, seal and upload
+ * slices through the sink, and keep exactly-once state on the way.
+ *
+ * Thread: sk_pipeline_run() runs on the calling thread (the "pipeline
+ * thread"), which owns the state, the source and the sink. Framing, peeking
+ * and routing run as tasks on the work-stealing pool.
+ */
+#ifndef SK_PIPELINE_H
+#define SK_PIPELINE_H
+
+#include "config.h"
+
+typedef struct sk_run_opts {
+    int once;     /* drain everything, flush every slice, exit */
+    int progress; /* draw a progress line (stderr is a terminal) */
+} sk_run_opts;
+
+/* Run a pipeline. Returns 0 on success (or a graceful stop), otherwise a
+ * negative status after logging the cause. */
+int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
+                    const sk_run_opts *opts);
+
+/* Print the pipeline's durable state to stdout without taking its lock. */
+int sk_pipeline_status(const sk_pipeline_cfg *cfg);
+
+#endif

@@ -1,0 +1,379 @@
+#include "route.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "timeparse.h"
+
+#define MAX_FIELDS 8 /* per list */
+
+struct sk_router {
+    char *paths[SK_PEEK_MAX_PATHS];
+    size_t npaths;
+    int ns_slot[MAX_FIELDS];
+    size_t n_ns;
+    int part_slot[MAX_FIELDS];
+    char *part_head[MAX_FIELDS]; /* "{pfx}{escaped path}=" */
+    size_t n_part;
+    int time_slot[MAX_FIELDS];
+    size_t n_time;
+    sk_time_unit unit;
+    char *prefix;
+    sk_peek_spec *spec;
+};
+
+int sk_time_unit_parse(const char *s)
+{
+    static const char *const names[] = {"year", "month", "day", "hour"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return SK_TIME_UNIT_YEAR + i;
+    return -1;
+}
+
+static const uint8_t must_escape[256] = {
+    [0x00] = 1, [0x01] = 1, [0x02] = 1, [0x03] = 1, [0x04] = 1, [0x05] = 1,
+    [0x06] = 1, [0x07] = 1, [0x08] = 1, [0x09] = 1, [0x0A] = 1, [0x0B] = 1,
+    [0x0C] = 1, [0x0D] = 1, [0x0E] = 1, [0x0F] = 1, [0x10] = 1, [0x11] = 1,
+    [0x12] = 1, [0x13] = 1, [0x14] = 1, [0x15] = 1, [0x16] = 1, [0x17] = 1,
+    [0x18] = 1, [0x19] = 1, [0x1A] = 1, [0x1B] = 1, [0x1C] = 1, [0x1D] = 1,
+    [0x1E] = 1, [0x1F] = 1, [0x7F] = 1, ['"'] = 1,  ['#'] = 1,  ['%'] = 1,
+    ['\''] = 1, ['*'] = 1,  ['/'] = 1,  [':'] = 1,  ['='] = 1,  ['?'] = 1,
+    ['\\'] = 1, ['{'] = 1,  ['['] = 1,  [']'] = 1,  ['^'] = 1,
+};
+
+static int utf8_len_at(const uint8_t *p, const uint8_t *end)
+{
+    /* Reuses the JSON validator's rules for one sequence. */
+    size_t avail = (size_t)(end - p);
+    int n = p[0] < 0xC0 ? 0 : p[0] < 0xE0 ? 2 : p[0] < 0xF0 ? 3 : 4;
+    if (n == 0 || (size_t)n > avail || !sk_utf8_valid(p, (size_t)n))
+        return 0;
+    return n;
+}
+
+/* Escape into out; stop before exceeding limit bytes. Returns how many input
+ * bytes were consumed; *written is what was appended. */
+static size_t escape_bounded(uint8_t *out, size_t limit, const uint8_t *v,
+                             size_t n, size_t *written)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i = 0, o = 0;
+    while (i < n) {
+        uint8_t c = v[i];
+        int seq = 1;
+        int esc = must_escape[c];
+        if (c >= 0x80) {
+            seq = utf8_len_at(v + i, v + n);
+            if (seq == 0) {
+                seq = 1;
+                esc = 1;
+            }
+        }
+        size_t need = esc ? 3 : (size_t)seq;
+        if (o + need > limit)
+            break;
+        if (esc) {
+            out[o++] = '%';
+            out[o++] = (uint8_t)hex[c >> 4];
+            out[o++] = (uint8_t)hex[c & 15];
+        } else {
+            memcpy(out + o, v + i, (size_t)seq);
+            o += (size_t)seq;
+        }
+        i += (size_t)seq;
+    }
+    *written = o;
+    return i;
+}
+
+int sk_escape_append(sk_buf *out, const uint8_t *v, size_t n)
+{
+    if (n > out->max / 3)
+        return SKIPPR_RANGE;
+    int rc = sk_buf_reserve(out, 3 * n);
+    if (rc)
+        return rc;
+    size_t w;
+    escape_bounded(out->data + out->len, 3 * n, v, n, &w);
+    out->len += w;
+    return SKIPPR_OK;
+}
+
+int sk_segment_append(sk_buf *out, const char *head, const uint8_t *v,
+                      size_t n)
+{
+    size_t hl = strlen(head);
+    if (hl + 20 > SK_SEGMENT_MAX)
+        return SKIPPR_RANGE;
+    int rc = sk_buf_reserve(out, SK_SEGMENT_MAX);
+    if (rc)
+        return rc;
+    memcpy(out->data + out->len, head, hl);
+    uint8_t *dst = out->data + out->len + hl;
+    size_t room = SK_SEGMENT_MAX - hl, w;
+    size_t used = escape_bounded(dst, room, v, n, &w);
+    if (used < n) {
+        /* Too long: keep a prefix and make it unique with a hash. */
+        used = escape_bounded(dst, room - 17, v, n, &w);
+        snprintf((char *)dst + w, 18, "~%016llx",
+                 (unsigned long long)sk_hash64(v, n));
+        w += 17;
+    }
+    out->len += hl + w;
+    return SKIPPR_OK;
+}
+
+static void router_clear(sk_router *r)
+{
+    for (size_t i = 0; i < r->npaths; i++)
+        sk_free(r->paths[i]);
+    for (size_t i = 0; i < r->n_part; i++)
+        sk_free(r->part_head[i]);
+    sk_free(r->prefix);
+    sk_peek_spec_free(r->spec);
+}
+
+void sk_router_free(sk_router *r)
+{
+    if (!r)
+        return;
+    router_clear(r);
+    sk_free(r);
+}
+
+/* Slot of path (adding it), or -1 when there are too many paths. */
+static int slot_of(sk_router *r, const char *p, size_t n)
+{
+    for (size_t i = 0; i < r->npaths; i++)
+        if (strlen(r->paths[i]) == n && memcmp(r->paths[i], p, n) == 0)
+            return (int)i;
+    if (r->npaths == SK_PEEK_MAX_PATHS)
+        return -1;
+    char *c = sk_strndup(p, n);
+    if (!c)
+        return -1;
+    r->paths[r->npaths] = c;
+    return (int)r->npaths++;
+}
+
+/* Parse a comma list into slots. Returns 0, or -1 with *err set. */
+static int parse_list(sk_router *r, const char *list, int *slots, size_t *n,
+                      const char **err)
+{
+    *n = 0;
+    if (!list)
+        return 0;
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        const char *e = p;
+        while (*e && *e != ',')
+            e++;
+        const char *t = e;
+        while (t > p && t[-1] == ' ')
+            t--;
+        size_t len = (size_t)(t - p);
+        if (len == 0 || len > 100 || memchr(p, '/', len) ||
+            p[0] == '.' || t[-1] == '.') {
+            *err = "field paths must be 1-100 bytes of dotted names";
+            return -1;
+        }
+        if (*n == MAX_FIELDS) {
+            *err = "at most 8 fields per list";
+            return -1;
+        }
+        int s = slot_of(r, p, len);
+        if (s < 0) {
+            *err = "at most 16 distinct routing fields";
+            return -1;
+        }
+        slots[(*n)++] = s;
+        p = e;
+    }
+    return 0;
+}
+
+sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
+{
+    const char *dummy;
+    if (!err)
+        err = &dummy;
+    *err = "out of memory";
+    sk_router *r = sk_calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->prefix = sk_strdup(cfg->prefix ? cfg->prefix : "");
+    if (!r->prefix)
+        goto fail;
+    if (strchr(r->prefix, '/') || strlen(r->prefix) > 32) {
+        *err = "time_partition_prefix must be at most 32 bytes, without '/'";
+        goto fail;
+    }
+    const char *ns = cfg->namespace_fields ? cfg->namespace_fields
+                                           : "event_type";
+    if (parse_list(r, ns, r->ns_slot, &r->n_ns, err) ||
+        parse_list(r, cfg->partition_fields, r->part_slot, &r->n_part, err) ||
+        parse_list(r, cfg->time_fields, r->time_slot, &r->n_time, err))
+        goto fail;
+    for (size_t i = 0; i < r->n_part; i++) {
+        sk_buf h;
+        sk_buf_init(&h, 512);
+        const char *path = r->paths[r->part_slot[i]];
+        if (sk_buf_append(&h, r->prefix, strlen(r->prefix)) ||
+            sk_escape_append(&h, (const uint8_t *)path, strlen(path)) ||
+            sk_buf_append(&h, "=", 2)) {
+            sk_buf_free(&h);
+            goto fail;
+        }
+        r->part_head[i] = (char *)h.data;
+    }
+    r->unit = cfg->time_unit;
+    if (r->unit != SK_TIME_UNIT_NONE && r->n_time == 0) {
+        *err = "batch_time_unit needs batch_time_fields";
+        goto fail;
+    }
+    r->spec = sk_peek_spec_new((const char *const *)r->paths, r->npaths);
+    if (!r->spec)
+        goto fail;
+    *err = NULL;
+    return r;
+fail:
+    sk_router_free(r);
+    return NULL;
+}
+
+const char *const *sk_router_paths(const sk_router *r, size_t *n)
+{
+    *n = r->npaths;
+    return (const char *const *)r->paths;
+}
+
+const sk_peek_spec *sk_router_json_spec(const sk_router *r) { return r->spec; }
+
+static const sk_field *first_present(const sk_field *f, const int *slots,
+                                     size_t n, size_t *which)
+{
+    for (size_t i = 0; i < n; i++) {
+        const sk_field *v = &f[slots[i]];
+        if (v->kind != SK_FIELD_ABSENT && !(v->kind == SK_FIELD_STRING &&
+                                            v->n == 0)) {
+            *which = i;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
+{
+    int rc;
+    size_t which = 0;
+    const sk_field *ns = first_present(f, r->ns_slot, r->n_ns, &which);
+    size_t start = key->len;
+    if (!ns) {
+        rc = sk_buf_append(key, "_default", 8);
+    } else {
+        rc = sk_segment_append(key, "", ns->p, ns->n);
+        /* "." and ".." would be path navigation. */
+        size_t seg = key->len - start;
+        if (!rc && seg <= 2 && memcmp(key->data + start, "..", seg) == 0) {
+            key->len = start;
+            rc = sk_buf_append(key, seg == 1 ? "%2E" : "%2E%2E", seg * 3);
+        }
+    }
+    if (rc)
+        return rc;
+
+    if (r->n_part) {
+        const sk_field *pv = first_present(f, r->part_slot, r->n_part, &which);
+        rc = sk_buf_putc(key, '/');
+        if (!rc && pv)
+            rc = sk_segment_append(key, r->part_head[which], pv->p, pv->n);
+        else if (!rc)
+            rc = sk_segment_append(key, r->part_head[0],
+                                   (const uint8_t *)SK_HIVE_DEFAULT,
+                                   sizeof SK_HIVE_DEFAULT - 1);
+        if (rc)
+            return rc;
+    }
+
+    if (r->unit == SK_TIME_UNIT_NONE)
+        return SKIPPR_OK;
+    int64_t t = 0;
+    int ok = 0;
+    for (size_t i = 0; i < r->n_time && !ok; i++) {
+        const sk_field *v = &f[r->time_slot[i]];
+        if (v->kind == SK_FIELD_STRING)
+            ok = sk_time_parse((const char *)v->p, v->n, &t) == 0;
+        else if (v->kind == SK_FIELD_NUMBER)
+            ok = sk_time_parse_epoch((const char *)v->p, v->n, &t) == 0;
+    }
+    sk_civil c = {0};
+    if (ok) {
+        sk_time_to_civil(t, &c);
+        ok = c.year >= 0 && c.year <= 9999;
+    }
+    static const char *const names[] = {"year", "month", "day", "hour"};
+    const int vals[] = {c.year, c.month, c.day, c.hour};
+    for (int u = 0; u < (int)r->unit; u++) {
+        if (ok)
+            rc = sk_buf_printf(key, u == 0 ? "/%s%s=%04d" : "/%s%s=%02d",
+                               r->prefix, names[u], vals[u]);
+        else
+            rc = sk_buf_printf(key, "/%s%s=%s", r->prefix, names[u],
+                               SK_HIVE_DEFAULT);
+        if (rc)
+            return rc;
+    }
+    return SKIPPR_OK;
+}
+
+int sk_route_json(const sk_router *r, const uint8_t *buf,
+                  const sk_json_value *vals, sk_buf *scratch, sk_buf *key)
+{
+    sk_field f[SK_PEEK_MAX_PATHS];
+    size_t need = 0;
+    for (size_t i = 0; i < r->npaths; i++)
+        if (vals[i].type == SK_JSON_STRING && vals[i].has_escapes)
+            need += vals[i].len;
+    sk_buf_reset(scratch);
+    int rc = sk_buf_reserve(scratch, need);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < r->npaths; i++) {
+        const sk_json_value *v = &vals[i];
+        f[i].kind = SK_FIELD_ABSENT;
+        switch (v->type) {
+        case SK_JSON_STRING:
+            f[i].kind = SK_FIELD_STRING;
+            if (v->has_escapes) {
+                uint8_t *d = scratch->data + scratch->len;
+                f[i].n = sk_json_unescape(buf + v->off, v->len, d);
+                f[i].p = d;
+                scratch->len += f[i].n;
+            } else {
+                f[i].p = buf + v->off;
+                f[i].n = v->len;
+            }
+            break;
+        case SK_JSON_NUMBER:
+            f[i].kind = SK_FIELD_NUMBER;
+            f[i].p = buf + v->off;
+            f[i].n = v->len;
+            break;
+        case SK_JSON_TRUE:
+        case SK_JSON_FALSE:
+            f[i].kind = SK_FIELD_BOOL;
+            f[i].p = buf + v->off;
+            f[i].n = v->len;
+            break;
+        default:
+            break;
+        }
+    }
+    return sk_route_key(r, f, key);
+}

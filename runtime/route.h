@@ -1,0 +1,97 @@
+/* Routing: from a record's peeked fields to its partition key.
+ *
+ * The key is the path under the sink prefix, without the object name:
+ *
+ *   {namespace}/{pfx}{field}={value}/{pfx}year=YYYY/{pfx}month=MM/...
+ *
+ * - namespace: first present scalar of namespace_fields, else "_default".
+ * - partition: first present scalar of batch_partition_fields, named by the
+ *   field path that supplied it; else {pfx}{first path}=__HIVE_DEFAULT_
+ *   PARTITION__. Left out when no partition fields are configured.
+ * - time: first value of batch_time_fields that parses (timeparse.h), cut to
+ *   the configured unit; else every time segment is the Hive default.
+ * "Present scalar": a non-empty string, a number (its lexeme), true or false.
+ *
+ * Every segment is escaped Hive-style (sk_escape_segment) and bounded to
+ * SK_SEGMENT_MAX bytes, so no value can add a path level or climb out of the
+ * sink prefix.
+ */
+#ifndef SK_ROUTE_H
+#define SK_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "json.h"
+
+#define SK_SEGMENT_MAX 200
+#define SK_HIVE_DEFAULT "__HIVE_DEFAULT_PARTITION__"
+
+typedef enum sk_time_unit {
+    SK_TIME_UNIT_NONE = 0,
+    SK_TIME_UNIT_YEAR,
+    SK_TIME_UNIT_MONTH,
+    SK_TIME_UNIT_DAY,
+    SK_TIME_UNIT_HOUR
+} sk_time_unit;
+
+/* Returns the unit for "year|month|day|hour", or -1. */
+int sk_time_unit_parse(const char *s);
+
+typedef struct sk_route_config {
+    const char *namespace_fields; /* comma list; NULL means "event_type" */
+    const char *partition_fields; /* comma list; NULL or "" means none */
+    const char *time_fields;      /* comma list; NULL or "" means none */
+    sk_time_unit time_unit;       /* NONE: no time segments */
+    const char *prefix;           /* e.g. "p_"; NULL means "" */
+} sk_route_config;
+
+typedef enum sk_field_kind {
+    SK_FIELD_ABSENT = 0,
+    SK_FIELD_STRING, /* decoded text */
+    SK_FIELD_NUMBER, /* lexeme */
+    SK_FIELD_BOOL    /* "true" / "false" */
+} sk_field_kind;
+
+typedef struct sk_field {
+    sk_field_kind kind;
+    const uint8_t *p;
+    size_t n;
+} sk_field;
+
+typedef struct sk_router sk_router;
+
+/* Build a router. On failure returns NULL and, if err is not NULL, sets *err
+ * to a static message. Caller owns the result: sk_router_free(). */
+sk_router *sk_router_new(const sk_route_config *cfg, const char **err);
+void sk_router_free(sk_router *r);
+
+/* The distinct paths the router needs, in slot order; pass them to the
+ * format's peeker. The array belongs to the router. */
+const char *const *sk_router_paths(const sk_router *r, size_t *n);
+/* The JSON peek spec for those paths; belongs to the router. */
+const sk_peek_spec *sk_router_json_spec(const sk_router *r);
+
+/* Append the partition key of a record whose fields (indexed by slot) are
+ * given. Returns SKIPPR_OK or SKIPPR_RANGE/NOMEM from the buffer. */
+int sk_route_key(const sk_router *r, const sk_field *fields, sk_buf *key);
+
+/* Convenience for JSON: converts peeked values (decoding strings into
+ * scratch, which is reset first) and appends the key. */
+int sk_route_json(const sk_router *r, const uint8_t *buf,
+                  const sk_json_value *vals, sk_buf *scratch, sk_buf *key);
+
+/* Append value v escaped Hive-style: bytes 0x00-0x1F, 0x7F, invalid UTF-8
+ * and the characters "#%'*\/:=?\{[]^ become %XX (uppercase hex). */
+int sk_escape_append(sk_buf *out, const uint8_t *v, size_t n);
+
+/* Append one bounded path segment "{head}{value}" where head (already safe
+ * text, e.g. "p_detail.tenant_id=") is copied and value escaped. If the
+ * result would exceed SK_SEGMENT_MAX bytes the escaped value is cut at a
+ * character boundary and "~" plus 16 hex digits of a hash of the whole raw
+ * value are appended, so distinct values stay distinct. */
+int sk_segment_append(sk_buf *out, const char *head, const uint8_t *v,
+                      size_t n);
+
+#endif

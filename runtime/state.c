@@ -1,0 +1,748 @@
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "fault.h"
+#include "fsio.h"
+
+#define DEFAULT_BLOCK_BYTES (1u << 20)
+
+/* ---- slices ------------------------------------------------------------ */
+
+static void slice_free(sk_slice *s)
+{
+    if (!s)
+        return;
+    sk_free(s->key);
+    sk_free(s->blocks);
+    sk_buf_free(&s->open_block);
+    sk_free(s->object_key);
+    sk_free(s);
+}
+
+static sk_slice *slice_new(uint64_t id, const char *key, size_t klen,
+                           uint8_t kind, int64_t opened_at)
+{
+    sk_slice *s = sk_calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->key = sk_strndup(key, klen);
+    if (!s->key) {
+        sk_free(s);
+        return NULL;
+    }
+    s->id = id;
+    s->key_len = klen;
+    s->key_hash = sk_hash64(key, klen);
+    s->kind = kind;
+    s->opened_at = opened_at;
+    s->first_seg = UINT64_MAX;
+    sk_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
+    return s;
+}
+
+static int live_add(sk_state *st, sk_slice *s)
+{
+    if (st->nlive == st->live_cap) {
+        size_t nc = st->live_cap ? st->live_cap * 2 : 64;
+        sk_slice **n = sk_realloc(st->live, nc * sizeof *n);
+        if (!n)
+            return SKIPPR_NOMEM;
+        st->live = n;
+        st->live_cap = nc;
+    }
+    st->live[st->nlive++] = s;
+    return SKIPPR_OK;
+}
+
+static void live_remove(sk_state *st, sk_slice *s)
+{
+    for (size_t i = 0; i < st->nlive; i++) {
+        if (st->live[i] == s) {
+            st->live[i] = st->live[--st->nlive];
+            return;
+        }
+    }
+}
+
+static sk_slice *live_find(const sk_state *st, uint64_t id)
+{
+    for (size_t i = 0; i < st->nlive; i++)
+        if (st->live[i]->id == id)
+            return st->live[i];
+    return NULL;
+}
+
+static int add_block(sk_slice *s, sk_wal_pos pos)
+{
+    if (s->nblocks == s->blocks_cap) {
+        size_t nc = s->blocks_cap ? s->blocks_cap * 2 : 8;
+        sk_wal_pos *n = sk_realloc(s->blocks, nc * sizeof *n);
+        if (!n)
+            return SKIPPR_NOMEM;
+        s->blocks = n;
+        s->blocks_cap = nc;
+    }
+    s->blocks[s->nblocks++] = pos;
+    if (pos.seg < s->first_seg)
+        s->first_seg = pos.seg;
+    return SKIPPR_OK;
+}
+
+/* ---- replay ------------------------------------------------------------ */
+
+typedef struct pend_slice {
+    uint64_t id;
+    char *key;
+    size_t klen;
+    uint8_t kind;
+    int64_t opened_at;
+    uint64_t seg;
+} pend_slice;
+
+typedef struct pend_block {
+    uint64_t id;
+    sk_wal_pos pos;
+    uint64_t nrec, bytes;
+} pend_block;
+
+typedef struct replay {
+    sk_state *st;
+    uint64_t seg;
+    pend_slice *ps;
+    size_t nps, ps_cap;
+    pend_block *pb;
+    size_t npb, pb_cap;
+    uint64_t max_id;
+} replay;
+
+static void pend_clear(replay *r)
+{
+    for (size_t i = 0; i < r->nps; i++)
+        sk_free(r->ps[i].key);
+    r->nps = r->npb = 0;
+}
+
+static int rd_str(const uint8_t **p, const uint8_t *end, const uint8_t **s,
+                  size_t *n)
+{
+    if (end - *p < 4)
+        return -1;
+    uint32_t l = sk_get_u32(*p);
+    if ((size_t)(end - *p - 4) < l)
+        return -1;
+    *s = *p + 4;
+    *n = l;
+    *p += 4 + l;
+    return 0;
+}
+
+static int apply_commit(replay *r, const uint8_t *p, size_t len)
+{
+    sk_state *st = r->st;
+    const uint8_t *end = p + len;
+    /* Frames that this COMMIT makes count. */
+    for (size_t i = 0; i < r->nps; i++) {
+        pend_slice *q = &r->ps[i];
+        if (live_find(st, q->id))
+            continue;
+        sk_slice *s = slice_new(q->id, q->key, q->klen, q->kind,
+                                q->opened_at);
+        if (!s || live_add(st, s)) {
+            slice_free(s);
+            return SKIPPR_NOMEM;
+        }
+        s->announced = 1;
+        s->first_seg = q->seg;
+        if (q->id > r->max_id)
+            r->max_id = q->id;
+    }
+    for (size_t i = 0; i < r->npb; i++) {
+        sk_slice *s = live_find(st, r->pb[i].id);
+        if (!s) {
+            sk_error("WAL: block at segment %" PRIu64 " offset %" PRIu64
+                     " belongs to unknown slice %" PRIu64,
+                     r->pb[i].pos.seg, r->pb[i].pos.off, r->pb[i].id);
+            return SKIPPR_CORRUPT;
+        }
+        if (add_block(s, r->pb[i].pos))
+            return SKIPPR_NOMEM;
+        s->records += r->pb[i].nrec;
+        s->bytes += r->pb[i].bytes;
+    }
+    pend_clear(r);
+
+    if (len < 12)
+        return SKIPPR_CORRUPT;
+    uint64_t next = sk_get_u64(p);
+    if (next > st->next_slice_id)
+        st->next_slice_id = next;
+    uint32_t n = sk_get_u32(p + 8);
+    p += 12;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *id, *ver;
+        size_t il, vl;
+        if (rd_str(&p, end, &id, &il) || rd_str(&p, end, &ver, &vl) ||
+            end - p < 21 || il > 65535 || vl > 65535)
+            return SKIPPR_CORRUPT;
+        char idb[65536], verb[65536];
+        memcpy(idb, id, il);
+        idb[il] = '\0';
+        memcpy(verb, ver, vl);
+        verb[vl] = '\0';
+        sk_unit_rec *u = sk_ledger_touch(st->ledger, idb, verb, 0);
+        if (!u)
+            return SKIPPR_NOMEM;
+        if (strcmp(u->version, verb) != 0) {
+            char *v = sk_strdup(verb);
+            if (!v)
+                return SKIPPR_NOMEM;
+            sk_free(u->version);
+            u->version = v;
+        }
+        u->size = (int64_t)sk_get_u64(p);
+        u->offset = (int64_t)sk_get_u64(p + 8);
+        u->flags = sk_get_u32(p + 16);
+        p += 21;
+    }
+    return SKIPPR_OK;
+}
+
+static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
+                     size_t len)
+{
+    replay *r = ud;
+    sk_state *st = r->st;
+    const uint8_t *end = p + len;
+    if (pos.seg != r->seg) {
+        /* Uncommitted frames of the previous segment never count. */
+        pend_clear(r);
+        r->seg = pos.seg;
+    }
+    switch (type) {
+    case SK_WAL_SLICE: {
+        const uint8_t *k;
+        size_t kl;
+        const uint8_t *q = p + 8;
+        if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 9)
+            return SKIPPR_CORRUPT;
+        if (r->nps == r->ps_cap) {
+            size_t nc = r->ps_cap ? r->ps_cap * 2 : 16;
+            pend_slice *n = sk_realloc(r->ps, nc * sizeof *n);
+            if (!n)
+                return SKIPPR_NOMEM;
+            r->ps = n;
+            r->ps_cap = nc;
+        }
+        char *key = sk_strndup((const char *)k, kl);
+        if (!key)
+            return SKIPPR_NOMEM;
+        r->ps[r->nps++] = (pend_slice){sk_get_u64(p), key, kl, q[0],
+                                       (int64_t)sk_get_u64(q + 1), pos.seg};
+        return SKIPPR_OK;
+    }
+    case SK_WAL_BLOCK: {
+        if (len < 12)
+            return SKIPPR_CORRUPT;
+        uint64_t nrec = sk_get_u32(p + 8);
+        if (len - 12 < 4 * nrec)
+            return SKIPPR_CORRUPT;
+        if (r->npb == r->pb_cap) {
+            size_t nc = r->pb_cap ? r->pb_cap * 2 : 64;
+            pend_block *n = sk_realloc(r->pb, nc * sizeof *n);
+            if (!n)
+                return SKIPPR_NOMEM;
+            r->pb = n;
+            r->pb_cap = nc;
+        }
+        r->pb[r->npb++] = (pend_block){sk_get_u64(p), pos, nrec,
+                                       len - 12 - 4 * nrec};
+        return SKIPPR_OK;
+    }
+    case SK_WAL_COMMIT:
+        return apply_commit(r, p, len);
+    case SK_WAL_SEAL: {
+        const uint8_t *k;
+        size_t kl;
+        const uint8_t *q = p + 8;
+        if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 20)
+            return SKIPPR_CORRUPT;
+        sk_slice *s = live_find(st, sk_get_u64(p));
+        if (!s)
+            return SKIPPR_OK; /* its frames were collected already */
+        sk_free(s->object_key);
+        s->object_key = sk_strndup((const char *)k, kl);
+        if (!s->object_key)
+            return SKIPPR_NOMEM;
+        s->object_bytes = sk_get_u64(q);
+        s->object_crc = sk_get_u32(q + 16);
+        s->state = SK_SLICE_SEALED;
+        if (pos.seg < s->first_seg)
+            s->first_seg = pos.seg;
+        return SKIPPR_OK;
+    }
+    case SK_WAL_DONE: {
+        if (len < 8)
+            return SKIPPR_CORRUPT;
+        sk_slice *s = live_find(st, sk_get_u64(p));
+        if (s) {
+            live_remove(st, s);
+            slice_free(s);
+        }
+        return SKIPPR_OK;
+    }
+    default:
+        sk_error("WAL: unknown frame type %d at segment %" PRIu64
+                 " offset %" PRIu64, type, pos.seg, pos.off);
+        return SKIPPR_CORRUPT;
+    }
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+static int take_lock(sk_state *st, const char *pipeline)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/lock", st->dir);
+    int rc = sk_io_open(path, O_RDWR | O_CREAT, 0644, &st->lock_fd);
+    if (rc)
+        return rc;
+    if (flock(st->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(st->lock_fd, pid, sizeof pid - 1, 0);
+        if (n > 0)
+            pid[n] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        sk_error("pipeline '%s' is already running (process %s holds %s); "
+                 "only one skipprd may run a pipeline at a time",
+                 pipeline, *pid ? pid : "?", path);
+        return SKIPPR_LOCKED;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(st->lock_fd, 0) != 0 ||
+        pwrite(st->lock_fd, pid, (size_t)n, 0) != n)
+        sk_warn("could not write pid into %s", path);
+    return SKIPPR_OK;
+}
+
+static int load_state_id(sk_state *st)
+{
+    char path[PATH_MAX], tmp[PATH_MAX];
+    snprintf(path, sizeof path, "%s/state_id", st->dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char buf[32] = "";
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        if (strlen(buf) != 16 || strspn(buf, "0123456789abcdef") != 16) {
+            sk_error("%s is damaged: expected 16 hex digits", path);
+            return SKIPPR_CORRUPT;
+        }
+        memcpy(st->state_id, buf, 17);
+        return SKIPPR_OK;
+    }
+    if (st->readonly) {
+        strcpy(st->state_id, "----------------");
+        return SKIPPR_OK;
+    }
+    uint64_t r;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+        sk_error("getrandom: %s", strerror(errno));
+        return SKIPPR_IO;
+    }
+    snprintf(st->state_id, sizeof st->state_id, "%016" PRIx64, r);
+    snprintf(tmp, sizeof tmp, "%s/state_id.tmp", st->dir);
+    int fd;
+    int rc = sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644, &fd);
+    if (rc)
+        return rc;
+    char line[18];
+    snprintf(line, sizeof line, "%s\n", st->state_id);
+    rc = sk_io_write_all(fd, line, 17, tmp);
+    if (!rc)
+        rc = sk_io_fsync(fd, tmp);
+    close(fd);
+    if (!rc)
+        rc = sk_io_rename(tmp, path);
+    return rc;
+}
+
+int sk_state_open(const char *state_dir, const char *workspace,
+                  const char *pipeline, int readonly, sk_state **out)
+{
+    int rc = SKIPPR_NOMEM;
+    replay r = {0};
+    char path[PATH_MAX];
+    sk_state *st = sk_calloc(1, sizeof *st);
+    if (!st)
+        return rc;
+    st->lock_fd = -1;
+    st->readonly = readonly;
+    st->block_bytes = DEFAULT_BLOCK_BYTES;
+    sk_map_init(&st->open_by_key);
+    st->dir = sk_asprintf("%s/%s/%s", state_dir, workspace, pipeline);
+    if (!st->dir)
+        goto fail;
+    if (!readonly) {
+        if ((rc = sk_io_mkdir_p(st->dir, 0755)) ||
+            (rc = take_lock(st, pipeline)))
+            goto fail;
+    } else if (access(st->dir, F_OK) != 0) {
+        rc = SKIPPR_NOENT;
+        goto fail;
+    }
+    if ((rc = load_state_id(st)))
+        goto fail;
+    snprintf(path, sizeof path, "%s/ledger", st->dir);
+    if ((rc = sk_ledger_open(path, &st->ledger)))
+        goto fail;
+    st->next_slice_id = sk_ledger_next_slice_id(st->ledger);
+    snprintf(path, sizeof path, "%s/wal", st->dir);
+    if (readonly && access(path, F_OK) != 0) {
+        *out = st;
+        return SKIPPR_OK;
+    }
+    if ((rc = sk_wal_open(path, &st->wal)))
+        goto fail;
+    r.st = st;
+    r.seg = UINT64_MAX;
+    if (readonly)
+        rc = sk_wal_replay_readonly(st->wal, replay_cb, &r);
+    else
+        rc = sk_wal_replay(st->wal, replay_cb, &r);
+    pend_clear(&r);
+    if (rc) {
+        if (rc != SKIPPR_CORRUPT)
+            sk_error("WAL replay of %s failed: %s", st->dir,
+                     skippr_status_str(rc));
+        goto fail;
+    }
+    if (r.max_id >= st->next_slice_id)
+        st->next_slice_id = r.max_id + 1;
+    /* Reopen OPEN slices for appends. */
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (s->state == SK_SLICE_OPEN && s->kind == SK_SLICE_DATA &&
+            (rc = sk_map_put(&st->open_by_key, s->key, s->key_len,
+                             s->key_hash, s)))
+            goto fail;
+    }
+    sk_free(r.ps);
+    sk_free(r.pb);
+    *out = st;
+    return SKIPPR_OK;
+fail:
+    pend_clear(&r);
+    sk_free(r.ps);
+    sk_free(r.pb);
+    sk_state_close(st);
+    return rc;
+}
+
+void sk_state_close(sk_state *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->nlive; i++)
+        slice_free(st->live[i]);
+    sk_free(st->live);
+    sk_map_free(&st->open_by_key);
+    sk_wal_close(st->wal);
+    sk_ledger_close(st->ledger);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd); /* releases the flock */
+    sk_free(st->dir);
+    sk_free(st);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
+                         uint64_t hash, uint8_t kind)
+{
+    if (kind == SK_SLICE_DATA) {
+        sk_slice *s = sk_map_get(&st->open_by_key, key, klen, hash);
+        if (s)
+            return s;
+    } else {
+        for (size_t i = 0; i < st->nlive; i++)
+            if (st->live[i]->kind == kind &&
+                st->live[i]->state == SK_SLICE_OPEN)
+                return st->live[i];
+    }
+    sk_slice *s = slice_new(st->next_slice_id, key, klen, kind,
+                            (int64_t)time(NULL));
+    if (!s)
+        return NULL;
+    if (live_add(st, s)) {
+        slice_free(s);
+        return NULL;
+    }
+    if (kind == SK_SLICE_DATA &&
+        sk_map_put(&st->open_by_key, s->key, s->key_len, s->key_hash, s)) {
+        live_remove(st, s);
+        slice_free(s);
+        return NULL;
+    }
+    st->next_slice_id++;
+    return s;
+}
+
+static int write_block(sk_state *st, sk_slice *s)
+{
+    int rc;
+    if (s->open_nrec == 0)
+        return SKIPPR_OK;
+    if (!s->announced) {
+        uint8_t h[8 + 4], t[9];
+        sk_put_u64(h, s->id);
+        sk_put_u32(h + 8, (uint32_t)s->key_len);
+        t[0] = s->kind;
+        sk_put_u64(t + 1, (uint64_t)s->opened_at);
+        sk_iov parts[] = {{h, sizeof h}, {s->key, s->key_len}, {t, sizeof t}};
+        sk_wal_pos pos;
+        if ((rc = sk_wal_append(st->wal, SK_WAL_SLICE, parts, 3, &pos)))
+            return rc;
+        if (pos.seg < s->first_seg)
+            s->first_seg = pos.seg;
+        s->announced = 1;
+    }
+    uint8_t h[12];
+    sk_put_u64(h, s->id);
+    sk_put_u32(h + 8, s->open_nrec);
+    sk_iov parts[] = {{h, sizeof h},
+                      {s->open_block.data, s->open_block.len}};
+    sk_wal_pos pos;
+    if ((rc = sk_wal_append(st->wal, SK_WAL_BLOCK, parts, 2, &pos)))
+        return rc;
+    if ((rc = add_block(s, pos)))
+        return rc;
+    st->open_block_bytes -= s->open_block.len;
+    /* Keep small buffers for reuse; give back large ones. */
+    if (s->open_block.cap > 2 * st->block_bytes)
+        sk_buf_free(&s->open_block);
+    sk_buf_reset(&s->open_block);
+    s->open_nrec = 0;
+    return SKIPPR_OK;
+}
+
+int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
+{
+    assert(s->state == SK_SLICE_OPEN);
+    if (len > SK_WAL_MAX_PAYLOAD / 2)
+        return SKIPPR_RANGE;
+    uint8_t l[4];
+    sk_put_u32(l, (uint32_t)len);
+    int rc = sk_buf_reserve(&s->open_block, 4 + len);
+    if (rc)
+        return rc;
+    memcpy(s->open_block.data + s->open_block.len, l, 4);
+    memcpy(s->open_block.data + s->open_block.len + 4, rec, len);
+    s->open_block.len += 4 + len;
+    s->open_nrec++;
+    s->records++;
+    s->bytes += len;
+    st->open_block_bytes += 4 + len;
+    if (s->open_block.len >= st->block_bytes)
+        return write_block(st, s);
+    return SKIPPR_OK;
+}
+
+int sk_state_flush_blocks(sk_state *st)
+{
+    for (size_t i = 0; i < st->nlive; i++) {
+        int rc = write_block(st, st->live[i]);
+        if (rc)
+            return rc;
+    }
+    return SKIPPR_OK;
+}
+
+int sk_state_commit(sk_state *st)
+{
+    int rc = sk_state_flush_blocks(st);
+    if (rc)
+        return rc;
+    sk_buf b;
+    sk_buf_init(&b, SK_WAL_MAX_PAYLOAD);
+    uint8_t h[12];
+    uint32_t n = 0;
+    rc = sk_buf_append(&b, h, sizeof h);
+    size_t it = 0;
+    sk_unit_rec *u;
+    while (!rc && (u = sk_ledger_recent_next(st->ledger, &it))) {
+        if (!u->dirty)
+            continue;
+        uint8_t num[21];
+        uint8_t len[4];
+        size_t il = strlen(u->id), vl = strlen(u->version);
+        sk_put_u32(len, (uint32_t)il);
+        rc = sk_buf_append(&b, len, 4);
+        if (!rc)
+            rc = sk_buf_append(&b, u->id, il);
+        sk_put_u32(len, (uint32_t)vl);
+        if (!rc)
+            rc = sk_buf_append(&b, len, 4);
+        if (!rc)
+            rc = sk_buf_append(&b, u->version, vl);
+        sk_put_u64(num, (uint64_t)u->size);
+        sk_put_u64(num + 8, (uint64_t)u->offset);
+        sk_put_u32(num + 16, u->flags);
+        num[20] = 0;
+        if (!rc)
+            rc = sk_buf_append(&b, num, sizeof num);
+        n++;
+    }
+    if (!rc) {
+        sk_put_u64(b.data, st->next_slice_id);
+        sk_put_u32(b.data + 8, n);
+        sk_iov part = {b.data, b.len};
+        rc = sk_wal_append(st->wal, SK_WAL_COMMIT, &part, 1, NULL);
+    }
+    sk_buf_free(&b);
+    if (rc)
+        return rc;
+    sk_crashpoint("commit");
+    if ((rc = sk_wal_sync(st->wal)))
+        return rc;
+    it = 0;
+    while ((u = sk_ledger_recent_next(st->ledger, &it)))
+        u->dirty = 0;
+    return SKIPPR_OK;
+}
+
+int sk_state_foreach_record(sk_state *st, const sk_slice *s, sk_buf *scratch,
+                            sk_record_fn fn, void *ud)
+{
+    for (size_t i = 0; i < s->nblocks; i++) {
+        int rc = sk_wal_read(st->wal, s->blocks[i], scratch);
+        if (rc)
+            return rc;
+        if (scratch->len < 12 || sk_get_u64(scratch->data) != s->id) {
+            sk_error("WAL block for slice %" PRIu64 " is malformed", s->id);
+            return SKIPPR_CORRUPT;
+        }
+        uint32_t n = sk_get_u32(scratch->data + 8);
+        const uint8_t *p = scratch->data + 12, *end = scratch->data +
+                                                       scratch->len;
+        for (uint32_t k = 0; k < n; k++) {
+            if (end - p < 4 || (size_t)(end - p - 4) < sk_get_u32(p)) {
+                sk_error("WAL block for slice %" PRIu64 " is malformed",
+                         s->id);
+                return SKIPPR_CORRUPT;
+            }
+            uint32_t l = sk_get_u32(p);
+            if ((rc = fn(ud, p + 4, l)))
+                return rc;
+            p += 4 + l;
+        }
+    }
+    return SKIPPR_OK;
+}
+
+typedef struct sum_ctx {
+    uint64_t bytes;
+    uint32_t crc;
+    int dead;
+    uint64_t n;
+} sum_ctx;
+
+static int sum_record(void *ud, const uint8_t *rec, size_t len)
+{
+    sum_ctx *c = ud;
+    /* Dead-letter slices hold (meta, bytes) pairs; the object holds bytes. */
+    if (c->dead && (c->n++ % 2) == 0)
+        return SKIPPR_OK;
+    c->crc = sk_crc32c(c->crc, rec, len);
+    c->crc = sk_crc32c(c->crc, "\n", 1);
+    c->bytes += len + 1;
+    return SKIPPR_OK;
+}
+
+int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
+{
+    assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
+    int rc;
+    sk_buf scratch;
+    sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+    sum_ctx c = {0, 0, s->kind == SK_SLICE_DEAD, 0};
+    rc = sk_state_foreach_record(st, s, &scratch, sum_record, &c);
+    sk_buf_free(&scratch);
+    if (rc)
+        return rc;
+    char *key = sk_asprintf("%s/apply-%s-%010" PRIu64 "%s", s->key,
+                            st->state_id, s->id, ext);
+    if (!key)
+        return SKIPPR_NOMEM;
+    uint8_t h[12], t[20];
+    sk_put_u64(h, s->id);
+    sk_put_u32(h + 8, (uint32_t)strlen(key));
+    sk_put_u64(t, c.bytes);
+    sk_put_u64(t + 8, s->records);
+    sk_put_u32(t + 16, c.crc);
+    sk_iov parts[] = {{h, sizeof h}, {key, strlen(key)}, {t, sizeof t}};
+    sk_wal_pos pos;
+    rc = sk_wal_append(st->wal, SK_WAL_SEAL, parts, 3, &pos);
+    if (!rc)
+        rc = sk_wal_sync(st->wal);
+    if (rc) {
+        sk_free(key);
+        return rc;
+    }
+    sk_crashpoint("seal");
+    if (s->kind == SK_SLICE_DATA)
+        sk_map_del(&st->open_by_key, s->key, s->key_len, s->key_hash);
+    s->object_key = key;
+    s->object_bytes = c.bytes;
+    s->object_crc = c.crc;
+    s->state = SK_SLICE_SEALED;
+    return SKIPPR_OK;
+}
+
+int sk_state_done(sk_state *st, sk_slice *s)
+{
+    assert(s->state == SK_SLICE_SEALED);
+    uint8_t id[8];
+    sk_put_u64(id, s->id);
+    sk_iov part = {id, sizeof id};
+    int rc = sk_wal_append(st->wal, SK_WAL_DONE, &part, 1, NULL);
+    if (rc)
+        return rc;
+    sk_crashpoint("done");
+    live_remove(st, s);
+    slice_free(s);
+    return SKIPPR_OK;
+}
+
+int sk_state_gc(sk_state *st)
+{
+    uint64_t keep = sk_wal_active_seg(st->wal);
+    for (size_t i = 0; i < st->nlive; i++)
+        if (st->live[i]->first_seg < keep)
+            keep = st->live[i]->first_seg;
+    if (sk_wal_first_seg(st->wal) >= keep)
+        return SKIPPR_OK;
+    /* Progress recorded in the segments about to go must be in the
+     * ledger first; a commit makes sure nothing dirty is left out. */
+    int rc = sk_state_commit(st);
+    if (rc)
+        return rc;
+    if ((rc = sk_ledger_compact(st->ledger, st->next_slice_id)))
+        return rc;
+    sk_crashpoint("gc");
+    return sk_wal_drop_before(st->wal, keep);
+}

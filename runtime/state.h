@@ -1,0 +1,121 @@
+/* Durable pipeline state: the state folder, its lock, the WAL-backed slice
+ * buffer and the ledger. This is where exactly-once is kept.
+ *
+ * Folder: {state_dir}/{workspace}/{pipeline}/ holding
+ *   lock       flock()ed while a process runs the pipeline; holds its pid
+ *   state_id   16 random hex digits made once; part of every object name, so
+ *              a lost state folder can never overwrite earlier output
+ *   ledger     compacted unit records (ledger.h)
+ *   wal/       WAL segments (wal.h)
+ *
+ * Slices. A slice collects the records of one partition key. Its records
+ * live in WAL BLOCK frames; memory holds only each slice's open block. A
+ * slice is OPEN (growing), SEALED (its object key and bytes are fixed and
+ * durable; it is being uploaded) or DONE (the sink confirmed it).
+ *
+ * Protocol (see docs/EXACTLY_ONCE.md):
+ *   append  records go to the slice's open block; full blocks become BLOCK
+ *           frames (buffered, not yet durable)
+ *   commit  all open blocks are written, then one COMMIT frame with the
+ *           progress of every unit touched since the last commit, then one
+ *           fsync. Only now is progress acknowledged anywhere.
+ *   seal    after a commit: SEAL frame with the final object key, size and
+ *           CRC32C, then fsync, before any byte is uploaded
+ *   done    after the sink confirms: DONE frame (made durable by the next
+ *           sync; losing it only causes an identical re-upload)
+ * Recovery replays the WAL: units resume at their committed offsets, open
+ * slices continue, sealed slices are uploaded again to the same key with
+ * the same bytes.
+ *
+ * Thread: the pipeline thread only.
+ */
+#ifndef SK_STATE_H
+#define SK_STATE_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "ledger.h"
+#include "map.h"
+#include "wal.h"
+
+typedef enum sk_slice_state {
+    SK_SLICE_OPEN,
+    SK_SLICE_SEALED,
+    SK_SLICE_DONE
+} sk_slice_state;
+
+typedef enum sk_slice_kind {
+    SK_SLICE_DATA = 0,
+    SK_SLICE_DEAD = 1 /* dead letters: records come in (meta, bytes) pairs */
+} sk_slice_kind;
+
+typedef struct sk_slice {
+    uint64_t id;
+    char *key; /* partition key: "ns/p_x=v/p_year=2021/..." or "_errors" */
+    size_t key_len;
+    uint64_t key_hash;
+    uint8_t kind;
+    int64_t opened_at; /* unix seconds */
+    sk_slice_state state;
+    sk_wal_pos *blocks;
+    size_t nblocks, blocks_cap;
+    uint64_t first_seg; /* oldest WAL segment holding a frame of this slice */
+    uint64_t records;   /* records appended (pairs count once for DEAD) */
+    uint64_t bytes;     /* record bytes appended */
+    int announced;      /* SLICE frame written */
+    sk_buf open_block;  /* [u32 len][bytes]... not yet in the WAL */
+    uint32_t open_nrec;
+    /* set when sealed */
+    char *object_key;
+    uint64_t object_bytes;
+    uint32_t object_crc;
+} sk_slice;
+
+typedef struct sk_state {
+    char *dir;
+    int lock_fd;
+    char state_id[17];
+    sk_wal *wal;
+    sk_ledger *ledger;
+    sk_map open_by_key; /* key (kind-prefixed) -> OPEN slice */
+    sk_slice **live;    /* OPEN and SEALED slices */
+    size_t nlive, live_cap;
+    uint64_t next_slice_id;
+    uint64_t open_block_bytes; /* memory held in open blocks */
+    uint64_t block_bytes;      /* a block is written out at this size */
+    int readonly;
+} sk_state;
+
+/* Open the state of one pipeline, replaying its WAL. Unless readonly, takes
+ * the lock first: if another process holds it, fails with SKIPPR_LOCKED and
+ * a message naming the pid. Readonly opens neither lock nor repair (status).
+ * Caller owns *out: sk_state_close(). */
+int sk_state_open(const char *state_dir, const char *workspace,
+                  const char *pipeline, int readonly, sk_state **out);
+void sk_state_close(sk_state *st);
+
+/* The OPEN slice for key and kind, created if needed (its SLICE frame is
+ * written with its first block). NULL on allocation failure. */
+sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
+                         uint64_t hash, uint8_t kind);
+/* Append one record to an OPEN slice. */
+int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len);
+/* Write every open block as a BLOCK frame (not yet durable). */
+int sk_state_flush_blocks(sk_state *st);
+/* Group commit: flush blocks, COMMIT frame with dirty units, fsync. */
+int sk_state_commit(sk_state *st);
+/* Seal an OPEN slice: requires a commit since its last append (the caller
+ * commits first). Computes the object key and CRC, writes SEAL, fsyncs. */
+int sk_state_seal(sk_state *st, sk_slice *s, const char *ext);
+/* Mark a SEALED slice DONE and forget it. */
+int sk_state_done(sk_state *st, sk_slice *s);
+/* Compact the ledger and delete WAL segments no live slice needs. */
+int sk_state_gc(sk_state *st);
+
+/* Call fn for each record of a slice's durable blocks, in order. */
+typedef int (*sk_record_fn)(void *ud, const uint8_t *rec, size_t len);
+int sk_state_foreach_record(sk_state *st, const sk_slice *s, sk_buf *scratch,
+                            sk_record_fn fn, void *ud);
+
+#endif

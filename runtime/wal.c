@@ -1,0 +1,478 @@
+/* The write-ahead log.
+ *
+ * FILES. The WAL folder holds segments named wal-NNNNNNNNNNNNNNNN.log (16
+ * hex digits, increasing). A segment is a sequence of frames with nothing
+ * before, between or after them.
+ *
+ * FRAME. All integers little-endian.
+ *
+ *   offset size  field
+ *        0    4  magic 0x31574B53 ("SKW1")
+ *        4    1  type (wal.h: SLICE, BLOCK, COMMIT, SEAL, DONE)
+ *        5    1  format version, 1
+ *        6    2  reserved, 0
+ *        8    8  sequence number: previous frame's + 1, across segments
+ *       16    4  payload length L, at most 2^30
+ *       20    4  CRC32C of bytes 0..19 followed by the payload
+ *       24    L  payload
+ *
+ * A frame is valid when its magic, version, length bound and CRC hold and
+ * its sequence number follows the previous valid frame's. Replay reads each
+ * segment from its start and stops a segment at its first invalid frame.
+ * If that happens in the newest segment and no valid frame follows anywhere
+ * after it, it is a torn tail from a crash: the segment is truncated there
+ * and fsynced. Anywhere else it is corruption: replay fails and names the
+ * segment and offset, so that nothing is ever skipped silently.
+ *
+ * PAYLOADS (n: u64 slice id; str: u32 length then bytes)
+ *   SLICE   n, str partition key, u8 kind (0 data, 1 dead letters),
+ *           u64 opened_at (unix seconds)
+ *   BLOCK   n, u32 record count, then per record: u32 length, bytes
+ *   COMMIT  u64 next slice id, u32 unit count, then per unit: str id,
+ *           str version, i64 size, i64 offset, u8 flags (1 done, 2 changed,
+ *           4 failed)
+ *   SEAL    n, str object key, u64 object bytes, u64 records, u32 crc32c
+ *   DONE    n
+ *
+ * WHICH FRAMES COUNT. SLICE and BLOCK frames count only when a COMMIT frame
+ * follows them in the same segment: a crash between appending blocks and
+ * the group commit's fsync must not resurrect them, and every replay starts
+ * a new segment, so uncommitted frames of an old segment never gain a
+ * COMMIT. SEAL and DONE frames are written only after a commit and count
+ * wherever they are valid. (The rule is applied by the replay's consumer,
+ * state.c; this file only guarantees frame validity.)
+ *
+ * DURABILITY. Appends are buffered; sk_wal_sync() writes and fsyncs. A new
+ * segment's folder entry is fsynced before its first frame is relied on.
+ * A failed fsync is fatal.
+ */
+#include "wal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "fsio.h"
+
+#define WAL_MAGIC 0x31574B53u
+#define WAL_VERSION 1
+#define WRITE_BUF (1u << 20)
+#define MAX_SEGS 65536
+
+struct sk_wal {
+    char *dir;
+    uint64_t *segs; /* sorted live segment numbers */
+    uint64_t *sizes;
+    size_t nsegs;
+    int fd;         /* active segment, -1 before the first append */
+    uint64_t active;
+    uint64_t active_size; /* including buffered bytes */
+    uint64_t next_seq;
+    sk_buf wbuf;
+    int readonly; /* replay repairs nothing */
+};
+
+static void seg_path(const sk_wal *w, uint64_t seg, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/wal-%016" PRIx64 ".log", w->dir, seg);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int list_segments(sk_wal *w)
+{
+    DIR *d = opendir(w->dir);
+    if (!d) {
+        sk_error("open WAL folder %s: %s", w->dir, strerror(errno));
+        return SKIPPR_IO;
+    }
+    struct dirent *e;
+    w->nsegs = 0;
+    while ((e = readdir(d))) {
+        uint64_t n;
+        char tail[8];
+        if (sscanf(e->d_name, "wal-%16" SCNx64 ".%7s", &n, tail) == 2 &&
+            strcmp(tail, "log") == 0 && strlen(e->d_name) == 24) {
+            if (w->nsegs == MAX_SEGS) {
+                closedir(d);
+                sk_error("WAL folder %s holds more than %d segments", w->dir,
+                         MAX_SEGS);
+                return SKIPPR_RANGE;
+            }
+            w->segs[w->nsegs++] = n;
+        }
+    }
+    closedir(d);
+    qsort(w->segs, w->nsegs, sizeof *w->segs, cmp_u64);
+    for (size_t i = 0; i < w->nsegs; i++) {
+        char path[PATH_MAX];
+        struct stat st;
+        seg_path(w, w->segs[i], path, sizeof path);
+        w->sizes[i] = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    }
+    return SKIPPR_OK;
+}
+
+int sk_wal_open(const char *dir, sk_wal **out)
+{
+    int rc = SKIPPR_NOMEM;
+    sk_wal *w = sk_calloc(1, sizeof *w);
+    if (!w)
+        return rc;
+    w->fd = -1;
+    sk_buf_init(&w->wbuf, WRITE_BUF);
+    w->dir = sk_strdup(dir);
+    w->segs = sk_calloc(MAX_SEGS, sizeof *w->segs);
+    w->sizes = sk_calloc(MAX_SEGS, sizeof *w->sizes);
+    if (!w->dir || !w->segs || !w->sizes)
+        goto fail;
+    rc = sk_io_mkdir_p(dir, 0755);
+    if (rc)
+        goto fail;
+    rc = list_segments(w);
+    if (rc)
+        goto fail;
+    w->active = w->nsegs ? w->segs[w->nsegs - 1] + 1 : 1;
+    w->next_seq = 1;
+    *out = w;
+    return SKIPPR_OK;
+fail:
+    sk_wal_close(w);
+    return rc;
+}
+
+void sk_wal_close(sk_wal *w)
+{
+    if (!w)
+        return;
+    if (w->fd >= 0)
+        close(w->fd);
+    sk_buf_free(&w->wbuf);
+    sk_free(w->segs);
+    sk_free(w->sizes);
+    sk_free(w->dir);
+    sk_free(w);
+}
+
+/* Checks the frame at buf[off..len). Returns its total size, or 0. */
+static size_t frame_ok(const uint8_t *buf, size_t len, size_t off,
+                       uint64_t want_seq, int check_seq)
+{
+    if (len - off < SK_WAL_HEADER)
+        return 0;
+    const uint8_t *h = buf + off;
+    if (sk_get_u32(h) != WAL_MAGIC || h[5] != WAL_VERSION)
+        return 0;
+    uint32_t plen = sk_get_u32(h + 16);
+    if (plen > SK_WAL_MAX_PAYLOAD || plen > len - off - SK_WAL_HEADER)
+        return 0;
+    uint32_t crc = sk_crc32c(0, h, 20);
+    crc = sk_crc32c(crc, h + SK_WAL_HEADER, plen);
+    if (crc != sk_get_u32(h + 20))
+        return 0;
+    if (check_seq && sk_get_u64(h + 8) != want_seq)
+        return 0;
+    return SK_WAL_HEADER + plen;
+}
+
+/* Is there any valid frame at or after off? (Torn tail vs corruption.) */
+static int valid_frame_after(const uint8_t *buf, size_t len, size_t off)
+{
+    for (size_t i = off; i + SK_WAL_HEADER <= len; i++)
+        if (buf[i] == 0x53 && frame_ok(buf, len, i, 0, 0))
+            return 1;
+    return 0;
+}
+
+static int read_whole(const char *path, uint8_t **data, size_t *len)
+{
+    int fd;
+    int rc = sk_io_open(path, O_RDONLY, 0, &fd);
+    if (rc)
+        return rc;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return SKIPPR_IO;
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = sk_malloc(n ? n : 1);
+    if (!buf) {
+        close(fd);
+        return SKIPPR_NOMEM;
+    }
+    size_t got;
+    rc = sk_io_pread_all(fd, buf, n, 0, &got, path);
+    close(fd);
+    if (rc) {
+        sk_free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = got;
+    return SKIPPR_OK;
+}
+
+int sk_wal_replay(sk_wal *w, sk_wal_cb cb, void *ud)
+{
+    uint64_t seq = 0;
+    int have_seq = 0;
+    for (size_t s = 0; s < w->nsegs; s++) {
+        char path[PATH_MAX];
+        seg_path(w, w->segs[s], path, sizeof path);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int rc = read_whole(path, &buf, &len);
+        if (rc)
+            return rc;
+        size_t off = 0;
+        while (off < len) {
+            /* The first frame after a deleted segment sets the sequence. */
+            size_t fl = frame_ok(buf, len, off, seq + 1, have_seq);
+            if (!fl)
+                break;
+            const uint8_t *h = buf + off;
+            seq = sk_get_u64(h + 8);
+            have_seq = 1;
+            rc = cb(ud, (sk_wal_pos){w->segs[s], off}, h[4],
+                    h + SK_WAL_HEADER, sk_get_u32(h + 16));
+            if (rc) {
+                sk_free(buf);
+                return rc;
+            }
+            off += fl;
+        }
+        if (off < len) {
+            int last = s + 1 == w->nsegs;
+            if (!last || valid_frame_after(buf, len, off + 1)) {
+                sk_error("WAL corrupt: segment %s has an invalid frame at "
+                         "offset %zu, and valid frames follow it. Refusing "
+                         "to skip them. Keep a copy of the state folder for "
+                         "inspection before removing the damaged segment.",
+                         path, off);
+                sk_free(buf);
+                return SKIPPR_CORRUPT;
+            }
+            if (w->readonly) {
+                sk_free(buf);
+                break;
+            }
+            sk_info("WAL: cut a torn tail of %zu bytes from %s at offset %zu",
+                    len - off, path, off);
+            int fd;
+            rc = sk_io_open(path, O_WRONLY, 0, &fd);
+            if (!rc) {
+                if (ftruncate(fd, (off_t)off) != 0) {
+                    sk_error("truncate %s: %s", path, strerror(errno));
+                    rc = SKIPPR_IO;
+                } else {
+                    rc = sk_io_fsync(fd, path);
+                }
+                close(fd);
+            }
+            if (rc) {
+                sk_free(buf);
+                return rc;
+            }
+            w->sizes[s] = off;
+        }
+        sk_free(buf);
+    }
+    w->next_seq = seq + 1;
+    w->active = w->nsegs ? w->segs[w->nsegs - 1] + 1 : 1;
+    return SKIPPR_OK;
+}
+
+static int flush_buf(sk_wal *w)
+{
+    if (w->wbuf.len == 0)
+        return SKIPPR_OK;
+    char path[PATH_MAX];
+    seg_path(w, w->active, path, sizeof path);
+    int rc = sk_io_write_all(w->fd, w->wbuf.data, w->wbuf.len, path);
+    w->wbuf.len = 0;
+    return rc;
+}
+
+static int open_active(sk_wal *w)
+{
+    if (w->nsegs == MAX_SEGS) {
+        sk_error("too many WAL segments in %s", w->dir);
+        return SKIPPR_RANGE;
+    }
+    char path[PATH_MAX];
+    seg_path(w, w->active, path, sizeof path);
+    int rc = sk_io_open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644,
+                        &w->fd);
+    if (rc)
+        return rc;
+    rc = sk_io_fsync_dir(w->dir);
+    if (rc)
+        return rc;
+    w->segs[w->nsegs] = w->active;
+    w->sizes[w->nsegs] = 0;
+    w->nsegs++;
+    w->active_size = 0;
+    return SKIPPR_OK;
+}
+
+int sk_wal_append(sk_wal *w, int type, const sk_iov *parts, int nparts,
+                  sk_wal_pos *pos_out)
+{
+    int rc;
+    if (w->fd < 0 && (rc = open_active(w)))
+        return rc;
+    size_t plen = 0;
+    for (int i = 0; i < nparts; i++)
+        plen += parts[i].n;
+    if (plen > SK_WAL_MAX_PAYLOAD)
+        return SKIPPR_RANGE;
+    uint8_t h[SK_WAL_HEADER];
+    sk_put_u32(h, WAL_MAGIC);
+    h[4] = (uint8_t)type;
+    h[5] = WAL_VERSION;
+    h[6] = h[7] = 0;
+    sk_put_u64(h + 8, w->next_seq);
+    sk_put_u32(h + 16, (uint32_t)plen);
+    uint32_t crc = sk_crc32c(0, h, 20);
+    for (int i = 0; i < nparts; i++)
+        crc = sk_crc32c(crc, parts[i].p, parts[i].n);
+    sk_put_u32(h + 20, crc);
+
+    if (pos_out)
+        *pos_out = (sk_wal_pos){w->active, w->active_size};
+    size_t total = SK_WAL_HEADER + plen;
+    if (w->wbuf.len + total > WRITE_BUF && (rc = flush_buf(w)))
+        return rc;
+    char path[PATH_MAX];
+    seg_path(w, w->active, path, sizeof path);
+    if (total > WRITE_BUF) {
+        /* Large frame: write through. */
+        rc = sk_io_write_all(w->fd, h, sizeof h, path);
+        for (int i = 0; !rc && i < nparts; i++)
+            rc = sk_io_write_all(w->fd, parts[i].p, parts[i].n, path);
+    } else {
+        rc = sk_buf_append(&w->wbuf, h, sizeof h);
+        for (int i = 0; !rc && i < nparts; i++)
+            rc = sk_buf_append(&w->wbuf, parts[i].p, parts[i].n);
+    }
+    if (rc)
+        return rc;
+    w->next_seq++;
+    w->active_size += total;
+    w->sizes[w->nsegs - 1] = w->active_size;
+    return SKIPPR_OK;
+}
+
+int sk_wal_sync(sk_wal *w)
+{
+    if (w->fd < 0)
+        return SKIPPR_OK;
+    int rc = flush_buf(w);
+    if (rc)
+        return rc;
+    char path[PATH_MAX];
+    seg_path(w, w->active, path, sizeof path);
+    return sk_io_fsync(w->fd, path);
+}
+
+int sk_wal_replay_readonly(sk_wal *w, sk_wal_cb cb, void *ud)
+{
+    w->readonly = 1;
+    return sk_wal_replay(w, cb, ud);
+}
+
+uint64_t sk_wal_active_size(const sk_wal *w) { return w->active_size; }
+uint64_t sk_wal_active_seg(const sk_wal *w) { return w->active; }
+
+int sk_wal_rotate(sk_wal *w)
+{
+    if (w->fd < 0)
+        return SKIPPR_OK;
+    int rc = sk_wal_sync(w);
+    if (rc)
+        return rc;
+    close(w->fd);
+    w->fd = -1;
+    w->active++;
+    w->active_size = 0;
+    return SKIPPR_OK;
+}
+
+uint64_t sk_wal_disk_bytes(const sk_wal *w)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < w->nsegs; i++)
+        t += w->sizes[i];
+    return t;
+}
+
+int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload)
+{
+    char path[PATH_MAX];
+    seg_path(w, pos.seg, path, sizeof path);
+    int fd;
+    int rc = sk_io_open(path, O_RDONLY, 0, &fd);
+    if (rc)
+        return rc;
+    uint8_t h[SK_WAL_HEADER];
+    size_t got;
+    rc = sk_io_pread_all(fd, h, sizeof h, (off_t)pos.off, &got, path);
+    if (rc || got != sizeof h || sk_get_u32(h) != WAL_MAGIC) {
+        close(fd);
+        sk_error("WAL corrupt: no frame at %s offset %" PRIu64, path, pos.off);
+        return rc ? rc : SKIPPR_CORRUPT;
+    }
+    uint32_t plen = sk_get_u32(h + 16);
+    sk_buf_reset(payload);
+    rc = sk_buf_reserve(payload, plen);
+    if (!rc)
+        rc = sk_io_pread_all(fd, payload->data, plen,
+                             (off_t)(pos.off + SK_WAL_HEADER), &got, path);
+    close(fd);
+    if (rc)
+        return rc;
+    uint32_t crc = sk_crc32c(sk_crc32c(0, h, 20), payload->data, got);
+    if (got != plen || crc != sk_get_u32(h + 20)) {
+        sk_error("WAL corrupt: frame at %s offset %" PRIu64 " fails its "
+                 "checksum on read-back", path, pos.off);
+        return SKIPPR_CORRUPT;
+    }
+    payload->len = plen;
+    return SKIPPR_OK;
+}
+
+int sk_wal_drop_before(sk_wal *w, uint64_t seg)
+{
+    int rc = SKIPPR_OK;
+    size_t k = 0;
+    while (k < w->nsegs && w->segs[k] < seg && w->segs[k] != w->active) {
+        char path[PATH_MAX];
+        seg_path(w, w->segs[k], path, sizeof path);
+        rc = sk_io_unlink(path);
+        if (rc)
+            break;
+        k++;
+    }
+    memmove(w->segs, w->segs + k, (w->nsegs - k) * sizeof *w->segs);
+    memmove(w->sizes, w->sizes + k, (w->nsegs - k) * sizeof *w->sizes);
+    w->nsegs -= k;
+    return rc;
+}
+
+uint64_t sk_wal_first_seg(const sk_wal *w)
+{
+    return w->nsegs ? w->segs[0] : w->active;
+}
