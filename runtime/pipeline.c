@@ -27,6 +27,7 @@
 #define OUT_BUF (1u << 20)        /* sink write size */
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
 #define LIST_BATCH 4096           /* units collected per listing round */
+#define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
 
 /* ---- framing tasks ------------------------------------------------------ */
 
@@ -413,7 +414,7 @@ static int flush_slices(engine *e, int force)
     }
     uint64_t disk = sk_wal_disk_bytes(st->wal);
     int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
-    if (!any && !over_budget) {
+    if (!any && !over_budget && !force) {
         for (size_t i = 0; i < st->nlive; i++)
             if (st->live[i]->state == SK_SLICE_SEALED)
                 any = 1;
@@ -464,6 +465,11 @@ static int flush_slices(engine *e, int force)
             goto out;
     }
     rc = sk_wal_sync(st->wal);
+    /* A full segment (or a drained run) starts a new one, so that the old
+     * one can be deleted once its slices are done. */
+    if (!rc && ((force && sk_wal_active_size(st->wal) > 0) ||
+                sk_wal_active_size(st->wal) >= SEGMENT_BYTES))
+        rc = sk_wal_rotate(st->wal);
     if (!rc)
         rc = sk_state_gc(st);
 out:

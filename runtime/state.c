@@ -577,6 +577,14 @@ int sk_state_commit(sk_state *st)
     int rc = sk_state_flush_blocks(st);
     if (rc)
         return rc;
+    /* Nothing new: no frame, no fsync. */
+    int dirty = 0;
+    size_t it0 = 0;
+    sk_unit_rec *u0;
+    while (!dirty && (u0 = sk_ledger_recent_next(st->ledger, &it0)))
+        dirty = u0->dirty;
+    if (!dirty && !sk_wal_unsynced(st->wal))
+        return SKIPPR_OK;
     sk_buf b;
     sk_buf_init(&b, SK_WAL_MAX_PAYLOAD);
     uint8_t h[12];

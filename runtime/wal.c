@@ -78,6 +78,7 @@ struct sk_wal {
     uint64_t next_seq;
     sk_buf wbuf;
     int readonly; /* replay repairs nothing */
+    int unsynced; /* frames appended since the last sync */
 };
 
 static void seg_path(const sk_wal *w, uint64_t seg, char *out, size_t cap)
@@ -371,6 +372,7 @@ int sk_wal_append(sk_wal *w, int type, const sk_iov *parts, int nparts,
     if (rc)
         return rc;
     w->next_seq++;
+    w->unsynced = 1;
     w->active_size += total;
     w->sizes[w->nsegs - 1] = w->active_size;
     return SKIPPR_OK;
@@ -385,8 +387,13 @@ int sk_wal_sync(sk_wal *w)
         return rc;
     char path[PATH_MAX];
     seg_path(w, w->active, path, sizeof path);
-    return sk_io_fsync(w->fd, path);
+    rc = sk_io_fsync(w->fd, path);
+    if (!rc)
+        w->unsynced = 0;
+    return rc;
 }
+
+int sk_wal_unsynced(const sk_wal *w) { return w->unsynced; }
 
 int sk_wal_replay_readonly(sk_wal *w, sk_wal_cb cb, void *ud)
 {

@@ -63,6 +63,8 @@ int sk_wal_append(sk_wal *w, int type, const sk_iov *parts, int nparts,
 /* Write out buffered frames and fsync the active segment. A failure is
  * fatal for the run (see fsio.h). */
 int sk_wal_sync(sk_wal *w);
+/* Non-zero when frames were appended since the last sync. */
+int sk_wal_unsynced(const sk_wal *w);
 /* Bytes in the active segment, and its number. */
 uint64_t sk_wal_active_size(const sk_wal *w);
 uint64_t sk_wal_active_seg(const sk_wal *w);
