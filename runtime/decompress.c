@@ -120,9 +120,9 @@ static int run_zstd(sk_decomp *d, const uint8_t *in, size_t in_len,
             *why = "corrupt zstd data";
             return SKIPPR_CORRUPT;
         }
-        d->zs_mid_frame = rc != 0;
         if (ib.pos == before_in && ob.pos == before_out)
-            break;
+            break; /* no progress: rc only hints at the next frame */
+        d->zs_mid_frame = rc != 0;
     }
     *consumed = ib.pos;
     *produced = ob.pos;

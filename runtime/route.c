@@ -177,7 +177,10 @@ static int parse_list(sk_router *r, const char *list, int *slots, size_t *n,
         while (t > p && t[-1] == ' ')
             t--;
         size_t len = (size_t)(t - p);
-        if (len == 0 || len > 100 || memchr(p, '/', len) ||
+        int empty_seg = 0;
+        for (const char *q = p; q + 1 < t; q++)
+            empty_seg |= q[0] == '.' && q[1] == '.';
+        if (len == 0 || len > 100 || memchr(p, '/', len) || empty_seg ||
             p[0] == '.' || t[-1] == '.') {
             *err = "field paths must be 1-100 bytes of dotted names";
             return -1;

@@ -1,0 +1,141 @@
+/* Config: the seed's shape loads; every error names file:line:col. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+static const char *write_yaml(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/skippr-test-config-%d.yml",
+             (int)getpid());
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static const char *seed =
+    "skippr:\n"
+    "  workspace: ws\n"
+    "  skipprd_el_storage_mode: local\n"
+    "pipelines:\n"
+    "  gdpr:\n"
+    "    type: copy\n"
+    "    data_source: data_sources.src\n"
+    "    data_sink: data_sinks.dst\n"
+    "    buffer_threshold_seconds: 86400\n"
+    "    transform:\n"
+    "      namespace_fields: event_type\n"
+    "      batch_partition_fields: detail.tenant_id,truck.tenant_id\n"
+    "      batch_time_fields: timestamp\n"
+    "      batch_time_unit: day\n"
+    "      time_partition_prefix: p_\n"
+    "data_sources:\n"
+    "  src:\n"
+    "    File:\n"
+    "      path: ${SKIPPR_TEST_IN}\n"
+    "      prefix: ${SKIPPR_TEST_UNSET:-dump}\n"
+    "data_sinks:\n"
+    "  dst:\n"
+    "    File:\n"
+    "      path: /out\n";
+
+static int load_err(const char *text, const char *pipeline, char *msg,
+                    size_t cap)
+{
+    sk_yaml_doc *doc = NULL;
+    sk_cfg_err err = {""};
+    int rc = sk_yaml_load(write_yaml(text), &doc, &err);
+    if (rc == 0) {
+        sk_pipeline_cfg cfg;
+        rc = sk_config_pipeline(doc, pipeline, &cfg, &err);
+    }
+    snprintf(msg, cap, "%s", err.msg);
+    sk_yaml_free(doc);
+    return rc;
+}
+
+static void test_seed_loads(void **state)
+{
+    (void)state;
+    setenv("SKIPPR_TEST_IN", "/data/in", 1);
+    sk_yaml_doc *doc;
+    sk_cfg_err err;
+    assert_int_equal(sk_yaml_load(write_yaml(seed), &doc, &err), 0);
+    sk_pipeline_cfg cfg;
+    assert_int_equal(sk_config_pipeline(doc, "gdpr", &cfg, &err), 0);
+    assert_string_equal(cfg.workspace, "ws");
+    assert_int_equal(cfg.buffer_threshold_seconds, 86400);
+    assert_string_equal(cfg.route.partition_fields,
+                        "detail.tenant_id,truck.tenant_id");
+    assert_int_equal(cfg.route.time_unit, SK_TIME_UNIT_DAY);
+    assert_string_equal(cfg.source.plugin, "File");
+    assert_string_equal(sk_ymap_get(cfg.source.options, "path")->value,
+                        "/data/in");
+    assert_string_equal(sk_ymap_get(cfg.source.options, "prefix")->value,
+                        "dump");
+    sk_yaml_free(doc);
+}
+
+static void expect(const char *text, const char *pipeline, const char *pos,
+                   const char *words)
+{
+    char msg[1024];
+    assert_int_not_equal(load_err(text, pipeline, msg, sizeof msg), 0);
+    if (!strstr(msg, pos) || !strstr(msg, words))
+        fail_msg("error '%s' lacks '%s' or '%s'", msg, pos, words);
+}
+
+static void test_errors_name_position(void **state)
+{
+    (void)state;
+    setenv("SKIPPR_TEST_IN", "/data/in", 1);
+    char buf[4096];
+    /* An unknown pipeline key. */
+    snprintf(buf, sizeof buf, "%s", seed);
+    char *p = strstr(buf, "    buffer_threshold_seconds");
+    memcpy(p, "    buffer_treshold_seconds ", 28);
+    expect(buf, "gdpr", ":9:5:", "unknown key 'buffer_treshold_seconds'");
+    /* type: ingest and cdc are refused clearly. */
+    snprintf(buf, sizeof buf, "%s", seed);
+    memcpy(strstr(buf, "type: copy"), "type: cdc ", 10);
+    expect(buf, "gdpr", ":6:11:", "'cdc' is not supported");
+    /* Unset variable without default. */
+    setenv("SKIPPR_TEST_IN", "", 1);
+    unsetenv("SKIPPR_TEST_IN");
+    expect(seed, "gdpr", ":19:13:", "SKIPPR_TEST_IN is not set");
+    setenv("SKIPPR_TEST_IN", "/data/in", 1);
+    /* Bad time unit; missing source; syntax error. */
+    snprintf(buf, sizeof buf, "%s", seed);
+    memcpy(strstr(buf, "unit: day"), "unit: wek", 9);
+    expect(buf, "gdpr", ":14:24:", "must be year, month, day or hour");
+    snprintf(buf, sizeof buf, "%s", seed);
+    memcpy(strstr(buf, "data_sources.src"), "data_sources.xyz", 16);
+    expect(buf, "gdpr", ":7:18:", "'xyz' is not defined");
+    expect("a: [1, 2\n", "x", ":2:1:", "");
+    expect(seed, "nope", ":5:3:", "no pipeline named 'nope' (defined: gdpr)");
+    expect("skippr:\n  skipprd_el_storage_mode: s3\n", "x", ":2:28:",
+           "not supported");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seed_loads),
+        cmocka_unit_test(test_errors_name_position),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/skippr-test-config-%d.yml", (int)getpid());
+    remove(path);
+    return rc;
+}

@@ -1,0 +1,192 @@
+/* Routing: Hive escaping, bounded segments, and the key layout. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "json.h"
+#include "route.h"
+
+static char *esc(const char *v, size_t n)
+{
+    static char out[4096];
+    sk_buf b;
+    sk_buf_init(&b, 1 << 20);
+    assert_int_equal(sk_escape_append(&b, (const uint8_t *)v, n), 0);
+    assert_true(b.len < sizeof out);
+    memcpy(out, b.data, b.len);
+    out[b.len] = '\0';
+    sk_buf_free(&b);
+    return out;
+}
+
+static void test_escape(void **state)
+{
+    (void)state;
+    assert_string_equal(esc("acme", 4), "acme");
+    assert_string_equal(esc("a/b", 3), "a%2Fb");
+    assert_string_equal(esc("../../etc", 9), "..%2F..%2Fetc");
+    assert_string_equal(esc("\"#%'*/:=?\\{[]^", 14),
+                        "%22%23%25%27%2A%2F%3A%3D%3F%5C%7B%5B%5D%5E");
+    assert_string_equal(esc("a\0b", 3), "a%00b");
+    assert_string_equal(esc("\x01\x1f\x7f", 3), "%01%1F%7F");
+    assert_string_equal(esc("} ~!@$&()+,;<>|`", 16), "} ~!@$&()+,;<>|`");
+    /* UTF-8 passes, invalid bytes are escaped. */
+    assert_string_equal(esc("caf\xc3\xa9", 5), "caf\xc3\xa9");
+    assert_string_equal(esc("\xe2\x82\xac", 3), "\xe2\x82\xac");
+    assert_string_equal(esc("\xff\xc3", 2), "%FF%C3");
+    assert_string_equal(esc("\xc0\xaf", 2), "%C0%AF"); /* overlong '/' */
+}
+
+static void test_segment_bound(void **state)
+{
+    (void)state;
+    char big[4096];
+    memset(big, 'x', sizeof big);
+    sk_buf a, b;
+    sk_buf_init(&a, 1 << 20);
+    sk_buf_init(&b, 1 << 20);
+    assert_int_equal(sk_segment_append(&a, "p_t=", (uint8_t *)big, 4096), 0);
+    big[4095] = 'y';
+    assert_int_equal(sk_segment_append(&b, "p_t=", (uint8_t *)big, 4096), 0);
+    assert_true(a.len <= SK_SEGMENT_MAX);
+    assert_true(b.len <= SK_SEGMENT_MAX);
+    /* Long values differing only at the end stay distinct. */
+    assert_false(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
+    assert_memory_equal(a.data, "p_t=xxx", 7);
+    /* Escapes are never cut in half. */
+    char slashes[300];
+    memset(slashes, '/', sizeof slashes);
+    sk_buf_reset(&a);
+    assert_int_equal(sk_segment_append(&a, "", (uint8_t *)slashes, 300), 0);
+    assert_true(a.len <= SK_SEGMENT_MAX);
+    size_t tilde = (size_t)((uint8_t *)memchr(a.data, '~', a.len) - a.data);
+    assert_int_equal(tilde % 3, 0);
+    assert_null(memchr(a.data, '/', a.len));
+    sk_buf_free(&a);
+    sk_buf_free(&b);
+}
+
+static char *route(const sk_route_config *cfg, const char *json)
+{
+    static char out[4096];
+    const char *err = NULL;
+    sk_router *r = sk_router_new(cfg, &err);
+    assert_non_null(r);
+    sk_json_framer f;
+    sk_json_framer_init(&f);
+    sk_json_record rec;
+    size_t pos = 0;
+    assert_int_equal(sk_json_next(&f, sk_router_json_spec(r),
+                                  (const uint8_t *)json, strlen(json), &pos, 1,
+                                  &rec),
+                     SK_JSON_RECORD);
+    sk_buf key, scratch;
+    sk_buf_init(&key, 1 << 20);
+    sk_buf_init(&scratch, 1 << 20);
+    assert_int_equal(sk_route_json(r, (const uint8_t *)json, rec.values,
+                                   &scratch, &key), 0);
+    memcpy(out, key.data, key.len);
+    out[key.len] = '\0';
+    sk_buf_free(&key);
+    sk_buf_free(&scratch);
+    sk_router_free(r);
+    return out;
+}
+
+static const sk_route_config seed = {
+    "event_type", "detail.tenant_id,truck.tenant_id", "timestamp",
+    SK_TIME_UNIT_DAY, "p_"};
+
+static void test_seed_layout(void **state)
+{
+    (void)state;
+    assert_string_equal(
+        route(&seed, "{\"event_type\":\"login\",\"timestamp\":"
+                     "\"2021-10-03T10:00:00Z\",\"detail\":{\"tenant_id\":"
+                     "\"acme\"}}"),
+        "login/p_detail.tenant_id=acme/p_year=2021/p_month=10/p_day=03");
+    /* Coalescing: the second field names the segment. */
+    assert_string_equal(
+        route(&seed, "{\"event_type\":\"x\",\"timestamp\":1633219200,"
+                     "\"truck\":{\"tenant_id\":\"t1\"}}"),
+        "x/p_truck.tenant_id=t1/p_year=2021/p_month=10/p_day=03");
+    /* Defaults. */
+    assert_string_equal(route(&seed, "{\"a\":1}"),
+                        "_default/p_detail.tenant_id=__HIVE_DEFAULT_PARTITION__"
+                        "/p_year=__HIVE_DEFAULT_PARTITION__"
+                        "/p_month=__HIVE_DEFAULT_PARTITION__"
+                        "/p_day=__HIVE_DEFAULT_PARTITION__");
+    /* null, empty string, objects fall through; numbers and bools count. */
+    assert_string_equal(
+        route(&seed, "{\"event_type\":\"\",\"detail\":{\"tenant_id\":null},"
+                     "\"truck\":{\"tenant_id\":42},\"timestamp\":\"bad\"}"),
+        "_default/p_truck.tenant_id=42/p_year=__HIVE_DEFAULT_PARTITION__"
+        "/p_month=__HIVE_DEFAULT_PARTITION__/p_day=__HIVE_DEFAULT_PARTITION__");
+    assert_string_equal(
+        route(&seed, "{\"event_type\":true,\"detail\":{\"tenant_id\":{}},"
+                     "\"truck\":{\"tenant_id\":false},\"timestamp\":\"2021"
+                     "-01-02\"}"),
+        "true/p_truck.tenant_id=false/p_year=2021/p_month=01/p_day=02");
+    /* Escaped key names match after unescaping. */
+    assert_string_equal(
+        route(&seed, "{\"event\\u005ftype\":\"e\\u0301\",\"timestamp\":"
+                     "\"2021-10-03\"}"),
+        "e\xcc\x81/p_detail.tenant_id=__HIVE_DEFAULT_PARTITION__/p_year=2021"
+        "/p_month=10/p_day=03");
+}
+
+static void test_namespace_dots(void **state)
+{
+    (void)state;
+    sk_route_config c = {"ns", NULL, NULL, SK_TIME_UNIT_NONE, NULL};
+    assert_string_equal(route(&c, "{\"ns\":\".\"}"), "%2E");
+    assert_string_equal(route(&c, "{\"ns\":\"..\"}"), "%2E%2E");
+    assert_string_equal(route(&c, "{\"ns\":\"...\"}"), "...");
+    assert_string_equal(route(&c, "{\"ns\":\"../x\"}"), "..%2Fx");
+}
+
+static void test_time_units(void **state)
+{
+    (void)state;
+    sk_route_config c = {"none", NULL, "t", SK_TIME_UNIT_HOUR, ""};
+    assert_string_equal(route(&c, "{\"t\":\"2021-10-03T23:30:00-02:00\"}"),
+                        "_default/year=2021/month=10/day=04/hour=01");
+    c.time_unit = SK_TIME_UNIT_YEAR;
+    assert_string_equal(route(&c, "{\"t\":1633219200000}"),
+                        "_default/year=2021");
+    c.time_unit = SK_TIME_UNIT_MONTH;
+    c.time_fields = "a,b";
+    assert_string_equal(route(&c, "{\"a\":\"nope\",\"b\":\"2020-02-29\"}"),
+                        "_default/year=2020/month=02");
+}
+
+static void test_bad_config(void **state)
+{
+    (void)state;
+    const char *err = NULL;
+    sk_route_config c = {"a..b", NULL, NULL, SK_TIME_UNIT_NONE, NULL};
+    assert_null(sk_router_new(&c, &err));
+    assert_non_null(err);
+    sk_route_config d = {NULL, NULL, NULL, SK_TIME_UNIT_DAY, NULL};
+    assert_null(sk_router_new(&d, &err));
+    sk_route_config e = {NULL, NULL, NULL, SK_TIME_UNIT_NONE, "a/b"};
+    assert_null(sk_router_new(&e, &err));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_segment_bound),
+        cmocka_unit_test(test_seed_layout),
+        cmocka_unit_test(test_namespace_dots),
+        cmocka_unit_test(test_time_units),
+        cmocka_unit_test(test_bad_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,269 @@
+/* WAL recovery: replay order, torn tails cut, corruption reported, and the
+ * rule that blocks count only when a commit follows them. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "state.h"
+#include "wal.h"
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/skippr-test-wal-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+typedef struct seen {
+    int n;
+    uint32_t payload[64];
+} seen;
+
+static int collect(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
+                   size_t len)
+{
+    (void)pos;
+    (void)type;
+    seen *s = ud;
+    assert_int_equal(len, 4);
+    s->payload[s->n++] = sk_get_u32(p);
+    return 0;
+}
+
+static void write_frames(const char *wdir, int start, int n)
+{
+    sk_wal *w;
+    assert_int_equal(sk_wal_open(wdir, &w), 0);
+    seen s = {0};
+    assert_int_equal(sk_wal_replay(w, collect, &s), 0);
+    for (int i = 0; i < n; i++) {
+        uint8_t b[4];
+        sk_put_u32(b, (uint32_t)(start + i));
+        sk_iov part = {b, 4};
+        assert_int_equal(sk_wal_append(w, SK_WAL_DONE, &part, 1, NULL), 0);
+    }
+    assert_int_equal(sk_wal_sync(w), 0);
+    sk_wal_close(w);
+}
+
+static int replay_count(const char *wdir, int *rc_out)
+{
+    sk_wal *w;
+    assert_int_equal(sk_wal_open(wdir, &w), 0);
+    seen s = {0};
+    *rc_out = sk_wal_replay(w, collect, &s);
+    for (int i = 0; i < s.n; i++)
+        assert_int_equal(s.payload[i], 1000 + i);
+    sk_wal_close(w);
+    return s.n;
+}
+
+static off_t seg_size(const char *wdir, int seg)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/wal-%016x.log", wdir, seg);
+    struct stat st;
+    return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+static void patch(const char *wdir, int seg, off_t off, int truncate_there)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/wal-%016x.log", wdir, seg);
+    if (truncate_there) {
+        assert_int_equal(truncate(p, off), 0);
+        return;
+    }
+    int fd = open(p, O_RDWR);
+    uint8_t b;
+    assert_int_equal(pread(fd, &b, 1, off), 1);
+    b ^= 0x5a;
+    assert_int_equal(pwrite(fd, &b, 1, off), 1);
+    close(fd);
+}
+
+static void test_replay_in_order(void **state)
+{
+    (void)state;
+    char w[300];
+    snprintf(w, sizeof w, "%s/a", dir);
+    write_frames(w, 1000, 10);
+    write_frames(w, 1010, 5); /* a second run appends in a new segment */
+    int rc;
+    assert_int_equal(replay_count(w, &rc), 15);
+    assert_int_equal(rc, 0);
+    assert_int_equal(seg_size(w, 2), 5 * (SK_WAL_HEADER + 4));
+}
+
+static void test_torn_tail_cut(void **state)
+{
+    (void)state;
+    char w[300];
+    snprintf(w, sizeof w, "%s/b", dir);
+    write_frames(w, 1000, 10);
+    off_t full = seg_size(w, 1);
+    assert_int_equal(full, 10 * (SK_WAL_HEADER + 4));
+    patch(w, 1, full - 3, 1); /* last frame cut short */
+    int rc;
+    assert_int_equal(replay_count(w, &rc), 9);
+    assert_int_equal(rc, 0);
+    assert_int_equal(seg_size(w, 1), 9 * (SK_WAL_HEADER + 4));
+    /* A corrupted (not short) last frame is a torn tail too. */
+    patch(w, 1, 8 * (SK_WAL_HEADER + 4) + SK_WAL_HEADER + 1, 0);
+    assert_int_equal(replay_count(w, &rc), 8);
+    assert_int_equal(rc, 0);
+    assert_int_equal(seg_size(w, 1), 8 * (SK_WAL_HEADER + 4));
+}
+
+static void test_middle_corruption_reported(void **state)
+{
+    (void)state;
+    char w[300];
+    snprintf(w, sizeof w, "%s/c", dir);
+    write_frames(w, 1000, 10);
+    off_t before = seg_size(w, 1);
+    patch(w, 1, 4 * (SK_WAL_HEADER + 4) + 20, 0); /* frame 5's CRC */
+    int rc;
+    replay_count(w, &rc);
+    assert_int_equal(rc, SKIPPR_CORRUPT);
+    assert_int_equal(seg_size(w, 1), before); /* nothing cut */
+}
+
+static void test_old_segment_corruption_reported(void **state)
+{
+    (void)state;
+    char w[300];
+    snprintf(w, sizeof w, "%s/d", dir);
+    sk_wal *wal;
+    assert_int_equal(sk_wal_open(w, &wal), 0);
+    for (int i = 0; i < 6; i++) {
+        uint8_t b[4];
+        sk_put_u32(b, (uint32_t)(1000 + i));
+        sk_iov part = {b, 4};
+        assert_int_equal(sk_wal_append(wal, SK_WAL_DONE, &part, 1, NULL), 0);
+        if (i == 2)
+            assert_int_equal(sk_wal_rotate(wal), 0);
+    }
+    assert_int_equal(sk_wal_sync(wal), 0);
+    sk_wal_close(wal);
+    int rc;
+    assert_int_equal(replay_count(w, &rc), 6);
+    assert_int_equal(rc, 0);
+    patch(w, 1, 3 * (SK_WAL_HEADER + 4) - 1, 0); /* end of segment 1 */
+    replay_count(w, &rc);
+    assert_int_equal(rc, SKIPPR_CORRUPT);
+}
+
+static int count_records(void *ud, const uint8_t *rec, size_t len)
+{
+    (void)rec;
+    (void)len;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void test_uncommitted_blocks_do_not_count(void **state)
+{
+    (void)state;
+    sk_state *st;
+    assert_int_equal(sk_state_open(dir, "ws", "p", 0, &st), 0);
+    sk_slice *s = sk_state_slice(st, "k", 1, sk_hash64("k", 1), 0);
+    assert_non_null(s);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sk_state_append(st, s, "{\"a\":1}", 7), 0);
+    sk_unit_rec *u = sk_ledger_touch(st->ledger, "unit", "v1", 100);
+    u->offset = 21;
+    u->dirty = 1;
+    assert_int_equal(sk_state_commit(st), 0);
+    /* More records reach the WAL file, but no commit follows. */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sk_state_append(st, s, "{\"b\":2}", 7), 0);
+    u->offset = 56;
+    u->dirty = 1;
+    assert_int_equal(sk_state_flush_blocks(st), 0);
+    assert_int_equal(sk_wal_sync(st->wal), 0);
+    sk_state_close(st);
+
+    assert_int_equal(sk_state_open(dir, "ws", "p", 0, &st), 0);
+    assert_int_equal(st->nlive, 1);
+    assert_int_equal(st->live[0]->records, 3);
+    int n = 0;
+    sk_buf scratch;
+    sk_buf_init(&scratch, 1 << 20);
+    assert_int_equal(sk_state_foreach_record(st, st->live[0], &scratch,
+                                             count_records, &n), 0);
+    assert_int_equal(n, 3);
+    const sk_unit_rec *got;
+    assert_int_equal(sk_ledger_lookup(st->ledger, "unit", &got), 0);
+    assert_int_equal(got->offset, 21);
+    /* Appends continue the recovered slice; a second process is refused. */
+    sk_slice *again = sk_state_slice(st, "k", 1, sk_hash64("k", 1), 0);
+    assert_ptr_equal(again, st->live[0]);
+    sk_state *other;
+    assert_int_equal(sk_state_open(dir, "ws", "p", 0, &other),
+                     SKIPPR_LOCKED);
+    sk_buf_free(&scratch);
+    sk_state_close(st);
+}
+
+static void test_seal_survives_and_done_forgets(void **state)
+{
+    (void)state;
+    sk_state *st;
+    assert_int_equal(sk_state_open(dir, "ws", "q", 0, &st), 0);
+    sk_slice *s = sk_state_slice(st, "ns/x=1", 6, sk_hash64("ns/x=1", 6), 0);
+    assert_int_equal(sk_state_append(st, s, "{}", 2), 0);
+    assert_int_equal(sk_state_commit(st), 0);
+    assert_int_equal(sk_state_seal(st, s, ".jsonl"), 0);
+    char key[256];
+    snprintf(key, sizeof key, "%s", s->object_key);
+    uint32_t crc = s->object_crc;
+    assert_int_equal(s->object_bytes, 3);
+    sk_state_close(st);
+
+    assert_int_equal(sk_state_open(dir, "ws", "q", 0, &st), 0);
+    assert_int_equal(st->nlive, 1);
+    assert_int_equal(st->live[0]->state, SK_SLICE_SEALED);
+    assert_string_equal(st->live[0]->object_key, key);
+    assert_int_equal(st->live[0]->object_crc, crc);
+    assert_int_equal(sk_state_done(st, st->live[0]), 0);
+    assert_int_equal(sk_wal_sync(st->wal), 0);
+    sk_state_close(st);
+
+    assert_int_equal(sk_state_open(dir, "ws", "q", 0, &st), 0);
+    assert_int_equal(st->nlive, 0);
+    sk_state_close(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_in_order),
+        cmocka_unit_test(test_torn_tail_cut),
+        cmocka_unit_test(test_middle_corruption_reported),
+        cmocka_unit_test(test_old_segment_corruption_reported),
+        cmocka_unit_test(test_uncommitted_blocks_do_not_count),
+        cmocka_unit_test(test_seal_survives_and_done_forgets),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
