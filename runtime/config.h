@@ -71,6 +71,7 @@ typedef struct sk_pipeline_cfg {
     int64_t memory_budget;      /* bytes of open blocks before spilling */
     int64_t max_record_bytes;   /* larger records are dead-lettered */
     int64_t poll_interval_seconds; /* continuous mode: time between lists */
+    int64_t commit_interval_ms; /* longest time between group commits */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;

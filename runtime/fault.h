@@ -10,8 +10,9 @@
  *                                   with ENOSPC.
  *   SKIPPR_CRASH=POINT:N            the process kills itself with SIGKILL the
  *                                   Nth time it passes crash point POINT
- *                                   (read, commit, seal, sink_write, rename,
- *                                   done, gc, or any for every point).
+ *                                   (read, commit, seal, sink_write,
+ *                                   sink_commit, done, gc, or any for
+ *                                   every point).
  *
  * With neither set, each check is one predictable branch.
  */

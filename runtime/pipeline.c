@@ -23,7 +23,6 @@
 #define MIN_PIECE (256u << 10)    /* smallest task */
 #define RAW_READ (1u << 20)       /* one source read */
 #define COMMIT_BYTES (64u << 20)  /* group commit after this much input */
-#define COMMIT_NS 1000000000ULL   /* ... or this much time */
 #define OUT_BUF (1u << 20)        /* sink write size */
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
 #define LIST_BATCH 4096           /* units collected per listing round */
@@ -342,9 +341,10 @@ static int put_object(engine *e, sk_slice *s, const char *key,
                 ops->object_abort(e->sink->ctx, w.h);
                 return SKIPPR_CORRUPT;
             }
-            if (!rc)
+            if (!rc) {
+                sk_crashpoint("sink_commit");
                 rc = ops->object_commit(e->sink->ctx, w.h);
-            else
+            } else
                 ops->object_abort(e->sink->ctx, w.h);
         }
         if (rc == SKIPPR_OK)
@@ -675,7 +675,8 @@ static int maybe_commit(engine *e, int force)
 {
     uint64_t now = sk_now_ns();
     if (!force && e->bytes_since_commit < COMMIT_BYTES &&
-        now - e->last_commit_ns < COMMIT_NS)
+        now - e->last_commit_ns <
+            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL)
         return SKIPPR_OK;
     int rc = sk_state_commit(e->st);
     e->bytes_since_commit = 0;
@@ -963,7 +964,8 @@ static int copy_pass(engine *e)
             if ((rc = maybe_commit(e, 0)))
                 return rc;
             uint64_t now = sk_now_ns();
-            if (now - e->last_seal_check_ns > 1000000000ULL) {
+            if (now - e->last_seal_check_ns >=
+                (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
                 e->last_seal_check_ns = now;
                 if ((rc = flush_slices(e, 0)))
                     return rc;

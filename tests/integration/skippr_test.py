@@ -1,0 +1,425 @@
+"""Shared helpers for the integration tests.
+
+The tests drive the real skipprd binary against real folders. What skipprd
+writes is checked against an oracle written here independently, in Python,
+from the layout rules: for every input record, the partition folder it must
+land in and its exact bytes. Comparing the two as multisets shows at once
+any record lost, duplicated, changed or misplaced.
+"""
+import collections
+import datetime
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("SKIPPR_SOURCE_DIR",
+                            os.path.dirname(os.path.dirname(HERE)))
+SKIPPRD = os.environ.get("SKIPPRD",
+                         os.path.join(SOURCE_DIR, "build", "runtime", "skipprd"))
+GEN = os.path.join(SOURCE_DIR, "tests", "tools", "gen_firehose.py")
+
+SEED_TRANSFORM = {
+    "namespace_fields": "event_type",
+    "batch_partition_fields": "detail.tenant_id,truck.tenant_id",
+    "batch_time_fields": "timestamp",
+    "batch_time_unit": "day",
+    "time_partition_prefix": "p_",
+}
+SINK_PREFIX = "copy/phew-thats-a-month-and-a-gdpr-fine-saved"
+SOURCE_PREFIX = "ill-just-dump-this-here"
+OBJECT_NAME = re.compile(r"^apply-[0-9a-f]{16}-[0-9]{10}\.jsonl$")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+# ---- workspace ------------------------------------------------------------
+
+
+class Workspace:
+    """A temp folder with in/, out/, a state dir and a config."""
+
+    def __init__(self, name):
+        self.root = tempfile.mkdtemp(prefix="skippr-%s-" % name)
+        self.inp = os.path.join(self.root, "in")
+        self.out = os.path.join(self.root, "out")
+        self.state = os.path.join(self.root, "state")
+        self.config = os.path.join(self.root, "skippr.yml")
+        os.makedirs(self.inp)
+
+    def cleanup(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def sink_root(self):
+        return os.path.join(self.out, SINK_PREFIX)
+
+    def write_config(self, pipeline_extra=None, transform=None, threads=None,
+                     sink_extra=None):
+        transform = dict(SEED_TRANSFORM if transform is None else transform)
+        lines = [
+            "skippr:",
+            "  workspace: test",
+            "  skipprd_el_storage_mode: local",
+            "  state_dir: %s" % self.state,
+        ]
+        if threads:
+            lines.append("  threads: %d" % threads)
+        lines += [
+            "pipelines:",
+            "  gdpr_compliant_migration:",
+            "    type: copy",
+            "    data_source: data_sources.firehose_archive",
+            "    data_sink: data_sinks.tenant_layout",
+            "    buffer_threshold_seconds: 86400",
+        ]
+        for k, v in (pipeline_extra or {}).items():
+            lines.append("    %s: %s" % (k, v))
+        lines.append("    transform:")
+        for k, v in transform.items():
+            lines.append("      %s: %s" % (k, v))
+        lines += [
+            "data_sources:",
+            "  firehose_archive:",
+            "    File:",
+            "      path: %s" % self.inp,
+            "      prefix: %s" % SOURCE_PREFIX,
+            "data_sinks:",
+            "  tenant_layout:",
+            "    File:",
+            "      path: %s" % self.out,
+            "      prefix: %s" % SINK_PREFIX,
+            "      format: jsonl",
+        ]
+        for k, v in (sink_extra or {}).items():
+            lines.append("      %s: %s" % (k, v))
+        with open(self.config, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return self.config
+
+    def generate(self, **kw):
+        args = [sys.executable, GEN, self.inp]
+        for k, v in kw.items():
+            args += ["--" + k.replace("_", "-"), str(v)]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+
+    def sync(self, *extra, env=None, timeout=300, check_rc=True):
+        return run(["sync", "--pipeline", "gdpr_compliant_migration",
+                    "--config", self.config, *extra], env=env,
+                   timeout=timeout, check_rc=check_rc)
+
+
+def run(args, env=None, timeout=300, check_rc=True, cwd=None):
+    e = dict(os.environ)
+    for k in ("SKIPPR_CRASH", "SKIPPR_FAULT"):
+        e.pop(k, None)
+    e.update(env or {})
+    p = subprocess.run([SKIPPRD] + list(args), env=e, cwd=cwd,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    p.out = p.stdout.decode("utf-8", "replace")
+    p.err = p.stderr.decode("utf-8", "replace")
+    if check_rc and p.returncode != 0:
+        raise Failure("skipprd %s exited %d\n%s%s" % (" ".join(args),
+                                                      p.returncode, p.out,
+                                                      p.err))
+    return p
+
+
+# ---- framing (oracle side) -------------------------------------------------
+
+_WS = " \t\r\n"
+
+
+def frame(data):
+    """Record byte strings of a valid JSON unit, in order, following the
+    framings skippr accepts (top-level arrays unwrapped once)."""
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    elif data[:4] == b"\x28\xb5\x2f\xfd":
+        data = subprocess.run(["zstd", "-d", "-q", "-c"], input=data,
+                              stdout=subprocess.PIPE, check=True).stdout
+    if data[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
+    s = data.decode("utf-8")
+    dec = json.JSONDecoder()
+    out = []
+    i, n, in_array = 0, len(s), False
+    while True:
+        while i < n and s[i] in _WS:
+            i += 1
+        if i >= n:
+            return out
+        c = s[i]
+        if in_array and c in ",]":
+            in_array = c == ","
+            i += 1
+            continue
+        if not in_array and c == "[":
+            in_array = True
+            i += 1
+            continue
+        obj, end = dec.raw_decode(s, i)
+        out.append((s[i:end].encode("utf-8"), obj))
+        i = end
+
+
+# ---- routing (oracle side) ---------------------------------------------------
+
+_ESCAPE = set(range(0x20)) | {0x7F} | set(b"\"#%'*/:=?\\{[]^")
+HIVE_DEFAULT = "__HIVE_DEFAULT_PARTITION__"
+SEGMENT_MAX = 200
+
+
+def fnv1a64(b):
+    h = 1469598103934665603
+    for x in b:
+        h ^= x
+        h = (h * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def escape_units(value):
+    """The escaped value as a list of units that may not be split."""
+    units = []
+    for ch in value:
+        b = ch.encode("utf-8", "surrogatepass")
+        if len(b) == 1 and b[0] in _ESCAPE:
+            units.append("%%%02X" % b[0])
+        else:
+            units.append(ch)
+    return units
+
+
+def segment(head, value):
+    units = escape_units(value)
+    full = head + "".join(units)
+    if len(full.encode("utf-8")) <= SEGMENT_MAX:
+        return full
+    room = SEGMENT_MAX - len(head.encode()) - 17
+    out, used = [], 0
+    for u in units:
+        ub = len(u.encode("utf-8"))
+        if used + ub > room:
+            break
+        out.append(u)
+        used += ub
+    return head + "".join(out) + "~%016x" % fnv1a64(value.encode("utf-8"))
+
+
+def get_path(obj, path):
+    for part in path.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def scalar_text(v, lexeme=None):
+    """Text of a present scalar, or None. Numbers keep their lexeme, which
+    the caller passes when it has one."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v if v != "" else None
+    if isinstance(v, (int, float)):
+        return lexeme if lexeme is not None else json.dumps(v)
+    return None
+
+
+_ISO = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})"
+                  r"(?::(\d{2})(?:[.,]\d+)?)?)?"
+                  r"(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?$")
+
+
+def parse_time(v):
+    """UTC datetime for a time value, or None (DESIGN section 5)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, str):
+        m = _ISO.match(v)
+        if m:
+            y, mo, d, h, mi, s = (int(x) if x else 0 for x in m.groups()[:6])
+            try:
+                t = datetime.datetime(y, mo, d, h, mi, min(s, 59),
+                                      tzinfo=datetime.timezone.utc)
+            except ValueError:
+                return None
+            if m.group(8):
+                off = int(m.group(9)) * 3600 + int(m.group(10) or 0) * 60
+                if int(m.group(9)) > 23 or int(m.group(10) or 0) > 59:
+                    return None
+                t -= datetime.timedelta(seconds=off if m.group(8) == "+" else -off)
+            return t
+        if not re.match(r"^-?\d+(\.\d+)?$", v):
+            return None
+        v = float(v) if "." in v else int(v)
+    if isinstance(v, (int, float)):
+        mag = abs(v)
+        div = 1 if mag < 1e11 else 1e3 if mag < 1e14 else 1e6 if mag < 1e17 else 1e9
+        secs = v // div if isinstance(v, int) else int(v // div)
+        return datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + \
+            datetime.timedelta(seconds=int(secs))
+    return None
+
+
+def expected_key(obj, transform=None):
+    t = SEED_TRANSFORM if transform is None else transform
+    pfx = t.get("time_partition_prefix", "")
+    segs = []
+    ns = None
+    for f in t.get("namespace_fields", "event_type").split(","):
+        ns = scalar_text(get_path(obj, f.strip()))
+        if ns is not None:
+            break
+    if ns is None:
+        segs.append("_default")
+    else:
+        s = segment("", ns)
+        segs.append({".": "%2E", "..": "%2E%2E"}.get(s, s))
+    pfields = [f.strip() for f in t.get("batch_partition_fields", "").split(",")
+               if f.strip()]
+    if pfields:
+        for f in pfields:
+            v = scalar_text(get_path(obj, f))
+            if v is not None:
+                segs.append(segment(pfx + "".join(escape_units(f)) + "=", v))
+                break
+        else:
+            segs.append(pfx + "".join(escape_units(pfields[0])) + "=" + HIVE_DEFAULT)
+    unit = t.get("batch_time_unit")
+    if unit:
+        when = None
+        for f in t.get("batch_time_fields", "").split(","):
+            when = parse_time(get_path(obj, f.strip()))
+            if when is not None:
+                break
+        names = ["year", "month", "day", "hour"]
+        depth = names.index(unit) + 1
+        vals = None if when is None else \
+            ["%04d" % when.year, "%02d" % when.month, "%02d" % when.day,
+             "%02d" % when.hour]
+        for k in range(depth):
+            segs.append("%s%s=%s" % (pfx, names[k],
+                                     HIVE_DEFAULT if vals is None else vals[k]))
+    return "/".join(segs)
+
+
+# ---- expectations vs output -------------------------------------------------
+
+
+def expected_records(inp, prefix=SOURCE_PREFIX, transform=None, skip=()):
+    """Counter of (partition folder, record bytes) for every input record."""
+    c = collections.Counter()
+    for dirpath, _, files in os.walk(os.path.join(inp, prefix)):
+        for fn in files:
+            path = os.path.join(dirpath, fn)
+            if path in skip or fn.startswith("."):
+                continue
+            with open(path, "rb") as f:
+                for raw, obj in frame(f.read()):
+                    c[(expected_key(obj, transform), raw)] += 1
+    return c
+
+
+def output_records(sink_root):
+    """Counter of (partition folder, record bytes) in the sink, checking
+    object names and that no temp files are left."""
+    c = collections.Counter()
+    for dirpath, _, files in os.walk(sink_root):
+        rel = os.path.relpath(dirpath, sink_root)
+        if rel.split(os.sep)[0] == "_errors":
+            continue
+        for fn in files:
+            check(not fn.startswith("."), "temp file left: %s/%s" % (dirpath, fn))
+            check(OBJECT_NAME.match(fn), "bad object name %s" % fn)
+            with open(os.path.join(dirpath, fn), "rb") as f:
+                data = f.read()
+            check(data.endswith(b"\n"), "%s does not end with a newline" % fn)
+            for raw, _ in frame(data):
+                c[(rel, raw)] += 1
+    return c
+
+
+def compare(expected, got):
+    """Return (lost, duplicated, unexpected) counts; print a sample."""
+    lost = expected - got
+    extra = got - expected
+    dup = sum(min(got[k], expected[k] + 1000) - expected[k]
+              for k in got if k in expected and got[k] > expected[k])
+    unexpected = sum(v for k, v in extra.items() if k not in expected)
+    for k in list(lost)[:3]:
+        print("  lost: %s %r" % (k[0], k[1][:120]))
+    for k in list(extra)[:3]:
+        print("  extra: %s %r" % (k[0], k[1][:120]))
+    return sum(lost.values()), dup, unexpected
+
+
+def assert_exact(ws, transform=None, skip=()):
+    exp = expected_records(ws.inp, transform=transform, skip=skip)
+    got = output_records(ws.sink_root)
+    lost, dup, unexpected = compare(exp, got)
+    check((lost, dup, unexpected) == (0, 0, 0),
+          "output differs: %d lost, %d duplicated, %d unexpected (of %d)" %
+          (lost, dup, unexpected, sum(exp.values())))
+    return sum(exp.values())
+
+
+def dead_letters(sink_root):
+    """List of (meta dict, bytes) from every dead-letter object."""
+    out = []
+    root = os.path.join(sink_root, "_errors")
+    if not os.path.isdir(root):
+        return out
+    for fn in sorted(os.listdir(root)):
+        if not fn.endswith(".bad"):
+            continue
+        with open(os.path.join(root, fn), "rb") as f:
+            data = f.read()
+        with open(os.path.join(root, fn + ".meta.jsonl")) as f:
+            for line in f:
+                m = json.loads(line)
+                start = m["object_offset"]
+                out.append((m, data[start:start + m["length"]]))
+    return out
+
+
+def files_snapshot(root):
+    snap = {}
+    for dirpath, _, files in os.walk(root):
+        for fn in files:
+            p = os.path.join(dirpath, fn)
+            st = os.stat(p)
+            snap[p] = (st.st_size, st.st_mtime_ns)
+    return snap
+
+
+def main(tests):
+    """Run test functions; print a summary line; exit non-zero on failure."""
+    failed = 0
+    for t in tests:
+        start = time.time()
+        try:
+            t()
+            print("PASS %s (%.1fs)" % (t.__name__, time.time() - start))
+        except Exception as e:  # noqa: BLE001 - report every failure kind
+            failed += 1
+            print("FAIL %s: %s" % (t.__name__, e))
+            import traceback
+            traceback.print_exc()
+    print("%d passed, %d failed" % (len(tests) - failed, failed))
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""The seed's pipeline on local files (S3 sections replaced by File).
+
+Shows: every record byte-equal and under the folder its fields dictate; a
+record with only truck.tenant_id lands under p_truck.tenant_id=...;
+Firehose-style input (no extensions, gzip and zstd by magic, date-only
+prefixes, mixed types, every framing); a second --once reads and writes
+nothing; a new file dropped in is the only one copied.
+"""
+import gzip
+import os
+
+from skippr_test import (Workspace, assert_exact, check, files_snapshot,
+                         frame, main, output_records, expected_key, run)
+
+
+def test_seed_layout_byte_equal():
+    ws = Workspace("seed")
+    try:
+        ws.generate(objects=60, records=200, seed=7)
+        ws.write_config()
+        p = ws.sync("--once")
+        n = assert_exact(ws)
+        check(n > 10000, "corpus too small: %d" % n)
+        check("%d records" % n in p.err, "summary does not count %d: %s" %
+              (n, p.err))
+        # Trucks only carry truck.tenant_id.
+        trucks = [k for k in output_records(ws.sink_root)
+                  if k[0].startswith("truck_ping/")]
+        check(trucks, "no truck_ping output")
+        check(all("/p_truck.tenant_id=" in k[0] for k in trucks),
+              "a truck record is not under p_truck.tenant_id")
+        sample = sorted(set(k[0] for k in trucks))[0]
+        check(sample.startswith("truck_ping/p_truck.tenant_id=") and
+              "/p_year=2021/p_month=10/p_day=" in sample,
+              "unexpected layout %s" % sample)
+        print("  %d records, %d objects; e.g. %s" % (
+            n, sum(len(f) for _, _, f in os.walk(ws.sink_root)), sample))
+    finally:
+        ws.cleanup()
+
+
+def test_rerun_reads_nothing_and_new_file_only():
+    ws = Workspace("rerun")
+    try:
+        ws.generate(objects=20, records=100, seed=3)
+        ws.write_config()
+        ws.sync("--once")
+        before = files_snapshot(ws.out)
+        p = ws.sync("--once")
+        check("0 units copied, 20 already done" in p.err, p.err)
+        check("0 records" in p.err and "0 objects written" in p.err, p.err)
+        check(files_snapshot(ws.out) == before, "second run changed output")
+        # One new object, gzipped and without an extension.
+        new_dir = os.path.join(ws.inp, "ill-just-dump-this-here/2021/10/09/00")
+        os.makedirs(new_dir)
+        recs = [b'{"event_type":"late","timestamp":"2021-10-09T01:02:03Z",'
+                b'"detail":{"tenant_id":"acme"},"n":%d}' % i for i in range(50)]
+        with open(os.path.join(new_dir, "late-object"), "wb") as f:
+            f.write(gzip.compress(b"".join(recs)))
+        p = ws.sync("--once")
+        check("1 units copied, 20 already done" in p.err, p.err)
+        check("50 records" in p.err, p.err)
+        after = files_snapshot(ws.out)
+        added = [k for k in after if k not in before]
+        check(all(before[k] == after[k] for k in before),
+              "old objects were rewritten")
+        check(len(added) == 1, "expected one new object, got %s" % added)
+        with open(added[0], "rb") as f:
+            got = [r for r, _ in frame(f.read())]
+        check(got == recs, "new object does not hold exactly the new records")
+        check("late/p_detail.tenant_id=acme/p_year=2021/p_month=10/p_day=09/"
+              in added[0], added[0])
+        assert_exact(ws)
+    finally:
+        ws.cleanup()
+
+
+def test_threads_one_and_two_agree():
+    outs = []
+    for threads in (1, 2):
+        ws = Workspace("threads%d" % threads)
+        try:
+            ws.generate(objects=8, records=3000, seed=11)
+            ws.write_config(threads=threads)
+            ws.sync("--once")
+            assert_exact(ws)
+            outs.append(output_records(ws.sink_root))
+        finally:
+            ws.cleanup()
+    check(outs[0] == outs[1], "1 and 2 threads give different output")
+
+
+def test_status_and_validate():
+    ws = Workspace("status")
+    try:
+        ws.generate(objects=3, records=10, seed=5)
+        ws.write_config()
+        p = run(["status", "--pipeline", "gdpr_compliant_migration",
+                 "--config", ws.config])
+        check("never run" in p.out, p.out)
+        ws.sync("--once")
+        p = run(["status", "--pipeline", "gdpr_compliant_migration",
+                 "--config", ws.config])
+        check("running:         no" in p.out, p.out)
+        check("slices pending:  0" in p.out, p.out)
+        check("units done:" in p.out and "3" in p.out, p.out)
+        p = run(["validate", "--config", ws.config])
+        check("pipeline gdpr_compliant_migration: ok (File -> File)" in p.out,
+              p.out)
+    finally:
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_seed_layout_byte_equal,
+          test_rerun_reads_nothing_and_new_file_only,
+          test_threads_one_and_two_agree, test_status_and_validate])
