@@ -611,21 +611,50 @@ sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
     }
     out->reason = x.err ? x.err : "truncated record";
     {
-        /* Resync: the error span runs to the next newline. */
+        /* Resync. Outside an array the next record is taken to start at a
+         * line beginning with '{' or '[': that keeps one truncated JSONL
+         * line from swallowing the good line after it, and keeps a broken
+         * pretty-printed record in one piece. Inside an array, elements
+         * are indented, so the span runs to the newline after the error. */
         size_t e = x.p ? (size_t)(x.p - buf) : i;
         if (e < i)
             e = i;
-        const uint8_t *nl = e < len ? memchr(buf + e, '\n', len - e) : NULL;
-        if (!nl && !final) {
+        size_t stop = len, resume = len;
+        int found = 0;
+        if (!f->in_array) {
+            size_t k = i;
+            const uint8_t *nl;
+            while (k < len && (nl = memchr(buf + k, '\n', len - k))) {
+                size_t at = (size_t)(nl - buf);
+                if (at + 1 >= len)
+                    break; /* the next byte is not here yet */
+                if (buf[at + 1] == '{' || buf[at + 1] == '[') {
+                    stop = at;
+                    resume = at + 1;
+                    found = 1;
+                    break;
+                }
+                k = at + 1;
+            }
+        } else {
+            const uint8_t *nl = e < len ? memchr(buf + e, '\n', len - e)
+                                        : NULL;
+            if (nl) {
+                stop = (size_t)(nl - buf);
+                resume = stop + 1;
+                found = 1;
+            }
+        }
+        if (!found && !final) {
             *pos = i;
             out->start = i;
             return SK_JSON_NEED_MORE;
         }
+        while (stop > i + 1 && ws_table[buf[stop - 1]])
+            stop--; /* trailing whitespace is not part of the bad bytes */
         out->start = i;
-        out->end = nl ? (size_t)(nl - buf) : len;
-        if (out->end == i)
-            out->end = i + 1; /* the bad byte itself is a newline: no */
-        *pos = nl ? (size_t)(nl - buf) + 1 : len;
+        out->end = stop > i ? stop : i + 1;
+        *pos = resume;
         if (f->in_array)
             f->want_comma = 0;
         return SK_JSON_ERROR;

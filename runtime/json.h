@@ -13,10 +13,12 @@
  * leading UTF-8 BOM is skipped by sk_json_skip_bom(). A record's bytes run
  * from its first byte to its last.
  *
- * Errors. An invalid record is reported with its span running from its first
- * byte to the next newline after the error (or the buffer's end), and the
- * framer resumes after that newline. Every non-whitespace byte therefore ends
- * up either in a record or in an error span.
+ * Errors. An invalid record is reported with a span from its first byte up
+ * to the next line that starts with '{' or '[' (inside a top-level array:
+ * up to the newline after the error), trailing whitespace excluded, and the
+ * framer resumes there. Every non-whitespace byte therefore ends up either
+ * in a record or in an error span, and one truncated JSONL line never takes
+ * the good line after it along.
  */
 #ifndef SK_JSON_H
 #define SK_JSON_H

@@ -551,8 +551,8 @@ static int reader_fill(reader *r, uint8_t *dst, size_t cap, size_t *n)
 /* Split the window into pieces at line starts and frame them in parallel;
  * then apply results in order. Returns bytes consumed via *consumed. */
 static int frame_window(engine *e, const char *unit_id, uint64_t base,
-                        int final, sk_json_framer *fr, size_t *consumed,
-                        int *need_more)
+                        int final, const char *eof_reason, sk_json_framer *fr,
+                        size_t *consumed, int *need_more)
 {
     const uint8_t *buf = e->win.data;
     size_t len = e->win.len;
@@ -619,8 +619,12 @@ static int frame_window(engine *e, const char *unit_id, uint64_t base,
             rec_out *o = &p->recs[r];
             int rc;
             if (o->reason) {
+                /* A record cut off by a broken compressed stream says so. */
+                const char *why = eof_reason && final && o->end == len
+                                      ? eof_reason
+                                      : o->reason;
                 rc = dead_letter(e, unit_id, base + o->start, buf + o->start,
-                                 o->end - o->start, o->reason);
+                                 o->end - o->start, why);
             } else {
                 const char *key = (const char *)p->keys.data + o->key_off;
                 sk_slice *s = sk_state_slice(e->st, key, o->key_len,
@@ -784,8 +788,8 @@ static int process_unit(engine *e, todo *t)
         }
         size_t consumed = 0;
         int need_more = 0;
-        if ((rc = frame_window(e, t->id, base, final, &fr, &consumed,
-                               &need_more)))
+        if ((rc = frame_window(e, t->id, base, final, r.error, &fr,
+                               &consumed, &need_more)))
             goto out;
         if (need_more && consumed == 0 && e->win.len >= target) {
             if (target < e->win_max) {
