@@ -22,8 +22,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("SKIPPR_SOURCE_DIR",
                             os.path.dirname(os.path.dirname(HERE)))
-SKIPPRD = os.environ.get("SKIPPRD",
-                         os.path.join(SOURCE_DIR, "build", "runtime", "skipprd"))
+SKIPPRD = os.path.abspath(os.environ.get("SKIPPRD",
+                         os.path.join(SOURCE_DIR, "build", "runtime", "skipprd")))
 GEN = os.path.join(SOURCE_DIR, "tests", "tools", "gen_firehose.py")
 
 SEED_TRANSFORM = {
@@ -85,9 +85,10 @@ class Workspace:
             "    type: copy",
             "    data_source: data_sources.firehose_archive",
             "    data_sink: data_sinks.tenant_layout",
-            "    buffer_threshold_seconds: 86400",
         ]
-        for k, v in (pipeline_extra or {}).items():
+        pipe = {"buffer_threshold_seconds": 86400}
+        pipe.update(pipeline_extra or {})
+        for k, v in pipe.items():
             lines.append("    %s: %s" % (k, v))
         lines.append("    transform:")
         for k, v in transform.items():

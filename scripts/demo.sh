@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up, make a sample Firehose-like archive, and run the seed's GDPR
+# migration on local files: ./demo/in -> ./demo/out, exactly once.
+#   scripts/demo.sh [DEMO_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh build
+export SKIPPR_DEMO_DIR=$(realpath -m "${1:-demo}")
+if [ ! -d "$SKIPPR_DEMO_DIR/in" ]; then
+    python3 tests/tools/gen_firehose.py "$SKIPPR_DEMO_DIR/in" --objects 200 --records 500
+fi
+build/runtime/skipprd sync --pipeline gdpr_compliant_migration --once \
+    --config examples/gdpr-files/skippr.yml
+out="$SKIPPR_DEMO_DIR/out/copy/phew-thats-a-month-and-a-gdpr-fine-saved"
+echo
+echo "output: $(find "$out" -type f -name '*.jsonl' | wc -l) objects under $out, e.g."
+find "$out" -type f -name '*.jsonl' | sort | head -5 | sed "s|$SKIPPR_DEMO_DIR/||"
+echo "run it again: nothing is re-read; drop new files into $SKIPPR_DEMO_DIR/in to copy just those."

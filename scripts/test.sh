@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up and run the whole test suite:
+#   1. the normal build: unit and integration tests;
+#   2. an ASan+UBSan build: the whole suite again;
+#   3. a TSan build: the scheduler tests (deque and pool).
+# Prints ctest's summary for each and exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=$(nproc)
+
+scripts/setup.sh build
+echo "== tests (RelWithDebInfo)"
+ctest --test-dir build --output-on-failure -j"$JOBS"
+
+echo "== tests (ASan + UBSan)"
+scripts/setup.sh build-asan -DSKIPPR_ASAN=ON
+# Sanitizer reports abort the process, so ctest sees them as failures.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$JOBS"
+
+echo "== scheduler tests (TSan)"
+cmake -S . -B build-tsan -DSKIPPR_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-tsan -j"$JOBS" --target test_deque test_pool >/dev/null
+TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
+    ctest --test-dir build-tsan --output-on-failure -R 'unit\.test_(deque|pool)$'

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The command line: help, version, validate with file:line:col errors,
+refused pipeline types, plugin discovery and its safety rules."""
+import os
+
+from skippr_test import Workspace, check, main, run
+
+BASE = """skippr:
+  workspace: w
+  skipprd_el_storage_mode: local
+pipelines:
+  p:
+    type: copy
+    data_source: data_sources.s
+    data_sink: data_sinks.d
+data_sources:
+  s:
+    File:
+      path: /tmp
+data_sinks:
+  d:
+    File:
+      path: /tmp/x
+"""
+
+
+def write(ws, text):
+    with open(ws.config, "w") as f:
+        f.write(text)
+    return ws.config
+
+
+def test_help_and_version():
+    p = run(["--version"])
+    check(p.out.startswith("skipprd 0.") and "plugin ABI 1" in p.out, p.out)
+    p = run(["--help"])
+    for word in ("sync --pipeline NAME", "validate", "status", "plugins",
+                 "--once"):
+        check(word in p.out, "help lacks %s" % word)
+    p = run(["frobnicate"], check_rc=False)
+    check(p.returncode == 2 and "unknown command" in p.err, p.err)
+    p = run(["sync", "--config", "/nonexistent.yml", "-p", "x"],
+            check_rc=False)
+    check(p.returncode == 1 and "/nonexistent.yml: cannot open" in p.err,
+          p.err)
+
+
+def test_validate_errors_have_positions():
+    ws = Workspace("cli")
+    try:
+        cases = [
+            (BASE.replace("      path: /tmp\n", "      path: /tmp\n      pth: x\n", 1),
+             ":13:7:", "unknown option 'pth' for File source"),
+            (BASE.replace("type: copy", "type: ingest"), ":6:11:",
+             "'ingest' is not supported"),
+            (BASE.replace("    File:\n      path: /tmp\n",
+                          "    Nope:\n      path: /tmp\n", 1),
+             ":11:5:", "no source plugin named 'Nope'"),
+            (BASE.replace("      path: /tmp/x\n", "      fsync: maybe\n"
+                          "      path: /tmp/x\n"), ":16:14:",
+             "wants true or false"),
+            (BASE.replace("      path: /tmp/x\n", ""), ":15:5:",
+             "needs option 'path'"),
+            (BASE.replace("      path: /tmp/x\n", "      path: /tmp/x\n"
+                          "      format: parquet\n"), ":17:15:",
+             "format 'parquet' is not supported"),
+            (BASE + "  extra: [\n", ":", "did not find expected"),
+        ]
+        for text, pos, words in cases:
+            p = run(["validate", "--config", write(ws, text)], check_rc=False)
+            check(p.returncode == 1, "accepted: %s" % words)
+            check(ws.config + pos in p.err and words in p.err,
+                  "want %s%s ... %s, got: %s" % (ws.config, pos, words, p.err))
+        p = run(["validate", "--config", write(ws, BASE)])
+        check("pipeline p: ok (File -> File)" in p.out, p.out)
+        os.environ["SKIPPR_T_DIR"] = "/tmp/from-env"
+        p = run(["validate", "--config",
+                 write(ws, BASE.replace("/tmp/x", "${SKIPPR_T_DIR}"))])
+        check("ok" in p.out, p.out)
+    finally:
+        ws.cleanup()
+
+
+def test_plugins_listing_and_dirs():
+    ws = Workspace("plugins")
+    try:
+        p = run(["plugins", "--config", "/nonexistent"])
+        check("File " in p.out and "(source, sink)" in p.out and
+              "Stdout " in p.out, p.out)
+        check("path" in p.out and "(required)" in p.out, p.out)
+        # A relative plugin folder is refused, never searched.
+        text = BASE.replace("  skipprd_el_storage_mode: local\n",
+                            "  skipprd_el_storage_mode: local\n"
+                            "  plugin_dirs: [plugins]\n")
+        p = run(["validate", "--config", write(ws, text)], check_rc=False)
+        check(p.returncode == 1 and "must be absolute" in p.err, p.err)
+        # A broken .so in a configured folder is reported, not loaded.
+        bad = os.path.join(ws.root, "plugs")
+        os.makedirs(bad)
+        with open(os.path.join(bad, "broken.so"), "wb") as f:
+            f.write(b"not an ELF file")
+        text = BASE.replace("  skipprd_el_storage_mode: local\n",
+                            "  skipprd_el_storage_mode: local\n"
+                            "  plugin_dirs: [%s]\n" % bad)
+        p = run(["plugins", "--config", write(ws, text)])
+        check("cannot load %s/broken.so" % bad in p.err, p.err)
+        # The working directory is never searched.
+        cwd = os.path.join(ws.root, "cwd")
+        os.makedirs(cwd)
+        with open(os.path.join(cwd, "skippr_evil.so"), "wb") as f:
+            f.write(b"x")
+        p = run(["plugins", "--config", "/nonexistent"], cwd=cwd)
+        check("evil" not in p.out + p.err, p.out + p.err)
+    finally:
+        ws.cleanup()
+
+
+def test_stdout_sink():
+    ws = Workspace("stdout")
+    try:
+        folder = os.path.join(ws.inp, "d")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "f"), "w") as f:
+            f.write('{"event_type":"a","n":1}\n{"event_type":"b","n":2}\n')
+        text = BASE.replace("path: /tmp\n", "path: %s\n" % ws.inp, 1) \
+                   .replace("    File:\n      path: /tmp/x\n",
+                            "    Stdout:\n      header: true\n")
+        text = text.replace("  workspace: w\n", "  workspace: w\n  state_dir: %s\n"
+                            % ws.state)
+        p = run(["sync", "-p", "p", "--once", "--config", write(ws, text)])
+        check('{"event_type":"a","n":1}\n' in p.out and
+              '{"event_type":"b","n":2}\n' in p.out and "# a/apply-" in p.out,
+              p.out)
+    finally:
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_help_and_version, test_validate_errors_have_positions,
+          test_plugins_listing_and_dirs, test_stdout_sink])
