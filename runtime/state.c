@@ -171,10 +171,18 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
     for (size_t i = 0; i < r->npb; i++) {
         sk_slice *s = live_find(st, r->pb[i].id);
         if (!s) {
-            sk_error("WAL: block at segment %" PRIu64 " offset %" PRIu64
-                     " belongs to unknown slice %" PRIu64,
-                     r->pb[i].pos.seg, r->pb[i].pos.off, r->pb[i].id);
-            return SKIPPR_CORRUPT;
+            /* The slice's first frames were in a segment that garbage
+             * collection deleted, which it does only once the slice is
+             * DONE: its DONE frame must follow. Track it as a ghost until
+             * then; a ghost left at the end of replay is corruption. */
+            s = slice_new(r->pb[i].id, "?", 1, SK_SLICE_DATA, 0);
+            if (!s || live_add(st, s)) {
+                slice_free(s);
+                return SKIPPR_NOMEM;
+            }
+            s->ghost = 1;
+            s->announced = 1;
+            s->first_seg = r->pb[i].pos.seg;
         }
         if (add_block(s, r->pb[i].pos))
             return SKIPPR_NOMEM;
@@ -433,6 +441,15 @@ int sk_state_open(const char *state_dir, const char *workspace,
     }
     if (r.max_id >= st->next_slice_id)
         st->next_slice_id = r.max_id + 1;
+    for (size_t i = 0; i < st->nlive; i++) {
+        if (st->live[i]->ghost) {
+            sk_error("WAL corrupt: slice %" PRIu64 " has blocks in segment %"
+                     PRIu64 " but its start is missing and it was never "
+                     "completed", st->live[i]->id, st->live[i]->first_seg);
+            rc = SKIPPR_CORRUPT;
+            goto fail;
+        }
+    }
     /* Reopen OPEN slices for appends. */
     for (size_t i = 0; i < st->nlive; i++) {
         sk_slice *s = st->live[i];

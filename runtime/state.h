@@ -64,6 +64,7 @@ typedef struct sk_slice {
     uint64_t records;   /* records appended (pairs count once for DEAD) */
     uint64_t bytes;     /* record bytes appended */
     int announced;      /* SLICE frame written */
+    int ghost;          /* replay only: blocks seen, start collected */
     sk_buf open_block;  /* [u32 len][bytes]... not yet in the WAL */
     uint32_t open_nrec;
     /* set when sealed */

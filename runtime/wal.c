@@ -39,8 +39,11 @@
  * the group commit's fsync must not resurrect them, and every replay starts
  * a new segment, so uncommitted frames of an old segment never gain a
  * COMMIT. SEAL and DONE frames are written only after a commit and count
- * wherever they are valid. (The rule is applied by the replay's consumer,
- * state.c; this file only guarantees frame validity.)
+ * wherever they are valid. Segments are deleted oldest first, and only below
+ * the oldest segment any unfinished slice uses; so a BLOCK whose SLICE frame
+ * is gone belongs to a slice whose DONE frame follows later in the log.
+ * (These rules are applied by the replay's consumer, state.c; this file
+ * only guarantees frame validity.)
  *
  * DURABILITY. Appends are buffered; sk_wal_sync() writes and fsyncs. A new
  * segment's folder entry is fsynced before its first frame is relied on.

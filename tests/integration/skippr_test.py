@@ -62,6 +62,9 @@ class Workspace:
         os.makedirs(self.inp)
 
     def cleanup(self):
+        if os.environ.get("SKIPPR_KEEP"):
+            print("  kept %s (SKIPPR_KEEP is set)" % self.root)
+            return
         shutil.rmtree(self.root, ignore_errors=True)
 
     @property

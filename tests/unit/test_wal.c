@@ -255,6 +255,37 @@ static void test_seal_survives_and_done_forgets(void **state)
     sk_state_close(st);
 }
 
+/* A done slice whose SLICE frame went with a collected segment but whose
+ * later blocks remain must not break recovery (found by the crash test). */
+static void test_gc_keeps_recovery_consistent(void **state)
+{
+    (void)state;
+    sk_state *st;
+    assert_int_equal(sk_state_open(dir, "ws", "gc", 0, &st), 0);
+    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash64("a", 1), 0);
+    sk_slice *b = sk_state_slice(st, "b", 1, sk_hash64("b", 1), 0);
+    assert_int_equal(sk_state_append(st, a, "{}", 2), 0);
+    assert_int_equal(sk_state_commit(st), 0);
+    assert_int_equal(sk_wal_rotate(st->wal), 0); /* a starts in segment 1 */
+    assert_int_equal(sk_state_append(st, b, "[]", 2), 0);
+    assert_int_equal(sk_state_append(st, a, "{}", 2), 0);
+    assert_int_equal(sk_state_commit(st), 0);
+    assert_int_equal(sk_wal_rotate(st->wal), 0);
+    assert_int_equal(sk_state_seal(st, a, ".jsonl"), 0);
+    assert_int_equal(sk_state_done(st, a), 0);
+    assert_int_equal(sk_wal_sync(st->wal), 0);
+    /* b pins segment 2; segment 1 (a's start) is collected. */
+    assert_int_equal(sk_state_gc(st), 0);
+    assert_int_equal(sk_wal_first_seg(st->wal), 2);
+    sk_state_close(st);
+
+    assert_int_equal(sk_state_open(dir, "ws", "gc", 0, &st), 0);
+    assert_int_equal(st->nlive, 1);
+    assert_int_equal(st->live[0]->records, 1);
+    assert_memory_equal(st->live[0]->key, "b", 1);
+    sk_state_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_old_segment_corruption_reported),
         cmocka_unit_test(test_uncommitted_blocks_do_not_count),
         cmocka_unit_test(test_seal_survives_and_done_forgets),
+        cmocka_unit_test(test_gc_keeps_recovery_consistent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

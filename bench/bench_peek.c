@@ -1,0 +1,137 @@
+/* Peek + route throughput on one core.
+ *
+ * Builds a Firehose-like corpus in memory (mixed event types, nested
+ * detail.tenant_id or truck.tenant_id, several timestamp formats), then
+ * frames, peeks and routes every record with the seed's transform, exactly
+ * as a pipeline task does, and prints the median of several runs.
+ *
+ *   bench_peek [MB] [runs] [framing: lines|concat|pretty]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "json.h"
+#include "route.h"
+#include "timeparse.h"
+
+static uint64_t rng = 0x2545F4914F6CDD1DULL;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static const char *const types[] = {"login", "logout", "purchase",
+                                    "page_view", "truck_ping", "error"};
+static const char *const tenants[] = {"acme", "globex", "initech", "umbrella",
+                                      "hooli", "stark", "wayne", "tyrell"};
+
+static void gen_record(sk_buf *b, int pretty)
+{
+    const char *t = types[rnd() % 6];
+    const char *tn = tenants[rnd() % 8];
+    long sec = 1633219200L + (long)(rnd() % (5 * 86400));
+    char ts[64];
+    switch (rnd() % 3) {
+    case 0: {
+        sk_civil c;
+        sk_time_to_civil(sec, &c);
+        snprintf(ts, sizeof ts, "\"%04d-%02d-%02dT%02d:%02d:%02dZ\"", c.year,
+                 c.month, c.day, c.hour, c.minute, c.second);
+        break;
+    }
+    case 1: snprintf(ts, sizeof ts, "%ld", sec); break;
+    default: snprintf(ts, sizeof ts, "%ld%03d", sec, (int)(rnd() % 1000));
+    }
+    const char *nl = pretty ? "\n  " : "";
+    const char *sp = pretty ? " " : "";
+    if (strcmp(t, "truck_ping") == 0)
+        sk_buf_printf(b, "{%s\"event_type\":%s\"%s\",%s\"id\":%s%llu,%s"
+                      "\"timestamp\":%s%s,%s\"truck\":%s{\"tenant_id\":\"%s\","
+                      "\"lat\":%d.%06d,\"lon\":-%d.%06d,\"speed\":%d}%s}",
+                      nl, sp, t, nl, sp, (unsigned long long)(rnd() % 1000000),
+                      nl, sp, ts, nl, sp, tn, (int)(rnd() % 90),
+                      (int)(rnd() % 1000000), (int)(rnd() % 180),
+                      (int)(rnd() % 1000000), (int)(rnd() % 130),
+                      pretty ? "\n" : "");
+    else
+        sk_buf_printf(b, "{%s\"event_type\":%s\"%s\",%s\"id\":%s%llu,%s"
+                      "\"timestamp\":%s%s,%s\"detail\":%s{\"tenant_id\":\"%s\","
+                      "\"user\":\"u%05d\",\"session\":\"%016llx\",\"tags\":"
+                      "[\"web\",\"eu-west-1\"],\"amount\":%d.%02d,\"note\":"
+                      "\"caf\\u00e9 \\\"quoted\\\" text\"}%s}",
+                      nl, sp, t, nl, sp, (unsigned long long)(rnd() % 1000000),
+                      nl, sp, ts, nl, sp, tn, (int)(rnd() % 99999),
+                      (unsigned long long)rnd(), (int)(rnd() % 500),
+                      (int)(rnd() % 100), pretty ? "\n" : "");
+}
+
+int main(int argc, char **argv)
+{
+    size_t mb = argc > 1 ? (size_t)atoi(argv[1]) : 256;
+    int runs = argc > 2 ? atoi(argv[2]) : 5;
+    const char *framing = argc > 3 ? argv[3] : "lines";
+    int pretty = strcmp(framing, "pretty") == 0;
+    const char *sep = strcmp(framing, "concat") == 0 ? "" : "\n";
+    sk_buf corpus;
+    sk_buf_init(&corpus, (size_t)4 << 30);
+    size_t nrec = 0;
+    while (corpus.len < mb << 20) {
+        gen_record(&corpus, pretty);
+        sk_buf_append(&corpus, sep, strlen(sep));
+        nrec++;
+    }
+    sk_route_config cfg = {"event_type", "detail.tenant_id,truck.tenant_id",
+                           "timestamp", SK_TIME_UNIT_DAY, "p_"};
+    sk_router *r = sk_router_new(&cfg, NULL);
+    sk_buf keys, scratch;
+    sk_buf_init(&keys, (size_t)1 << 30);
+    sk_buf_init(&scratch, 1 << 20);
+    double best[64];
+    uint64_t check = 0;
+    for (int run = 0; run < runs && run < 64; run++) {
+        uint64_t t0 = sk_now_ns();
+        sk_json_framer f;
+        sk_json_framer_init(&f);
+        sk_json_record rec;
+        size_t pos = 0, n = 0;
+        for (;;) {
+            sk_json_rc rc = sk_json_next(&f, sk_router_json_spec(r),
+                                         corpus.data, corpus.len, &pos, 1,
+                                         &rec);
+            if (rc != SK_JSON_RECORD)
+                break;
+            sk_buf_reset(&keys);
+            sk_route_json(r, corpus.data, rec.values, &scratch, &keys);
+            check += sk_hash64(keys.data, keys.len);
+            n++;
+        }
+        double secs = (double)(sk_now_ns() - t0) / 1e9;
+        if (n != nrec) {
+            fprintf(stderr, "framed %zu of %zu records\n", n, nrec);
+            return 1;
+        }
+        best[run] = (double)corpus.len / 1e6 / secs;
+    }
+    /* median */
+    for (int i = 0; i < runs; i++)
+        for (int k = i + 1; k < runs; k++)
+            if (best[k] < best[i]) {
+                double t = best[i];
+                best[i] = best[k];
+                best[k] = t;
+            }
+    printf("peek+route %-6s one core: %.0f MB/s median of %d runs (%.1f MB, "
+           "%zu records, %.0f bytes/record) [%llx]\n", framing,
+           best[runs / 2], runs, (double)corpus.len / 1e6, nrec,
+           (double)corpus.len / (double)nrec, (unsigned long long)(check & 0xff));
+    sk_router_free(r);
+    sk_buf_free(&keys);
+    sk_buf_free(&scratch);
+    sk_buf_free(&corpus);
+    return 0;
+}
