@@ -179,6 +179,32 @@ uint64_t sk_hash64(const void *p, size_t n)
     return h;
 }
 
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ULL;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ULL;
+    x ^= x >> 32;
+    return x;
+}
+
+uint64_t sk_hash_fast(const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        h = (h ^ mix64(v)) * 0x9E3779B97F4A7C15ULL;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, s, n);
+    return mix64(h ^ tail ^ ((uint64_t)n << 56));
+}
+
 uint64_t sk_now_ns(void)
 {
     struct timespec ts;

@@ -107,8 +107,12 @@ static inline uint64_t sk_get_u64(const uint8_t *p)
     return v;
 }
 
-/* 64-bit FNV-1a: stable across runs and machines (used in object names). */
+/* 64-bit FNV-1a: stable across runs and machines (used in object names:
+ * never change it). */
 uint64_t sk_hash64(const void *p, size_t n);
+/* A fast 64-bit hash for in-memory tables, eight bytes per step. Not stable
+ * across versions: never persist it. */
+uint64_t sk_hash_fast(const void *p, size_t n);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t sk_now_ns(void);

@@ -189,7 +189,7 @@ uint64_t sk_ledger_count(const sk_ledger *l)
 int sk_ledger_lookup(sk_ledger *l, const char *id, const sk_unit_rec **out)
 {
     size_t n = strlen(id);
-    sk_unit_rec *r = sk_map_get(&l->recent, id, n, sk_hash64(id, n));
+    sk_unit_rec *r = sk_map_get(&l->recent, id, n, sk_hash_fast(id, n));
     if (r) {
         *out = r;
         return SKIPPR_OK;
@@ -218,7 +218,7 @@ sk_unit_rec *sk_ledger_touch(sk_ledger *l, const char *id,
                              const char *version, int64_t size)
 {
     size_t n = strlen(id);
-    uint64_t h = sk_hash64(id, n);
+    uint64_t h = sk_hash_fast(id, n);
     sk_unit_rec *r = sk_map_get(&l->recent, id, n, h);
     if (r)
         return r;
@@ -331,7 +331,7 @@ int sk_ledger_compact(sk_ledger *l, uint64_t next_slice_id)
         r = sorted[j];
         if (r->flags & SK_UNIT_DONE) {
             size_t n = strlen(r->id);
-            sk_map_del(&l->recent, r->id, n, sk_hash64(r->id, n));
+            sk_map_del(&l->recent, r->id, n, sk_hash_fast(r->id, n));
             rec_free(r);
             sk_free(r);
         }

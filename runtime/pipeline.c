@@ -154,7 +154,7 @@ static void piece_run(piece *p)
             }
             o.key_off = k0;
             o.key_len = p->keys.len - k0;
-            o.key_hash = sk_hash64(p->keys.data + k0, o.key_len);
+            o.key_hash = sk_hash_fast(p->keys.data + k0, o.key_len);
         }
         if (push_rec(p, &o)) {
             p->failed = 1;

@@ -19,6 +19,8 @@ struct sk_router {
     size_t n_time;
     sk_time_unit unit;
     char *prefix;
+    char *time_head[4]; /* "/{pfx}year=", "/{pfx}month=", ... */
+    size_t time_head_len[4];
     sk_peek_spec *spec;
 };
 
@@ -61,6 +63,14 @@ static size_t escape_bounded(uint8_t *out, size_t limit, const uint8_t *v,
     size_t i = 0, o = 0;
     while (i < n) {
         uint8_t c = v[i];
+        if (c >= 0x20 && c < 0x80 && !must_escape[c]) {
+            /* Plain ASCII: the common case, one byte at a time. */
+            if (o + 1 > limit)
+                break;
+            out[o++] = c;
+            i++;
+            continue;
+        }
         int seq = 1;
         int esc = must_escape[c];
         if (c >= 0x80) {
@@ -130,6 +140,8 @@ static void router_clear(sk_router *r)
         sk_free(r->paths[i]);
     for (size_t i = 0; i < r->n_part; i++)
         sk_free(r->part_head[i]);
+    for (int i = 0; i < 4; i++)
+        sk_free(r->time_head[i]);
     sk_free(r->prefix);
     sk_peek_spec_free(r->spec);
 }
@@ -235,6 +247,12 @@ sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
         r->part_head[i] = (char *)h.data;
     }
     r->unit = cfg->time_unit;
+    static const char *const names[] = {"year", "month", "day", "hour"};
+    for (int i = 0; i < 4; i++)
+        if (!(r->time_head[i] = sk_asprintf("/%s%s=", r->prefix, names[i])))
+            goto fail;
+        else
+            r->time_head_len[i] = strlen(r->time_head[i]);
     if (r->unit != SK_TIME_UNIT_NONE && r->n_time == 0) {
         *err = "batch_time_unit needs batch_time_fields";
         goto fail;
@@ -320,17 +338,27 @@ int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
         sk_time_to_civil(t, &c);
         ok = c.year >= 0 && c.year <= 9999;
     }
-    static const char *const names[] = {"year", "month", "day", "hour"};
     const int vals[] = {c.year, c.month, c.day, c.hour};
     for (int u = 0; u < (int)r->unit; u++) {
-        if (ok)
-            rc = sk_buf_printf(key, u == 0 ? "/%s%s=%04d" : "/%s%s=%02d",
-                               r->prefix, names[u], vals[u]);
-        else
-            rc = sk_buf_printf(key, "/%s%s=%s", r->prefix, names[u],
-                               SK_HIVE_DEFAULT);
-        if (rc)
+        const char *h = r->time_head[u];
+        size_t hl = r->time_head_len[u];
+        if ((rc = sk_buf_reserve(key, hl + sizeof SK_HIVE_DEFAULT)))
             return rc;
+        memcpy(key->data + key->len, h, hl);
+        key->len += hl;
+        if (!ok) {
+            memcpy(key->data + key->len, SK_HIVE_DEFAULT,
+                   sizeof SK_HIVE_DEFAULT - 1);
+            key->len += sizeof SK_HIVE_DEFAULT - 1;
+            continue;
+        }
+        /* Digits by hand: printf dominated the routing cost. */
+        int v = vals[u], width = u == 0 ? 4 : 2;
+        for (int d = width - 1; d >= 0; d--) {
+            key->data[key->len + (size_t)d] = (uint8_t)('0' + v % 10);
+            v /= 10;
+        }
+        key->len += (size_t)width;
     }
     return SKIPPR_OK;
 }

@@ -44,7 +44,7 @@ static sk_slice *slice_new(uint64_t id, const char *key, size_t klen,
     }
     s->id = id;
     s->key_len = klen;
-    s->key_hash = sk_hash64(key, klen);
+    s->key_hash = sk_hash_fast(key, klen);
     s->kind = kind;
     s->opened_at = opened_at;
     s->first_seg = UINT64_MAX;

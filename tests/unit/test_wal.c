@@ -187,7 +187,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     (void)state;
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", "p", 0, &st), 0);
-    sk_slice *s = sk_state_slice(st, "k", 1, sk_hash64("k", 1), 0);
+    sk_slice *s = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), 0);
     assert_non_null(s);
     for (int i = 0; i < 3; i++)
         assert_int_equal(sk_state_append(st, s, "{\"a\":1}", 7), 0);
@@ -217,7 +217,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     assert_int_equal(sk_ledger_lookup(st->ledger, "unit", &got), 0);
     assert_int_equal(got->offset, 21);
     /* Appends continue the recovered slice; a second process is refused. */
-    sk_slice *again = sk_state_slice(st, "k", 1, sk_hash64("k", 1), 0);
+    sk_slice *again = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), 0);
     assert_ptr_equal(again, st->live[0]);
     sk_state *other;
     assert_int_equal(sk_state_open(dir, "ws", "p", 0, &other),
@@ -231,7 +231,7 @@ static void test_seal_survives_and_done_forgets(void **state)
     (void)state;
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", "q", 0, &st), 0);
-    sk_slice *s = sk_state_slice(st, "ns/x=1", 6, sk_hash64("ns/x=1", 6), 0);
+    sk_slice *s = sk_state_slice(st, "ns/x=1", 6, sk_hash_fast("ns/x=1", 6), 0);
     assert_int_equal(sk_state_append(st, s, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
     assert_int_equal(sk_state_seal(st, s, ".jsonl"), 0);
@@ -262,8 +262,8 @@ static void test_gc_keeps_recovery_consistent(void **state)
     (void)state;
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", "gc", 0, &st), 0);
-    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash64("a", 1), 0);
-    sk_slice *b = sk_state_slice(st, "b", 1, sk_hash64("b", 1), 0);
+    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), 0);
+    sk_slice *b = sk_state_slice(st, "b", 1, sk_hash_fast("b", 1), 0);
     assert_int_equal(sk_state_append(st, a, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
     assert_int_equal(sk_wal_rotate(st->wal), 0); /* a starts in segment 1 */
