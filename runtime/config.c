@@ -487,7 +487,7 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
                                            "data_sources", "data_sinks", NULL};
     static const char *const skippr_keys[] = {
         "workspace", "skipprd_el_storage_mode", "state_dir", "plugin_dirs",
-        "threads", "tenant", NULL};
+        "threads", NULL};
     static const char *const pipe_keys[] = {
         "type", "data_source", "data_sink", "buffer_threshold_seconds",
         "max_object_bytes", "wal_disk_budget", "memory_budget",

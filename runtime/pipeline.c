@@ -431,7 +431,8 @@ static int flush_slices(engine *e, int force)
     sk_slice **list = sk_calloc(n ? n : 1, sizeof *list);
     if (!list)
         return SKIPPR_NOMEM;
-    memcpy(list, st->live, n * sizeof *list);
+    if (n)
+        memcpy(list, st->live, n * sizeof *list);
     for (size_t i = 0; i < n; i++) {
         sk_slice *s = list[i];
         if (s->state != SK_SLICE_OPEN || s->records == 0)
@@ -456,7 +457,8 @@ static int flush_slices(engine *e, int force)
     }
     /* Upload everything sealed (including slices sealed before a crash). */
     n = st->nlive;
-    memcpy(list, st->live, n * sizeof *list);
+    if (n)
+        memcpy(list, st->live, n * sizeof *list);
     for (size_t i = 0; i < n; i++) {
         if (list[i]->state != SK_SLICE_SEALED)
             continue;
