@@ -201,9 +201,33 @@ static void host_log(const skippr_host *h, int level, const char *fmt, ...)
 static void host_counter_add(const skippr_host *h, const char *name,
                              int64_t delta)
 {
-    SK_UNUSED(h);
-    SK_UNUSED(name);
-    SK_UNUSED(delta);
+    sk_instance *inst = h->impl;
+    pthread_mutex_lock(&inst->counters_mu);
+    size_t i = 0;
+    while (i < inst->ncounters && strcmp(inst->counters[i].name, name) != 0)
+        i++;
+    if (i == inst->ncounters && i < SK_MAX_COUNTERS) {
+        snprintf(inst->counters[i].name, sizeof inst->counters[i].name, "%s",
+                 name);
+        inst->ncounters++;
+    }
+    if (i < inst->ncounters)
+        inst->counters[i].value += delta;
+    pthread_mutex_unlock(&inst->counters_mu);
+}
+
+void sk_instance_log_counters(sk_instance *inst)
+{
+    char line[1024] = "";
+    pthread_mutex_lock(&inst->counters_mu);
+    for (size_t i = 0; i < inst->ncounters; i++) {
+        size_t n = strlen(line);
+        snprintf(line + n, sizeof line - n, "%s%s=%lld", i ? ", " : "",
+                 inst->counters[i].name, (long long)inst->counters[i].value);
+    }
+    pthread_mutex_unlock(&inst->counters_mu);
+    if (*line)
+        sk_info("%s: %s", inst->label, line);
 }
 
 static int host_should_stop(const skippr_host *h)
@@ -342,6 +366,7 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
     sk_instance *inst = sk_calloc(1, sizeof *inst);
     if (!inst)
         goto oom;
+    pthread_mutex_init(&inst->counters_mu, NULL);
     inst->plugin = p;
     inst->is_sink = is_sink;
     inst->format = is_sink ? SK_FORMAT_JSON : SK_FORMAT_AUTO;
@@ -439,6 +464,7 @@ void sk_instance_free(sk_instance *inst)
     for (size_t i = 0; i < inst->nstrings; i++)
         sk_free(inst->strings[i]);
     sk_free(inst->strings);
+    pthread_mutex_destroy(&inst->counters_mu);
     sk_free(inst->ctx);
     sk_free(inst->label);
     sk_free(inst);

@@ -10,6 +10,7 @@
 #ifndef SK_LOADER_H
 #define SK_LOADER_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -47,6 +48,13 @@ typedef enum sk_format {
 
 /* A configured source or sink: the plugin's context plus the options the
  * engine itself reads (format, compression). */
+#define SK_MAX_COUNTERS 32
+
+typedef struct sk_counter {
+    char name[48];
+    int64_t value;
+} sk_counter;
+
 typedef struct sk_instance {
     const skippr_plugin *plugin;
     int is_sink;
@@ -58,6 +66,10 @@ typedef struct sk_instance {
     int compression; /* sk_comp for sinks */
     char **strings;  /* option strings written into ctx, owned */
     size_t nstrings;
+    /* counters the plugin reports through host->counter_add */
+    pthread_mutex_t counters_mu;
+    sk_counter counters[SK_MAX_COUNTERS];
+    size_t ncounters;
 } sk_instance;
 
 /* Validate opts against the plugin's table plus the engine's common
@@ -68,6 +80,8 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
                     const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
                     int start, sk_instance **out, sk_cfg_err *err);
 void sk_instance_free(sk_instance *inst);
+/* Log the instance's counters on one info line (nothing if none). */
+void sk_instance_log_counters(sk_instance *inst);
 
 /* Options the engine reads on every source / sink; name == NULL ends. */
 extern const skippr_option sk_common_source_options[];

@@ -1158,6 +1158,10 @@ out:
                 e.skipped_changed, e.records, e.dead, e.objects,
                 (double)e.bytes_in / 1e6, secs);
     }
+    if (e.src)
+        sk_instance_log_counters(e.src);
+    if (e.sink)
+        sk_instance_log_counters(e.sink);
     engine_free(&e);
     return rc;
 }

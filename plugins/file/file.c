@@ -195,6 +195,7 @@ static int src_open(void *ctx, const skippr_unit *unit, int64_t offset,
         return SKIPPR_IO;
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    c->host->counter_add(c->host, "files_opened", 1);
     *stream = (void *)(intptr_t)(fd + 1);
     return SKIPPR_OK;
 }
@@ -213,6 +214,7 @@ static int src_read(void *ctx, void *stream, void *buf, size_t cap,
         return SKIPPR_IO;
     }
     *n_out = (size_t)n;
+    c->host->counter_add(c->host, "bytes_read", n);
     return SKIPPR_OK;
 }
 
@@ -354,6 +356,7 @@ static int sink_write(void *ctx, void *h, const void *buf, size_t len)
         }
         p += w;
         len -= (size_t)w;
+        c->host->counter_add(c->host, "bytes_written", w);
     }
     return SKIPPR_OK;
 }
@@ -393,6 +396,8 @@ static int sink_commit(void *ctx, void *h)
         *slash = '/';
     }
     free(o);
+    if (rc == SKIPPR_OK)
+        c->host->counter_add(c->host, "files_written", 1);
     return rc;
 }
 

@@ -24,6 +24,10 @@ def test_seed_layout_byte_equal():
         check(n > 10000, "corpus too small: %d" % n)
         check("%d records" % n in p.err, "summary does not count %d: %s" %
               (n, p.err))
+        # Plugin counters reach the log: one per object written.
+        nfiles = sum(len(f) for _, _, f in os.walk(ws.sink_root))
+        check("files_written=%d" % nfiles in p.err and
+              "files_opened=60" in p.err, "counters: %s" % p.err)
         # Trucks only carry truck.tenant_id.
         trucks = [k for k in output_records(ws.sink_root)
                   if k[0].startswith("truck_ping/")]
