@@ -455,6 +455,10 @@ static int flush_slices(engine *e, int force)
         if (rc)
             goto out;
     }
+    /* One fsync makes the whole batch of seals durable before any upload. */
+    if ((rc = sk_wal_sync(st->wal)))
+        goto out;
+    sk_crashpoint("seal");
     /* Upload everything sealed (including slices sealed before a crash). */
     n = st->nlive;
     if (n)

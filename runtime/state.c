@@ -16,7 +16,7 @@
 #include "fault.h"
 #include "fsio.h"
 
-#define DEFAULT_BLOCK_BYTES (1u << 20)
+#define DEFAULT_BLOCK_BYTES (256u << 10)
 
 /* ---- slices ------------------------------------------------------------ */
 
@@ -505,6 +505,7 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
                             (int64_t)time(NULL));
     if (!s)
         return NULL;
+    s->crc_known = kind == SK_SLICE_DATA;
     if (live_add(st, s)) {
         slice_free(s);
         return NULL;
@@ -570,6 +571,10 @@ int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
     memcpy(s->open_block.data + s->open_block.len, l, 4);
     memcpy(s->open_block.data + s->open_block.len + 4, rec, len);
     s->open_block.len += 4 + len;
+    if (s->crc_known) {
+        s->out_crc = sk_crc32c(s->out_crc, rec, len);
+        s->out_crc = sk_crc32c(s->out_crc, "\n", 1);
+    }
     s->open_nrec++;
     s->records++;
     s->bytes += len;
@@ -702,13 +707,19 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
 {
     assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
     int rc;
-    sk_buf scratch;
-    sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
     sum_ctx c = {0, 0, s->kind == SK_SLICE_DEAD, 0};
-    rc = sk_state_foreach_record(st, s, &scratch, sum_record, &c);
-    sk_buf_free(&scratch);
-    if (rc)
-        return rc;
+    if (s->crc_known) {
+        /* Kept while appending: no need to read the slice back. */
+        c.bytes = s->bytes + s->records;
+        c.crc = s->out_crc;
+    } else {
+        sk_buf scratch;
+        sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+        rc = sk_state_foreach_record(st, s, &scratch, sum_record, &c);
+        sk_buf_free(&scratch);
+        if (rc)
+            return rc;
+    }
     char *key = sk_asprintf("%s/apply-%s-%010" PRIu64 "%s", s->key,
                             st->state_id, s->id, ext);
     if (!key)
@@ -722,8 +733,6 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
     sk_iov parts[] = {{h, sizeof h}, {key, strlen(key)}, {t, sizeof t}};
     sk_wal_pos pos;
     rc = sk_wal_append(st->wal, SK_WAL_SEAL, parts, 3, &pos);
-    if (!rc)
-        rc = sk_wal_sync(st->wal);
     if (rc) {
         sk_free(key);
         return rc;

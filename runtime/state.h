@@ -67,6 +67,8 @@ typedef struct sk_slice {
     int ghost;          /* replay only: blocks seen, start collected */
     sk_buf open_block;  /* [u32 len][bytes]... not yet in the WAL */
     uint32_t open_nrec;
+    uint32_t out_crc;   /* CRC32C of the object so far (DATA slices) */
+    int crc_known;      /* out_crc covers every record (not after replay) */
     /* set when sealed */
     char *object_key;
     uint64_t object_bytes;
@@ -107,7 +109,9 @@ int sk_state_flush_blocks(sk_state *st);
 /* Group commit: flush blocks, COMMIT frame with dirty units, fsync. */
 int sk_state_commit(sk_state *st);
 /* Seal an OPEN slice: requires a commit since its last append (the caller
- * commits first). Computes the object key and CRC, writes SEAL, fsyncs. */
+ * commits first). Fixes the object key, size and CRC and appends the SEAL
+ * frame. The seal is durable only after the next sk_wal_sync(): sync once
+ * after sealing a batch, and before writing any of it to the sink. */
 int sk_state_seal(sk_state *st, sk_slice *s, const char *ext);
 /* Mark a SEALED slice DONE and forget it. */
 int sk_state_done(sk_state *st, sk_slice *s);

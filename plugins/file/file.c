@@ -325,13 +325,19 @@ static int sink_open(void *ctx, const skippr_object_info *info, void **h)
         free(o);
         return SKIPPR_FATAL;
     }
-    int rc = mkdirs(c, o->final);
-    if (rc) {
-        free(o);
-        return rc;
-    }
+    /* Most objects land in folders that exist: create folders only when
+     * the first attempt says they are missing. */
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0 && errno == ENOENT) {
+        int rc = mkdirs(c, o->final);
+        if (rc) {
+            free(o);
+            return rc;
+        }
+        o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
     if (o->fd < 0) {
+        int rc;
         LOG(c, SKIPPR_LOG_ERROR, "create %s: %s", o->tmp, strerror(errno));
         rc = errno == ENOSPC || errno == EACCES ? SKIPPR_FATAL : SKIPPR_RETRY;
         free(o);

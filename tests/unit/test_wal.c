@@ -235,6 +235,7 @@ static void test_seal_survives_and_done_forgets(void **state)
     assert_int_equal(sk_state_append(st, s, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
     assert_int_equal(sk_state_seal(st, s, ".jsonl"), 0);
+    assert_int_equal(sk_wal_sync(st->wal), 0);
     char key[256];
     snprintf(key, sizeof key, "%s", s->object_key);
     uint32_t crc = s->object_crc;
@@ -272,6 +273,7 @@ static void test_gc_keeps_recovery_consistent(void **state)
     assert_int_equal(sk_state_commit(st), 0);
     assert_int_equal(sk_wal_rotate(st->wal), 0);
     assert_int_equal(sk_state_seal(st, a, ".jsonl"), 0);
+    assert_int_equal(sk_wal_sync(st->wal), 0);
     assert_int_equal(sk_state_done(st, a), 0);
     assert_int_equal(sk_wal_sync(st->wal), 0);
     /* b pins segment 2; segment 1 (a's start) is collected. */
