@@ -121,11 +121,14 @@ static void piece_run(piece *p)
     sk_buf_reset(&p->keys);
     sk_json_record r;
     for (;;) {
+        size_t before = pos;
         while (pos < p->len && ws(p->buf[pos]))
             pos++;
         if (pos >= p->to) {
-            if (p->to < p->len && pos > p->to)
-                pos = p->to; /* whitespace is the next piece's to skip */
+            /* Whitespace across the cut is the next piece's to skip; but a
+             * record that ran past the cut was ours, so stop after it. */
+            if (p->to < p->len)
+                pos = before > p->to ? before : p->to;
             break;
         }
         size_t at = pos;

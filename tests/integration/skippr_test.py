@@ -118,7 +118,9 @@ class Workspace:
     def generate(self, **kw):
         args = [sys.executable, GEN, self.inp]
         for k, v in kw.items():
-            args += ["--" + k.replace("_", "-"), str(v)]
+            args += ["--" + k.replace("_", "-")]
+            if v != "":
+                args.append(str(v))
         subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
 
     def sync(self, *extra, env=None, timeout=300, check_rc=True):

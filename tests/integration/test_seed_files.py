@@ -95,6 +95,24 @@ def test_threads_one_and_two_agree():
     check(outs[0] == outs[1], "1 and 2 threads give different output")
 
 
+def test_big_units_split_across_workers():
+    """Objects of several MiB are cut into tasks at line starts; with
+    pretty-printed records most cuts fall inside a record and must be
+    detected and re-framed. Nothing may be dead-lettered."""
+    for framing in ("pretty", "lines", "concat", "array", "crlf"):
+        ws = Workspace("split-" + framing)
+        try:
+            ws.generate(objects=2, records=12000, seed=13, framing=framing,
+                        plain="")
+            ws.write_config(threads=2)
+            p = ws.sync("--once")
+            check(", 0 dead-lettered" in p.err, "%s: %s" % (framing, p.err))
+            n = assert_exact(ws)
+            print("  %s: %d records in 2 objects, exact" % (framing, n))
+        finally:
+            ws.cleanup()
+
+
 def test_status_and_validate():
     ws = Workspace("status")
     try:
@@ -119,4 +137,5 @@ def test_status_and_validate():
 if __name__ == "__main__":
     main([test_seed_layout_byte_equal,
           test_rerun_reads_nothing_and_new_file_only,
-          test_threads_one_and_two_agree, test_status_and_validate])
+          test_threads_one_and_two_agree, test_big_units_split_across_workers,
+          test_status_and_validate])

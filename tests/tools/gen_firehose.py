@@ -89,6 +89,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--prefix", default="ill-just-dump-this-here")
     ap.add_argument("--first-id", type=int, default=0)
+    ap.add_argument("--framing", choices=["mixed", "lines", "concat", "crlf",
+                                          "pretty", "array"], default="mixed")
+    ap.add_argument("--plain", action="store_true",
+                    help="never compress")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     have_zstd = shutil.which("zstd") is not None
@@ -108,10 +112,12 @@ def main():
             rid += 1
         framing = rng.choice(["lines", "lines", "concat", "concat", "crlf",
                               "pretty", "array"])
+        if a.framing != "mixed":
+            framing = a.framing
         data = encode(rng, recs, framing)
         name = "events-stream-1-%04d-%02d-%02d-%02d-00-00-%08x" % (t[:4] + (rng.getrandbits(32),))
         path = os.path.join(folder, name)
-        kind = rng.randrange(10)
+        kind = 10 if a.plain else rng.randrange(10)
         if kind < 3:
             data = gzip.compress(data)
         elif kind == 3 and have_zstd:
