@@ -27,6 +27,7 @@ typedef struct peek_node {
     int slot;        /* path index ending here, or -1 */
     int first_child; /* node index, or -1 */
     int next;        /* sibling node index, or -1 */
+    uint64_t child_lens; /* bit L set: some child's name is L bytes (L<64) */
 } peek_node;
 
 struct sk_peek_spec {
@@ -37,9 +38,13 @@ struct sk_peek_spec {
     char **names;     /* owned copies of segment names, one per node */
 };
 
-static int spec_child(const sk_peek_spec *s, int node, const uint8_t *name,
-                      size_t len)
+static inline int spec_child(const sk_peek_spec *s, int node,
+                             const uint8_t *name, size_t len)
 {
+    /* Most member names in a record are not wanted: reject them by length
+     * before walking the children. */
+    if (len < 64 && !(s->nodes[node].child_lens >> len & 1))
+        return -1;
     for (int c = s->nodes[node].first_child; c >= 0; c = s->nodes[c].next)
         if (s->nodes[c].name_len == len &&
             (len == 0 || (s->nodes[c].name[0] == (char)name[0] &&
@@ -68,10 +73,11 @@ static int spec_add_node(sk_peek_spec *s, int parent, const char *name,
         return -1;
     int idx = (int)s->nnodes++;
     s->names[idx] = copy;
-    s->nodes[idx] = (peek_node){copy, len, -1, -1, -1};
+    s->nodes[idx] = (peek_node){copy, len, -1, -1, -1, 0};
     if (parent >= 0) {
         s->nodes[idx].next = s->nodes[parent].first_child;
         s->nodes[parent].first_child = idx;
+        s->nodes[parent].child_lens |= len < 64 ? 1ULL << len : ~0ULL;
     }
     return idx;
 }
@@ -280,7 +286,8 @@ static inline const uint8_t *skip_plain(const uint8_t *p, const uint8_t *end)
 
 /* x->p is at the opening quote. On success x->p is past the closing quote,
  * raw_off and raw_len give the text between the quotes. */
-static int scan_string(scan *x, size_t *raw_off, size_t *raw_len, int *esc)
+static inline __attribute__((always_inline)) int
+scan_string(scan *x, size_t *raw_off, size_t *raw_len, int *esc)
 {
     const uint8_t *p = x->p + 1, *end = x->end;
     const uint8_t *start = p;
