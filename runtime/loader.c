@@ -99,8 +99,19 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void scan_dir(sk_registry *r, const char *dir)
+static void scan_dir(sk_registry *r, const char *dir_in)
 {
+    /* One folder reached by two routes (bin/../lib and the install path)
+     * is scanned once. */
+    char dir[PATH_MAX];
+    if (!realpath(dir_in, dir))
+        return;
+    for (size_t i = 0; i < r->nscanned; i++)
+        if (strcmp(r->scanned[i], dir) == 0)
+            return;
+    if (r->nscanned < SK_ARRAY_LEN(r->scanned) &&
+        (r->scanned[r->nscanned] = sk_strdup(dir)))
+        r->nscanned++;
     DIR *d = opendir(dir);
     if (!d)
         return;
@@ -113,9 +124,11 @@ static void scan_dir(sk_registry *r, const char *dir)
     closedir(d);
     qsort(names, n, sizeof names[0], cmp_str);
     for (size_t i = 0; i < n; i++) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        char path[PATH_MAX + 256];
+        int pn = snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         sk_free(names[i]);
+        if (pn < 0 || (size_t)pn >= sizeof path)
+            continue;
         if (r->n == SK_MAX_PLUGINS) {
             sk_warn("too many plugins; ignoring %s", path);
             continue;
@@ -162,7 +175,7 @@ int sk_registry_load(sk_registry *r, const sk_yaml_doc *doc,
             char dir[PATH_MAX + 32];
             snprintf(dir, sizeof dir, "%s/../plugins", exe);
             scan_dir(r, dir);
-            snprintf(dir, sizeof dir, "%s/../lib/skippr/plugins", exe);
+            snprintf(dir, sizeof dir, "%s/../%s", exe, SKIPPR_PLUGIN_REL_DIR);
             scan_dir(r, dir);
         }
     }
@@ -177,6 +190,9 @@ void sk_registry_close(sk_registry *r)
         sk_free(r->libs[i].path);
     }
     r->n = 0;
+    for (size_t i = 0; i < r->nscanned; i++)
+        sk_free(r->scanned[i]);
+    r->nscanned = 0;
 }
 
 const sk_plugin_lib *sk_registry_find(const sk_registry *r, const char *name)

@@ -2,7 +2,7 @@
  *
  * Plugins are found in the configured plugin_dirs (absolute paths only),
  * then next to the executable (build tree: <exe>/../plugins; install:
- * <exe>/../lib/skippr/plugins), then the compiled-in install dir. Never in the
+ * <exe>/../<libdir>/skippr/plugins), then the compiled-in install dir. Never in the
  * working directory. Every *.so in those folders is opened; the loader checks
  * abi_version and struct_size before any other field, and refuses a plugin
  * whose name was already taken by an earlier one.
@@ -26,6 +26,8 @@ typedef struct sk_plugin_lib {
 typedef struct sk_registry {
     sk_plugin_lib libs[SK_MAX_PLUGINS];
     size_t n;
+    char *scanned[16]; /* folders already scanned (real paths) */
+    size_t nscanned;
 } sk_registry;
 
 /* Load one .so and check its descriptor. On failure returns a negative
