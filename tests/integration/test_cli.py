@@ -2,8 +2,9 @@
 """The command line: help, version, validate with file:line:col errors,
 refused pipeline types, plugin discovery and its safety rules."""
 import os
+import subprocess
 
-from skippr_test import Workspace, check, main, run
+from skippr_test import SOURCE_DIR, Workspace, check, main, run
 
 BASE = """skippr:
   workspace: w
@@ -104,6 +105,19 @@ def test_plugins_listing_and_dirs():
                             "  plugin_dirs: [%s]\n" % bad)
         p = run(["plugins", "--config", write(ws, text)])
         check("cannot load %s/broken.so" % bad in p.err, p.err)
+        # A plugin built for another ABI version is refused, saying so.
+        src = os.path.join(ws.root, "old.c")
+        with open(src, "w") as f:
+            f.write("#include <skippr/plugin.h>\n"
+                    "static const skippr_plugin d = {99, sizeof(skippr_plugin),"
+                    " \"Old\", 0, 0, 0, 0};\n"
+                    "SKIPPR_PLUGIN_DEFINE(d)\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o",
+                        os.path.join(bad, "old.so"), src, "-I",
+                        os.path.join(SOURCE_DIR, "include")], check=True)
+        p = run(["plugins", "--config", write(ws, text)])
+        check("built for plugin ABI version 99, this skipprd speaks version 1"
+              in p.err and "Old" not in p.out, p.err)
         # The working directory is never searched.
         cwd = os.path.join(ws.root, "cwd")
         os.makedirs(cwd)
