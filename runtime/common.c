@@ -102,6 +102,23 @@ void sk_log(int level, const char *fmt, ...)
     va_end(ap);
 }
 
+int sk_array_grow(void *arrp, size_t len, size_t *cap, size_t elem,
+                  size_t first)
+{
+    if (len < *cap)
+        return SKIPPR_OK;
+    size_t nc = *cap ? *cap * 2 : first;
+    if (nc > SIZE_MAX / elem)
+        return SKIPPR_NOMEM;
+    void **arr = arrp;
+    void *n = sk_realloc(*arr, nc * elem);
+    if (!n)
+        return SKIPPR_NOMEM;
+    *arr = n;
+    *cap = nc;
+    return SKIPPR_OK;
+}
+
 void sk_buf_init(sk_buf *b, size_t max)
 {
     b->data = NULL;

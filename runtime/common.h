@@ -55,6 +55,13 @@ void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap);
             sk_log(SKIPPR_LOG_DEBUG, __VA_ARGS__);                             \
     } while (0)
 
+/* Make room for one more element in a growable array: if *len == *cap,
+ * double the capacity (or start at first). *arrp is a pointer to the array
+ * pointer. Returns SKIPPR_OK or SKIPPR_NOMEM (the array is then unchanged).
+ */
+int sk_array_grow(void *arrp, size_t len, size_t *cap, size_t elem,
+                  size_t first);
+
 /* Growable byte buffer with a hard cap: appending past cap fails with
  * SKIPPR_RANGE rather than growing without bound (curl's dynbuf rule). */
 typedef struct sk_buf {

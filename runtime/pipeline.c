@@ -94,14 +94,8 @@ static int ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t
 
 static int push_rec(piece *p, const rec_out *r)
 {
-    if (p->nrec == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 1024;
-        rec_out *n = sk_realloc(p->recs, nc * sizeof *n);
-        if (!n)
-            return SKIPPR_NOMEM;
-        p->recs = n;
-        p->cap = nc;
-    }
+    if (sk_array_grow(&p->recs, p->nrec, &p->cap, sizeof *p->recs, 1024))
+        return SKIPPR_NOMEM;
     p->recs[p->nrec++] = *r;
     return SKIPPR_OK;
 }
@@ -927,15 +921,10 @@ static int list_cb(void *ud, const skippr_unit *u)
             flags = known->flags;
         }
     }
-    if (e->ntodo == e->todo_cap) {
-        size_t nc = e->todo_cap ? e->todo_cap * 2 : 256;
-        todo *n = sk_realloc(e->todo, nc * sizeof *n);
-        if (!n) {
-            c->rc = SKIPPR_NOMEM;
-            return 1;
-        }
-        e->todo = n;
-        e->todo_cap = nc;
+    if (sk_array_grow(&e->todo, e->ntodo, &e->todo_cap, sizeof *e->todo,
+                      256)) {
+        c->rc = SKIPPR_NOMEM;
+        return 1;
     }
     todo *t = &e->todo[e->ntodo];
     t->id = sk_strdup(u->id);

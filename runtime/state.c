@@ -54,14 +54,9 @@ static sk_slice *slice_new(uint64_t id, const char *key, size_t klen,
 
 static int live_add(sk_state *st, sk_slice *s)
 {
-    if (st->nlive == st->live_cap) {
-        size_t nc = st->live_cap ? st->live_cap * 2 : 64;
-        sk_slice **n = sk_realloc(st->live, nc * sizeof *n);
-        if (!n)
-            return SKIPPR_NOMEM;
-        st->live = n;
-        st->live_cap = nc;
-    }
+    if (sk_array_grow(&st->live, st->nlive, &st->live_cap, sizeof *st->live,
+                      64))
+        return SKIPPR_NOMEM;
     st->live[st->nlive++] = s;
     return SKIPPR_OK;
 }
@@ -86,14 +81,9 @@ static sk_slice *live_find(const sk_state *st, uint64_t id)
 
 static int add_block(sk_slice *s, sk_wal_pos pos)
 {
-    if (s->nblocks == s->blocks_cap) {
-        size_t nc = s->blocks_cap ? s->blocks_cap * 2 : 8;
-        sk_wal_pos *n = sk_realloc(s->blocks, nc * sizeof *n);
-        if (!n)
-            return SKIPPR_NOMEM;
-        s->blocks = n;
-        s->blocks_cap = nc;
-    }
+    if (sk_array_grow(&s->blocks, s->nblocks, &s->blocks_cap,
+                      sizeof *s->blocks, 8))
+        return SKIPPR_NOMEM;
     s->blocks[s->nblocks++] = pos;
     if (pos.seg < s->first_seg)
         s->first_seg = pos.seg;
@@ -245,14 +235,8 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
         const uint8_t *q = p + 8;
         if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 9)
             return SKIPPR_CORRUPT;
-        if (r->nps == r->ps_cap) {
-            size_t nc = r->ps_cap ? r->ps_cap * 2 : 16;
-            pend_slice *n = sk_realloc(r->ps, nc * sizeof *n);
-            if (!n)
-                return SKIPPR_NOMEM;
-            r->ps = n;
-            r->ps_cap = nc;
-        }
+        if (sk_array_grow(&r->ps, r->nps, &r->ps_cap, sizeof *r->ps, 16))
+            return SKIPPR_NOMEM;
         char *key = sk_strndup((const char *)k, kl);
         if (!key)
             return SKIPPR_NOMEM;
@@ -266,14 +250,8 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
         uint64_t nrec = sk_get_u32(p + 8);
         if (len - 12 < 4 * nrec)
             return SKIPPR_CORRUPT;
-        if (r->npb == r->pb_cap) {
-            size_t nc = r->pb_cap ? r->pb_cap * 2 : 64;
-            pend_block *n = sk_realloc(r->pb, nc * sizeof *n);
-            if (!n)
-                return SKIPPR_NOMEM;
-            r->pb = n;
-            r->pb_cap = nc;
-        }
+        if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
+            return SKIPPR_NOMEM;
         r->pb[r->npb++] = (pend_block){sk_get_u64(p), pos, nrec,
                                        len - 12 - 4 * nrec};
         return SKIPPR_OK;
