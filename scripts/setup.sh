@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config python3 zstd
-          libyaml-dev libjansson-dev libcmocka-dev libzstd-dev zlib1g-dev)
+          libyaml-dev libjansson-dev libcmocka-dev libzstd-dev zlib1g-dev
+          libcurl4-openssl-dev libssl-dev libxml2-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
