@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config python3 zstd
           libyaml-dev libjansson-dev libcmocka-dev libzstd-dev zlib1g-dev
-          libcurl4-openssl-dev libssl-dev libxml2-dev)
+          libcurl4-openssl-dev libssl-dev libxml2-dev python3-boto3)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -19,6 +19,12 @@ if ((${#missing[@]})); then
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The S3 test server (s3rver), pinned by tests/tools/s3/package-lock.json.
+if [ ! -d tests/tools/s3/node_modules/s3rver ]; then
+    echo "setup: installing the S3 test server (npm ci)"
+    npm ci --prefix tests/tools/s3 --no-audit --no-fund >/dev/null
 fi
 
 BUILD=${1:-build}

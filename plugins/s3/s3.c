@@ -1,0 +1,1045 @@
+/* The S3 plugin: a bucket prefix as a source and as a sink.
+ *
+ * Source. Units are the objects under s3_prefix (ListObjectsV2 with
+ * continuation tokens, optional start_after), in S3's UTF-8 byte order; a
+ * unit is key + ETag + size. A unit is read with ranged GETs of
+ * read_chunk_bytes each, carrying If-Match with the listed ETag, so memory is
+ * bounded, a resumed unit starts at its offset, and an object that changes
+ * while it is read is an error rather than a mix of two versions. Failed
+ * requests are retried with backoff from the byte where they stopped.
+ *
+ * Sink. An object smaller than part_size is one PutObject; a larger one is a
+ * multipart upload with part_size parts. Every request carries Content-MD5
+ * and x-amz-content-sha256; the object's metadata holds the slice id and
+ * the CRC32C, which object_check compares (HEAD) during recovery. Before a
+ * multipart upload starts, earlier unfinished uploads of the same key (left
+ * by a crash) are aborted. A CompleteMultipartUpload that answers 200 with
+ * an <Error> body is a failure.
+ *
+ * Credentials: options, then AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
+ * AWS_SESSION_TOKEN, then the shared credentials file's profile
+ * (AWS_PROFILE, default "default"). Region: option, AWS_REGION,
+ * AWS_DEFAULT_REGION, the config file, us-east-1. Endpoint: option,
+ * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS. Secrets, the session
+ * token and the Authorization header are never logged.
+ *
+ * Threads: one instance is used by one thread at a time.
+ */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <skippr/plugin.h>
+
+#include "sigv4.h"
+
+#define MAX_BODY (16u << 20) /* bound on any buffered response body */
+
+typedef struct s3_ctx {
+    const skippr_host *host;
+    /* options */
+    const char *bucket, *prefix, *start_after, *region, *endpoint;
+    const char *access_key_id, *secret_access_key, *session_token, *profile;
+    const char *addressing, *ca_bundle, *storage_class, *sse;
+    int verify_tls;
+    int64_t part_size, read_chunk_bytes, max_attempts, timeout_seconds;
+    /* resolved at init */
+    char *r_region, *r_endpoint, *r_ak, *r_sk, *r_token;
+    int path_style;
+    CURL *curl;
+} s3_ctx;
+
+#define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
+#define OPT(name, type, def, req, field, doc)                                  \
+    {name, type, def, req, offsetof(s3_ctx, field), doc}
+
+#define COMMON_OPTIONS                                                         \
+    OPT("s3_bucket", SKIPPR_OPT_STRING, NULL, 1, bucket, "Bucket name."),      \
+    OPT("s3_prefix", SKIPPR_OPT_STRING, "", 0, prefix,                          \
+        "Key prefix (no leading '/')."),                                       \
+    OPT("region", SKIPPR_OPT_STRING, NULL, 0, region,                           \
+        "Region; default from AWS_REGION, AWS_DEFAULT_REGION, the config "     \
+        "file, else us-east-1."),                                              \
+    OPT("endpoint", SKIPPR_OPT_STRING, NULL, 0, endpoint,                       \
+        "Endpoint URL, e.g. http://127.0.0.1:9000; default from "              \
+        "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS."),                 \
+    OPT("access_key_id", SKIPPR_OPT_SECRET, NULL, 0, access_key_id,             \
+        "Access key; default from the environment or credentials file."),     \
+    OPT("secret_access_key", SKIPPR_OPT_SECRET, NULL, 0, secret_access_key,     \
+        "Secret key; never logged."),                                          \
+    OPT("session_token", SKIPPR_OPT_SECRET, NULL, 0, session_token,             \
+        "Session token for temporary credentials; never logged."),            \
+    OPT("profile", SKIPPR_OPT_STRING, NULL, 0, profile,                         \
+        "Profile in the shared credentials and config files; default "         \
+        "AWS_PROFILE, else 'default'."),                                       \
+    OPT("addressing", SKIPPR_OPT_STRING, "auto", 0, addressing,                 \
+        "path, virtual, or auto (path with a custom endpoint, virtual on "     \
+        "AWS)."),                                                              \
+    OPT("verify_tls", SKIPPR_OPT_BOOL, "true", 0, verify_tls,                   \
+        "Verify the server's TLS certificate."),                               \
+    OPT("ca_bundle", SKIPPR_OPT_STRING, NULL, 0, ca_bundle,                     \
+        "CA bundle file for TLS verification."),                              \
+    OPT("max_attempts", SKIPPR_OPT_INT, "8", 0, max_attempts,                   \
+        "Attempts per request before giving up (source side)."),               \
+    OPT("timeout_seconds", SKIPPR_OPT_INT, "120", 0, timeout_seconds,           \
+        "Timeout of one request.")
+
+static const skippr_option source_options[] = {
+    COMMON_OPTIONS,
+    OPT("start_after", SKIPPR_OPT_STRING, NULL, 0, start_after,
+        "List only keys after this one."),
+    OPT("read_chunk_bytes", SKIPPR_OPT_INT, "8MiB", 0, read_chunk_bytes,
+        "Bytes per ranged GET."),
+    {NULL, 0, NULL, 0, 0, NULL}};
+
+static const skippr_option sink_options[] = {
+    COMMON_OPTIONS,
+    OPT("part_size", SKIPPR_OPT_INT, "8MiB", 0, part_size,
+        "Multipart part size (5 MiB to 5 GiB); smaller objects are one PUT."),
+    OPT("storage_class", SKIPPR_OPT_STRING, NULL, 0, storage_class,
+        "x-amz-storage-class of written objects."),
+    OPT("server_side_encryption", SKIPPR_OPT_STRING, NULL, 0, sse,
+        "x-amz-server-side-encryption of written objects (AES256, aws:kms)."),
+    {NULL, 0, NULL, 0, 0, NULL}};
+
+/* ---- small helpers -------------------------------------------------------- */
+
+typedef struct buf {
+    char *p;
+    size_t n, cap, max;
+} buf;
+
+static int buf_put(buf *b, const void *d, size_t n)
+{
+    if (n > b->max - b->n)
+        return -1;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->n + n + 1)
+            nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q)
+            return -1;
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+    return 0;
+}
+
+static void buf_free(buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+
+static char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? strdup(v) : NULL;
+}
+
+/* Value of key in [section] of an INI file; caller frees. */
+static char *ini_get(const char *path, const char *section, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char line[1024], cur[256] = "";
+    char *found = NULL;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        p[strcspn(p, "\r\n")] = '\0';
+        if (*p == '[') {
+            char *e = strchr(p, ']');
+            if (e) {
+                *e = '\0';
+                snprintf(cur, sizeof cur, "%s", p + 1);
+            }
+            continue;
+        }
+        if (strcmp(cur, section) != 0)
+            continue;
+        char *eq = strchr(p, '=');
+        if (!eq)
+            continue;
+        char *k = p, *ke = eq;
+        while (ke > k && isspace((unsigned char)ke[-1]))
+            ke--;
+        *ke = '\0';
+        char *v = eq + 1;
+        while (isspace((unsigned char)*v))
+            v++;
+        char *ve = v + strlen(v);
+        while (ve > v && isspace((unsigned char)ve[-1]))
+            *--ve = '\0';
+        if (strcmp(k, key) == 0)
+            found = strdup(v);
+    }
+    fclose(f);
+    return found;
+}
+
+static void aws_file(const char *env_name, const char *base, char *out,
+                     size_t cap)
+{
+    const char *e = getenv(env_name);
+    const char *home = getenv("HOME");
+    if (e && *e)
+        snprintf(out, cap, "%s", e);
+    else
+        snprintf(out, cap, "%s/.aws/%s", home ? home : "", base);
+}
+
+static void amz_now(char date[17])
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(date, 17, "%Y%m%dT%H%M%SZ", &tm);
+}
+
+static void md5_b64(const void *d, size_t n, char out[32])
+{
+    unsigned char md[16];
+    unsigned int len = 0;
+    EVP_Digest(d, n, md, &len, EVP_md5(), NULL);
+    EVP_EncodeBlock((unsigned char *)out, md, 16);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+typedef struct resp {
+    long status;
+    buf body;
+    char etag[128];
+    char meta_slice[128];
+    char meta_crc[32];
+    char content_range[128];
+    const char *curl_error; /* transport failure, static */
+} resp;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+    resp *r = ud;
+    return buf_put(&r->body, p, sz * n) == 0 ? sz * n : 0;
+}
+
+static void header_value(const char *line, size_t n, const char *name,
+                         char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return;
+    const char *v = line + nl + 1;
+    const char *e = line + n;
+    while (v < e && (*v == ' ' || *v == '"'))
+        v++;
+    while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' ||
+                     e[-1] == '"'))
+        e--;
+    snprintf(out, cap, "%.*s", (int)(e - v), v);
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+{
+    resp *r = ud;
+    size_t len = sz * n;
+    header_value(p, len, "etag", r->etag, sizeof r->etag);
+    header_value(p, len, "x-amz-meta-skippr-slice", r->meta_slice,
+                 sizeof r->meta_slice);
+    header_value(p, len, "x-amz-meta-skippr-crc32c", r->meta_crc,
+                 sizeof r->meta_crc);
+    header_value(p, len, "content-range", r->content_range,
+                 sizeof r->content_range);
+    return len;
+}
+
+/* One signed request. key NULL addresses the bucket. hdrs are extra
+ * headers (signed too). Returns SKIPPR_OK with r->status set when the
+ * server answered, SKIPPR_RETRY on a transport failure. */
+static int request(s3_ctx *c, const char *method, const char *key,
+                   const sigv4_kv *query, size_t nq, const void *body,
+                   size_t blen, const sigv4_kv *hdrs, size_t nh, resp *r)
+{
+    memset(r, 0, sizeof *r);
+    r->body.max = MAX_BODY;
+    char path[4096], url[8192], host[512], enc[4096];
+    /* Path and host for the two addressing styles. */
+    const char *scheme_end = strstr(c->r_endpoint, "://");
+    const char *hostpart = scheme_end ? scheme_end + 3 : c->r_endpoint;
+    char scheme[16];
+    snprintf(scheme, sizeof scheme, "%.*s",
+             scheme_end ? (int)(scheme_end - c->r_endpoint) : 5,
+             scheme_end ? c->r_endpoint : "https");
+    if (c->path_style) {
+        snprintf(host, sizeof host, "%s", hostpart);
+        snprintf(path, sizeof path, "/%s/%s", c->bucket, key ? key : "");
+        if (!key)
+            path[strlen(path) - 1] = '\0'; /* "/bucket" */
+    } else {
+        snprintf(host, sizeof host, "%s.%s", c->bucket, hostpart);
+        snprintf(path, sizeof path, "/%s", key ? key : "");
+    }
+    host[strcspn(host, "/")] = '\0';
+    if (sigv4_uri_encode(path, 1, enc, sizeof enc) < 0)
+        return SKIPPR_FATAL;
+    int n = snprintf(url, sizeof url, "%s://%s%s", scheme, host, enc);
+    for (size_t i = 0; i < nq && n > 0 && (size_t)n < sizeof url; i++) {
+        char k[512], v[2048];
+        sigv4_uri_encode(query[i].key, 0, k, sizeof k);
+        sigv4_uri_encode(query[i].value, 0, v, sizeof v);
+        n += snprintf(url + n, sizeof url - (size_t)n, "%c%s=%s",
+                      i ? '&' : '?', k, v);
+    }
+    if (n <= 0 || (size_t)n >= sizeof url)
+        return SKIPPR_FATAL;
+
+    char date[17], payload[65], auth[1024];
+    amz_now(date);
+    sigv4_sha256_hex(body ? body : "", blen, payload);
+    sigv4_kv sh[24];
+    size_t ns = 0;
+    sh[ns++] = (sigv4_kv){"host", host};
+    sh[ns++] = (sigv4_kv){"x-amz-date", date};
+    sh[ns++] = (sigv4_kv){"x-amz-content-sha256", payload};
+    if (c->r_token)
+        sh[ns++] = (sigv4_kv){"x-amz-security-token", c->r_token};
+    for (size_t i = 0; i < nh && ns < 24; i++)
+        sh[ns++] = hdrs[i];
+    sigv4_request sr = {method, path, query, nq, sh, ns, payload, date,
+                        c->r_region, "s3", c->r_ak, c->r_sk};
+    if (sigv4_authorization(&sr, auth, sizeof auth) != 0)
+        return SKIPPR_FATAL;
+
+    struct curl_slist *list = NULL;
+    char line[4200];
+    for (size_t i = 1; i < ns; i++) { /* curl sets Host itself */
+        snprintf(line, sizeof line, "%s: %s", sh[i].key, sh[i].value);
+        list = curl_slist_append(list, line);
+    }
+    snprintf(line, sizeof line, "Authorization: %s", auth);
+    list = curl_slist_append(list, line);
+    list = curl_slist_append(list, "Expect:");
+
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)c->timeout_seconds);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, c->verify_tls ? 1L : 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, c->verify_tls ? 2L : 0L);
+    if (c->ca_bundle)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(method, "GET") != 0) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        if (body || strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                             (curl_off_t)blen);
+        }
+    }
+    CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(list);
+    if (cc != CURLE_OK) {
+        r->curl_error = curl_easy_strerror(cc);
+        return SKIPPR_RETRY;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    return SKIPPR_OK;
+}
+
+/* The <Code> of an S3 error body, or "". */
+static void error_code(const buf *b, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *s = b->p ? strstr(b->p, "<Code>") : NULL;
+    if (!s)
+        return;
+    s += 6;
+    const char *e = strstr(s, "</Code>");
+    if (e)
+        snprintf(out, cap, "%.*s", (int)(e - s), s);
+}
+
+/* Classify an answer: 2xx OK, 5xx and transport failures RETRY, the rest
+ * FATAL (logged with bucket and key). */
+static int verdict(s3_ctx *c, int rc, resp *r, const char *what,
+                   const char *key)
+{
+    if (rc == SKIPPR_RETRY) {
+        LOG(c, SKIPPR_LOG_WARN, "%s s3://%s/%s: %s", what, c->bucket,
+            key ? key : "", r->curl_error ? r->curl_error : "failed");
+        return SKIPPR_RETRY;
+    }
+    if (rc)
+        return rc;
+    if (r->status >= 200 && r->status < 300)
+        return SKIPPR_OK;
+    char code[128];
+    error_code(&r->body, code, sizeof code);
+    int retry = r->status >= 500 || r->status == 429 || r->status == 408;
+    LOG(c, retry ? SKIPPR_LOG_WARN : SKIPPR_LOG_ERROR,
+        "%s s3://%s/%s: HTTP %ld %s", what, c->bucket, key ? key : "",
+        r->status, *code ? code : "");
+    return retry ? SKIPPR_RETRY : SKIPPR_FATAL;
+}
+
+static void backoff(int attempt)
+{
+    long ms = 100L << (attempt < 6 ? attempt : 6);
+    ms = ms / 2 + rand() % (ms / 2 + 1);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- init ------------------------------------------------------------------ */
+
+static int init(void *ctx, const skippr_host *host)
+{
+    s3_ctx *c = ctx;
+    c->host = host;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    xmlInitParser();
+    char *profile = c->profile ? strdup(c->profile) : env("AWS_PROFILE");
+    if (!profile)
+        profile = strdup("default");
+    char cred_file[1024], cfg_file[1024], section[300];
+    aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials", cred_file,
+             sizeof cred_file);
+    aws_file("AWS_CONFIG_FILE", "config", cfg_file, sizeof cfg_file);
+
+    c->r_ak = c->access_key_id ? strdup(c->access_key_id)
+                               : env("AWS_ACCESS_KEY_ID");
+    c->r_sk = c->secret_access_key ? strdup(c->secret_access_key)
+                                   : env("AWS_SECRET_ACCESS_KEY");
+    c->r_token = c->session_token ? strdup(c->session_token)
+                                  : (c->r_ak && !c->access_key_id
+                                         ? env("AWS_SESSION_TOKEN")
+                                         : NULL);
+    if (!c->r_ak || !c->r_sk) {
+        free(c->r_ak);
+        free(c->r_sk);
+        free(c->r_token);
+        c->r_ak = ini_get(cred_file, profile, "aws_access_key_id");
+        c->r_sk = ini_get(cred_file, profile, "aws_secret_access_key");
+        c->r_token = ini_get(cred_file, profile, "aws_session_token");
+    }
+    c->r_region = c->region ? strdup(c->region) : env("AWS_REGION");
+    if (!c->r_region)
+        c->r_region = env("AWS_DEFAULT_REGION");
+    if (!c->r_region) {
+        snprintf(section, sizeof section, "%s%s",
+                 strcmp(profile, "default") ? "profile " : "", profile);
+        c->r_region = ini_get(cfg_file, section, "region");
+    }
+    if (!c->r_region)
+        c->r_region = strdup("us-east-1");
+    c->r_endpoint = c->endpoint ? strdup(c->endpoint)
+                                : env("AWS_ENDPOINT_URL_S3");
+    if (!c->r_endpoint)
+        c->r_endpoint = env("AWS_ENDPOINT_URL");
+    int custom = c->r_endpoint != NULL;
+    if (!c->r_endpoint) {
+        char e[256];
+        snprintf(e, sizeof e, "https://s3.%s.amazonaws.com", c->r_region);
+        c->r_endpoint = strdup(e);
+    }
+    size_t el = strlen(c->r_endpoint);
+    while (el && c->r_endpoint[el - 1] == '/')
+        c->r_endpoint[--el] = '\0';
+    free(profile);
+    if (!c->r_ak || !c->r_sk) {
+        LOG(c, SKIPPR_LOG_ERROR, "no credentials: set access_key_id and "
+            "secret_access_key, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or a profile in %s", cred_file);
+        return SKIPPR_INVAL;
+    }
+    if (strcmp(c->addressing, "path") == 0)
+        c->path_style = 1;
+    else if (strcmp(c->addressing, "virtual") == 0)
+        c->path_style = 0;
+    else if (strcmp(c->addressing, "auto") == 0)
+        c->path_style = custom;
+    else {
+        LOG(c, SKIPPR_LOG_ERROR, "addressing must be auto, path or virtual");
+        return SKIPPR_INVAL;
+    }
+    if (c->prefix && c->prefix[0] == '/') {
+        LOG(c, SKIPPR_LOG_ERROR, "s3_prefix must not start with '/'");
+        return SKIPPR_INVAL;
+    }
+    if (c->part_size && (c->part_size < (5 << 20) ||
+                         c->part_size > (5LL << 30))) {
+        LOG(c, SKIPPR_LOG_ERROR, "part_size must be 5 MiB to 5 GiB");
+        return SKIPPR_INVAL;
+    }
+    if (c->read_chunk_bytes && c->read_chunk_bytes < 4096)
+        c->read_chunk_bytes = 4096;
+    if (c->max_attempts < 1)
+        c->max_attempts = 1;
+    c->curl = curl_easy_init();
+    if (!c->curl)
+        return SKIPPR_NOMEM;
+    LOG(c, SKIPPR_LOG_DEBUG, "s3://%s/%s via %s (%s-style, region %s)",
+        c->bucket, c->prefix, c->r_endpoint,
+        c->path_style ? "path" : "virtual", c->r_region);
+    return SKIPPR_OK;
+}
+
+static void destroy(void *ctx)
+{
+    s3_ctx *c = ctx;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    free(c->r_region);
+    free(c->r_endpoint);
+    if (c->r_sk)
+        OPENSSL_cleanse(c->r_sk, strlen(c->r_sk));
+    free(c->r_ak);
+    free(c->r_sk);
+    free(c->r_token);
+}
+
+/* ---- source -------------------------------------------------------------- */
+
+static const char *child_text(xmlNode *n, const char *name, char *out,
+                              size_t cap)
+{
+    for (xmlNode *k = n->children; k; k = k->next) {
+        if (k->type == XML_ELEMENT_NODE &&
+            strcmp((const char *)k->name, name) == 0) {
+            xmlChar *t = xmlNodeGetContent(k);
+            snprintf(out, cap, "%s", t ? (const char *)t : "");
+            xmlFree(t);
+            return out;
+        }
+    }
+    out[0] = '\0';
+    return NULL;
+}
+
+static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
+                    void *cb_data)
+{
+    s3_ctx *c = ctx;
+    char token[2048] = "";
+    const char *after = start_after ? start_after : c->start_after;
+    for (;;) {
+        sigv4_kv q[4];
+        size_t nq = 0;
+        q[nq++] = (sigv4_kv){"list-type", "2"};
+        q[nq++] = (sigv4_kv){"prefix", c->prefix ? c->prefix : ""};
+        if (*token)
+            q[nq++] = (sigv4_kv){"continuation-token", token};
+        else if (after)
+            q[nq++] = (sigv4_kv){"start-after", after};
+        resp r = {0};
+        int rc = SKIPPR_RETRY;
+        for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
+            if (a) {
+                buf_free(&r.body);
+                backoff(a);
+            }
+            rc = verdict(c, request(c, "GET", NULL, q, nq, NULL, 0, NULL, 0,
+                                    &r), &r, "list", c->prefix);
+        }
+        if (rc) {
+            buf_free(&r.body);
+            if (rc == SKIPPR_RETRY)
+                LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: giving up after "
+                    "%lld attempts", c->bucket, c->prefix,
+                    (long long)c->max_attempts);
+            return SKIPPR_FATAL;
+        }
+        xmlDoc *doc = xmlReadMemory(r.body.p ? r.body.p : "", (int)r.body.n,
+                                    NULL, NULL, XML_PARSE_NONET |
+                                    XML_PARSE_NOBLANKS);
+        buf_free(&r.body);
+        if (!doc) {
+            LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: unreadable XML answer",
+                c->bucket, c->prefix);
+            return SKIPPR_FATAL;
+        }
+        xmlNode *root = xmlDocGetRootElement(doc);
+        char trunc[16] = "";
+        int stop = 0;
+        for (xmlNode *n = root ? root->children : NULL; n && !stop;
+             n = n->next) {
+            if (n->type != XML_ELEMENT_NODE ||
+                strcmp((const char *)n->name, "Contents") != 0)
+                continue;
+            char key[2048], etag[256], size[32];
+            child_text(n, "Key", key, sizeof key);
+            child_text(n, "ETag", etag, sizeof etag);
+            child_text(n, "Size", size, sizeof size);
+            /* ETags arrive quoted; the version is the bare value. */
+            char *e = etag;
+            size_t el = strlen(e);
+            if (el >= 2 && e[0] == '"' && e[el - 1] == '"') {
+                e[el - 1] = '\0';
+                e++;
+            }
+            if (key[strlen(key) ? strlen(key) - 1 : 0] == '/' && atoll(size) == 0)
+                continue; /* a "folder" marker */
+            skippr_unit u = {key, e, atoll(size)};
+            stop = cb(cb_data, &u);
+        }
+        if (root) {
+            child_text(root, "IsTruncated", trunc, sizeof trunc);
+            child_text(root, "NextContinuationToken", token, sizeof token);
+        }
+        xmlFreeDoc(doc);
+        if (stop || strcmp(trunc, "true") != 0 || !*token)
+            return SKIPPR_OK;
+    }
+}
+
+typedef struct s3_stream {
+    char *key;
+    char *etag;
+    int64_t pos, size;
+    buf chunk;
+    size_t chunk_off;
+} s3_stream;
+
+static int src_open(void *ctx, const skippr_unit *u, int64_t offset,
+                    void **stream)
+{
+    (void)ctx;
+    s3_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return SKIPPR_NOMEM;
+    s->key = strdup(u->id);
+    s->etag = strdup(u->version ? u->version : "");
+    s->pos = offset;
+    s->size = u->size;
+    if (!s->key || !s->etag) {
+        free(s->key);
+        free(s->etag);
+        free(s);
+        return SKIPPR_NOMEM;
+    }
+    *stream = s;
+    return SKIPPR_OK;
+}
+
+/* Fetch the next chunk at s->pos into s->chunk. */
+static int fetch_chunk(s3_ctx *c, s3_stream *s)
+{
+    int64_t last = s->pos + c->read_chunk_bytes - 1;
+    if (s->size >= 0 && last >= s->size)
+        last = s->size - 1;
+    char range[64], ifm[300];
+    snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)s->pos,
+             (long long)last);
+    snprintf(ifm, sizeof ifm, "\"%s\"", s->etag);
+    sigv4_kv h[2] = {{"range", range}, {"if-match", ifm}};
+    size_t nh = *s->etag ? 2 : 1;
+    int rc = SKIPPR_RETRY;
+    resp r = {0};
+    memset(&r, 0, sizeof r);
+    for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
+        if (a) {
+            buf_free(&r.body);
+            backoff(a);
+        }
+        rc = request(c, "GET", s->key, NULL, 0, NULL, 0, h, nh, &r);
+        if (rc == SKIPPR_OK && r.status == 412) {
+            LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s changed while it was read "
+                "(ETag is no longer %s)", c->bucket, s->key, s->etag);
+            buf_free(&r.body);
+            return SKIPPR_FATAL;
+        }
+        rc = verdict(c, rc, &r, "get", s->key);
+        /* A short body (connection cut) keeps what arrived: retry the rest
+         * from where it stopped, on the next call. */
+        if (rc == SKIPPR_OK && r.body.n == 0 && s->pos <= last) {
+            LOG(c, SKIPPR_LOG_WARN, "get s3://%s/%s: empty answer; retrying",
+                c->bucket, s->key);
+            rc = SKIPPR_RETRY;
+        }
+    }
+    if (rc) {
+        buf_free(&r.body);
+        LOG(c, SKIPPR_LOG_ERROR, "get s3://%s/%s at byte %lld failed",
+            c->bucket, s->key, (long long)s->pos);
+        return SKIPPR_FATAL;
+    }
+    buf_free(&s->chunk);
+    s->chunk = r.body;
+    s->chunk_off = 0;
+    return SKIPPR_OK;
+}
+
+static int src_read(void *ctx, void *stream, void *out, size_t cap,
+                    size_t *n_out)
+{
+    s3_ctx *c = ctx;
+    s3_stream *s = stream;
+    *n_out = 0;
+    if (s->chunk_off == s->chunk.n) {
+        if (s->size >= 0 && s->pos >= s->size)
+            return SKIPPR_OK; /* end of unit */
+        int rc = fetch_chunk(c, s);
+        if (rc)
+            return rc;
+    }
+    size_t n = s->chunk.n - s->chunk_off;
+    if (n > cap)
+        n = cap;
+    memcpy(out, s->chunk.p + s->chunk_off, n);
+    s->chunk_off += n;
+    s->pos += (int64_t)n;
+    *n_out = n;
+    c->host->counter_add(c->host, "bytes_read", (int64_t)n);
+    return SKIPPR_OK;
+}
+
+static void src_close(void *ctx, void *stream)
+{
+    (void)ctx;
+    s3_stream *s = stream;
+    if (!s)
+        return;
+    buf_free(&s->chunk);
+    free(s->key);
+    free(s->etag);
+    free(s);
+}
+
+/* ---- sink ------------------------------------------------------------------ */
+
+typedef struct part {
+    char etag[128];
+} part;
+
+typedef struct s3_obj {
+    char *key; /* prefix + object key */
+    char slice[128];
+    char crc[16];
+    char ctype[64];
+    buf data;       /* current part (or the whole small object) */
+    char upload_id[1024];
+    part *parts;
+    size_t nparts, cap;
+} s3_obj;
+
+static void obj_free(s3_obj *o)
+{
+    buf_free(&o->data);
+    free(o->parts);
+    free(o->key);
+    free(o);
+}
+
+/* Headers every written object carries. */
+static size_t object_headers(s3_ctx *c, s3_obj *o, sigv4_kv *h)
+{
+    size_t n = 0;
+    h[n++] = (sigv4_kv){"x-amz-meta-skippr-slice", o->slice};
+    h[n++] = (sigv4_kv){"x-amz-meta-skippr-crc32c", o->crc};
+    h[n++] = (sigv4_kv){"content-type", o->ctype};
+    if (c->storage_class)
+        h[n++] = (sigv4_kv){"x-amz-storage-class", c->storage_class};
+    if (c->sse)
+        h[n++] = (sigv4_kv){"x-amz-server-side-encryption", c->sse};
+    return n;
+}
+
+static int sink_open(void *ctx, const skippr_object_info *info, void **h)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = calloc(1, sizeof *o);
+    if (!o)
+        return SKIPPR_RETRY;
+    size_t pl = strlen(c->prefix);
+    size_t kl = pl + 1 + strlen(info->key) + 1;
+    o->key = malloc(kl);
+    if (!o->key) {
+        free(o);
+        return SKIPPR_RETRY;
+    }
+    snprintf(o->key, kl, "%s%s%s", c->prefix,
+             pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
+    snprintf(o->slice, sizeof o->slice, "%s", info->slice_id);
+    snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
+    snprintf(o->ctype, sizeof o->ctype, "%s",
+             info->content_type ? info->content_type : "application/octet-stream");
+    o->data.max = (size_t)c->part_size;
+    *h = o;
+    return SKIPPR_OK;
+}
+
+/* Abort unfinished multipart uploads of this key (a crashed attempt). */
+static int abort_orphans(s3_ctx *c, s3_obj *o)
+{
+    sigv4_kv q[] = {{"uploads", ""}, {"prefix", o->key}};
+    resp r = {0};
+    int rc = verdict(c, request(c, "GET", NULL, q, 2, NULL, 0, NULL, 0, &r),
+                     &r, "list uploads", o->key);
+    if (rc) {
+        buf_free(&r.body);
+        return rc;
+    }
+    xmlDoc *doc = xmlReadMemory(r.body.p ? r.body.p : "", (int)r.body.n, NULL,
+                                NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
+    buf_free(&r.body);
+    xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
+    for (xmlNode *n = root ? root->children : NULL; n && !rc; n = n->next) {
+        if (n->type != XML_ELEMENT_NODE ||
+            strcmp((const char *)n->name, "Upload") != 0)
+            continue;
+        char key[2048], id[1024];
+        child_text(n, "Key", key, sizeof key);
+        child_text(n, "UploadId", id, sizeof id);
+        if (strcmp(key, o->key) != 0)
+            continue;
+        sigv4_kv dq[] = {{"uploadId", id}};
+        resp d = {0};
+        rc = verdict(c, request(c, "DELETE", o->key, dq, 1, NULL, 0, NULL, 0,
+                                &d), &d, "abort orphaned upload", o->key);
+        buf_free(&d.body);
+        if (!rc)
+            LOG(c, SKIPPR_LOG_INFO, "aborted an unfinished upload of "
+                "s3://%s/%s left by an earlier attempt", c->bucket, o->key);
+    }
+    if (doc)
+        xmlFreeDoc(doc);
+    return rc;
+}
+
+static int upload_part(s3_ctx *c, s3_obj *o)
+{
+    int rc;
+    if (!*o->upload_id) {
+        if ((rc = abort_orphans(c, o)))
+            return rc;
+        sigv4_kv q[] = {{"uploads", ""}};
+        sigv4_kv h[8];
+        size_t nh = object_headers(c, o, h);
+        resp r = {0};
+        rc = verdict(c, request(c, "POST", o->key, q, 1, NULL, 0, h, nh, &r),
+                     &r, "start multipart upload", o->key);
+        if (!rc) {
+            const char *s = r.body.p ? strstr(r.body.p, "<UploadId>") : NULL;
+            const char *e = s ? strstr(s, "</UploadId>") : NULL;
+            if (!s || !e || (size_t)(e - s - 10) >= sizeof o->upload_id) {
+                LOG(c, SKIPPR_LOG_ERROR, "start multipart upload s3://%s/%s: "
+                    "no UploadId in the answer", c->bucket, o->key);
+                rc = SKIPPR_RETRY;
+            } else {
+                snprintf(o->upload_id, sizeof o->upload_id, "%.*s",
+                         (int)(e - s - 10), s + 10);
+            }
+        }
+        buf_free(&r.body);
+        if (rc)
+            return rc;
+    }
+    if (o->nparts == o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 16;
+        part *np = realloc(o->parts, nc * sizeof *np);
+        if (!np)
+            return SKIPPR_RETRY;
+        o->parts = np;
+        o->cap = nc;
+    }
+    char num[16], md5[32];
+    snprintf(num, sizeof num, "%zu", o->nparts + 1);
+    md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
+    sigv4_kv q[] = {{"partNumber", num}, {"uploadId", o->upload_id}};
+    sigv4_kv h[] = {{"content-md5", md5}};
+    resp r = {0};
+    rc = verdict(c, request(c, "PUT", o->key, q, 2, o->data.p, o->data.n, h,
+                            1, &r), &r, "upload part", o->key);
+    if (!rc && !*r.etag) {
+        LOG(c, SKIPPR_LOG_ERROR, "upload part of s3://%s/%s: no ETag",
+            c->bucket, o->key);
+        rc = SKIPPR_RETRY;
+    }
+    if (!rc) {
+        snprintf(o->parts[o->nparts].etag, sizeof o->parts[0].etag, "%s",
+                 r.etag);
+        o->nparts++;
+        o->data.n = 0;
+        c->host->counter_add(c->host, "parts_uploaded", 1);
+    }
+    buf_free(&r.body);
+    return rc;
+}
+
+static int sink_write(void *ctx, void *h, const void *p, size_t n)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    const char *d = p;
+    while (n > 0) {
+        size_t room = (size_t)c->part_size - o->data.n;
+        size_t k = n < room ? n : room;
+        if (buf_put(&o->data, d, k))
+            return SKIPPR_RETRY;
+        d += k;
+        n -= k;
+        if (o->data.n == (size_t)c->part_size) {
+            int rc = upload_part(c, o);
+            if (rc)
+                return rc;
+        }
+    }
+    return SKIPPR_OK;
+}
+
+static void sink_abort(void *ctx, void *h)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    if (*o->upload_id) {
+        sigv4_kv q[] = {{"uploadId", o->upload_id}};
+        resp r = {0};
+        verdict(c, request(c, "DELETE", o->key, q, 1, NULL, 0, NULL, 0, &r),
+                &r, "abort upload", o->key);
+        buf_free(&r.body);
+    }
+    obj_free(o);
+}
+
+static int sink_commit(void *ctx, void *h)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    int rc;
+    if (!*o->upload_id) {
+        char md5[32];
+        md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
+        sigv4_kv hd[8];
+        size_t nh = object_headers(c, o, hd);
+        hd[nh++] = (sigv4_kv){"content-md5", md5};
+        resp r = {0};
+        rc = verdict(c, request(c, "PUT", o->key, NULL, 0,
+                                o->data.p ? o->data.p : "", o->data.n, hd, nh,
+                                &r), &r, "put", o->key);
+        buf_free(&r.body);
+    } else {
+        rc = o->data.n ? upload_part(c, o) : SKIPPR_OK;
+        if (!rc) {
+            buf x = {0};
+            x.max = 1u << 24;
+            int bad = buf_put(&x, "<CompleteMultipartUpload>", 25);
+            for (size_t i = 0; i < o->nparts && !bad; i++) {
+                char line[256];
+                int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
+                                  "</PartNumber><ETag>\"%s\"</ETag></Part>",
+                                  i + 1, o->parts[i].etag);
+                bad = buf_put(&x, line, (size_t)ln);
+            }
+            bad = bad || buf_put(&x, "</CompleteMultipartUpload>", 26);
+            sigv4_kv q[] = {{"uploadId", o->upload_id}};
+            resp r = {0};
+            rc = bad ? SKIPPR_RETRY
+                     : verdict(c, request(c, "POST", o->key, q, 1, x.p, x.n,
+                                          NULL, 0, &r), &r,
+                               "complete upload", o->key);
+            /* S3 may answer 200 and put the failure in the body. */
+            if (!bad && !rc && r.body.p && strstr(r.body.p, "<Error>")) {
+                char code[128];
+                error_code(&r.body, code, sizeof code);
+                LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: 200 with "
+                    "an error in the body (%s)", c->bucket, o->key, code);
+                rc = SKIPPR_RETRY;
+            }
+            if (!bad)
+                buf_free(&r.body);
+            buf_free(&x);
+        }
+    }
+    if (rc) {
+        /* The engine will write the whole object again. */
+        sink_abort(ctx, h);
+        return rc;
+    }
+    c->host->counter_add(c->host, "objects_written", 1);
+    obj_free(o);
+    return SKIPPR_OK;
+}
+
+static int sink_check(void *ctx, const skippr_object_info *info)
+{
+    s3_ctx *c = ctx;
+    size_t pl = strlen(c->prefix);
+    char key[4096];
+    snprintf(key, sizeof key, "%s%s%s", c->prefix,
+             pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
+    resp r = {0};
+    int rc = verdict(c, request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0,
+                                &r), &r, "head", key);
+    buf_free(&r.body);
+    if (r.status == 404)
+        return SKIPPR_NOENT;
+    if (rc)
+        return rc;
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", info->crc32c);
+    if (strcmp(r.meta_slice, info->slice_id) == 0 && strcmp(r.meta_crc, crc) == 0)
+        return SKIPPR_OK;
+    return SKIPPR_CHANGED;
+}
+
+static const skippr_source_ops source = {
+    .struct_size = sizeof(skippr_source_ops),
+    .ctx_size = sizeof(s3_ctx),
+    .options = source_options,
+    .init = init,
+    .destroy = destroy,
+    .list = src_list,
+    .open = src_open,
+    .read = src_read,
+    .close = src_close,
+};
+
+static const skippr_sink_ops sink = {
+    .struct_size = sizeof(skippr_sink_ops),
+    .ctx_size = sizeof(s3_ctx),
+    .options = sink_options,
+    .init = init,
+    .destroy = destroy,
+    .object_open = sink_open,
+    .object_write = sink_write,
+    .object_commit = sink_commit,
+    .object_abort = sink_abort,
+    .object_check = sink_check,
+};
+
+static const skippr_plugin plugin = {
+    .abi_version = SKIPPR_ABI_VERSION,
+    .struct_size = sizeof(skippr_plugin),
+    .name = "S3",
+    .description = "Objects in an S3 bucket (AWS or compatible), read with "
+                   "ranged GETs and written with PUT or multipart upload.",
+    .version = SKIPPR_VERSION_STRING,
+    .source = &source,
+    .sink = &sink,
+};
+
+SKIPPR_PLUGIN_DEFINE(plugin)

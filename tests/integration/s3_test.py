@@ -1,0 +1,93 @@
+"""The S3 test server for integration tests: s3rver behind the counting,
+fault-injecting proxy in tests/tools/s3/s3server.js, on 127.0.0.1 and an
+ephemeral port, started and stopped by the test."""
+import json
+import os
+import subprocess
+import tempfile
+import urllib.request
+
+import boto3
+from botocore.config import Config
+
+from skippr_test import SOURCE_DIR
+
+TOOLS = os.path.join(SOURCE_DIR, "tests", "tools", "s3")
+ACCESS_KEY = "S3RVER"
+SECRET_KEY = "S3RVER"
+
+
+class S3Server:
+    def __init__(self, buckets):
+        self.dir = tempfile.mkdtemp(prefix="skippr-s3rver-")
+        if not os.path.isdir(os.path.join(TOOLS, "node_modules", "s3rver")):
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TOOLS,
+                           check=True, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            ["node", os.path.join(TOOLS, "s3server.js"), "--dir", self.dir,
+             "--buckets", ",".join(buckets)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("s3 test server did not start")
+        self.endpoint = json.loads(line)["endpoint"]
+        self.client = boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"},
+                          retries={"max_attempts": 1}))
+
+    def env(self):
+        """Only the endpoint and credentials come from the environment."""
+        return {"AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                "AWS_REGION": "us-east-1"}
+
+    def _control(self, path, body=None):
+        req = urllib.request.Request(self.endpoint + path,
+                                     data=None if body is None else
+                                     json.dumps(body).encode(),
+                                     method="GET" if body is None else "POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def stats(self):
+        return self._control("/__stats")
+
+    def reset_stats(self):
+        return self._control("/__reset", {})
+
+    def faults(self, rate, kinds, seed=1):
+        return self._control("/__faults", {"rate": rate, "kinds": kinds,
+                                           "seed": seed})
+
+    def upload_tree(self, bucket, root):
+        n = 0
+        for dirpath, _, files in os.walk(root):
+            for fn in files:
+                path = os.path.join(dirpath, fn)
+                key = os.path.relpath(path, root)
+                with open(path, "rb") as f:
+                    self.client.put_object(Bucket=bucket, Key=key, Body=f.read())
+                n += 1
+        return n
+
+    def objects(self, bucket, prefix=""):
+        """{key: bytes} of every object under prefix, read with boto3."""
+        out = {}
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix)
+        for page in pages:
+            for o in page.get("Contents", []):
+                out[o["Key"]] = self.client.get_object(
+                    Bucket=bucket, Key=o["Key"])["Body"].read()
+        return out
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - make sure it is gone
+            self.proc.kill()
+        subprocess.run(["rm", "-rf", self.dir])

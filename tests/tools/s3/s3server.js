@@ -1,0 +1,173 @@
+#!/usr/bin/env node
+// An S3 test server for skippr's integration tests: s3rver on 127.0.0.1 and
+// an ephemeral port, behind a small proxy that counts requests by kind,
+// records the most requests in flight at once, and injects faults on
+// command. Everything listens on 127.0.0.1 only.
+//
+//   node s3server.js --dir DIR --buckets a,b
+//
+// Prints one JSON line when ready: {"endpoint": "http://127.0.0.1:PORT"}.
+// Control endpoints on the proxy (not S3 paths):
+//   GET  /__stats            counts by kind, max in flight, faults injected
+//   POST /__reset            zero the counters
+//   POST /__faults  {rate, kinds, seed}   kinds: 503, 500, reset,
+//                   truncate, complete_error; rate 0 turns faults off
+// Exits when stdin closes, so a test that dies leaves nothing running.
+'use strict';
+const http = require('http');
+const path = require('path');
+const S3rver = require('s3rver');
+
+function arg(name, def) {
+  const i = process.argv.indexOf('--' + name);
+  return i > 0 ? process.argv[i + 1] : def;
+}
+
+const dir = arg('dir');
+const buckets = (arg('buckets', '') || '').split(',').filter(Boolean);
+if (!dir) {
+  console.error('usage: s3server.js --dir DIR --buckets a,b');
+  process.exit(2);
+}
+
+let counts = {};
+let inflight = 0;
+let maxInflight = 0;
+let injected = {};
+let faults = { rate: 0, kinds: [], seed: 1 };
+let rngState = 1;
+
+function rnd() {
+  // xorshift32: reproducible fault sequences from a seed.
+  rngState ^= rngState << 13; rngState >>>= 0;
+  rngState ^= rngState >>> 17;
+  rngState ^= rngState << 5; rngState >>>= 0;
+  return rngState / 4294967296;
+}
+
+function kindOf(req) {
+  const u = new URL(req.url, 'http://x');
+  const q = u.searchParams;
+  const m = req.method;
+  const parts = u.pathname.split('/').filter(Boolean);
+  const isBucket = parts.length <= 1;
+  if (m === 'GET' && q.has('list-type')) return 'list';
+  if (m === 'GET' && q.has('uploads')) return 'list_uploads';
+  if (m === 'GET' && isBucket) return 'list_v1';
+  if (m === 'GET') return 'get';
+  if (m === 'HEAD') return 'head';
+  if (m === 'PUT' && q.has('partNumber')) return 'upload_part';
+  if (m === 'PUT') return 'put';
+  if (m === 'POST' && q.has('uploads')) return 'create_multipart';
+  if (m === 'POST' && q.has('uploadId')) return 'complete_multipart';
+  if (m === 'DELETE' && q.has('uploadId')) return 'abort_multipart';
+  if (m === 'DELETE') return 'delete';
+  return m.toLowerCase();
+}
+
+function json(res, code, body) {
+  const s = JSON.stringify(body);
+  res.writeHead(code, { 'content-type': 'application/json',
+                        'content-length': Buffer.byteLength(s) });
+  res.end(s);
+}
+
+async function main() {
+  const server = new S3rver({
+    address: '127.0.0.1',
+    port: 0,
+    silent: true,
+    directory: path.resolve(dir),
+    configureBuckets: buckets.map((name) => ({ name })),
+  });
+  const { port: s3port } = await server.run();
+
+  const proxy = http.createServer((req, res) => {
+    if (req.url.startsWith('/__stats')) {
+      return json(res, 200, { counts, max_inflight: maxInflight, inflight,
+                              injected });
+    }
+    if (req.url.startsWith('/__reset')) {
+      counts = {}; maxInflight = 0; injected = {};
+      return json(res, 200, { ok: true });
+    }
+    if (req.url.startsWith('/__faults')) {
+      let body = '';
+      req.on('data', (d) => { body += d; });
+      req.on('end', () => {
+        faults = Object.assign({ rate: 0, kinds: [], seed: 1 }, JSON.parse(body || '{}'));
+        rngState = (faults.seed >>> 0) || 1;
+        json(res, 200, faults);
+      });
+      return;
+    }
+    const kind = kindOf(req);
+    counts[kind] = (counts[kind] || 0) + 1;
+    inflight++;
+    maxInflight = Math.max(maxInflight, inflight);
+    let done = false;
+    const finish = () => { if (!done) { done = true; inflight--; } };
+    res.on('close', finish);
+
+    let fault = null;
+    if (faults.rate > 0 && rnd() < faults.rate) {
+      const usable = faults.kinds.filter((k) =>
+        k !== 'complete_error' || kind === 'complete_multipart');
+      if (usable.length) fault = usable[Math.floor(rnd() * usable.length)];
+    }
+    if (fault) injected[fault] = (injected[fault] || 0) + 1;
+    if (fault === '503' || fault === '500') {
+      req.resume();
+      const code = fault === '503' ? 'SlowDown' : 'InternalError';
+      const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>injected</Message></Error>`;
+      res.writeHead(Number(fault), { 'content-type': 'application/xml',
+                                     'content-length': Buffer.byteLength(body) });
+      return res.end(body);
+    }
+    if (fault === 'reset') {
+      req.resume();
+      return req.socket.destroy();
+    }
+    if (fault === 'complete_error') {
+      req.resume();
+      const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>injected after 200</Message></Error>';
+      res.writeHead(200, { 'content-type': 'application/xml',
+                           'content-length': Buffer.byteLength(body) });
+      return res.end(body);
+    }
+    const up = http.request({ host: '127.0.0.1', port: s3port, method: req.method,
+                              path: req.url, headers: req.headers }, (ur) => {
+      res.writeHead(ur.statusCode, ur.headers);
+      if (fault === 'truncate') {
+        // Send part of the body, then cut the connection.
+        let sent = 0;
+        const len = Number(ur.headers['content-length'] || 0);
+        ur.on('data', (d) => {
+          if (sent >= len / 2) return;
+          res.write(d.subarray(0, Math.max(1, Math.floor(len / 2) - sent)));
+          sent += d.length;
+          if (sent >= len / 2) res.socket.destroy();
+        });
+        ur.on('end', () => res.socket && res.socket.destroy());
+        return;
+      }
+      ur.pipe(res);
+    });
+    up.on('error', () => { res.socket && res.socket.destroy(); });
+    req.pipe(up);
+  });
+  proxy.keepAliveTimeout = 30000;
+  proxy.listen(0, '127.0.0.1', () => {
+    const { port } = proxy.address();
+    process.stdout.write(JSON.stringify({ endpoint: `http://127.0.0.1:${port}`,
+                                          s3_endpoint: `http://127.0.0.1:${s3port}` }) + '\n');
+  });
+  process.stdin.resume();
+  process.stdin.on('end', async () => {
+    proxy.close();
+    await server.close();
+    process.exit(0);
+  });
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
