@@ -797,8 +797,16 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
 {
     sigv4_kv q[] = {{"uploads", ""}, {"prefix", o->key}};
     resp r = {0};
-    int rc = verdict(c, request(c, "GET", NULL, q, 2, NULL, 0, NULL, 0, &r),
-                     &r, "list uploads", o->key);
+    int rc = request(c, "GET", NULL, q, 2, NULL, 0, NULL, 0, &r);
+    if (rc == SKIPPR_OK && r.status == 501) {
+        /* Some S3-compatible servers cannot list uploads. */
+        LOG(c, SKIPPR_LOG_DEBUG, "list uploads: not implemented by the "
+            "server; unfinished uploads cannot be aborted (set an "
+            "AbortIncompleteMultipartUpload lifecycle rule)");
+        buf_free(&r.body);
+        return SKIPPR_OK;
+    }
+    rc = verdict(c, rc, &r, "list uploads", o->key);
     if (rc) {
         buf_free(&r.body);
         return rc;
@@ -818,12 +826,13 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
             continue;
         sigv4_kv dq[] = {{"uploadId", id}};
         resp d = {0};
-        rc = verdict(c, request(c, "DELETE", o->key, dq, 1, NULL, 0, NULL, 0,
-                                &d), &d, "abort orphaned upload", o->key);
-        buf_free(&d.body);
-        if (!rc)
+        /* A failed abort leaves storage behind, not wrong data: warn. */
+        if (verdict(c, request(c, "DELETE", o->key, dq, 1, NULL, 0, NULL, 0,
+                               &d), &d, "abort orphaned upload",
+                    o->key) == SKIPPR_OK)
             LOG(c, SKIPPR_LOG_INFO, "aborted an unfinished upload of "
                 "s3://%s/%s left by an earlier attempt", c->bucket, o->key);
+        buf_free(&d.body);
     }
     if (doc)
         xmlFreeDoc(doc);
@@ -992,11 +1001,13 @@ static int sink_check(void *ctx, const skippr_object_info *info)
     snprintf(key, sizeof key, "%s%s%s", c->prefix,
              pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
     resp r = {0};
-    int rc = verdict(c, request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0,
-                                &r), &r, "head", key);
+    int rc = request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0, &r);
+    if (rc == SKIPPR_OK && r.status == 404) {
+        buf_free(&r.body);
+        return SKIPPR_NOENT; /* the usual case: not written yet */
+    }
+    rc = verdict(c, rc, &r, "head", key);
     buf_free(&r.body);
-    if (r.status == 404)
-        return SKIPPR_NOENT;
     if (rc)
         return rc;
     char crc[16];

@@ -58,9 +58,10 @@ class S3Server:
     def reset_stats(self):
         return self._control("/__reset", {})
 
-    def faults(self, rate, kinds, seed=1):
-        return self._control("/__faults", {"rate": rate, "kinds": kinds,
-                                           "seed": seed})
+    def faults(self, rate, kinds, seed=1, complete_error_rate=0):
+        return self._control("/__faults", {
+            "rate": rate, "kinds": kinds, "seed": seed,
+            "complete_error_rate": complete_error_rate})
 
     def upload_tree(self, bucket, root):
         n = 0

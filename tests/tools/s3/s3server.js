@@ -10,8 +10,13 @@
 // Control endpoints on the proxy (not S3 paths):
 //   GET  /__stats            counts by kind, max in flight, faults injected
 //   POST /__reset            zero the counters
-//   POST /__faults  {rate, kinds, seed}   kinds: 503, 500, reset,
-//                   truncate, complete_error; rate 0 turns faults off
+//   POST /__faults  {rate, kinds, seed, complete_error_rate}   kinds: 503,
+//                   500, reset, truncate, complete_error; rate 0 turns
+//                   faults off; complete_error_rate applies to
+//                   CompleteMultipartUpload requests only
+// s3rver implements neither ListMultipartUploads nor AbortMultipartUpload,
+// so the proxy tracks uploads itself (create, complete, abort), answers
+// GET ?uploads and DELETE ?uploadId.
 // Exits when stdin closes, so a test that dies leaves nothing running.
 'use strict';
 const http = require('http');
@@ -34,7 +39,8 @@ let counts = {};
 let inflight = 0;
 let maxInflight = 0;
 let injected = {};
-let faults = { rate: 0, kinds: [], seed: 1 };
+let faults = { rate: 0, kinds: [], seed: 1, complete_error_rate: 0 };
+const uploads = new Map(); // uploadId -> { bucket, key, initiated }
 let rngState = 1;
 
 function rnd() {
@@ -65,6 +71,10 @@ function kindOf(req) {
   return m.toLowerCase();
 }
 
+function escapeXml(s) {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
 function json(res, code, body) {
   const s = JSON.stringify(body);
   res.writeHead(code, { 'content-type': 'application/json',
@@ -85,7 +95,7 @@ async function main() {
   const proxy = http.createServer((req, res) => {
     if (req.url.startsWith('/__stats')) {
       return json(res, 200, { counts, max_inflight: maxInflight, inflight,
-                              injected });
+                              injected, open_uploads: uploads.size });
     }
     if (req.url.startsWith('/__reset')) {
       counts = {}; maxInflight = 0; injected = {};
@@ -95,7 +105,8 @@ async function main() {
       let body = '';
       req.on('data', (d) => { body += d; });
       req.on('end', () => {
-        faults = Object.assign({ rate: 0, kinds: [], seed: 1 }, JSON.parse(body || '{}'));
+        faults = Object.assign({ rate: 0, kinds: [], seed: 1, complete_error_rate: 0 },
+                               JSON.parse(body || '{}'));
         rngState = (faults.seed >>> 0) || 1;
         json(res, 200, faults);
       });
@@ -109,8 +120,46 @@ async function main() {
     const finish = () => { if (!done) { done = true; inflight--; } };
     res.on('close', finish);
 
+    const u = new URL(req.url, 'http://x');
+    const parts = u.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    const bucket = parts[0];
+    const key = parts.slice(1).join('/');
+    if (kind === 'list_uploads') {
+      req.resume();
+      const prefix = u.searchParams.get('prefix') || '';
+      let xml = '<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult>' +
+                `<Bucket>${bucket}</Bucket><IsTruncated>false</IsTruncated>`;
+      for (const [id, up] of uploads) {
+        if (up.bucket !== bucket || !up.key.startsWith(prefix)) continue;
+        xml += `<Upload><Key>${escapeXml(up.key)}</Key><UploadId>${id}</UploadId>` +
+               `<Initiated>${up.initiated}</Initiated></Upload>`;
+      }
+      xml += '</ListMultipartUploadsResult>';
+      res.writeHead(200, { 'content-type': 'application/xml',
+                           'content-length': Buffer.byteLength(xml) });
+      return res.end(xml);
+    }
+
+    if (kind === 'abort_multipart') {
+      // s3rver answers 405 to AbortMultipartUpload: emulate it.
+      req.resume();
+      const id = u.searchParams.get('uploadId');
+      if (!uploads.has(id)) {
+        const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code></Error>';
+        res.writeHead(404, { 'content-type': 'application/xml',
+                             'content-length': Buffer.byteLength(body) });
+        return res.end(body);
+      }
+      uploads.delete(id);
+      res.writeHead(204);
+      return res.end();
+    }
+
     let fault = null;
-    if (faults.rate > 0 && rnd() < faults.rate) {
+    if (kind === 'complete_multipart' && faults.complete_error_rate > 0 &&
+        rnd() < faults.complete_error_rate) {
+      fault = 'complete_error';
+    } else if (faults.rate > 0 && rnd() < faults.rate) {
       const usable = faults.kinds.filter((k) =>
         k !== 'complete_error' || kind === 'complete_multipart');
       if (usable.length) fault = usable[Math.floor(rnd() * usable.length)];
@@ -138,6 +187,18 @@ async function main() {
     const up = http.request({ host: '127.0.0.1', port: s3port, method: req.method,
                               path: req.url, headers: req.headers }, (ur) => {
       res.writeHead(ur.statusCode, ur.headers);
+      const ok = ur.statusCode >= 200 && ur.statusCode < 300;
+      if (ok && kind === 'create_multipart') {
+        let body = '';
+        ur.on('data', (d) => { body += d; });
+        ur.on('end', () => {
+          const m = /<UploadId>([^<]+)<\/UploadId>/.exec(body);
+          if (m) uploads.set(m[1], { bucket, key, initiated: new Date().toISOString() });
+        });
+      }
+      if (ok && (kind === 'complete_multipart' || kind === 'abort_multipart')) {
+        uploads.delete(u.searchParams.get('uploadId'));
+      }
       if (fault === 'truncate') {
         // Send part of the body, then cut the connection.
         let sent = 0;

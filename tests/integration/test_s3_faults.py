@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""S3 under stress, against s3rver behind the fault proxy.
+
+- Multipart: partitions of tens of MiB are written as multipart uploads
+  with 5 MiB parts, byte-equal.
+- Faults: 10% of requests fail (503 SlowDown, 500, connection reset, a body
+  cut in half) and CompleteMultipartUpload answers 200 with an error body;
+  the run still completes with 0 lost and 0 duplicated records.
+- Kills: kill -9 at 30 or more points of an S3 -> S3 run (mid-multipart
+  included), each followed by a restart, leaves exactly-once output, and no
+  multipart upload is left unfinished.
+- A missing bucket is a clear, immediate error.
+"""
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+from s3_test import S3Server
+from skippr_test import (GEN, SKIPPRD, Workspace, check, expected_records,
+                         frame, main)
+
+SINK_PREFIX = "out/"
+
+
+def config(ws, source, part_size="5MiB", extra="", src_extra="",
+           namespace="event_type"):
+    src = ("    S3:\n      s3_bucket: src\n      s3_prefix: ill-just-dump-this-here\n"
+           + src_extra
+           if source == "s3" else
+           "    File:\n      path: %s\n      prefix: ill-just-dump-this-here\n" % ws.inp)
+    text = """skippr:
+  workspace: w
+  skipprd_el_storage_mode: local
+  state_dir: %s
+pipelines:
+  p:
+    type: copy
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    buffer_threshold_seconds: 86400
+%s    transform:
+      namespace_fields: %s
+      batch_time_fields: timestamp
+      batch_time_unit: month
+data_sources:
+  a:
+%sdata_sinks:
+  b:
+    S3:
+      s3_bucket: dst
+      s3_prefix: out
+      part_size: %s
+""" % (ws.state, extra, namespace, src, part_size)
+    with open(ws.config, "w") as f:
+        f.write(text)
+
+
+def run(ws, s3, env=None, check_rc=True):
+    e = dict(os.environ)
+    e.update(s3.env())
+    e.update(env or {})
+    p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c", ws.config],
+                       env=e, capture_output=True, text=True, timeout=600)
+    if check_rc:
+        check(p.returncode == 0, "skipprd failed: %s" % p.stderr[-3000:])
+    return p
+
+
+def output(s3):
+    got = collections.Counter()
+    for key, data in s3.objects("dst", SINK_PREFIX).items():
+        folder = key[len(SINK_PREFIX):].rsplit("/", 1)[0]
+        for raw, _ in frame(data):
+            got[(folder, raw)] += 1
+    return got
+
+
+TRANSFORM = {"namespace_fields": "event_type", "batch_time_fields": "timestamp",
+             "batch_time_unit": "month"}
+
+
+def exact(ws, s3, transform=TRANSFORM):
+    want = expected_records(ws.inp, transform=transform)
+    got = output(s3)
+    lost, extra = want - got, got - want
+    check(not lost and not extra, "%d lost, %d extra of %d" % (
+        sum(lost.values()), sum(extra.values()), sum(want.values())))
+    return sum(want.values())
+
+
+def test_multipart_file_to_bucket():
+    ws = Workspace("s3mp")
+    s3 = S3Server(["dst"])
+    try:
+        ws.generate(objects=8, records=40000, seed=31, plain="")
+        config(ws, "file")
+        s3.reset_stats()
+        run(ws, s3)
+        c = s3.stats()["counts"]
+        check(c.get("create_multipart", 0) >= 3 and
+              c.get("upload_part", 0) > c.get("create_multipart", 0) and
+              c.get("complete_multipart", 0) == c.get("create_multipart", 0),
+              "no multipart uploads: %s" % c)
+        n = exact(ws, s3)
+        print("  %d records; requests %s" % (n, dict(sorted(c.items()))))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_faults_bucket_to_bucket():
+    ws = Workspace("s3faults")
+    s3 = S3Server(["src", "dst"])
+    try:
+        ws.generate(objects=40, records=9000, seed=37)
+        s3.upload_tree("src", ws.inp)
+        config(ws, "s3", extra="    max_object_bytes: 12MiB\n",
+               src_extra="      read_chunk_bytes: 64KiB\n")
+        s3.faults(0.10, ["503", "500", "reset", "truncate"], seed=5,
+                  complete_error_rate=0.3)
+        p = run(ws, s3)
+        st = s3.stats()
+        s3.faults(0, [])
+        inj = st["injected"]
+        check(sum(inj.values()) >= 15 and len(inj) == 5,
+              "too few faults injected: %s (requests %s)" % (inj,
+                                                              st["counts"]))
+        n = exact(ws, s3)
+        print("  %d records exactly once through faults %s; retries logged: "
+              "%d" % (n, inj, p.stderr.count("retrying") +
+                      p.stderr.count("HTTP 5")))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_kill_nine_bucket_to_bucket():
+    seed = int(os.environ.get("SKIPPR_CRASH_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    print("  seed %d" % seed)
+    ws = Workspace("s3kill")
+    s3 = S3Server(["src", "dst"])
+    try:
+        ws.generate(objects=10, records=5000, seed=41)
+        s3.upload_tree("src", ws.inp)
+        # One partition (no record has 'none'), cut into 6 MiB objects:
+        # every object is a two-part multipart upload.
+        config(ws, "s3", extra="    max_object_bytes: 6MiB\n"
+                               "    commit_interval_ms: 0\n",
+               src_extra="      read_chunk_bytes: 256KiB\n", namespace="none")
+        points = {"read": 12, "commit": 6, "seal": 2, "sink_write": 10,
+                  "sink_commit": 2, "done": 2, "gc": 1}
+        # First a kill certainly mid-multipart: the 7th 1 MiB write comes
+        # after the first 5 MiB part was uploaded.
+        s3.reset_stats()
+        p = run(ws, s3, env={"SKIPPR_CRASH": "sink_write:7"}, check_rc=False)
+        check(p.returncode == -signal.SIGKILL, "no mid-multipart kill")
+        check(s3.stats()["open_uploads"] == 1, "no upload left open: %s" %
+              s3.stats())
+        kills, runs, next_id = 1, 1, 10_000_000
+        while kills < 30 and runs < 300:
+            runs += 1
+            if rng.random() < 0.7:
+                # New objects keep every run busy.
+                d = os.path.join(ws.root, "batch%d" % runs)
+                subprocess.run([sys.executable, GEN, d, "--objects", "2",
+                                "--records", str(rng.randrange(500, 3000)),
+                                "--seed", str(rng.randrange(1 << 30)),
+                                "--first-id", str(next_id)], check=True,
+                               stdout=subprocess.DEVNULL)
+                next_id += 10_000_000
+                s3.upload_tree("src", d)
+                subprocess.run(["cp", "-r", d + "/.", ws.inp], check=True)
+            if rng.random() < 0.7:
+                point = rng.choice(sorted(points))
+                env = {"SKIPPR_CRASH": "%s:%d" % (point, rng.randrange(
+                    1, points[point] + 1))}
+                p = run(ws, s3, env=env, check_rc=False)
+                rc, label = p.returncode, env["SKIPPR_CRASH"]
+            else:
+                e = dict(os.environ)
+                e.update(s3.env())
+                proc = subprocess.Popen([SKIPPRD, "sync", "-p", "p", "--once",
+                                         "-c", ws.config], env=e,
+                                        stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+                delay = rng.uniform(0.05, 1.5)
+                time.sleep(delay)
+                proc.send_signal(signal.SIGKILL)
+                _, err = proc.communicate(timeout=60)
+                rc, label = proc.returncode, "after %.2fs" % delay
+                p = subprocess.CompletedProcess([], rc, "", err.decode())
+            if rc == -signal.SIGKILL:
+                kills += 1
+            elif rc != 0:
+                raise AssertionError("run %d (%s) failed: %s" % (
+                    runs, label, p.stderr[-2000:]))
+        check(kills >= 30, "only %d kills" % kills)
+        run(ws, s3)
+        n = exact(ws, s3, dict(TRANSFORM, namespace_fields="none"))
+        uploads = s3.client.list_multipart_uploads(Bucket="dst")
+        check(not uploads.get("Uploads"), "orphaned uploads: %s" %
+              uploads.get("Uploads"))
+        aborted = s3.stats()["counts"].get("abort_multipart", 0)
+        check(aborted >= 1, "the orphaned upload was never aborted")
+        print("  %d kills over %d runs; %d records exactly once; %d "
+              "orphaned uploads aborted, none left" % (kills, runs, n,
+                                                        aborted))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_missing_bucket_is_fatal():
+    ws = Workspace("s3nobucket")
+    s3 = S3Server(["dst"])
+    try:
+        ws.generate(objects=1, records=10, seed=1)
+        config(ws, "s3")
+        start = time.time()
+        p = run(ws, s3, check_rc=False)
+        check(p.returncode == 1 and "NoSuchBucket" in p.stderr and
+              "s3://src/" in p.stderr, p.stderr)
+        check(time.time() - start < 10, "not at once")
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_faults_bucket_to_bucket, test_multipart_file_to_bucket,
+          test_kill_nine_bucket_to_bucket, test_missing_bucket_is_fatal])
