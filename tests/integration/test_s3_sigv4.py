@@ -100,7 +100,7 @@ data_sources:
   a:
     S3:
       s3_bucket: src
-      access_key_id: AKIDSECRETTEST
+      access_key_id: S3RVER
       secret_access_key: %s
       session_token: %s
 data_sinks:
@@ -108,7 +108,7 @@ data_sinks:
     S3:
       s3_bucket: dst
       secret_access_key: ${SK}
-      access_key_id: AKIDSECRETTEST
+      access_key_id: S3RVER
 """ % (ws.state, secret, token)
         with open(ws.config, "w") as f:
             f.write(text)
