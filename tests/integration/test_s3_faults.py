@@ -138,10 +138,10 @@ def test_faults_bucket_to_bucket():
         ws.cleanup()
 
 
-def test_kill_nine_bucket_to_bucket():
+def kill_test(source):
     seed = int(os.environ.get("SKIPPR_CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
-    print("  seed %d" % seed)
+    print("  %s -> bucket, seed %d" % (source, seed))
     ws = Workspace("s3kill")
     s3 = S3Server(["src", "dst"])
     try:
@@ -149,8 +149,8 @@ def test_kill_nine_bucket_to_bucket():
         s3.upload_tree("src", ws.inp)
         # One partition (no record has 'none'), cut into 6 MiB objects:
         # every object is a two-part multipart upload.
-        config(ws, "s3", extra="    max_object_bytes: 6MiB\n"
-                               "    commit_interval_ms: 0\n",
+        config(ws, source, extra="    max_object_bytes: 6MiB\n"
+                                 "    commit_interval_ms: 0\n",
                src_extra="      read_chunk_bytes: 256KiB\n", namespace="none")
         points = {"read": 12, "commit": 6, "seal": 2, "sink_write": 10,
                   "sink_commit": 2, "done": 2, "gc": 1}
@@ -215,6 +215,14 @@ def test_kill_nine_bucket_to_bucket():
         ws.cleanup()
 
 
+def test_kill_nine_bucket_to_bucket():
+    kill_test("s3")
+
+
+def test_kill_nine_file_to_bucket():
+    kill_test("file")
+
+
 def test_missing_bucket_is_fatal():
     ws = Workspace("s3nobucket")
     s3 = S3Server(["dst"])
@@ -233,4 +241,5 @@ def test_missing_bucket_is_fatal():
 
 if __name__ == "__main__":
     main([test_faults_bucket_to_bucket, test_multipart_file_to_bucket,
-          test_kill_nine_bucket_to_bucket, test_missing_bucket_is_fatal])
+          test_kill_nine_bucket_to_bucket, test_kill_nine_file_to_bucket,
+          test_missing_bucket_is_fatal])
