@@ -960,6 +960,20 @@ static int copy_pass(engine *e)
             return rc;
         }
         int more = e->ntodo >= LIST_BATCH;
+        if (ops->prefetch && e->ntodo) {
+            /* Let the source start fetching the whole batch. */
+            skippr_unit *units = sk_calloc(e->ntodo, sizeof *units);
+            if (!units)
+                return SKIPPR_NOMEM;
+            for (size_t i = 0; i < e->ntodo; i++)
+                units[i] = (skippr_unit){e->todo[i].id, e->todo[i].version,
+                                         e->todo[i].size};
+            rc = ops->prefetch(e->src->ctx, units, e->ntodo);
+            sk_free(units);
+            if (rc)
+                sk_warn("%s: prefetch failed (%s); reading one unit at a time",
+                        e->src->label, skippr_status_str(rc));
+        }
         for (size_t i = 0; i < e->ntodo; i++) {
             if ((rc = process_unit(e, &e->todo[i])))
                 return rc;

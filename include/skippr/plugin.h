@@ -160,6 +160,13 @@ typedef struct skippr_source_ops {
     int (*ack)(void *ctx, const char *unit, int64_t position);
     /* Resume a unit after restart: the next message wanted is position+1. */
     int (*seek)(void *ctx, const char *unit, int64_t position);
+
+    /* Optional (may be NULL), listable sources. A hint: these units will be
+     * opened next, in this order. A plugin may start fetching them (within
+     * its own memory bound) so that many requests are in flight; open()
+     * must work the same whether or not a unit was hinted. The array and
+     * its strings are borrowed for the call. */
+    int (*prefetch)(void *ctx, const skippr_unit *units, size_t n);
 } skippr_source_ops;
 
 /* ------------------------------------------------------------------------ */

@@ -27,6 +27,7 @@
  */
 #include <ctype.h>
 #include <curl/curl.h>
+#include <pthread.h>
 #include <errno.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
@@ -55,6 +56,9 @@ typedef struct s3_ctx {
     char *r_region, *r_endpoint, *r_ak, *r_sk, *r_token;
     int path_style;
     CURL *curl;
+    /* source: fetching ahead on an I/O thread */
+    int64_t concurrency, prefetch_bytes;
+    struct prefetcher *pf;
 } s3_ctx;
 
 #define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
@@ -98,6 +102,10 @@ static const skippr_option source_options[] = {
         "List only keys after this one."),
     OPT("read_chunk_bytes", SKIPPR_OPT_INT, "8MiB", 0, read_chunk_bytes,
         "Bytes per ranged GET."),
+    OPT("concurrency", SKIPPR_OPT_INT, "64", 0, concurrency,
+        "GETs in flight at once while fetching ahead (1 to 4096)."),
+    OPT("prefetch_bytes", SKIPPR_OPT_INT, "256MiB", 0, prefetch_bytes,
+        "Memory for objects fetched ahead; more waits (backpressure)."),
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static const skippr_option sink_options[] = {
@@ -268,17 +276,15 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
     return len;
 }
 
-/* One signed request. key NULL addresses the bucket. hdrs are extra
- * headers (signed too). Returns SKIPPR_OK with r->status set when the
- * server answered, SKIPPR_RETRY on a transport failure. */
-static int request(s3_ctx *c, const char *method, const char *key,
+/* Build the URL and signed header list of a request. key NULL addresses
+ * the bucket. hdrs are extra headers (signed too). On success the caller
+ * owns *list (curl_slist_free_all). Thread-safe: reads c only. */
+static int prepare(const s3_ctx *c, const char *method, const char *key,
                    const sigv4_kv *query, size_t nq, const void *body,
-                   size_t blen, const sigv4_kv *hdrs, size_t nh, resp *r)
+                   size_t blen, const sigv4_kv *hdrs, size_t nh, char *url,
+                   size_t url_cap, struct curl_slist **list)
 {
-    memset(r, 0, sizeof *r);
-    r->body.max = MAX_BODY;
-    char path[4096], url[8192], host[512], enc[4096];
-    /* Path and host for the two addressing styles. */
+    char path[4096], host[512], enc[4096];
     const char *scheme_end = strstr(c->r_endpoint, "://");
     const char *hostpart = scheme_end ? scheme_end + 3 : c->r_endpoint;
     char scheme[16];
@@ -297,15 +303,15 @@ static int request(s3_ctx *c, const char *method, const char *key,
     host[strcspn(host, "/")] = '\0';
     if (sigv4_uri_encode(path, 1, enc, sizeof enc) < 0)
         return SKIPPR_FATAL;
-    int n = snprintf(url, sizeof url, "%s://%s%s", scheme, host, enc);
-    for (size_t i = 0; i < nq && n > 0 && (size_t)n < sizeof url; i++) {
+    int n = snprintf(url, url_cap, "%s://%s%s", scheme, host, enc);
+    for (size_t i = 0; i < nq && n > 0 && (size_t)n < url_cap; i++) {
         char k[512], v[2048];
         sigv4_uri_encode(query[i].key, 0, k, sizeof k);
         sigv4_uri_encode(query[i].value, 0, v, sizeof v);
-        n += snprintf(url + n, sizeof url - (size_t)n, "%c%s=%s",
-                      i ? '&' : '?', k, v);
+        n += snprintf(url + n, url_cap - (size_t)n, "%c%s=%s", i ? '&' : '?',
+                      k, v);
     }
-    if (n <= 0 || (size_t)n >= sizeof url)
+    if (n <= 0 || (size_t)n >= url_cap)
         return SKIPPR_FATAL;
 
     char date[17], payload[65], auth[1024];
@@ -324,18 +330,24 @@ static int request(s3_ctx *c, const char *method, const char *key,
                         c->r_region, "s3", c->r_ak, c->r_sk};
     if (sigv4_authorization(&sr, auth, sizeof auth) != 0)
         return SKIPPR_FATAL;
-
-    struct curl_slist *list = NULL;
+    struct curl_slist *l = NULL;
     char line[4200];
     for (size_t i = 1; i < ns; i++) { /* curl sets Host itself */
         snprintf(line, sizeof line, "%s: %s", sh[i].key, sh[i].value);
-        list = curl_slist_append(list, line);
+        l = curl_slist_append(l, line);
     }
     snprintf(line, sizeof line, "Authorization: %s", auth);
-    list = curl_slist_append(list, line);
-    list = curl_slist_append(list, "Expect:");
+    l = curl_slist_append(l, line);
+    l = curl_slist_append(l, "Expect:");
+    OPENSSL_cleanse(auth, sizeof auth);
+    *list = l;
+    return SKIPPR_OK;
+}
 
-    CURL *h = c->curl;
+/* Options shared by every transfer. */
+static void easy_setup(const s3_ctx *c, CURL *h, const char *url,
+                       struct curl_slist *list, resp *r)
+{
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
@@ -350,6 +362,25 @@ static int request(s3_ctx *c, const char *method, const char *key,
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, c->verify_tls ? 2L : 0L);
     if (c->ca_bundle)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+}
+
+/* One signed request on the instance's handle (connection reused).
+ * Returns SKIPPR_OK with r->status set when the server answered,
+ * SKIPPR_RETRY on a transport failure. */
+static int request(s3_ctx *c, const char *method, const char *key,
+                   const sigv4_kv *query, size_t nq, const void *body,
+                   size_t blen, const sigv4_kv *hdrs, size_t nh, resp *r)
+{
+    memset(r, 0, sizeof *r);
+    r->body.max = MAX_BODY;
+    char url[8192];
+    struct curl_slist *list = NULL;
+    int rc = prepare(c, method, key, query, nq, body, blen, hdrs, nh, url,
+                     sizeof url, &list);
+    if (rc)
+        return rc;
+    CURL *h = c->curl;
+    easy_setup(c, h, url, list, r);
     if (strcmp(method, "HEAD") == 0) {
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (strcmp(method, "GET") != 0) {
@@ -499,6 +530,14 @@ static int init(void *ctx, const skippr_host *host)
         c->read_chunk_bytes = 4096;
     if (c->max_attempts < 1)
         c->max_attempts = 1;
+    if (c->concurrency == 0)
+        c->concurrency = 64; /* sinks do not declare the option */
+    if (c->concurrency < 1 || c->concurrency > 4096) {
+        LOG(c, SKIPPR_LOG_ERROR, "concurrency must be 1 to 4096");
+        return SKIPPR_INVAL;
+    }
+    if (c->prefetch_bytes < (1 << 20))
+        c->prefetch_bytes = 1 << 20;
     c->curl = curl_easy_init();
     if (!c->curl)
         return SKIPPR_NOMEM;
@@ -508,9 +547,12 @@ static int init(void *ctx, const skippr_host *host)
     return SKIPPR_OK;
 }
 
+static void pf_stop(s3_ctx *c);
+
 static void destroy(void *ctx)
 {
     s3_ctx *c = ctx;
+    pf_stop(c);
     if (c->curl)
         curl_easy_cleanup(c->curl);
     free(c->r_region);
@@ -520,6 +562,302 @@ static void destroy(void *ctx)
     free(c->r_ak);
     free(c->r_sk);
     free(c->r_token);
+}
+
+/* ---- fetching ahead --------------------------------------------------------
+ *
+ * prefetch() queues the units the engine will open next. One I/O thread
+ * drives a curl multi handle: it keeps up to `concurrency` GETs in flight,
+ * each for the first chunk of one object, as long as the chunks started but
+ * not yet consumed fit in `prefetch_bytes` (beyond that it waits: that is
+ * the backpressure). open() takes a unit's fetched chunk; the rest of a
+ * large object is read with ranged GETs as before. Only the I/O thread
+ * touches the multi and easy handles; items move between threads under
+ * the mutex.
+ */
+typedef struct pf_item {
+    char *key, *etag;
+    int64_t size, len; /* object size; bytes asked for */
+    resp r;
+    int attempts;
+    int state;     /* 0 queued, 1 in flight, 2 finished */
+    int abandoned; /* closed before it finished: the thread frees it */
+    int taken;     /* opened: out of the queue, never restarted */
+    int64_t retry_at; /* monotonic ms before which it is not restarted */
+    int ok;        /* finished with the wanted bytes */
+    CURL *easy;
+    struct curl_slist *hdrs;
+    char *url;
+    struct pf_item *next;
+} pf_item;
+
+typedef struct prefetcher {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    CURLM *multi;
+    pf_item *head, *tail; /* not yet opened, in open order */
+    int running;
+    int64_t reserved; /* bytes of started, not yet consumed items */
+    int stop;
+    int max_inflight;
+} prefetcher;
+
+static void item_free(pf_item *it)
+{
+    if (!it)
+        return;
+    buf_free(&it->r.body);
+    curl_slist_free_all(it->hdrs);
+    free(it->url);
+    free(it->key);
+    free(it->etag);
+    free(it);
+}
+
+/* Start one transfer; called by the I/O thread with the lock held. */
+static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
+{
+    char url[8192], range[64], ifm[300];
+    snprintf(range, sizeof range, "bytes=0-%lld", (long long)it->len - 1);
+    snprintf(ifm, sizeof ifm, "\"%s\"", it->etag);
+    sigv4_kv h[2] = {{"range", range}, {"if-match", ifm}};
+    curl_slist_free_all(it->hdrs);
+    it->hdrs = NULL;
+    buf_free(&it->r.body);
+    memset(&it->r, 0, sizeof it->r);
+    it->r.body.max = (size_t)it->len;
+    if (prepare(c, "GET", it->key, NULL, 0, NULL, 0, h, *it->etag ? 2 : 1,
+                url, sizeof url, &it->hdrs) != SKIPPR_OK ||
+        !(it->easy = it->easy ? it->easy : curl_easy_init())) {
+        it->state = 2;
+        it->ok = 0;
+        return;
+    }
+    easy_setup(c, it->easy, url, it->hdrs, &it->r);
+    curl_easy_setopt(it->easy, CURLOPT_PRIVATE, it);
+    curl_multi_add_handle(pf->multi, it->easy);
+    it->state = 1;
+    it->attempts++;
+    pf->running++;
+    if (pf->running > pf->max_inflight)
+        pf->max_inflight = pf->running;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *pf_main(void *arg)
+{
+    s3_ctx *c = arg;
+    prefetcher *pf = c->pf;
+    pthread_mutex_lock(&pf->mu);
+    while (!pf->stop) {
+        /* Start, in open order, what the bounds allow. */
+        int64_t now = now_ms();
+        for (pf_item *it = pf->head; it && pf->running < c->concurrency;
+             it = it->next) {
+            if (it->state != 0 || it->retry_at > now)
+                continue;
+            if (pf->reserved > 0 && pf->reserved + it->len > c->prefetch_bytes)
+                break; /* backpressure: wait for the engine to consume */
+            pf->reserved += it->len;
+            pf_start(c, pf, it);
+        }
+        if (pf->running == 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&pf->mu);
+        int still = 0;
+        curl_multi_perform(pf->multi, &still);
+        curl_multi_poll(pf->multi, NULL, 0, 20, NULL);
+        curl_multi_perform(pf->multi, &still);
+        pthread_mutex_lock(&pf->mu);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(pf->multi, &left))) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            pf_item *it = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
+            CURLcode cc = m->data.result;
+            curl_multi_remove_handle(pf->multi, it->easy);
+            pf->running--;
+            curl_easy_getinfo(it->easy, CURLINFO_RESPONSE_CODE, &it->r.status);
+            it->ok = cc == CURLE_OK && it->r.status / 100 == 2 &&
+                     (int64_t)it->r.body.n == it->len;
+            int transient = cc != CURLE_OK || it->r.status >= 500 ||
+                            it->r.status == 429 ||
+                            (it->r.status / 100 == 2 && !it->ok);
+            if (it->abandoned) {
+                pf->reserved -= it->len;
+                curl_easy_cleanup(it->easy);
+                it->easy = NULL;
+                item_free(it);
+            } else if (!it->ok && transient && !it->taken &&
+                       it->attempts < c->max_attempts) {
+                /* Queue it again, after a backoff with jitter. */
+                long ms = 100L << (it->attempts < 6 ? it->attempts : 6);
+                it->retry_at = now_ms() + ms / 2 + rand() % (ms / 2 + 1);
+                it->state = 0;
+                pf->reserved -= it->len;
+            } else {
+                it->state = 2; /* done, or given up: open() falls back */
+            }
+        }
+        pthread_cond_broadcast(&pf->cv);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
+static int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
+{
+    s3_ctx *c = ctx;
+    if (!c->pf) {
+        prefetcher *pf = calloc(1, sizeof *pf);
+        if (!pf || !(pf->multi = curl_multi_init())) {
+            free(pf);
+            return SKIPPR_NOMEM;
+        }
+        curl_multi_setopt(pf->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                          (long)c->concurrency);
+        pthread_mutex_init(&pf->mu, NULL);
+        pthread_cond_init(&pf->cv, NULL);
+        c->pf = pf;
+        if (pthread_create(&pf->thread, NULL, pf_main, c) != 0) {
+            curl_multi_cleanup(pf->multi);
+            pthread_mutex_destroy(&pf->mu);
+            pthread_cond_destroy(&pf->cv);
+            free(pf);
+            c->pf = NULL;
+            return SKIPPR_NOMEM;
+        }
+    }
+    prefetcher *pf = c->pf;
+    int64_t chunk = c->prefetch_bytes / c->concurrency;
+    if (chunk > c->read_chunk_bytes)
+        chunk = c->read_chunk_bytes;
+    if (chunk < 65536)
+        chunk = 65536;
+    pthread_mutex_lock(&pf->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (units[i].size <= 0)
+            continue; /* nothing to fetch */
+        pf_item *it = calloc(1, sizeof *it);
+        if (!it || !(it->key = strdup(units[i].id)) ||
+            !(it->etag = strdup(units[i].version ? units[i].version : ""))) {
+            item_free(it);
+            break;
+        }
+        it->size = units[i].size;
+        it->len = it->size < chunk ? it->size : chunk;
+        if (pf->tail)
+            pf->tail->next = it;
+        else
+            pf->head = it;
+        pf->tail = it;
+    }
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    return SKIPPR_OK;
+}
+
+/* Drop one item no longer wanted; lock held. */
+static void pf_drop_locked(prefetcher *pf, pf_item *it)
+{
+    if (it->state == 1) {
+        it->abandoned = 1; /* the I/O thread frees it when it finishes */
+        return;
+    }
+    if (it->state == 2)
+        pf->reserved -= it->len;
+    if (it->easy)
+        curl_easy_cleanup(it->easy);
+    item_free(it);
+}
+
+/* Take the fetched-ahead item for key out of the queue (NULL if none).
+ * Items queued before it were skipped by the engine: they are dropped, so
+ * they cannot hold the memory budget. */
+static pf_item *pf_take(s3_ctx *c, const char *key)
+{
+    prefetcher *pf = c->pf;
+    if (!pf)
+        return NULL;
+    pthread_mutex_lock(&pf->mu);
+    pf_item *it = pf->head;
+    while (it && strcmp(it->key, key) != 0)
+        it = it->next;
+    if (it) {
+        while (pf->head != it) {
+            pf_item *skip = pf->head;
+            pf->head = skip->next;
+            pf_drop_locked(pf, skip);
+        }
+        pf->head = it->next;
+        if (pf->tail == it)
+            pf->tail = NULL;
+        it->next = NULL;
+        it->taken = 1;
+        if (it->state == 0) {
+            /* Not started (or waiting to retry): read it directly. */
+            pf_drop_locked(pf, it);
+            it = NULL;
+        }
+    }
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    return it;
+}
+
+/* Give an item back to the thread or free it; it is no longer wanted. */
+static void pf_release(s3_ctx *c, pf_item *it)
+{
+    prefetcher *pf = c->pf;
+    pthread_mutex_lock(&pf->mu);
+    pf_drop_locked(pf, it);
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+}
+
+static void pf_stop(s3_ctx *c)
+{
+    prefetcher *pf = c->pf;
+    if (!pf)
+        return;
+    pthread_mutex_lock(&pf->mu);
+    pf->stop = 1;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    pthread_join(pf->thread, NULL);
+    c->host->log(c->host, SKIPPR_LOG_DEBUG, "fetch-ahead: at most %d GETs "
+                 "were in flight", pf->max_inflight);
+    for (pf_item *it = pf->head, *n; it; it = n) {
+        n = it->next;
+        if (it->easy) {
+            curl_multi_remove_handle(pf->multi, it->easy);
+            curl_easy_cleanup(it->easy);
+        }
+        item_free(it);
+    }
+    curl_multi_cleanup(pf->multi);
+    pthread_mutex_destroy(&pf->mu);
+    pthread_cond_destroy(&pf->cv);
+    free(pf);
+    c->pf = NULL;
 }
 
 /* ---- source -------------------------------------------------------------- */
@@ -622,12 +960,13 @@ typedef struct s3_stream {
     int64_t pos, size;
     buf chunk;
     size_t chunk_off;
+    pf_item *ahead; /* first chunk fetched ahead, if any */
 } s3_stream;
 
 static int src_open(void *ctx, const skippr_unit *u, int64_t offset,
                     void **stream)
 {
-    (void)ctx;
+    s3_ctx *c = ctx;
     s3_stream *s = calloc(1, sizeof *s);
     if (!s)
         return SKIPPR_NOMEM;
@@ -640,6 +979,11 @@ static int src_open(void *ctx, const skippr_unit *u, int64_t offset,
         free(s->etag);
         free(s);
         return SKIPPR_NOMEM;
+    }
+    s->ahead = pf_take(c, u->id);
+    if (s->ahead && (offset > 0 || strcmp(s->ahead->etag, s->etag) != 0)) {
+        pf_release(c, s->ahead); /* resumed or changed: read directly */
+        s->ahead = NULL;
     }
     *stream = s;
     return SKIPPR_OK;
@@ -699,6 +1043,23 @@ static int src_read(void *ctx, void *stream, void *out, size_t cap,
     s3_ctx *c = ctx;
     s3_stream *s = stream;
     *n_out = 0;
+    if (s->ahead) {
+        /* Wait for the chunk fetched ahead; if it failed, read directly. */
+        prefetcher *pf = c->pf;
+        pf_item *it = s->ahead;
+        pthread_mutex_lock(&pf->mu);
+        while (it->state != 2)
+            pthread_cond_wait(&pf->cv, &pf->mu);
+        pthread_mutex_unlock(&pf->mu);
+        if (it->ok) {
+            buf_free(&s->chunk);
+            s->chunk = it->r.body;
+            memset(&it->r.body, 0, sizeof it->r.body);
+            s->chunk_off = 0;
+        }
+        pf_release(c, it);
+        s->ahead = NULL;
+    }
     if (s->chunk_off == s->chunk.n) {
         if (s->size >= 0 && s->pos >= s->size)
             return SKIPPR_OK; /* end of unit */
@@ -719,10 +1080,11 @@ static int src_read(void *ctx, void *stream, void *out, size_t cap,
 
 static void src_close(void *ctx, void *stream)
 {
-    (void)ctx;
     s3_stream *s = stream;
     if (!s)
         return;
+    if (s->ahead)
+        pf_release(ctx, s->ahead);
     buf_free(&s->chunk);
     free(s->key);
     free(s->etag);
@@ -1027,6 +1389,7 @@ static const skippr_source_ops source = {
     .open = src_open,
     .read = src_read,
     .close = src_close,
+    .prefetch = src_prefetch,
 };
 
 static const skippr_sink_ops sink = {

@@ -1,8 +1,10 @@
 """The S3 test server for integration tests: s3rver behind the counting,
 fault-injecting proxy in tests/tools/s3/s3server.js, on 127.0.0.1 and an
 ephemeral port, started and stopped by the test."""
+import concurrent.futures
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import urllib.request
@@ -17,6 +19,13 @@ ACCESS_KEY = "S3RVER"
 SECRET_KEY = "S3RVER"
 
 
+def _more_files():
+    # s3rver opens every object's metadata at once when listing; with
+    # thousands of objects the default 1024 descriptors run out.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 class S3Server:
     def __init__(self, buckets):
         self.dir = tempfile.mkdtemp(prefix="skippr-s3rver-")
@@ -24,9 +33,13 @@ class S3Server:
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TOOLS,
                            check=True, stdout=subprocess.DEVNULL)
         self.proc = subprocess.Popen(
-            ["node", os.path.join(TOOLS, "s3server.js"), "--dir", self.dir,
+            # s3rver makes continuation tokens with a cipher that OpenSSL 3
+            # keeps in its legacy provider.
+            ["node", "--openssl-legacy-provider",
+             os.path.join(TOOLS, "s3server.js"), "--dir", self.dir,
              "--buckets", ",".join(buckets)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            preexec_fn=_more_files)
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError("s3 test server did not start")
@@ -64,15 +77,17 @@ class S3Server:
             "complete_error_rate": complete_error_rate})
 
     def upload_tree(self, bucket, root):
-        n = 0
-        for dirpath, _, files in os.walk(root):
-            for fn in files:
-                path = os.path.join(dirpath, fn)
-                key = os.path.relpath(path, root)
-                with open(path, "rb") as f:
-                    self.client.put_object(Bucket=bucket, Key=key, Body=f.read())
-                n += 1
-        return n
+        paths = [os.path.join(d, fn) for d, _, files in os.walk(root)
+                 for fn in files]
+
+        def put(path):
+            with open(path, "rb") as f:
+                self.client.put_object(Bucket=bucket,
+                                       Key=os.path.relpath(path, root),
+                                       Body=f.read())
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(put, paths))
+        return len(paths)
 
     def objects(self, bucket, prefix=""):
         """{key: bytes} of every object under prefix, read with boto3."""

@@ -86,7 +86,7 @@ async function main() {
   const server = new S3rver({
     address: '127.0.0.1',
     port: 0,
-    silent: true,
+    silent: !process.env.S3RVER_VERBOSE,
     directory: path.resolve(dir),
     configureBuckets: buckets.map((name) => ({ name })),
   });
