@@ -134,5 +134,52 @@ data_sinks:
         ws.cleanup()
 
 
+def test_profiles_and_403():
+    """Credentials from the shared files, chosen by AWS_PROFILE; the wrong
+    profile's key is refused by the server (403), which is fatal at once
+    and names the bucket."""
+    ws = Workspace("profiles")
+    s3 = S3Server(["src", "dst"])
+    try:
+        ws.generate(objects=2, records=20, seed=4)
+        s3.upload_tree("src", ws.inp)
+        creds = os.path.join(ws.root, "credentials")
+        cfg = os.path.join(ws.root, "config")
+        with open(creds, "w") as f:
+            f.write("[default]\naws_access_key_id = WRONGKEY\n"
+                    "aws_secret_access_key = x\n\n"
+                    "[migration]\naws_access_key_id = S3RVER\n"
+                    "aws_secret_access_key = S3RVER\n")
+        with open(cfg, "w") as f:
+            f.write("[profile migration]\nregion = eu-west-1\n")
+        with open(ws.config, "w") as f:
+            f.write("skippr:\n  state_dir: %s\npipelines:\n  p:\n"
+                    "    data_source: data_sources.a\n"
+                    "    data_sink: data_sinks.b\ndata_sources:\n  a:\n"
+                    "    S3:\n      s3_bucket: src\ndata_sinks:\n  b:\n"
+                    "    S3:\n      s3_bucket: dst\n" % ws.state)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update({"AWS_ENDPOINT_URL": s3.endpoint,
+                    "AWS_SHARED_CREDENTIALS_FILE": creds,
+                    "AWS_CONFIG_FILE": cfg})
+        p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
+                            ws.config], env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 1 and "HTTP 403" in p.stderr and
+              "s3://src/" in p.stderr, "default profile: %s" % p.stderr)
+        env["AWS_PROFILE"] = "migration"
+        p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
+                            ws.config, "-vv"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 0 and "done: 2 units copied" in p.stderr,
+              p.stderr[-2000:])
+        check("region eu-west-1" in p.stderr, "region not from the config "
+              "file's profile")
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_matches_botocore_with_session_token, test_secrets_never_logged])
+    main([test_matches_botocore_with_session_token, test_secrets_never_logged,
+          test_profiles_and_403])
