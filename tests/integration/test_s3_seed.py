@@ -9,6 +9,7 @@ counts requests); one new object dropped in is the only one read.
 """
 import collections
 import os
+import re
 import subprocess
 import sys
 
@@ -60,6 +61,16 @@ def sync(ws, s3):
     return p
 
 
+def crc32c(data):
+    """CRC32C (Castagnoli), bit by bit: small objects only."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
 def output_records(s3):
     got = collections.Counter()
     for key, data in s3.objects("your-output-bucket", SINK_PREFIX).items():
@@ -89,6 +100,17 @@ def test_seed_walkthrough_bucket_to_bucket():
             sum(lost.values()), sum(extra.values()), sum(want.values())))
         check(first.get("get", 0) == n_obj, "GETs %s for %d objects" % (
             first, n_obj))
+        # Each object carries its slice id and CRC32C in its metadata.
+        key = sorted(s3.objects("your-output-bucket", SINK_PREFIX))[0]
+        head = s3.client.head_object(Bucket="your-output-bucket", Key=key)
+        body = s3.client.get_object(Bucket="your-output-bucket",
+                                    Key=key)["Body"].read()
+        meta = head["Metadata"]
+        check(re.match(r"^[0-9a-f]{16}-[0-9]{10}$", meta.get("skippr-slice", ""))
+              and key.endswith("apply-%s.jsonl" % meta["skippr-slice"]),
+              "slice id metadata: %s for %s" % (meta, key))
+        check(meta.get("skippr-crc32c") == "%08x" % crc32c(body),
+              "crc32c metadata %s does not match the body" % meta)
         print("  %d records from %d objects, byte-equal; requests: %s" % (
             sum(want.values()), n_obj, dict(sorted(first.items()))))
 
