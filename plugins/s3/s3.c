@@ -57,7 +57,7 @@ typedef struct s3_ctx {
     int path_style;
     CURL *curl;
     /* source: fetching ahead on an I/O thread */
-    int64_t concurrency, prefetch_bytes;
+    int64_t concurrency, prefetch_bytes, list_concurrency;
     struct prefetcher *pf;
 } s3_ctx;
 
@@ -106,6 +106,9 @@ static const skippr_option source_options[] = {
         "GETs in flight at once while fetching ahead (1 to 4096)."),
     OPT("prefetch_bytes", SKIPPR_OPT_INT, "256MiB", 0, prefetch_bytes,
         "Memory for objects fetched ahead; more waits (backpressure)."),
+    OPT("list_concurrency", SKIPPR_OPT_INT, "32", 0, list_concurrency,
+        "Sub-prefixes (found with Delimiter '/') listed at once; 1 lists "
+        "one page after another."),
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static const skippr_option sink_options[] = {
@@ -878,17 +881,16 @@ static const char *child_text(xmlNode *n, const char *name, char *out,
     return NULL;
 }
 
-static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
-                    void *cb_data)
+/* List one prefix, one page after another. */
+static int list_serial(s3_ctx *c, const char *prefix, const char *after,
+                       skippr_unit_cb cb, void *cb_data)
 {
-    s3_ctx *c = ctx;
     char token[2048] = "";
-    const char *after = start_after ? start_after : c->start_after;
     for (;;) {
         sigv4_kv q[4];
         size_t nq = 0;
         q[nq++] = (sigv4_kv){"list-type", "2"};
-        q[nq++] = (sigv4_kv){"prefix", c->prefix ? c->prefix : ""};
+        q[nq++] = (sigv4_kv){"prefix", prefix};
         if (*token)
             q[nq++] = (sigv4_kv){"continuation-token", token};
         else if (after)
@@ -952,6 +954,372 @@ static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
         if (stop || strcmp(trunc, "true") != 0 || !*token)
             return SKIPPR_OK;
     }
+}
+
+/* ---- parallel listing ----------------------------------------------------
+ *
+ * A huge prefix is listed by many requests at once: a listing with
+ * Delimiter '/' finds the sub-prefixes (descending while a level has only
+ * one, as in year/month/day layouts), then the sub-prefixes are listed
+ * concurrently in waves of list_concurrency, each one page after another,
+ * and their keys are reported in order. start_after skips whole
+ * sub-prefixes below it, so later batches do not re-list what was
+ * reported. A server whose Delimiter answer is empty gets the plain,
+ * serial listing instead, so nothing can be skipped by a server that
+ * ignores delimiters.
+ */
+typedef struct lentry {
+    char *key, *etag;
+    int64_t size;
+} lentry;
+
+typedef struct lprefix {
+    char *prefix;
+    char token[2048];
+    int attempts;
+    lentry *v;
+    size_t n, cap;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    resp r;
+} lprefix;
+
+static int lentry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const lentry *)a)->key, ((const lentry *)b)->key);
+}
+
+static int lentry_push(lentry **v, size_t *n, size_t *cap, const char *key,
+                       const char *etag, int64_t size)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        lentry *nv = realloc(*v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        *v = nv;
+        *cap = nc;
+    }
+    lentry *e = &(*v)[*n];
+    e->key = strdup(key);
+    e->etag = strdup(etag);
+    e->size = size;
+    if (!e->key || !e->etag) {
+        free(e->key);
+        free(e->etag);
+        return -1;
+    }
+    (*n)++;
+    return 0;
+}
+
+static void lentries_free(lentry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].key);
+        free(v[i].etag);
+    }
+    free(v);
+}
+
+/* Parse one ListObjectsV2 page: Contents into v, CommonPrefixes into cps
+ * (when cps is not NULL). Returns 0, or -1 on bad XML or no memory. */
+static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
+                      char ***cps, size_t *ncp, char *token, size_t tcap,
+                      int *truncated)
+{
+    xmlDoc *doc = xmlReadMemory(body->p ? body->p : "", (int)body->n, NULL,
+                                NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
+    if (!doc)
+        return -1;
+    xmlNode *root = xmlDocGetRootElement(doc);
+    int rc = 0;
+    for (xmlNode *k = root ? root->children : NULL; k && !rc; k = k->next) {
+        if (k->type != XML_ELEMENT_NODE)
+            continue;
+        char key[2048], etag[256], size[32];
+        if (strcmp((const char *)k->name, "Contents") == 0) {
+            child_text(k, "Key", key, sizeof key);
+            child_text(k, "ETag", etag, sizeof etag);
+            child_text(k, "Size", size, sizeof size);
+            size_t kl = strlen(key);
+            if (kl && key[kl - 1] == '/' && atoll(size) == 0)
+                continue; /* a "folder" marker */
+            char *e = etag;
+            size_t el = strlen(e);
+            if (el >= 2 && e[0] == '"' && e[el - 1] == '"') {
+                e[el - 1] = '\0';
+                e++;
+            }
+            rc = lentry_push(v, n, cap, key, e, atoll(size));
+        } else if (cps &&
+                   strcmp((const char *)k->name, "CommonPrefixes") == 0) {
+            child_text(k, "Prefix", key, sizeof key);
+            char **np = realloc(*cps, (*ncp + 1) * sizeof *np);
+            if (!np) {
+                rc = -1;
+                break;
+            }
+            *cps = np;
+            if (!(np[*ncp] = strdup(key))) {
+                rc = -1;
+                break;
+            }
+            (*ncp)++;
+        }
+    }
+    char trunc[16] = "";
+    token[0] = '\0';
+    if (root) {
+        child_text(root, "IsTruncated", trunc, sizeof trunc);
+        child_text(root, "NextContinuationToken", token, tcap);
+    }
+    *truncated = strcmp(trunc, "true") == 0 && *token;
+    xmlFreeDoc(doc);
+    return rc;
+}
+
+/* One level of a delimiter listing: sub-prefixes and direct objects. */
+static int list_level(s3_ctx *c, const char *prefix, char ***cps, size_t *ncp,
+                      lentry **v, size_t *n, size_t *cap)
+{
+    char token[2048] = "";
+    for (;;) {
+        sigv4_kv q[4];
+        size_t nq = 0;
+        q[nq++] = (sigv4_kv){"list-type", "2"};
+        q[nq++] = (sigv4_kv){"prefix", prefix};
+        q[nq++] = (sigv4_kv){"delimiter", "/"};
+        if (*token)
+            q[nq++] = (sigv4_kv){"continuation-token", token};
+        resp r = {0};
+        int rc = SKIPPR_RETRY;
+        for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
+            if (a) {
+                buf_free(&r.body);
+                backoff(a);
+            }
+            rc = verdict(c, request(c, "GET", NULL, q, nq, NULL, 0, NULL, 0,
+                                    &r), &r, "list", prefix);
+        }
+        int truncated = 0;
+        if (!rc && parse_page(&r.body, v, n, cap, cps, ncp, token,
+                              sizeof token, &truncated))
+            rc = SKIPPR_FATAL;
+        buf_free(&r.body);
+        if (rc)
+            return SKIPPR_FATAL;
+        if (!truncated)
+            return SKIPPR_OK;
+    }
+}
+
+static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
+{
+    sigv4_kv q[3];
+    size_t nq = 0;
+    q[nq++] = (sigv4_kv){"list-type", "2"};
+    q[nq++] = (sigv4_kv){"prefix", lp->prefix};
+    if (*lp->token)
+        q[nq++] = (sigv4_kv){"continuation-token", lp->token};
+    char url[8192];
+    curl_slist_free_all(lp->hdrs);
+    lp->hdrs = NULL;
+    buf_free(&lp->r.body);
+    memset(&lp->r, 0, sizeof lp->r);
+    lp->r.body.max = MAX_BODY;
+    lp->attempts++;
+    if (prepare(c, "GET", NULL, q, nq, NULL, 0, NULL, 0, url, sizeof url,
+                &lp->hdrs) != SKIPPR_OK ||
+        !(lp->easy = lp->easy ? lp->easy : curl_easy_init()))
+        return;
+    easy_setup(c, lp->easy, url, lp->hdrs, &lp->r);
+    curl_easy_setopt(lp->easy, CURLOPT_PRIVATE, lp);
+    curl_multi_add_handle(m, lp->easy);
+}
+
+/* List a wave of prefixes concurrently, each to its end. */
+static int list_wave(s3_ctx *c, lprefix *w, size_t n)
+{
+    CURLM *m = curl_multi_init();
+    if (!m)
+        return SKIPPR_NOMEM;
+    int rc = SKIPPR_OK;
+    size_t left = n;
+    for (size_t i = 0; i < n; i++)
+        lprefix_start(c, m, &w[i]);
+    while (left > 0 && rc == SKIPPR_OK) {
+        int still = 0;
+        curl_multi_perform(m, &still);
+        if (still == 0 && left > 0) {
+            /* Everything finished or failed to start. */
+        } else {
+            curl_multi_poll(m, NULL, 0, 50, NULL);
+            curl_multi_perform(m, &still);
+        }
+        CURLMsg *msg;
+        int q;
+        int seen = 0;
+        while ((msg = curl_multi_info_read(m, &q)) && rc == SKIPPR_OK) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            seen++;
+            lprefix *lp = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
+                              (char **)&lp);
+            curl_multi_remove_handle(m, lp->easy);
+            CURLcode cc = msg->data.result;
+            curl_easy_getinfo(lp->easy, CURLINFO_RESPONSE_CODE,
+                              &lp->r.status);
+            int st = SKIPPR_OK;
+            if (cc != CURLE_OK) {
+                lp->r.curl_error = curl_easy_strerror(cc);
+                st = SKIPPR_RETRY;
+            }
+            st = verdict(c, st, &lp->r, "list", lp->prefix);
+            int truncated = 0;
+            if (st == SKIPPR_OK &&
+                parse_page(&lp->r.body, &lp->v, &lp->n, &lp->cap, NULL, NULL,
+                           lp->token, sizeof lp->token, &truncated))
+                st = SKIPPR_FATAL;
+            if (st == SKIPPR_RETRY && lp->attempts < c->max_attempts) {
+                backoff(lp->attempts);
+                lprefix_start(c, m, lp);
+            } else if (st != SKIPPR_OK) {
+                rc = SKIPPR_FATAL;
+            } else if (truncated) {
+                lp->attempts = 0;
+                lprefix_start(c, m, lp);
+            } else {
+                left--;
+            }
+        }
+        if (still == 0 && seen == 0 && left > 0) {
+            LOG(c, SKIPPR_LOG_ERROR, "list s3://%s: a listing request could "
+                "not be started", c->bucket);
+            rc = SKIPPR_FATAL;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (w[i].easy) {
+            curl_multi_remove_handle(m, w[i].easy);
+            curl_easy_cleanup(w[i].easy);
+            w[i].easy = NULL;
+        }
+        curl_slist_free_all(w[i].hdrs);
+        w[i].hdrs = NULL;
+        buf_free(&w[i].r.body);
+    }
+    curl_multi_cleanup(m);
+    return rc;
+}
+
+/* Report entries above `after`, in key order. Returns 1 if cb asked to
+ * stop. */
+static int emit(lentry *v, size_t n, const char *after, skippr_unit_cb cb,
+                void *cb_data)
+{
+    qsort(v, n, sizeof *v, lentry_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (after && strcmp(v[i].key, after) <= 0)
+            continue;
+        skippr_unit u = {v[i].key, v[i].etag, v[i].size};
+        if (cb(cb_data, &u))
+            return 1;
+    }
+    return 0;
+}
+
+static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
+                         void *cb_data)
+{
+    char *prefix = strdup(c->prefix ? c->prefix : "");
+    char **cps = NULL;
+    size_t ncp = 0;
+    lentry *direct = NULL;
+    size_t nd = 0, dcap = 0;
+    int rc = SKIPPR_OK;
+    if (!prefix)
+        return SKIPPR_NOMEM;
+    /* Descend while a level has a single sub-prefix and no objects. */
+    for (int depth = 0; depth < 8; depth++) {
+        rc = list_level(c, prefix, &cps, &ncp, &direct, &nd, &dcap);
+        if (rc || ncp != 1 || nd != 0)
+            break;
+        free(prefix);
+        prefix = cps[0];
+        free(cps);
+        cps = NULL;
+        ncp = 0;
+    }
+    if (!rc && ncp == 0 && nd == 0) {
+        /* Nothing, or a server that ignores Delimiter: list plainly. */
+        free(prefix);
+        return list_serial(c, c->prefix ? c->prefix : "", after, cb, cb_data);
+    }
+    LOG(c, SKIPPR_LOG_DEBUG, "listing s3://%s/%s: %zu sub-prefixes, %zu "
+        "objects beside them", c->bucket, prefix, ncp, nd);
+    int stopped = 0;
+    size_t i = 0, di = 0;
+    while (!rc && !stopped && i < ncp) {
+        /* Skip sub-prefixes wholly at or below start_after. */
+        if (after && strcmp(cps[i], after) < 0 &&
+            strncmp(after, cps[i], strlen(cps[i])) != 0) {
+            i++;
+            continue;
+        }
+        size_t wn = 0;
+        lprefix *w = calloc((size_t)c->list_concurrency, sizeof *w);
+        if (!w) {
+            rc = SKIPPR_NOMEM;
+            break;
+        }
+        while (i < ncp && wn < (size_t)c->list_concurrency)
+            w[wn++].prefix = cps[i++];
+        rc = list_wave(c, w, wn);
+        /* The wave's keys plus the direct objects sorting before the next
+         * wave, reported in order. */
+        lentry *all = NULL;
+        size_t na = 0, acap = 0;
+        const char *end = i < ncp ? cps[i] : NULL;
+        for (; !rc && di < nd && (!end || strcmp(direct[di].key, end) < 0);
+             di++)
+            if (lentry_push(&all, &na, &acap, direct[di].key, direct[di].etag,
+                            direct[di].size))
+                rc = SKIPPR_NOMEM;
+        for (size_t k = 0; !rc && k < wn; k++)
+            for (size_t e = 0; !rc && e < w[k].n; e++)
+                if (lentry_push(&all, &na, &acap, w[k].v[e].key,
+                                w[k].v[e].etag, w[k].v[e].size))
+                    rc = SKIPPR_NOMEM;
+        if (!rc)
+            stopped = emit(all, na, after, cb, cb_data);
+        lentries_free(all, na);
+        for (size_t k = 0; k < wn; k++)
+            lentries_free(w[k].v, w[k].n);
+        free(w);
+    }
+    if (!rc && !stopped && di < nd) {
+        /* Objects after the last sub-prefix. */
+        qsort(direct + di, nd - di, sizeof *direct, lentry_cmp);
+        emit(direct + di, nd - di, after, cb, cb_data);
+    }
+    lentries_free(direct, nd);
+    for (size_t k = 0; k < ncp; k++)
+        free(cps[k]);
+    free(cps);
+    free(prefix);
+    return rc;
+}
+
+static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
+                    void *cb_data)
+{
+    s3_ctx *c = ctx;
+    const char *after = start_after ? start_after : c->start_after;
+    if (c->list_concurrency > 1)
+        return list_parallel(c, after, cb, cb_data);
+    return list_serial(c, c->prefix ? c->prefix : "", after, cb, cb_data);
 }
 
 typedef struct s3_stream {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Greedy reading: over 2,000 source objects, the S3 source keeps 256 GETs
-in flight (measured at the proxy in front of s3rver), copies every record
-exactly once, and reports its throughput."""
+"""Greedy reading: over 2,000 source objects, the S3 source lists the
+prefix's sub-prefixes at once and keeps 256 GETs in flight (measured at the
+proxy in front of s3rver), copies every record exactly once, and reports
+its throughput."""
 import os
 import subprocess
 import time
@@ -50,6 +51,10 @@ data_sinks:
         check(st["counts"].get("get") == 2000, "GETs: %s" % st["counts"])
         check(st["max_inflight"] >= 256, "only %d in flight" %
               st["max_inflight"])
+        # The listing went wide too: one Delimiter request per level down
+        # to the days, then the five day prefixes at once.
+        check(st["counts"].get("list", 0) >= 6, "listing was not parallel: "
+              "%s" % st["counts"])
         want = expected_records(ws.inp, transform=TRANSFORM)
         got = {}
         for key, data in s3.objects("dst").items():

@@ -16,7 +16,8 @@
 //                   CompleteMultipartUpload requests only
 // s3rver implements neither ListMultipartUploads nor AbortMultipartUpload,
 // so the proxy tracks uploads itself (create, complete, abort), answers
-// GET ?uploads and DELETE ?uploadId.
+// GET ?uploads and DELETE ?uploadId. Its Delimiter listings come back empty,
+// so the proxy lists plainly and groups keys into CommonPrefixes itself.
 // Exits when stdin closes, so a test that dies leaves nothing running.
 'use strict';
 const http = require('http');
@@ -69,6 +70,67 @@ function kindOf(req) {
   if (m === 'DELETE' && q.has('uploadId')) return 'abort_multipart';
   if (m === 'DELETE') return 'delete';
   return m.toLowerCase();
+}
+
+function getText(port, path, headers) {
+  return new Promise((resolve, reject) => {
+    const r = http.request({ host: '127.0.0.1', port, method: 'GET', path, headers },
+      (res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      });
+    r.on('error', reject);
+    r.end();
+  });
+}
+
+async function listWithDelimiter(req, res, port, bucket, params) {
+  const prefix = params.get('prefix') || '';
+  const delim = params.get('delimiter');
+  const keys = [];
+  let token = null;
+  try {
+    for (;;) {
+      const q = new URLSearchParams({ 'list-type': '2', prefix, 'max-keys': '1000' });
+      if (token) q.set('continuation-token', token);
+      const r = await getText(port, `/${bucket}?${q}`, req.headers);
+      if (r.status !== 200) {
+        res.writeHead(r.status, { 'content-type': 'application/xml' });
+        return res.end(r.body);
+      }
+      const re = /<Contents>([\s\S]*?)<\/Contents>/g;
+      let m;
+      while ((m = re.exec(r.body))) {
+        const c = m[1];
+        keys.push({ xml: m[0], key: (/<Key>([\s\S]*?)<\/Key>/.exec(c) || [])[1] || '' });
+      }
+      const t = /<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(r.body);
+      if (!/<IsTruncated>true<\/IsTruncated>/.test(r.body) || !t) break;
+      token = t[1];
+    }
+  } catch (e) {
+    res.writeHead(500);
+    return res.end();
+  }
+  const prefixes = new Set();
+  let contents = '';
+  for (const k of keys) {
+    const rest = k.key.slice(prefix.length);
+    const i = rest.indexOf(delim);
+    if (i >= 0) prefixes.add(prefix + rest.slice(0, i + delim.length));
+    else contents += k.xml;
+  }
+  let xml = '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>' +
+            `<Name>${bucket}</Name><Prefix>${prefix}</Prefix>` +
+            '<IsTruncated>false</IsTruncated>' + contents;
+  for (const p of [...prefixes].sort()) {
+    xml += `<CommonPrefixes><Prefix>${p}</Prefix></CommonPrefixes>`;
+  }
+  xml += '</ListBucketResult>';
+  res.writeHead(200, { 'content-type': 'application/xml',
+                       'content-length': Buffer.byteLength(xml) });
+  res.end(xml);
 }
 
 function escapeXml(s) {
@@ -124,6 +186,12 @@ async function main() {
     const parts = u.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     const bucket = parts[0];
     const key = parts.slice(1).join('/');
+    if (kind === 'list' && u.searchParams.has('delimiter')) {
+      // s3rver answers Delimiter listings with nothing at all: list the
+      // prefix plainly and group the keys here.
+      req.resume();
+      return listWithDelimiter(req, res, s3port, bucket, u.searchParams);
+    }
     if (kind === 'list_uploads') {
       req.resume();
       const prefix = u.searchParams.get('prefix') || '';
