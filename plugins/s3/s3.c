@@ -881,81 +881,6 @@ static const char *child_text(xmlNode *n, const char *name, char *out,
     return NULL;
 }
 
-/* List one prefix, one page after another. */
-static int list_serial(s3_ctx *c, const char *prefix, const char *after,
-                       skippr_unit_cb cb, void *cb_data)
-{
-    char token[2048] = "";
-    for (;;) {
-        sigv4_kv q[4];
-        size_t nq = 0;
-        q[nq++] = (sigv4_kv){"list-type", "2"};
-        q[nq++] = (sigv4_kv){"prefix", prefix};
-        if (*token)
-            q[nq++] = (sigv4_kv){"continuation-token", token};
-        else if (after)
-            q[nq++] = (sigv4_kv){"start-after", after};
-        resp r = {0};
-        int rc = SKIPPR_RETRY;
-        for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
-            if (a) {
-                buf_free(&r.body);
-                backoff(a);
-            }
-            rc = verdict(c, request(c, "GET", NULL, q, nq, NULL, 0, NULL, 0,
-                                    &r), &r, "list", c->prefix);
-        }
-        if (rc) {
-            buf_free(&r.body);
-            if (rc == SKIPPR_RETRY)
-                LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: giving up after "
-                    "%lld attempts", c->bucket, c->prefix,
-                    (long long)c->max_attempts);
-            return SKIPPR_FATAL;
-        }
-        xmlDoc *doc = xmlReadMemory(r.body.p ? r.body.p : "", (int)r.body.n,
-                                    NULL, NULL, XML_PARSE_NONET |
-                                    XML_PARSE_NOBLANKS);
-        buf_free(&r.body);
-        if (!doc) {
-            LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: unreadable XML answer",
-                c->bucket, c->prefix);
-            return SKIPPR_FATAL;
-        }
-        xmlNode *root = xmlDocGetRootElement(doc);
-        char trunc[16] = "";
-        int stop = 0;
-        for (xmlNode *n = root ? root->children : NULL; n && !stop;
-             n = n->next) {
-            if (n->type != XML_ELEMENT_NODE ||
-                strcmp((const char *)n->name, "Contents") != 0)
-                continue;
-            char key[2048], etag[256], size[32];
-            child_text(n, "Key", key, sizeof key);
-            child_text(n, "ETag", etag, sizeof etag);
-            child_text(n, "Size", size, sizeof size);
-            /* ETags arrive quoted; the version is the bare value. */
-            char *e = etag;
-            size_t el = strlen(e);
-            if (el >= 2 && e[0] == '"' && e[el - 1] == '"') {
-                e[el - 1] = '\0';
-                e++;
-            }
-            if (key[strlen(key) ? strlen(key) - 1 : 0] == '/' && atoll(size) == 0)
-                continue; /* a "folder" marker */
-            skippr_unit u = {key, e, atoll(size)};
-            stop = cb(cb_data, &u);
-        }
-        if (root) {
-            child_text(root, "IsTruncated", trunc, sizeof trunc);
-            child_text(root, "NextContinuationToken", token, sizeof token);
-        }
-        xmlFreeDoc(doc);
-        if (stop || strcmp(trunc, "true") != 0 || !*token)
-            return SKIPPR_OK;
-    }
-}
-
 /* ---- parallel listing ----------------------------------------------------
  *
  * A huge prefix is listed by many requests at once: a listing with
@@ -1079,12 +1004,43 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
     return rc;
 }
 
+/* Fetch and parse one ListObjectsV2 page on the instance's handle,
+ * retrying transient failures with backoff. */
+static int list_page(s3_ctx *c, const sigv4_kv *q, size_t nq,
+                     const char *prefix, lentry **v, size_t *n, size_t *cap,
+                     char ***cps, size_t *ncp, char *token, size_t tcap,
+                     int *truncated)
+{
+    resp r = {0};
+    int rc = SKIPPR_RETRY;
+    for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
+        if (a) {
+            buf_free(&r.body);
+            backoff(a);
+        }
+        rc = verdict(c, request(c, "GET", NULL, q, nq, NULL, 0, NULL, 0, &r),
+                     &r, "list", prefix);
+    }
+    if (rc == SKIPPR_RETRY)
+        LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: giving up after %lld "
+            "attempts", c->bucket, prefix, (long long)c->max_attempts);
+    if (!rc && parse_page(&r.body, v, n, cap, cps, ncp, token, tcap,
+                          truncated)) {
+        LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: unreadable XML answer",
+            c->bucket, prefix);
+        rc = SKIPPR_FATAL;
+    }
+    buf_free(&r.body);
+    return rc ? SKIPPR_FATAL : SKIPPR_OK;
+}
+
 /* One level of a delimiter listing: sub-prefixes and direct objects. */
 static int list_level(s3_ctx *c, const char *prefix, char ***cps, size_t *ncp,
                       lentry **v, size_t *n, size_t *cap)
 {
     char token[2048] = "";
-    for (;;) {
+    int truncated = 1;
+    while (truncated) {
         sigv4_kv q[4];
         size_t nq = 0;
         q[nq++] = (sigv4_kv){"list-type", "2"};
@@ -1092,26 +1048,11 @@ static int list_level(s3_ctx *c, const char *prefix, char ***cps, size_t *ncp,
         q[nq++] = (sigv4_kv){"delimiter", "/"};
         if (*token)
             q[nq++] = (sigv4_kv){"continuation-token", token};
-        resp r = {0};
-        int rc = SKIPPR_RETRY;
-        for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
-            if (a) {
-                buf_free(&r.body);
-                backoff(a);
-            }
-            rc = verdict(c, request(c, "GET", NULL, q, nq, NULL, 0, NULL, 0,
-                                    &r), &r, "list", prefix);
-        }
-        int truncated = 0;
-        if (!rc && parse_page(&r.body, v, n, cap, cps, ncp, token,
-                              sizeof token, &truncated))
-            rc = SKIPPR_FATAL;
-        buf_free(&r.body);
-        if (rc)
+        if (list_page(c, q, nq, prefix, v, n, cap, cps, ncp, token,
+                      sizeof token, &truncated))
             return SKIPPR_FATAL;
-        if (!truncated)
-            return SKIPPR_OK;
     }
+    return SKIPPR_OK;
 }
 
 static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
@@ -1151,9 +1092,7 @@ static int list_wave(s3_ctx *c, lprefix *w, size_t n)
     while (left > 0 && rc == SKIPPR_OK) {
         int still = 0;
         curl_multi_perform(m, &still);
-        if (still == 0 && left > 0) {
-            /* Everything finished or failed to start. */
-        } else {
+        if (still > 0) {
             curl_multi_poll(m, NULL, 0, 50, NULL);
             curl_multi_perform(m, &still);
         }
@@ -1228,6 +1167,34 @@ static int emit(lentry *v, size_t n, const char *after, skippr_unit_cb cb,
             return 1;
     }
     return 0;
+}
+
+/* List one prefix, one page after another. */
+static int list_serial(s3_ctx *c, const char *prefix, const char *after,
+                       skippr_unit_cb cb, void *cb_data)
+{
+    char token[2048] = "";
+    int truncated = 1, stop = 0;
+    while (truncated && !stop) {
+        sigv4_kv q[4];
+        size_t nq = 0;
+        q[nq++] = (sigv4_kv){"list-type", "2"};
+        q[nq++] = (sigv4_kv){"prefix", prefix};
+        if (*token)
+            q[nq++] = (sigv4_kv){"continuation-token", token};
+        else if (after)
+            q[nq++] = (sigv4_kv){"start-after", after};
+        lentry *v = NULL;
+        size_t n = 0, cap = 0;
+        int rc = list_page(c, q, nq, prefix, &v, &n, &cap, NULL, NULL, token,
+                           sizeof token, &truncated);
+        if (!rc)
+            stop = emit(v, n, after, cb, cb_data);
+        lentries_free(v, n);
+        if (rc)
+            return rc;
+    }
+    return SKIPPR_OK;
 }
 
 static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
