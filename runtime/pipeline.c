@@ -125,7 +125,6 @@ static void piece_run(piece *p)
                 pos = before > p->to ? before : p->to;
             break;
         }
-        size_t at = pos;
         sk_json_rc rc = sk_json_next(&fr, spec, p->buf, p->len, &pos,
                                      p->final, &r);
         rec_out o = {0};
@@ -157,7 +156,6 @@ static void piece_run(piece *p)
             p->failed = 1;
             break;
         }
-        SK_UNUSED(at);
     }
     p->stop = pos;
     p->fr_out = fr;

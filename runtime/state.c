@@ -577,14 +577,6 @@ int sk_state_commit(sk_state *st)
     int rc = sk_state_flush_blocks(st);
     if (rc)
         return rc;
-    /* Nothing new: no frame, no fsync. */
-    int dirty = 0;
-    size_t it0 = 0;
-    sk_unit_rec *u0;
-    while (!dirty && (u0 = sk_ledger_recent_next(st->ledger, &it0)))
-        dirty = u0->dirty;
-    if (!dirty && !sk_wal_unsynced(st->wal))
-        return SKIPPR_OK;
     sk_buf b;
     sk_buf_init(&b, SK_WAL_MAX_PAYLOAD);
     uint8_t h[12];
@@ -614,6 +606,10 @@ int sk_state_commit(sk_state *st)
         if (!rc)
             rc = sk_buf_append(&b, num, sizeof num);
         n++;
+    }
+    if (!rc && n == 0 && !sk_wal_unsynced(st->wal)) {
+        sk_buf_free(&b); /* nothing new: no frame, no fsync */
+        return SKIPPR_OK;
     }
     if (!rc) {
         sk_put_u64(b.data, st->next_slice_id);
