@@ -371,7 +371,8 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
 
 int sk_instance_new(const skippr_plugin *p, int is_sink,
                     const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
-                    int start, sk_instance **out, sk_cfg_err *err)
+                    int start, int64_t memory_budget, sk_instance **out,
+                    sk_cfg_err *err)
 {
     int rc = SKIPPR_NOMEM;
     const skippr_option *table =
@@ -392,7 +393,8 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
     if (!inst->label || !inst->ctx)
         goto oom;
     inst->host = (skippr_host){sizeof(skippr_host), host_log, host_counter_add,
-                               host_should_stop, host_emit, inst};
+                               host_should_stop, host_emit, inst,
+                               memory_budget};
 
     const sk_ynode *opts = ep->options;
     for (size_t i = 0; opts && i < opts->n; i++) {

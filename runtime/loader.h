@@ -76,11 +76,13 @@ typedef struct sk_instance {
 
 /* Validate opts against the plugin's table plus the engine's common
  * options, allocate the context, fill it and, if start is set, call init().
+ * memory_budget reaches the plugin as host->memory_budget.
  * On failure err names file:line:col. Caller owns *out: sk_instance_free().
  */
 int sk_instance_new(const skippr_plugin *p, int is_sink,
                     const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
-                    int start, sk_instance **out, sk_cfg_err *err);
+                    int start, int64_t memory_budget, sk_instance **out,
+                    sk_cfg_err *err);
 void sk_instance_free(sk_instance *inst);
 /* Log the instance's counters on one info line (nothing if none). */
 void sk_instance_log_counters(sk_instance *inst);

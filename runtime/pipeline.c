@@ -1025,7 +1025,8 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
             return SKIPPR_INVAL;
         }
         sk_instance **slot = i == 0 ? &e->src : &e->sink;
-        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 1, slot, &err)) {
+        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 1,
+                            e->cfg->memory_budget, slot, &err)) {
             sk_error("%s", err.msg);
             return SKIPPR_INVAL;
         }

@@ -112,7 +112,16 @@ typedef struct skippr_host {
      * or SKIPPR_RETRY under backpressure (stop polling, try again). */
     int (*emit)(const struct skippr_host *host, const skippr_message *msg);
     void *impl; /* engine-private */
+    /* Appended in 0.1 (check with SKIPPR_HOST_HAS): the bytes this
+     * instance may hold in memory for data in flight (read ahead, parts
+     * being assembled); the pipeline's memory_budget. 0 = no guidance. */
+    int64_t memory_budget;
 } skippr_host;
+
+/* Non-zero when the engine's host struct has `field` (hosts only grow). */
+#define SKIPPR_HOST_HAS(host, field)                                       \
+    ((host)->struct_size >= offsetof(skippr_host, field) +                 \
+                                sizeof((host)->field))
 
 /* ------------------------------------------------------------------------ */
 /* Sources                                                                  */

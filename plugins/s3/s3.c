@@ -104,8 +104,9 @@ static const skippr_option source_options[] = {
         "Bytes per ranged GET."),
     OPT("concurrency", SKIPPR_OPT_INT, "64", 0, concurrency,
         "GETs in flight at once while fetching ahead (1 to 4096)."),
-    OPT("prefetch_bytes", SKIPPR_OPT_INT, "256MiB", 0, prefetch_bytes,
-        "Memory for objects fetched ahead; more waits (backpressure)."),
+    OPT("prefetch_bytes", SKIPPR_OPT_INT, "0", 0, prefetch_bytes,
+        "Memory for objects fetched ahead; more waits (backpressure). 0: "
+        "half the pipeline's memory_budget."),
     OPT("list_concurrency", SKIPPR_OPT_INT, "32", 0, list_concurrency,
         "Sub-prefixes (found with Delimiter '/') listed at once; 1 lists "
         "one page after another."),
@@ -539,6 +540,11 @@ static int init(void *ctx, const skippr_host *host)
         LOG(c, SKIPPR_LOG_ERROR, "concurrency must be 1 to 4096");
         return SKIPPR_INVAL;
     }
+    if (c->prefetch_bytes == 0)
+        c->prefetch_bytes = SKIPPR_HOST_HAS(host, memory_budget) &&
+                                    host->memory_budget > 0
+                                ? host->memory_budget / 2
+                                : 256LL << 20;
     if (c->prefetch_bytes < (1 << 20))
         c->prefetch_bytes = 1 << 20;
     c->curl = curl_easy_init();
