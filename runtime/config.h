@@ -72,6 +72,7 @@ typedef struct sk_pipeline_cfg {
     int64_t max_record_bytes;   /* larger records are dead-lettered */
     int64_t poll_interval_seconds; /* continuous mode: time between lists */
     int64_t commit_interval_ms; /* longest time between group commits */
+    int64_t list_batch;         /* units listed per round */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;

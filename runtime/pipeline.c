@@ -25,7 +25,6 @@
 #define COMMIT_BYTES (64u << 20)  /* group commit after this much input */
 #define OUT_BUF (1u << 20)        /* sink write size */
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
-#define LIST_BATCH 4096           /* units collected per listing round */
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
 
 /* ---- framing tasks ------------------------------------------------------ */
@@ -937,7 +936,7 @@ static int list_cb(void *ud, const skippr_unit *u)
     t->offset = offset;
     t->flags = flags;
     e->ntodo++;
-    return e->ntodo >= LIST_BATCH; /* process in batches */
+    return e->ntodo >= (size_t)e->cfg->list_batch; /* process in batches */
 }
 
 /* One pass over the source: list in batches, copy every new unit. */
@@ -957,7 +956,7 @@ static int copy_pass(engine *e)
                      skippr_status_str(rc));
             return rc;
         }
-        int more = e->ntodo >= LIST_BATCH;
+        int more = e->ntodo >= (size_t)e->cfg->list_batch;
         if (ops->prefetch && e->ntodo) {
             /* Let the source start fetching the whole batch. */
             skippr_unit *units = sk_calloc(e->ntodo, sizeof *units);

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Listing past a batch boundary, one page after another and wide.
+
+The engine lists `list_batch` units, copies them, then lists on after the
+last one. Here the batch is small (37 units) against a few hundred objects
+spread over Firehose's year/month/day/hour folders, with loose objects next
+to the folders at two levels, and a start_after in the middle. Both listing
+modes (list_concurrency 1, and wide with a Delimiter) must copy exactly the
+objects after start_after, each read once, and a second run must read
+nothing.
+"""
+import os
+import subprocess
+
+from s3_test import S3Server
+from skippr_test import (SKIPPRD, SOURCE_PREFIX, Workspace, check,
+                         expected_records, frame, main)
+
+TRANSFORM = {"namespace_fields": "event_type"}
+BATCH = 37
+
+
+def loose_objects(inp):
+    """Objects beside the hour folders, where a Delimiter listing returns
+    Contents and CommonPrefixes in one answer."""
+    root = os.path.join(inp, SOURCE_PREFIX)
+    days = sorted(os.listdir(os.path.join(root, "2021", "10")))
+    spots = [root, os.path.join(root, "2021", "10", days[len(days) // 2])]
+    for i, d in enumerate(spots):
+        with open(os.path.join(d, "loose-%d" % i), "wb") as f:
+            for n in range(3):
+                f.write(b'{"event_type":"loose","id":"%d-%d"}\n' % (i, n))
+
+
+def run(ws, s3, mode, start_after):
+    config = os.path.join(ws.root, "skippr-%s.yml" % mode["name"])
+    with open(config, "w") as f:
+        f.write("""skippr:
+  state_dir: %s/%s
+pipelines:
+  p:
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    list_batch: %d
+    transform:
+      namespace_fields: event_type
+data_sources:
+  a:
+    S3:
+      s3_bucket: src
+      s3_prefix: %s
+      start_after: "%s"
+      list_concurrency: %d
+data_sinks:
+  b:
+    S3:
+      s3_bucket: dst
+      s3_prefix: %s
+""" % (ws.state, mode["name"], BATCH, SOURCE_PREFIX, start_after,
+            mode["list_concurrency"], mode["name"]))
+    env = dict(os.environ)
+    env.update(s3.env())
+    s3.reset_stats()
+    p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c", config],
+                       env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, p.stderr[-2000:])
+    return s3.stats()["counts"]
+
+
+def test_listing_in_batches():
+    ws = Workspace("s3list")
+    s3 = S3Server(["src", "dst"])
+    try:
+        ws.generate(objects=300, records=3, seed=11)
+        loose_objects(ws.inp)
+        s3.upload_tree("src", ws.inp)
+        keys = sorted(os.path.relpath(os.path.join(d, f), ws.inp)
+                      for d, _, fs in os.walk(ws.inp) for f in fs)
+        start_after = keys[len(keys) // 3]
+        skip = {os.path.join(ws.inp, k) for k in keys if k <= start_after}
+        wanted = len(keys) - len(skip)
+        check(wanted > 4 * BATCH, "the test needs several batches")
+        want = expected_records(ws.inp, transform=TRANSFORM, skip=skip)
+        for mode in ({"name": "serial", "list_concurrency": 1},
+                     {"name": "wide", "list_concurrency": 32}):
+            counts = run(ws, s3, mode, start_after)
+            check(counts.get("get") == wanted,
+                  "%s: %d objects after start_after, %s GETs" %
+                  (mode["name"], wanted, counts.get("get")))
+            # One listing round per batch at least: the batches were real.
+            check(counts.get("list", 0) > wanted // BATCH,
+                  "%s: %s" % (mode["name"], counts))
+            got = {}
+            for key, data in s3.objects("dst", mode["name"] + "/").items():
+                folder = key.split("/", 1)[1].rsplit("/", 1)[0]
+                for raw, _ in frame(data):
+                    got[(folder, raw)] = got.get((folder, raw), 0) + 1
+            check(dict(want) == got, "%s: output differs from the %d "
+                  "objects after start_after" % (mode["name"], wanted))
+            again = run(ws, s3, mode, start_after)
+            check(not again.get("get") and not again.get("put") and
+                  not again.get("upload_part"),
+                  "%s: the second run read or wrote: %s" %
+                  (mode["name"], again))
+            print("  %s: %d objects in %d batches, %d list requests" %
+                  (mode["name"], wanted, -(-wanted // BATCH),
+                   counts.get("list", 0)))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_listing_in_batches])
