@@ -14,7 +14,10 @@
  * the CRC32C, which object_check compares (HEAD) during recovery. Before a
  * multipart upload starts, earlier unfinished uploads of the same key (left
  * by a crash) are aborted. A CompleteMultipartUpload that answers 200 with
- * an <Error> body is a failure.
+ * an <Error> body is a failure. The PUT or Complete carries If-None-Match: *
+ * (unless object_check found other content that the engine replaces), so a
+ * retry after a lost answer gets 412; a HEAD then tells our own slice (done)
+ * from someone else's (a fatal conflict).
  *
  * Credentials: options, then AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
  * AWS_SESSION_TOKEN, then the shared credentials file's profile
@@ -59,6 +62,9 @@ typedef struct s3_ctx {
     /* source: fetching ahead on an I/O thread */
     int64_t concurrency, prefetch_bytes, list_concurrency;
     struct prefetcher *pf;
+    /* sink: conditional writes */
+    int conditional;  /* option; cleared if the server refuses it */
+    char *replace_key; /* object_check found other content here: replace */
 } s3_ctx;
 
 #define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
@@ -120,6 +126,9 @@ static const skippr_option sink_options[] = {
         "x-amz-storage-class of written objects."),
     OPT("server_side_encryption", SKIPPR_OPT_STRING, NULL, 0, sse,
         "x-amz-server-side-encryption of written objects (AES256, aws:kms)."),
+    OPT("conditional_writes", SKIPPR_OPT_BOOL, "true", 0, conditional,
+        "Send If-None-Match: * so a retried write never replaces an object "
+        "(one that answered 412 is compared by HEAD)."),
     {NULL, 0, NULL, 0, 0, NULL}};
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -564,6 +573,7 @@ static void destroy(void *ctx)
     pf_stop(c);
     if (c->curl)
         curl_easy_cleanup(c->curl);
+    free(c->replace_key);
     free(c->r_region);
     free(c->r_endpoint);
     if (c->r_sk)
@@ -1447,6 +1457,7 @@ typedef struct s3_obj {
     char upload_id[1024];
     part *parts;
     size_t nparts, cap;
+    int conditional; /* send If-None-Match: * with the final request */
 } s3_obj;
 
 static void obj_free(s3_obj *o)
@@ -1491,8 +1502,72 @@ static int sink_open(void *ctx, const skippr_object_info *info, void **h)
     snprintf(o->ctype, sizeof o->ctype, "%s",
              info->content_type ? info->content_type : "application/octet-stream");
     o->data.max = (size_t)c->part_size;
+    o->conditional = c->conditional &&
+                     !(c->replace_key && strcmp(c->replace_key, o->key) == 0);
     *h = o;
     return SKIPPR_OK;
+}
+
+/* HEAD key and compare its metadata with the slice id and CRC: SKIPPR_OK
+ * when they match, SKIPPR_NOENT when there is no object, SKIPPR_CHANGED
+ * when it holds something else, or the request's failure. */
+static int head_compare(s3_ctx *c, const char *key, const char *slice,
+                        const char *crc)
+{
+    resp r = {0};
+    int rc = request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0, &r);
+    if (rc == SKIPPR_OK && r.status == 404) {
+        buf_free(&r.body);
+        return SKIPPR_NOENT;
+    }
+    rc = verdict(c, rc, &r, "head", key);
+    buf_free(&r.body);
+    if (rc)
+        return rc;
+    if (strcmp(r.meta_slice, slice) == 0 && strcmp(r.meta_crc, crc) == 0)
+        return SKIPPR_OK;
+    return SKIPPR_CHANGED;
+}
+
+/* The final request of o answered 412: an object is already there. It is
+ * ours when an earlier attempt succeeded but its answer was lost; anything
+ * else was written by someone else since object_check looked. */
+static int settle_existing(s3_ctx *c, s3_obj *o)
+{
+    int rc = head_compare(c, o->key, o->slice, o->crc);
+    if (rc == SKIPPR_OK) {
+        LOG(c, SKIPPR_LOG_INFO, "s3://%s/%s is already written (an earlier "
+            "attempt succeeded); not replaced", c->bucket, o->key);
+        c->host->counter_add(c->host, "objects_already_there", 1);
+        return SKIPPR_OK;
+    }
+    if (rc == SKIPPR_CHANGED) {
+        LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s was written by another writer "
+            "while skippr wrote slice %s; not replaced", c->bucket, o->key,
+            o->slice);
+        return SKIPPR_FATAL;
+    }
+    return rc == SKIPPR_NOENT ? SKIPPR_RETRY : rc; /* gone again: retry */
+}
+
+/* Judge the answer to a conditional final request. Sets *settled when a
+ * 412 was resolved (the object is there, or a conflict is fatal). */
+static int conditional_verdict(s3_ctx *c, s3_obj *o, int rc, resp *r,
+                               const char *what, int *settled)
+{
+    *settled = 0;
+    if (rc == SKIPPR_OK && o->conditional && r->status == 412) {
+        *settled = 1;
+        return settle_existing(c, o);
+    }
+    if (rc == SKIPPR_OK && o->conditional && r->status == 501) {
+        LOG(c, SKIPPR_LOG_INFO, "%s s3://%s/%s: the server does not support "
+            "If-None-Match; writing unconditionally from now on", what,
+            c->bucket, o->key);
+        c->conditional = 0;
+        return SKIPPR_RETRY;
+    }
+    return verdict(c, rc, r, what, o->key);
 }
 
 /* Abort unfinished multipart uploads of this key (a crashed attempt). */
@@ -1630,8 +1705,14 @@ static void sink_abort(void *ctx, void *h)
     if (*o->upload_id) {
         sigv4_kv q[] = {{"uploadId", o->upload_id}};
         resp r = {0};
-        verdict(c, request(c, "DELETE", o->key, q, 1, NULL, 0, NULL, 0, &r),
-                &r, "abort upload", o->key);
+        int rc = request(c, "DELETE", o->key, q, 1, NULL, 0, NULL, 0, &r);
+        if (rc == SKIPPR_OK && r.status == 404)
+            /* NoSuchUpload: it completed (the answer was lost) or is
+             * already gone; the retry settles which. */
+            LOG(c, SKIPPR_LOG_DEBUG, "abort upload s3://%s/%s: no such "
+                "upload", c->bucket, o->key);
+        else
+            verdict(c, rc, &r, "abort upload", o->key);
         buf_free(&r.body);
     }
     obj_free(o);
@@ -1648,10 +1729,15 @@ static int sink_commit(void *ctx, void *h)
         sigv4_kv hd[8];
         size_t nh = object_headers(c, o, hd);
         hd[nh++] = (sigv4_kv){"content-md5", md5};
+        if (o->conditional)
+            hd[nh++] = (sigv4_kv){"if-none-match", "*"};
         resp r = {0};
-        rc = verdict(c, request(c, "PUT", o->key, NULL, 0,
-                                o->data.p ? o->data.p : "", o->data.n, hd, nh,
-                                &r), &r, "put", o->key);
+        int settled;
+        rc = conditional_verdict(c, o,
+                                 request(c, "PUT", o->key, NULL, 0,
+                                         o->data.p ? o->data.p : "",
+                                         o->data.n, hd, nh, &r),
+                                 &r, "put", &settled);
         buf_free(&r.body);
     } else {
         rc = o->data.n ? upload_part(c, o) : SKIPPR_OK;
@@ -1668,11 +1754,22 @@ static int sink_commit(void *ctx, void *h)
             }
             bad = bad || buf_put(&x, "</CompleteMultipartUpload>", 26);
             sigv4_kv q[] = {{"uploadId", o->upload_id}};
+            sigv4_kv ch[] = {{"if-none-match", "*"}};
             resp r = {0};
+            int settled = 0;
             rc = bad ? SKIPPR_RETRY
-                     : verdict(c, request(c, "POST", o->key, q, 1, x.p, x.n,
-                                          NULL, 0, &r), &r,
-                               "complete upload", o->key);
+                     : conditional_verdict(
+                           c, o,
+                           request(c, "POST", o->key, q, 1, x.p, x.n, ch,
+                                   o->conditional ? 1 : 0, &r),
+                           &r, "complete upload", &settled);
+            if (settled && rc == SKIPPR_OK) {
+                /* Ours is already there: drop this upload's parts. */
+                sink_abort(ctx, h);
+                buf_free(&r.body);
+                buf_free(&x);
+                return SKIPPR_OK;
+            }
             /* S3 may answer 200 and put the failure in the body. */
             if (!bad && !rc && r.body.p && strstr(r.body.p, "<Error>")) {
                 char code[128];
@@ -1703,21 +1800,14 @@ static int sink_check(void *ctx, const skippr_object_info *info)
     char key[4096];
     snprintf(key, sizeof key, "%s%s%s", c->prefix,
              pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
-    resp r = {0};
-    int rc = request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0, &r);
-    if (rc == SKIPPR_OK && r.status == 404) {
-        buf_free(&r.body);
-        return SKIPPR_NOENT; /* the usual case: not written yet */
-    }
-    rc = verdict(c, rc, &r, "head", key);
-    buf_free(&r.body);
-    if (rc)
-        return rc;
     char crc[16];
     snprintf(crc, sizeof crc, "%08x", info->crc32c);
-    if (strcmp(r.meta_slice, info->slice_id) == 0 && strcmp(r.meta_crc, crc) == 0)
-        return SKIPPR_OK;
-    return SKIPPR_CHANGED;
+    free(c->replace_key);
+    c->replace_key = NULL;
+    int rc = head_compare(c, key, info->slice_id, crc);
+    if (rc == SKIPPR_CHANGED && !(c->replace_key = strdup(key)))
+        return SKIPPR_NOMEM; /* the engine replaces it: no If-None-Match */
+    return rc;
 }
 
 static const skippr_source_ops source = {

@@ -71,10 +71,12 @@ class S3Server:
     def reset_stats(self):
         return self._control("/__reset", {})
 
-    def faults(self, rate, kinds, seed=1, complete_error_rate=0):
+    def faults(self, rate, kinds, seed=1, complete_error_rate=0, only=None):
+        """Fail `rate` of requests (of the kinds in `only`, if given) with
+        one of `kinds`; see s3server.js."""
         return self._control("/__faults", {
             "rate": rate, "kinds": kinds, "seed": seed,
-            "complete_error_rate": complete_error_rate})
+            "complete_error_rate": complete_error_rate, "only": only})
 
     def upload_tree(self, bucket, root):
         paths = [os.path.join(d, fn) for d, _, files in os.walk(root)

@@ -9,6 +9,9 @@
 - Kills: kill -9 at 30 or more points of an S3 -> S3 run (mid-multipart
   included), each followed by a restart, leaves exactly-once output, and no
   multipart upload is left unfinished.
+- Lost answers: a PUT or CompleteMultipartUpload that succeeded but whose
+  answer never arrived is retried with If-None-Match: *; the 412 that comes
+  back is settled by HEAD, and nothing is written twice.
 - A missing bucket is a clear, immediate error.
 """
 import collections
@@ -107,6 +110,42 @@ def test_multipart_file_to_bucket():
               "no multipart uploads: %s" % c)
         n = exact(ws, s3)
         print("  %d records; requests %s" % (n, dict(sorted(c.items()))))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_lost_answers_are_not_written_twice():
+    ws = Workspace("s3lost")
+    s3 = S3Server(["dst"])
+    try:
+        ws.generate(objects=8, records=40000, seed=41, plain="")
+        # Small partitions too, each written by a single PUT.
+        with open(os.path.join(ws.inp, "ill-just-dump-this-here", "small"),
+                  "wb") as f:
+            for i in range(12):
+                f.write(b'{"event_type":"rare-%d","timestamp":'
+                        b'"2021-10-01T00:00:00Z"}\n' % (i % 4))
+        config(ws, "file")
+        s3.faults(0.5, ["lost_reply"], seed=9,
+                  only=["put", "complete_multipart"])
+        p = run(ws, s3)
+        st = s3.stats()
+        s3.faults(0, [])
+        c = st["counts"]
+        check(c.get("put", 0) > 0 and c.get("complete_multipart", 0) > 0,
+              "wanted single PUTs and multipart uploads: %s" % st)
+        check(st["injected"].get("lost_reply", 0) >= 2,
+              "too few lost answers: %s" % st["injected"])
+        check(st["precondition_failed"] >= 1,
+              "no retried write met If-None-Match: %s" % st)
+        check(p.stderr.count("already written") == st["precondition_failed"],
+              "each 412 should be settled by HEAD:\n%s" % p.stderr[-3000:])
+        check(st["open_uploads"] == 0, "unfinished uploads: %s" % st)
+        n = exact(ws, s3)
+        print("  %d records exactly once; %d answers lost, %d writes met "
+              "If-None-Match" % (n, st["injected"]["lost_reply"],
+                                 st["precondition_failed"]))
     finally:
         s3.close()
         ws.cleanup()
@@ -241,5 +280,6 @@ def test_missing_bucket_is_fatal():
 
 if __name__ == "__main__":
     main([test_faults_bucket_to_bucket, test_multipart_file_to_bucket,
+          test_lost_answers_are_not_written_twice,
           test_kill_nine_bucket_to_bucket, test_kill_nine_file_to_bucket,
           test_missing_bucket_is_fatal])

@@ -10,10 +10,16 @@
 // Control endpoints on the proxy (not S3 paths):
 //   GET  /__stats            counts by kind, max in flight, faults injected
 //   POST /__reset            zero the counters
-//   POST /__faults  {rate, kinds, seed, complete_error_rate}   kinds: 503,
-//                   500, reset, truncate, complete_error; rate 0 turns
-//                   faults off; complete_error_rate applies to
-//                   CompleteMultipartUpload requests only
+//   POST /__faults  {rate, kinds, seed, complete_error_rate, only}   kinds:
+//                   503, 500, reset, truncate, complete_error, lost_reply
+//                   (the request is carried out, then the connection is
+//                   cut before the answer); rate 0 turns faults off;
+//                   complete_error_rate applies to CompleteMultipartUpload
+//                   requests only; `only`, a list of request kinds, limits
+//                   faults to those kinds
+// PutObject and CompleteMultipartUpload with If-None-Match: * answer 412
+// PreconditionFailed when the key exists, as AWS does (s3rver ignores the
+// header); the proxy remembers the keys written through it.
 // s3rver implements neither ListMultipartUploads nor AbortMultipartUpload,
 // so the proxy tracks uploads itself (create, complete, abort), answers
 // GET ?uploads and DELETE ?uploadId. Its Delimiter listings come back empty,
@@ -42,6 +48,8 @@ let maxInflight = 0;
 let injected = {};
 let faults = { rate: 0, kinds: [], seed: 1, complete_error_rate: 0 };
 const uploads = new Map(); // uploadId -> { bucket, key, initiated }
+const written = new Set(); // "bucket/key" of objects written through here
+let preconditionFailed = 0;
 let rngState = 1;
 
 function rnd() {
@@ -157,17 +165,19 @@ async function main() {
   const proxy = http.createServer((req, res) => {
     if (req.url.startsWith('/__stats')) {
       return json(res, 200, { counts, max_inflight: maxInflight, inflight,
-                              injected, open_uploads: uploads.size });
+                              injected, open_uploads: uploads.size,
+                              precondition_failed: preconditionFailed });
     }
     if (req.url.startsWith('/__reset')) {
-      counts = {}; maxInflight = 0; injected = {};
+      counts = {}; maxInflight = 0; injected = {}; preconditionFailed = 0;
       return json(res, 200, { ok: true });
     }
     if (req.url.startsWith('/__faults')) {
       let body = '';
       req.on('data', (d) => { body += d; });
       req.on('end', () => {
-        faults = Object.assign({ rate: 0, kinds: [], seed: 1, complete_error_rate: 0 },
+        faults = Object.assign({ rate: 0, kinds: [], seed: 1, complete_error_rate: 0,
+                                 only: null },
                                JSON.parse(body || '{}'));
         rngState = (faults.seed >>> 0) || 1;
         json(res, 200, faults);
@@ -223,8 +233,23 @@ async function main() {
       return res.end();
     }
 
+    const slot = `${bucket}/${key}`;
+    if ((kind === 'put' || kind === 'complete_multipart') &&
+        req.headers['if-none-match'] === '*' && written.has(slot)) {
+      req.resume();
+      preconditionFailed++;
+      const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>' +
+                   '<Message>At least one of the pre-conditions you specified did not hold</Message></Error>';
+      res.writeHead(412, { 'content-type': 'application/xml',
+                           'content-length': Buffer.byteLength(body) });
+      return res.end(body);
+    }
+
     let fault = null;
-    if (kind === 'complete_multipart' && faults.complete_error_rate > 0 &&
+    const faultable = !faults.only || faults.only.includes(kind);
+    if (!faultable) {
+      // no fault for this kind of request
+    } else if (kind === 'complete_multipart' && faults.complete_error_rate > 0 &&
         rnd() < faults.complete_error_rate) {
       fault = 'complete_error';
     } else if (faults.rate > 0 && rnd() < faults.rate) {
@@ -266,6 +291,14 @@ async function main() {
       }
       if (ok && (kind === 'complete_multipart' || kind === 'abort_multipart')) {
         uploads.delete(u.searchParams.get('uploadId'));
+      }
+      if (ok && (kind === 'put' || kind === 'complete_multipart')) written.add(slot);
+      if (ok && kind === 'delete') written.delete(slot);
+      if (fault === 'lost_reply') {
+        // Carried out; the answer never arrives.
+        ur.resume();
+        ur.on('end', () => res.socket && res.socket.destroy());
+        return;
       }
       if (fault === 'truncate') {
         // Send part of the body, then cut the connection.
