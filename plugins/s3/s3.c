@@ -377,9 +377,36 @@ static void easy_setup(const s3_ctx *c, CURL *h, const char *url,
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
 }
 
+/* A transport failure: SKIPPR_RETRY when another attempt may succeed;
+ * SKIPPR_FATAL, with one error line, when it cannot (the TLS certificate is
+ * not trusted, the CA bundle is unreadable, the URL is wrong). */
+static int transport_failure(s3_ctx *c, CURLcode cc, resp *r)
+{
+    r->curl_error = curl_easy_strerror(cc);
+    switch (cc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_ISSUER_ERROR:
+        LOG(c, SKIPPR_LOG_ERROR, "TLS to %s failed: %s; give the CA that "
+            "signed its certificate with ca_bundle%s", c->r_endpoint,
+            r->curl_error, c->ca_bundle ? " (the one given does not verify "
+            "it)" : "");
+        return SKIPPR_FATAL;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        LOG(c, SKIPPR_LOG_ERROR, "endpoint %s: %s", c->r_endpoint,
+            r->curl_error);
+        return SKIPPR_FATAL;
+    default:
+        return SKIPPR_RETRY;
+    }
+}
+
 /* One signed request on the instance's handle (connection reused).
  * Returns SKIPPR_OK with r->status set when the server answered,
- * SKIPPR_RETRY on a transport failure. */
+ * SKIPPR_RETRY on a transport failure that may pass, SKIPPR_FATAL on one
+ * that cannot. */
 static int request(s3_ctx *c, const char *method, const char *key,
                    const sigv4_kv *query, size_t nq, const void *body,
                    size_t blen, const sigv4_kv *hdrs, size_t nh, resp *r)
@@ -406,10 +433,8 @@ static int request(s3_ctx *c, const char *method, const char *key,
     }
     CURLcode cc = curl_easy_perform(h);
     curl_slist_free_all(list);
-    if (cc != CURLE_OK) {
-        r->curl_error = curl_easy_strerror(cc);
-        return SKIPPR_RETRY;
-    }
+    if (cc != CURLE_OK)
+        return transport_failure(c, cc, r);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
     return SKIPPR_OK;
 }
@@ -1127,10 +1152,8 @@ static int list_wave(s3_ctx *c, lprefix *w, size_t n)
             curl_easy_getinfo(lp->easy, CURLINFO_RESPONSE_CODE,
                               &lp->r.status);
             int st = SKIPPR_OK;
-            if (cc != CURLE_OK) {
-                lp->r.curl_error = curl_easy_strerror(cc);
-                st = SKIPPR_RETRY;
-            }
+            if (cc != CURLE_OK)
+                st = transport_failure(c, cc, &lp->r);
             st = verdict(c, st, &lp->r, "list", lp->prefix);
             int truncated = 0;
             if (st == SKIPPR_OK &&

@@ -27,7 +27,9 @@ def _more_files():
 
 
 class S3Server:
-    def __init__(self, buckets):
+    def __init__(self, buckets, tls=None):
+        """tls: (cert_pem, key_pem) to serve HTTPS with that certificate;
+        the boto3 client then trusts it as its CA."""
         self.dir = tempfile.mkdtemp(prefix="skippr-s3rver-")
         if not os.path.isdir(os.path.join(TOOLS, "node_modules", "s3rver")):
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TOOLS,
@@ -37,7 +39,8 @@ class S3Server:
             # keeps in its legacy provider.
             ["node", "--openssl-legacy-provider",
              os.path.join(TOOLS, "s3server.js"), "--dir", self.dir,
-             "--buckets", ",".join(buckets)],
+             "--buckets", ",".join(buckets)] +
+            (["--tls-cert", tls[0], "--tls-key", tls[1]] if tls else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             preexec_fn=_more_files)
         line = self.proc.stdout.readline()
@@ -47,6 +50,7 @@ class S3Server:
         self.client = boto3.client(
             "s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
             aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+            verify=tls[0] if tls else None,
             config=Config(s3={"addressing_style": "path"},
                           retries={"max_attempts": 1}))
 

@@ -4,8 +4,10 @@
 // records the most requests in flight at once, and injects faults on
 // command. Everything listens on 127.0.0.1 only.
 //
-//   node s3server.js --dir DIR --buckets a,b
+//   node s3server.js --dir DIR --buckets a,b [--tls-cert PEM --tls-key PEM]
 //
+// With --tls-cert and --tls-key the proxy speaks HTTPS with that
+// certificate (s3rver behind it stays plain HTTP).
 // Prints one JSON line when ready: {"endpoint": "http://127.0.0.1:PORT"}.
 // Control endpoints on the proxy (not S3 paths):
 //   GET  /__stats            counts by kind, max in flight, faults injected
@@ -26,7 +28,9 @@
 // so the proxy lists plainly and groups keys into CommonPrefixes itself.
 // Exits when stdin closes, so a test that dies leaves nothing running.
 'use strict';
+const fs = require('fs');
 const http = require('http');
+const https = require('https');
 const path = require('path');
 const S3rver = require('s3rver');
 
@@ -36,6 +40,8 @@ function arg(name, def) {
 }
 
 const dir = arg('dir');
+const tlsCert = arg('tls-cert');
+const tlsKey = arg('tls-key');
 const buckets = (arg('buckets', '') || '').split(',').filter(Boolean);
 if (!dir) {
   console.error('usage: s3server.js --dir DIR --buckets a,b');
@@ -162,7 +168,11 @@ async function main() {
   });
   const { port: s3port } = await server.run();
 
-  const proxy = http.createServer((req, res) => {
+  const makeServer = (handler) => (tlsCert
+    ? https.createServer({ cert: fs.readFileSync(tlsCert),
+                           key: fs.readFileSync(tlsKey) }, handler)
+    : http.createServer(handler));
+  const proxy = makeServer((req, res) => {
     if (req.url.startsWith('/__stats')) {
       return json(res, 200, { counts, max_inflight: maxInflight, inflight,
                               injected, open_uploads: uploads.size,
@@ -321,7 +331,8 @@ async function main() {
   proxy.keepAliveTimeout = 30000;
   proxy.listen(0, '127.0.0.1', () => {
     const { port } = proxy.address();
-    process.stdout.write(JSON.stringify({ endpoint: `http://127.0.0.1:${port}`,
+    const scheme = tlsCert ? 'https' : 'http';
+    process.stdout.write(JSON.stringify({ endpoint: `${scheme}://127.0.0.1:${port}`,
                                           s3_endpoint: `http://127.0.0.1:${s3port}` }) + '\n');
   });
   process.stdin.resume();
