@@ -205,9 +205,16 @@ const sk_plugin_lib *sk_registry_find(const sk_registry *r, const char *name)
 
 /* ---- instances --------------------------------------------------------- */
 
+int sk_instance_logged_error(const sk_instance *inst)
+{
+    return __atomic_load_n(&inst->errors_logged, __ATOMIC_RELAXED) != 0;
+}
+
 static void host_log(const skippr_host *h, int level, const char *fmt, ...)
 {
-    const sk_instance *inst = h->impl;
+    sk_instance *inst = h->impl;
+    if (level == SKIPPR_LOG_ERROR)
+        __atomic_fetch_add(&inst->errors_logged, 1, __ATOMIC_RELAXED);
     va_list ap;
     va_start(ap, fmt);
     sk_vlog(level, inst->label, fmt, ap);

@@ -72,6 +72,7 @@ typedef struct sk_instance {
     pthread_mutex_t counters_mu;
     sk_counter counters[SK_MAX_COUNTERS];
     size_t ncounters;
+    int errors_logged; /* error lines the plugin logged (atomic access) */
 } sk_instance;
 
 /* Validate opts against the plugin's table plus the engine's common
@@ -84,6 +85,10 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
                     int start, int64_t memory_budget, sk_instance **out,
                     sk_cfg_err *err);
 void sk_instance_free(sk_instance *inst);
+/* Non-zero once the instance's plugin has logged an error line. The engine
+ * then reports the failure that follows at info level, so a run that stops
+ * shows one error line, the plugin's, which says most. */
+int sk_instance_logged_error(const sk_instance *inst);
 /* Log the instance's counters on one info line (nothing if none). */
 void sk_instance_log_counters(sk_instance *inst);
 

@@ -89,6 +89,12 @@ struct engine {
     uint64_t last_seal_check_ns;
 };
 
+/* A plugin call failed: an error line, unless the plugin already logged
+ * one saying why (then the engine's line is context, at info level). */
+#define plugin_failed(inst, ...)                                               \
+    sk_log(sk_instance_logged_error(inst) ? SKIPPR_LOG_INFO : SKIPPR_LOG_ERROR, \
+           __VA_ARGS__)
+
 static int ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 static int push_rec(piece *p, const rec_out *r)
@@ -344,15 +350,15 @@ static int put_object(engine *e, sk_slice *s, const char *key,
         if (rc == SKIPPR_OK)
             return SKIPPR_OK;
         if (rc != SKIPPR_RETRY) {
-            sk_error("%s: writing %s failed: %s", e->sink->label, key,
-                     skippr_status_str(rc));
+            plugin_failed(e->sink, "%s: writing %s failed: %s",
+                          e->sink->label, key, skippr_status_str(rc));
             return rc;
         }
         sk_warn("%s: writing %s failed (attempt %d of %d); retrying",
                 e->sink->label, key, attempt + 1, MAX_ATTEMPTS);
     }
-    sk_error("%s: giving up on %s after %d attempts", e->sink->label, key,
-             MAX_ATTEMPTS);
+    plugin_failed(e->sink, "%s: giving up on %s after %d attempts",
+                  e->sink->label, key, MAX_ATTEMPTS);
     return SKIPPR_FATAL;
 }
 
@@ -705,8 +711,9 @@ static int process_unit(engine *e, todo *t)
     uint64_t base = (uint64_t)t->offset; /* unit offset of win[0] */
     int rc = ops->open(e->src->ctx, &unit, raw_off, &r.stream);
     if (rc) {
-        sk_error("%s: cannot open unit %s at offset %" PRId64 ": %s",
-                 e->src->label, t->id, raw_off, skippr_status_str(rc));
+        plugin_failed(e->src, "%s: cannot open unit %s at offset %" PRId64
+                      ": %s", e->src->label, t->id, raw_off,
+                      skippr_status_str(rc));
         return rc;
     }
     /* Compression is detected from the unit's first bytes. */
@@ -850,8 +857,9 @@ static int process_unit(engine *e, todo *t)
     rc = SKIPPR_OK;
 out:
     if (rc && rc != SKIPPR_STOPPED)
-        sk_error("%s: unit %s failed near offset %" PRIu64 ": %s",
-                 e->src->label, t->id, base, skippr_status_str(rc));
+        plugin_failed(e->src, "%s: unit %s failed near offset %" PRIu64
+                      ": %s", e->src->label, t->id, base,
+                      skippr_status_str(rc));
     ops->close(e->src->ctx, r.stream);
     sk_decomp_free(r.dec);
     return rc;
@@ -952,7 +960,7 @@ static int copy_pass(engine *e)
         if (c.rc)
             return c.rc;
         if (rc) {
-            sk_error("%s: listing failed: %s", e->src->label,
+            plugin_failed(e->src, "%s: listing failed: %s", e->src->label,
                      skippr_status_str(rc));
             return rc;
         }

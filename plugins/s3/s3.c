@@ -475,6 +475,21 @@ static int verdict(s3_ctx *c, int rc, resp *r, const char *what,
     return retry ? SKIPPR_RETRY : SKIPPR_FATAL;
 }
 
+/* The one error line of a request that kept failing: what, where, and
+ * the last cause (transport error or HTTP status). */
+static void give_up(s3_ctx *c, const char *what, const char *key,
+                    const resp *r)
+{
+    char cause[160];
+    if (r->curl_error)
+        snprintf(cause, sizeof cause, "%s", r->curl_error);
+    else
+        snprintf(cause, sizeof cause, "HTTP %ld", r->status);
+    LOG(c, SKIPPR_LOG_ERROR, "%s s3://%s/%s: giving up after %lld attempts; "
+        "last: %s (endpoint %s)", what, c->bucket, key ? key : "",
+        (long long)c->max_attempts, cause, c->r_endpoint);
+}
+
 static void backoff(int attempt)
 {
     long ms = 100L << (attempt < 6 ? attempt : 6);
@@ -1063,8 +1078,7 @@ static int list_page(s3_ctx *c, const sigv4_kv *q, size_t nq,
                      &r, "list", prefix);
     }
     if (rc == SKIPPR_RETRY)
-        LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: giving up after %lld "
-            "attempts", c->bucket, prefix, (long long)c->max_attempts);
+        give_up(c, "list", prefix, &r);
     if (!rc && parse_page(&r.body, v, n, cap, cps, ncp, token, tcap,
                           truncated)) {
         LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: unreadable XML answer",
@@ -1164,6 +1178,8 @@ static int list_wave(s3_ctx *c, lprefix *w, size_t n)
                 backoff(lp->attempts);
                 lprefix_start(c, m, lp);
             } else if (st != SKIPPR_OK) {
+                if (st == SKIPPR_RETRY)
+                    give_up(c, "list", lp->prefix, &lp->r);
                 rc = SKIPPR_FATAL;
             } else if (truncated) {
                 lp->attempts = 0;
@@ -1400,9 +1416,13 @@ static int fetch_chunk(s3_ctx *c, s3_stream *s)
         }
     }
     if (rc) {
+        if (rc == SKIPPR_RETRY) {
+            char what[64];
+            snprintf(what, sizeof what, "get at byte %lld",
+                     (long long)s->pos);
+            give_up(c, what, s->key, &r);
+        }
         buf_free(&r.body);
-        LOG(c, SKIPPR_LOG_ERROR, "get s3://%s/%s at byte %lld failed",
-            c->bucket, s->key, (long long)s->pos);
         return SKIPPR_FATAL;
     }
     buf_free(&s->chunk);
