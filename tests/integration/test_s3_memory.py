@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Bounded memory for a big slice: about 100 MB of one event type in one
+month is one slice, written as a multipart upload of 8 MiB parts. With a
+16 MiB memory_budget, skipprd's peak RSS stays far below the slice's size;
+the figure is printed. The object is read back with boto3, byte-equal."""
+import os
+import subprocess
+import time
+
+from s3_test import S3Server
+from skippr_test import SKIPPRD, Workspace, check, main
+
+SLICE_MB = 100
+RSS_LIMIT_MB = 80  # what a copy that held the slice in memory could not meet
+
+
+def write_input(ws):
+    """One file per 10 MB; every record is the same event type and month,
+    so all of them land in one slice. Returns the records in order."""
+    folder = os.path.join(ws.inp, "ill-just-dump-this-here")
+    os.makedirs(folder)
+    pad = "x" * 200
+    recs = []
+    per_file = 10 * 10**6 // 260
+    for f in range(SLICE_MB // 10):
+        lines = [b'{"event_type":"big","timestamp":"2021-10-%02dT01:02:03Z",'
+                 b'"id":%d,"pad":"%s"}\n' % (1 + (i % 28), f * per_file + i,
+                                           pad.encode())
+                 for i in range(per_file)]
+        with open(os.path.join(folder, "part-%02d" % f), "wb") as out:
+            out.write(b"".join(lines))
+        recs += lines
+    return recs
+
+
+def peak_rss_mb(proc):
+    """skipprd's own high-water RSS (VmHWM), read until it exits. (rusage's
+    maxrss would also count this Python process, which the child was forked
+    from.) Polled every 10 ms, so growth in the last moments may be missed;
+    the final upload and commit happen well before exit."""
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open("/proc/%d/status" % proc.pid) as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            pass
+        time.sleep(0.01)
+    return peak / 1024
+
+
+def test_big_slice_bounded_memory():
+    ws = Workspace("s3mem")
+    s3 = S3Server(["dst"])
+    try:
+        recs = write_input(ws)
+        size = sum(len(r) for r in recs)
+        with open(ws.config, "w") as f:
+            f.write("""skippr:
+  state_dir: %s
+pipelines:
+  p:
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    memory_budget: 16MiB
+    max_object_bytes: 1GiB
+    buffer_threshold_seconds: 86400
+    transform:
+      namespace_fields: event_type
+      batch_time_fields: timestamp
+      batch_time_unit: month
+data_sources:
+  a:
+    File:
+      path: %s
+      prefix: ill-just-dump-this-here
+data_sinks:
+  b:
+    S3:
+      s3_bucket: dst
+      part_size: 8MiB
+""" % (ws.state, ws.inp))
+        env = dict(os.environ)
+        env.update(s3.env())
+        log = os.path.join(ws.root, "skipprd.log")
+        with open(log, "wb") as err:
+            proc = subprocess.Popen([SKIPPRD, "sync", "-p", "p", "--once",
+                                     "-c", ws.config], env=env, stderr=err)
+            rss_mb = peak_rss_mb(proc)
+        with open(log) as f:
+            check(proc.returncode == 0, f.read()[-2000:])
+        c = s3.stats()["counts"]
+        check(c.get("create_multipart") == 1 and
+              c.get("upload_part", 0) >= size // (8 << 20),
+              "not one multipart upload of 8 MiB parts: %s" % c)
+        objs = s3.objects("dst")
+        check(len(objs) == 1, "want one object, got %s" % list(objs))
+        data = next(iter(objs.values()))
+        check(len(data) == size and sorted(data.splitlines(True)) ==
+              sorted(recs), "the object is not the input's records")
+        check(rss_mb < RSS_LIMIT_MB, "peak RSS %.0f MB for a %.0f MB slice"
+              % (rss_mb, size / 1e6))
+        print("  %.0f MB slice in %d parts; skipprd peak RSS %.1f MB "
+              "(memory_budget 16 MiB, part_size 8 MiB)" %
+              (size / 1e6, c["upload_part"], rss_mb))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_big_slice_bounded_memory])
