@@ -492,7 +492,7 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         "type", "data_source", "data_sink", "buffer_threshold_seconds",
         "max_object_bytes", "wal_disk_budget", "memory_budget",
         "max_record_bytes", "poll_interval_seconds", "commit_interval_ms",
-        "list_batch", "transform", NULL};
+        "list_batch", "upload_concurrency", "transform", NULL};
     static const char *const transform_keys[] = {
         "namespace_fields", "batch_partition_fields", "batch_time_fields",
         "batch_time_unit", "time_partition_prefix", NULL};
@@ -573,6 +573,7 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
     out->poll_interval_seconds = 10;
     out->commit_interval_ms = 1000;
     out->list_batch = 4096;
+    out->upload_concurrency = 8;
     if (get_int(doc, pipe, "buffer_threshold_seconds", 0, 7 * 86400, 0,
                 &out->buffer_threshold_seconds, err) ||
         get_int(doc, pipe, "max_object_bytes", 1024, 5LL << 40, 1,
@@ -588,7 +589,9 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         get_int(doc, pipe, "commit_interval_ms", 0, 3600000, 0,
                 &out->commit_interval_ms, err) ||
         get_int(doc, pipe, "list_batch", 1, 1 << 20, 0, &out->list_batch,
-                err))
+                err) ||
+        get_int(doc, pipe, "upload_concurrency", 1, 256, 0,
+                &out->upload_concurrency, err))
         return SKIPPR_INVAL;
 
     const sk_ynode *tr = sk_ymap_get(pipe, "transform");

@@ -73,6 +73,7 @@ typedef struct sk_pipeline_cfg {
     int64_t poll_interval_seconds; /* continuous mode: time between lists */
     int64_t commit_interval_ms; /* longest time between group commits */
     int64_t list_batch;         /* units listed per round */
+    int64_t upload_concurrency; /* sealed slices written at once */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;

@@ -225,6 +225,8 @@ static void host_counter_add(const skippr_host *h, const char *name,
                              int64_t delta)
 {
     sk_instance *inst = h->impl;
+    if (inst->counters_to)
+        inst = inst->counters_to;
     pthread_mutex_lock(&inst->counters_mu);
     size_t i = 0;
     while (i < inst->ncounters && strcmp(inst->counters[i].name, name) != 0)

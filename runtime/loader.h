@@ -73,6 +73,9 @@ typedef struct sk_instance {
     sk_counter counters[SK_MAX_COUNTERS];
     size_t ncounters;
     int errors_logged; /* error lines the plugin logged (atomic access) */
+    /* Counters go to this instance's table instead (sibling instances of
+     * one sink, one per upload thread); NULL: its own. Not owned. */
+    struct sk_instance *counters_to;
 } sk_instance;
 
 /* Validate opts against the plugin's table plus the engine's common

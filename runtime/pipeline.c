@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,16 @@ typedef struct rec_out {
 
 typedef struct engine engine;
 
+/* One uploader: a sink instance with its own buffers. Sealed slices are
+ * written by up to upload_concurrency threads at once, each with its own
+ * uploader, because a plugin instance is used by one thread at a time. */
+typedef struct uploader {
+    engine *e;
+    sk_instance *sink;
+    sk_buf out;     /* sink write buffer */
+    sk_buf scratch; /* WAL read-back */
+} uploader;
+
 typedef struct piece {
     sk_task task;
     engine *e;
@@ -67,7 +79,9 @@ struct engine {
     const sk_run_opts *opts;
     sk_state *st;
     sk_registry reg;
-    sk_instance *src, *sink;
+    sk_instance *src, *sink; /* sink: uploaders[0]'s, for labels */
+    uploader *up;
+    int nup;
     sk_router *router;
     sk_pool *pool;
     int nthreads;
@@ -75,8 +89,6 @@ struct engine {
     sk_buf win;
     size_t win_max;
     uint8_t *raw;
-    sk_buf out;     /* sink write buffer */
-    sk_buf scratch; /* WAL read-back */
     /* listing */
     todo *todo;
     size_t ntodo, todo_cap;
@@ -221,7 +233,7 @@ static int dead_letter(engine *e, const char *unit, uint64_t offset,
 /* ---- sink upload -------------------------------------------------------- */
 
 typedef struct writer {
-    engine *e;
+    uploader *u;
     void *h;
     int rc;
     uint64_t bytes;
@@ -234,13 +246,13 @@ typedef struct writer {
 
 static int writer_flush(writer *w)
 {
-    engine *e = w->e;
-    if (e->out.len == 0 || w->count_only)
+    uploader *u = w->u;
+    if (u->out.len == 0 || w->count_only)
         return SKIPPR_OK;
     sk_crashpoint("sink_write");
-    int rc = e->sink->plugin->sink->object_write(e->sink->ctx, w->h,
-                                                 e->out.data, e->out.len);
-    sk_buf_reset(&e->out);
+    int rc = u->sink->plugin->sink->object_write(u->sink->ctx, w->h,
+                                                 u->out.data, u->out.len);
+    sk_buf_reset(&u->out);
     return rc;
 }
 
@@ -250,17 +262,17 @@ static int writer_put(writer *w, const void *p, size_t n)
     w->bytes += n;
     if (w->count_only)
         return SKIPPR_OK;
-    engine *e = w->e;
-    if (e->out.len + n > OUT_BUF) {
+    uploader *u = w->u;
+    if (u->out.len + n > OUT_BUF) {
         int rc = writer_flush(w);
         if (rc)
             return rc;
     }
     if (n > OUT_BUF) {
         sk_crashpoint("sink_write");
-        return e->sink->plugin->sink->object_write(e->sink->ctx, w->h, p, n);
+        return u->sink->plugin->sink->object_write(u->sink->ctx, w->h, p, n);
     }
-    return sk_buf_append(&e->out, p, n);
+    return sk_buf_append(&u->out, p, n);
 }
 
 static int write_record(void *ud, const uint8_t *rec, size_t len)
@@ -302,14 +314,16 @@ static void backoff_sleep(int attempt)
 }
 
 /* Write one object with retries. mode as writer.dead_mode. */
-static int put_object(engine *e, sk_slice *s, const char *key,
+static int put_object(uploader *u, sk_slice *s, const char *key,
                       const char *slice_id, uint64_t size, uint32_t crc,
                       int mode, const char *ctype)
 {
-    const skippr_sink_ops *ops = e->sink->plugin->sink;
+    engine *e = u->e;
+    sk_instance *sink = u->sink;
+    const skippr_sink_ops *ops = sink->plugin->sink;
     skippr_object_info info = {key, slice_id, size, crc, ctype};
     if (ops->object_check) {
-        int rc = ops->object_check(e->sink->ctx, &info);
+        int rc = ops->object_check(sink->ctx, &info);
         if (rc == SKIPPR_OK) {
             sk_info("object %s already complete (slice %s); not rewritten",
                     key, slice_id);
@@ -326,11 +340,11 @@ static int put_object(engine *e, sk_slice *s, const char *key,
                 return SKIPPR_STOPPED;
             backoff_sleep(attempt);
         }
-        writer w = {e, NULL, 0, 0, 0, mode, 0, 0, 0};
-        sk_buf_reset(&e->out);
-        rc = ops->object_open(e->sink->ctx, &info, &w.h);
+        writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0};
+        sk_buf_reset(&u->out);
+        rc = ops->object_open(sink->ctx, &info, &w.h);
         if (rc == SKIPPR_OK) {
-            rc = sk_state_foreach_record(e->st, s, &e->scratch, write_record,
+            rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record,
                                          &w);
             if (!rc)
                 rc = writer_flush(&w);
@@ -338,44 +352,48 @@ static int put_object(engine *e, sk_slice *s, const char *key,
                 sk_error("slice %s: re-read %" PRIu64 " bytes with CRC %08x, "
                          "sealed as %" PRIu64 " bytes with CRC %08x",
                          slice_id, w.bytes, w.crc, size, crc);
-                ops->object_abort(e->sink->ctx, w.h);
+                ops->object_abort(sink->ctx, w.h);
                 return SKIPPR_CORRUPT;
             }
             if (!rc) {
                 sk_crashpoint("sink_commit");
-                rc = ops->object_commit(e->sink->ctx, w.h);
+                rc = ops->object_commit(sink->ctx, w.h);
             } else
-                ops->object_abort(e->sink->ctx, w.h);
+                ops->object_abort(sink->ctx, w.h);
         }
         if (rc == SKIPPR_OK)
             return SKIPPR_OK;
         if (rc != SKIPPR_RETRY) {
-            plugin_failed(e->sink, "%s: writing %s failed: %s",
-                          e->sink->label, key, skippr_status_str(rc));
+            plugin_failed(sink, "%s: writing %s failed: %s", sink->label,
+                          key, skippr_status_str(rc));
             return rc;
         }
         sk_warn("%s: writing %s failed (attempt %d of %d); retrying",
-                e->sink->label, key, attempt + 1, MAX_ATTEMPTS);
+                sink->label, key, attempt + 1, MAX_ATTEMPTS);
     }
-    plugin_failed(e->sink, "%s: giving up on %s after %d attempts",
-                  e->sink->label, key, MAX_ATTEMPTS);
+    plugin_failed(sink, "%s: giving up on %s after %d attempts", sink->label,
+                  key, MAX_ATTEMPTS);
     return SKIPPR_FATAL;
 }
 
-static int upload(engine *e, sk_slice *s)
+/* Write slice s's object (and, for dead letters, its sidecar) with u.
+ * Runs on an upload thread: touches nothing shared but the WAL's files,
+ * read-only. The caller records DONE. */
+static int upload_one(uploader *u, sk_slice *s)
 {
+    engine *e = u->e;
     char slice_id[40];
     snprintf(slice_id, sizeof slice_id, "%s-%010" PRIu64, e->st->state_id,
              s->id);
     int rc;
     if (s->kind == SK_SLICE_DEAD) {
-        rc = put_object(e, s, s->object_key, slice_id, s->object_bytes,
+        rc = put_object(u, s, s->object_key, slice_id, s->object_bytes,
                         s->object_crc, 1, "application/octet-stream");
         if (rc)
             return rc;
         /* The sidecar: one JSON line per dead letter. */
-        writer w = {e, NULL, 0, 0, 0, 2, 0, 0, 1};
-        rc = sk_state_foreach_record(e->st, s, &e->scratch, write_record, &w);
+        writer w = {u, NULL, 0, 0, 0, 2, 0, 0, 1};
+        rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record, &w);
         if (rc)
             return rc;
         char *mkey = sk_asprintf("%s.meta.jsonl", s->object_key);
@@ -383,20 +401,104 @@ static int upload(engine *e, sk_slice *s)
         snprintf(mid, sizeof mid, "%s-meta", slice_id);
         if (!mkey)
             return SKIPPR_NOMEM;
-        rc = put_object(e, s, mkey, mid, w.bytes, w.crc, 2,
+        rc = put_object(u, s, mkey, mid, w.bytes, w.crc, 2,
                         "application/x-ndjson");
         sk_free(mkey);
     } else {
-        rc = put_object(e, s, s->object_key, slice_id, s->object_bytes,
+        rc = put_object(u, s, s->object_key, slice_id, s->object_bytes,
                         s->object_crc, 0, "application/x-ndjson");
     }
-    if (rc)
-        return rc;
-    e->objects++;
-    sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
-             s->object_key, s->records, s->object_bytes);
-    return sk_state_done(e->st, s);
+    return rc;
 }
+
+typedef struct upload_batch {
+    engine *e;
+    sk_slice **slices;
+    int *rcs; /* per slice; NOT_TRIED until an uploader takes it */
+    size_t n;
+    atomic_size_t next;
+    atomic_int failed;
+} upload_batch;
+
+#define NOT_TRIED 1 /* no status code is positive */
+
+typedef struct upload_worker {
+    upload_batch *b;
+    uploader *u;
+    pthread_t thread;
+} upload_worker;
+
+static void *upload_main(void *arg)
+{
+    upload_worker *w = arg;
+    upload_batch *b = w->b;
+    for (;;) {
+        size_t i = atomic_fetch_add(&b->next, 1);
+        if (i >= b->n || atomic_load(&b->failed) || sk_stop_requested)
+            break;
+        b->rcs[i] = upload_one(w->u, b->slices[i]);
+        if (b->rcs[i])
+            atomic_store(&b->failed, 1);
+    }
+    return NULL;
+}
+
+/* Write the n sealed slices on up to e->nup threads, then, on this thread
+ * and in order, record DONE for each one written. After a failure no new
+ * slice is started; those written still count, the rest stay sealed for
+ * the next run. Returns the first failure. */
+static int upload_sealed(engine *e, sk_slice **slices, size_t n)
+{
+    if (n == 0)
+        return SKIPPR_OK;
+    int *rcs = sk_calloc(n, sizeof *rcs);
+    size_t nw = (size_t)e->nup < n ? (size_t)e->nup : n;
+    upload_worker *ws = sk_calloc(nw, sizeof *ws);
+    if (!rcs || !ws) {
+        sk_free(rcs);
+        sk_free(ws);
+        return SKIPPR_NOMEM;
+    }
+    upload_batch b = {e, slices, rcs, n, 0, 0};
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = NOT_TRIED;
+    size_t started = 1; /* worker 0 runs on this thread */
+    for (size_t k = 0; k < nw; k++)
+        ws[k] = (upload_worker){&b, &e->up[k], 0};
+    while (started < nw &&
+           pthread_create(&ws[started].thread, NULL, upload_main,
+                          &ws[started]) == 0)
+        started++;
+    upload_main(&ws[0]);
+    for (size_t k = 1; k < started; k++)
+        pthread_join(ws[k].thread, NULL);
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (rcs[i] == NOT_TRIED)
+            continue;
+        if (rcs[i]) {
+            if (!rc)
+                rc = rcs[i];
+            continue;
+        }
+        sk_slice *s = slices[i];
+        e->objects++;
+        sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
+                 s->object_key, s->records, s->object_bytes);
+        int drc = sk_state_done(e->st, s);
+        if (drc) {
+            rc = drc;
+            break;
+        }
+    }
+    if (!rc && sk_stop_requested && atomic_load(&b.next) < n)
+        rc = SKIPPR_STOPPED;
+    sk_free(ws);
+    sk_free(rcs);
+    return rc;
+}
+
+
 
 /* Seal what is due and upload every sealed slice. force: seal all. */
 static int flush_slices(engine *e, int force)
@@ -460,16 +562,12 @@ static int flush_slices(engine *e, int force)
         goto out;
     sk_crashpoint("seal");
     /* Upload everything sealed (including slices sealed before a crash). */
-    n = st->nlive;
-    if (n)
-        memcpy(list, st->live, n * sizeof *list);
-    for (size_t i = 0; i < n; i++) {
-        if (list[i]->state != SK_SLICE_SEALED)
-            continue;
-        rc = upload(e, list[i]);
-        if (rc)
-            goto out;
-    }
+    size_t nsealed = 0;
+    for (size_t i = 0; i < st->nlive; i++)
+        if (st->live[i]->state == SK_SLICE_SEALED)
+            list[nsealed++] = st->live[i];
+    if ((rc = upload_sealed(e, list, nsealed)))
+        goto out;
     rc = sk_wal_sync(st->wal);
     /* A full segment (or a drained run) starts a new one, so that the old
      * one can be deleted once its slices are done. */
@@ -1031,12 +1129,34 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
                      eps[i]->plugin);
             return SKIPPR_INVAL;
         }
-        sk_instance **slot = i == 0 ? &e->src : &e->sink;
-        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 1,
-                            e->cfg->memory_budget, slot, &err)) {
-            sk_error("%s", err.msg);
-            return SKIPPR_INVAL;
+        if (i == 0) {
+            if (sk_instance_new(lib->desc, 0, doc, eps[i], 1,
+                                e->cfg->memory_budget, &e->src, &err)) {
+                sk_error("%s", err.msg);
+                return SKIPPR_INVAL;
+            }
+            continue;
         }
+        /* One sink instance per upload thread; their counters add up in
+         * the first one's. */
+        e->up = sk_calloc((size_t)e->cfg->upload_concurrency, sizeof *e->up);
+        if (!e->up)
+            return SKIPPR_NOMEM;
+        for (int k = 0; k < e->cfg->upload_concurrency; k++) {
+            uploader *u = &e->up[k];
+            u->e = e;
+            sk_buf_init(&u->out, OUT_BUF + 64);
+            sk_buf_init(&u->scratch, SK_WAL_MAX_PAYLOAD + 64);
+            e->nup = k + 1;
+            if (sk_instance_new(lib->desc, 1, doc, eps[i], 1,
+                                e->cfg->memory_budget, &u->sink, &err)) {
+                sk_error("%s", err.msg);
+                return SKIPPR_INVAL;
+            }
+            if (k > 0)
+                u->sink->counters_to = e->up[0].sink;
+        }
+        e->sink = e->up[0].sink;
     }
     return SKIPPR_OK;
 }
@@ -1055,12 +1175,15 @@ static void engine_free(engine *e)
     }
     sk_free(e->pieces);
     sk_buf_free(&e->win);
-    sk_buf_free(&e->out);
-    sk_buf_free(&e->scratch);
     sk_free(e->raw);
     sk_router_free(e->router);
     sk_instance_free(e->src);
-    sk_instance_free(e->sink);
+    for (int k = 0; k < e->nup; k++) {
+        sk_instance_free(e->up[k].sink);
+        sk_buf_free(&e->up[k].out);
+        sk_buf_free(&e->up[k].scratch);
+    }
+    sk_free(e->up);
     sk_registry_close(&e->reg);
     sk_state_close(e->st);
 }
@@ -1089,8 +1212,6 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         goto out;
     e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
     sk_buf_init(&e.win, e.win_max);
-    sk_buf_init(&e.out, OUT_BUF + 64);
-    sk_buf_init(&e.scratch, SK_WAL_MAX_PAYLOAD + 64);
     e.raw = sk_malloc(RAW_READ);
     e.pieces = sk_calloc((size_t)e.nthreads, sizeof *e.pieces);
     if (!e.raw || !e.pieces) {

@@ -17,7 +17,10 @@
  * root allocation and cannot leak it.
  *
  * Threads. Unless a callback says otherwise, the engine calls an instance from
- * one thread at a time. Different instances may be called concurrently.
+ * one thread at a time. Different instances may be called concurrently: the
+ * engine makes one sink instance per upload thread (the pipeline's
+ * upload_concurrency), all with the same options, each writing different
+ * objects.
  *
  * Only this header, status.h and version.h form the ABI. Plugins must not use
  * any other symbol of the engine.
