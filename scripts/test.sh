@@ -25,8 +25,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$JOBS" -L integration
 
-echo "== scheduler tests (TSan)"
+echo "== threads under TSan: the scheduler, S3 read-ahead, parallel uploads"
 cmake -S . -B build-tsan -DSKIPPR_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-tsan -j"$JOBS" --target test_deque test_pool >/dev/null
+cmake --build build-tsan -j"$JOBS" >/dev/null
 TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
-    ctest --test-dir build-tsan --output-on-failure -R 'unit\.test_(deque|pool)$'
+    ctest --test-dir build-tsan --output-on-failure \
+    -R 'unit\.test_(deque|pool)$|integration\.test_(seed_files|s3_seed|s3_listing)$'
