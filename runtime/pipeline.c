@@ -1054,7 +1054,15 @@ static int copy_pass(engine *e)
     for (;;) {
         todo_clear(e);
         list_ctx c = {e, 0};
-        int rc = ops->list(e->src->ctx, e->list_after, list_cb, &c);
+        /* list_cb replaces e->list_after as units arrive, while the
+         * plugin still reads start_after: keep this round's alive. */
+        char *from = e->list_after;
+        e->list_after = NULL;
+        int rc = ops->list(e->src->ctx, from, list_cb, &c);
+        if (!e->list_after)
+            e->list_after = from;
+        else
+            sk_free(from);
         if (c.rc)
             return c.rc;
         if (rc) {
