@@ -6,6 +6,11 @@
  * as a pipeline task does, and prints the median of several runs.
  *
  *   bench_peek [MB] [runs] [framing: lines|concat|pretty]
+ *   bench_peek --dump PATH [MB] [framing]    write the corpus to PATH
+ *   bench_peek --file PATH [runs] [label]    peek+route PATH instead
+ *
+ * --dump and --file let another program (bench/simdjson_peek.cpp) work on
+ * exactly the same bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,20 +75,77 @@ static void gen_record(sk_buf *b, int pretty)
                       (int)(rnd() % 100), pretty ? "\n" : "");
 }
 
-int main(int argc, char **argv)
+/* The corpus: about mb MiB of records in the given framing. */
+static size_t generate(sk_buf *corpus, size_t mb, const char *framing)
 {
-    size_t mb = argc > 1 ? (size_t)atoi(argv[1]) : 256;
-    int runs = argc > 2 ? atoi(argv[2]) : 5;
-    const char *framing = argc > 3 ? argv[3] : "lines";
     int pretty = strcmp(framing, "pretty") == 0;
     const char *sep = strcmp(framing, "concat") == 0 ? "" : "\n";
+    size_t nrec = 0;
+    while (corpus->len < mb << 20) {
+        if (sk_buf_reserve(corpus, 4096) != SKIPPR_OK) {
+            fprintf(stderr, "bench_peek: out of memory\n");
+            exit(1);
+        }
+        gen_record(corpus, pretty);
+        sk_buf_append(corpus, sep, strlen(sep));
+        nrec++;
+    }
+    return nrec;
+}
+
+/* Read a whole file into corpus; returns 0 on success. */
+static int load(sk_buf *corpus, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    char chunk[1 << 16];
+    size_t n;
+    int rc = 0;
+    while (!rc && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = sk_buf_append(corpus, chunk, n) != SKIPPR_OK;
+    if (ferror(f))
+        rc = -1;
+    fclose(f);
+    if (rc)
+        fprintf(stderr, "bench_peek: cannot load %s\n", path);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
     sk_buf corpus;
     sk_buf_init(&corpus, (size_t)4 << 30);
+    if (argc > 2 && strcmp(argv[1], "--dump") == 0) {
+        size_t mb = argc > 3 ? (size_t)atoi(argv[3]) : 256;
+        generate(&corpus, mb, argc > 4 ? argv[4] : "lines");
+        FILE *f = fopen(argv[2], "wb");
+        int bad = !f || fwrite(corpus.data, 1, corpus.len, f) != corpus.len;
+        if (f && fclose(f) != 0)
+            bad = 1;
+        if (bad)
+            perror(argv[2]);
+        sk_buf_free(&corpus);
+        return bad;
+    }
+    int from_file = argc > 2 && strcmp(argv[1], "--file") == 0;
+    if (from_file) {
+        argv++; /* shift: PATH takes the place of MB */
+        argc--;
+    }
+    size_t mb = argc > 1 && !from_file ? (size_t)atoi(argv[1]) : 256;
+    int runs = argc > 2 ? atoi(argv[2]) : 5;
+    if (runs < 1)
+        runs = 1;
+    const char *framing = argc > 3 ? argv[3] : "lines";
     size_t nrec = 0;
-    while (corpus.len < mb << 20) {
-        gen_record(&corpus, pretty);
-        sk_buf_append(&corpus, sep, strlen(sep));
-        nrec++;
+    if (from_file) {
+        if (load(&corpus, argv[1]))
+            return 1;
+    } else {
+        nrec = generate(&corpus, mb, framing);
     }
     sk_route_config cfg = {"event_type", "detail.tenant_id,truck.tenant_id",
                            "timestamp", SK_TIME_UNIT_DAY, "p_"};
@@ -111,6 +173,8 @@ int main(int argc, char **argv)
             n++;
         }
         double secs = (double)(sk_now_ns() - t0) / 1e9;
+        if (from_file && run == 0)
+            nrec = n;
         if (n != nrec) {
             fprintf(stderr, "framed %zu of %zu records\n", n, nrec);
             return 1;
