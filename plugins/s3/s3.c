@@ -23,7 +23,8 @@
  * AWS_SESSION_TOKEN, then the shared credentials file's profile
  * (AWS_PROFILE, default "default"). Region: option, AWS_REGION,
  * AWS_DEFAULT_REGION, the config file, us-east-1. Endpoint: option,
- * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS. Secrets, the session
+ * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS. CA bundle: option,
+ * AWS_CA_BUNDLE, else the system's. Secrets, the session
  * token and the Authorization header are never logged.
  *
  * Threads: one instance is used by one thread at a time.
@@ -57,6 +58,7 @@ typedef struct s3_ctx {
     int64_t part_size, read_chunk_bytes, max_attempts, timeout_seconds;
     /* resolved at init */
     char *r_region, *r_endpoint, *r_ak, *r_sk, *r_token;
+    char *r_ca; /* ca_bundle, else AWS_CA_BUNDLE; NULL: the system's */
     int path_style;
     CURL *curl;
     /* source: fetching ahead on an I/O thread */
@@ -96,7 +98,8 @@ typedef struct s3_ctx {
     OPT("verify_tls", SKIPPR_OPT_BOOL, "true", 0, verify_tls,                   \
         "Verify the server's TLS certificate."),                               \
     OPT("ca_bundle", SKIPPR_OPT_STRING, NULL, 0, ca_bundle,                     \
-        "CA bundle file for TLS verification."),                              \
+        "CA bundle file for TLS verification; default AWS_CA_BUNDLE, else "    \
+        "the system's."),                              \
     OPT("max_attempts", SKIPPR_OPT_INT, "8", 0, max_attempts,                   \
         "Attempts per request before giving up (source side)."),               \
     OPT("timeout_seconds", SKIPPR_OPT_INT, "120", 0, timeout_seconds,           \
@@ -373,8 +376,8 @@ static void easy_setup(const s3_ctx *c, CURL *h, const char *url,
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, c->verify_tls ? 1L : 0L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, c->verify_tls ? 2L : 0L);
-    if (c->ca_bundle)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+    if (c->r_ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->r_ca);
 }
 
 /* A transport failure: SKIPPR_RETRY when another attempt may succeed;
@@ -390,7 +393,7 @@ static int transport_failure(s3_ctx *c, CURLcode cc, resp *r)
     case CURLE_SSL_ISSUER_ERROR:
         LOG(c, SKIPPR_LOG_ERROR, "TLS to %s failed: %s; give the CA that "
             "signed its certificate with ca_bundle%s", c->r_endpoint,
-            r->curl_error, c->ca_bundle ? " (the one given does not verify "
+            r->curl_error, c->r_ca ? " (the one given does not verify "
             "it)" : "");
         return SKIPPR_FATAL;
     case CURLE_UNSUPPORTED_PROTOCOL:
@@ -550,6 +553,11 @@ static int init(void *ctx, const skippr_host *host)
         snprintf(e, sizeof e, "https://s3.%s.amazonaws.com", c->r_region);
         c->r_endpoint = strdup(e);
     }
+    c->r_ca = c->ca_bundle ? strdup(c->ca_bundle) : env("AWS_CA_BUNDLE");
+    if (c->ca_bundle && !c->r_ca) {
+        free(profile);
+        return SKIPPR_NOMEM;
+    }
     size_t el = strlen(c->r_endpoint);
     while (el && c->r_endpoint[el - 1] == '/')
         c->r_endpoint[--el] = '\0';
@@ -614,6 +622,7 @@ static void destroy(void *ctx)
     if (c->curl)
         curl_easy_cleanup(c->curl);
     free(c->replace_key);
+    free(c->r_ca);
     free(c->r_region);
     free(c->r_endpoint);
     if (c->r_sk)

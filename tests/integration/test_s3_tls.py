@@ -4,8 +4,9 @@
 The test proxy serves HTTPS with a self-signed certificate made here for
 127.0.0.1. Without ca_bundle skipprd refuses the server on the first
 request, with one clear error line and nothing written; with ca_bundle
-naming that certificate the same run copies everything, byte-equal;
-verify_tls: false also connects (for test rigs only).
+naming that certificate (or AWS_CA_BUNDLE, as AWS's tools read it) the
+same run copies everything, byte-equal; verify_tls: false also connects
+(for test rigs only).
 """
 import os
 import subprocess
@@ -28,7 +29,7 @@ def make_cert(root):
     return cert, key
 
 
-def sync(ws, s3, name, tls_lines):
+def sync(ws, s3, name, tls_lines, extra_env=None):
     config = os.path.join(ws.root, name + ".yml")
     with open(config, "w") as f:
         f.write("""skippr:
@@ -50,7 +51,9 @@ data_sources:
       s3_prefix: %s
 %s""" % (ws.state, name, tls_lines, name, tls_lines))
     env = dict(os.environ)
+    env.pop("AWS_CA_BUNDLE", None)
     env.update(s3.env())
+    env.update(extra_env or {})
     return subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
                            config], env=env, capture_output=True, text=True,
                           timeout=300)
@@ -75,9 +78,11 @@ def test_tls_verified_with_ca_bundle():
         check(not s3.objects("dst", "untrusted/"), "objects were written")
 
         want = expected_records(ws.inp, transform=TRANSFORM)
-        for name, lines in (("bundle", "      ca_bundle: %s\n" % cert),
-                            ("noverify", "      verify_tls: false\n")):
-            p = sync(ws, s3, name, lines)
+        for name, lines, extra in (
+                ("bundle", "      ca_bundle: %s\n" % cert, None),
+                ("envbundle", "", {"AWS_CA_BUNDLE": cert}),
+                ("noverify", "      verify_tls: false\n", None)):
+            p = sync(ws, s3, name, lines, extra)
             check(p.returncode == 0, "%s: %s" % (name, p.stderr[-2000:]))
             got = {}
             for k, data in s3.objects("dst", name + "/").items():
@@ -85,8 +90,8 @@ def test_tls_verified_with_ca_bundle():
                 for raw, _ in frame(data):
                     got[(folder, raw)] = got.get((folder, raw), 0) + 1
             check(dict(want) == got, "%s: output differs" % name)
-        print("  untrusted: refused (%s); ca_bundle and verify_tls: false: "
-              "%d records each, exact" % (errors[0].split(": ", 2)[-1][:80],
+        print("  untrusted: refused (%s); ca_bundle, AWS_CA_BUNDLE and "
+              "verify_tls: false: %d records each, exact" % (errors[0].split(": ", 2)[-1][:80],
                                           sum(want.values())))
     finally:
         s3.close()
