@@ -776,7 +776,7 @@ static void progress(engine *e, int force)
 
 static int st_memory_over(const engine *e)
 {
-    return e->st->open_block_bytes > (uint64_t)e->cfg->memory_budget;
+    return e->st->open_block_cap > (uint64_t)e->cfg->memory_budget;
 }
 
 static int maybe_commit(engine *e, int force)
@@ -937,7 +937,7 @@ static int process_unit(engine *e, todo *t)
             u->offset = (int64_t)base;
             break;
         }
-        if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st)))
+        if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
             goto out;
         if ((rc = maybe_commit(e, 0)))
             goto out;

@@ -498,6 +498,13 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
     return s;
 }
 
+/* Give s's open-block buffer back; it must be empty. */
+static void release_block(sk_state *st, sk_slice *s)
+{
+    st->open_block_cap -= s->open_block.cap;
+    sk_buf_free(&s->open_block);
+}
+
 static int write_block(sk_state *st, sk_slice *s)
 {
     int rc;
@@ -528,11 +535,11 @@ static int write_block(sk_state *st, sk_slice *s)
     if ((rc = add_block(s, pos)))
         return rc;
     st->open_block_bytes -= s->open_block.len;
-    /* Keep small buffers for reuse; give back large ones. */
-    if (s->open_block.cap > 2 * st->block_bytes)
-        sk_buf_free(&s->open_block);
     sk_buf_reset(&s->open_block);
     s->open_nrec = 0;
+    /* Keep a block-sized buffer for reuse; give back larger ones. */
+    if (s->open_block.cap > 2 * st->block_bytes)
+        release_block(st, s);
     return SKIPPR_OK;
 }
 
@@ -543,7 +550,13 @@ int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
         return SKIPPR_RANGE;
     uint8_t l[4];
     sk_put_u32(l, (uint32_t)len);
-    int rc = sk_buf_reserve(&s->open_block, 4 + len);
+    /* Room for a whole block at once: growing by doubling past malloc's
+     * mmap threshold costs an mremap and page faults at every step. The
+     * memory budget counts this capacity, not just the bytes held. */
+    size_t want = s->open_block.cap ? 4 + len : st->block_bytes + 4 + len;
+    size_t cap0 = s->open_block.cap;
+    int rc = sk_buf_reserve(&s->open_block, want);
+    st->open_block_cap += s->open_block.cap - cap0;
     if (rc)
         return rc;
     memcpy(s->open_block.data + s->open_block.len, l, 4);
@@ -562,19 +575,21 @@ int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
     return SKIPPR_OK;
 }
 
-int sk_state_flush_blocks(sk_state *st)
+int sk_state_flush_blocks(sk_state *st, int release)
 {
     for (size_t i = 0; i < st->nlive; i++) {
         int rc = write_block(st, st->live[i]);
         if (rc)
             return rc;
+        if (release)
+            release_block(st, st->live[i]);
     }
     return SKIPPR_OK;
 }
 
 int sk_state_commit(sk_state *st)
 {
-    int rc = sk_state_flush_blocks(st);
+    int rc = sk_state_flush_blocks(st, 0);
     if (rc)
         return rc;
     sk_buf b;
@@ -718,6 +733,7 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
     s->object_bytes = c.bytes;
     s->object_crc = c.crc;
     s->state = SK_SLICE_SEALED;
+    release_block(st, s); /* sealed slices take no more records */
     return SKIPPR_OK;
 }
 

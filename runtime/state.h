@@ -85,7 +85,8 @@ typedef struct sk_state {
     sk_slice **live;    /* OPEN and SEALED slices */
     size_t nlive, live_cap;
     uint64_t next_slice_id;
-    uint64_t open_block_bytes; /* memory held in open blocks */
+    uint64_t open_block_bytes; /* record bytes held in open blocks */
+    uint64_t open_block_cap;   /* memory allocated for open blocks */
     uint64_t block_bytes;      /* a block is written out at this size */
     int readonly;
 } sk_state;
@@ -104,8 +105,9 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
                          uint64_t hash, uint8_t kind);
 /* Append one record to an OPEN slice. */
 int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len);
-/* Write every open block as a BLOCK frame (not yet durable). */
-int sk_state_flush_blocks(sk_state *st);
+/* Write every open block as a BLOCK frame (not yet durable). release: also
+ * give their buffers back (memory pressure); else they are kept for reuse. */
+int sk_state_flush_blocks(sk_state *st, int release);
 /* Group commit: flush blocks, COMMIT frame with dirty units, fsync. */
 int sk_state_commit(sk_state *st);
 /* Seal an OPEN slice: requires a commit since its last append (the caller

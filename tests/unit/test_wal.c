@@ -200,7 +200,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
         assert_int_equal(sk_state_append(st, s, "{\"b\":2}", 7), 0);
     u->offset = 56;
     u->dirty = 1;
-    assert_int_equal(sk_state_flush_blocks(st), 0);
+    assert_int_equal(sk_state_flush_blocks(st, 0), 0);
     assert_int_equal(sk_wal_sync(st->wal), 0);
     sk_state_close(st);
 
