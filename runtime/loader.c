@@ -67,7 +67,8 @@ int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
     }
     if ((d->source && (d->source->struct_size < sizeof(skippr_source_ops) ||
                        !d->source->init)) ||
-        (d->sink && (d->sink->struct_size < sizeof(skippr_sink_ops) ||
+        /* Sinks built before sync() was appended are still good. */
+        (d->sink && (d->sink->struct_size < offsetof(skippr_sink_ops, sync) ||
                      !d->sink->init || !d->sink->object_open ||
                      !d->sink->object_write || !d->sink->object_commit ||
                      !d->sink->object_abort))) {
@@ -403,7 +404,7 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
         goto oom;
     inst->host = (skippr_host){sizeof(skippr_host), host_log, host_counter_add,
                                host_should_stop, host_emit, inst,
-                               memory_budget};
+                               memory_budget, SKIPPR_HOST_SYNCS_SINKS};
 
     const sk_ynode *opts = ep->options;
     for (size_t i = 0; opts && i < opts->n; i++) {

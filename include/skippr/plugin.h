@@ -119,7 +119,13 @@ typedef struct skippr_host {
      * instance may hold in memory for data in flight (read ahead, parts
      * being assembled); the pipeline's memory_budget. 0 = no guidance. */
     int64_t memory_budget;
+    /* Appended in 0.1: SKIPPR_HOST_* bits saying what this engine does. */
+    uint32_t flags;
 } skippr_host;
+
+/* host->flags: the engine calls skippr_sink_ops.sync() before it records
+ * objects as written, so a sink with sync() may defer durability to it. */
+#define SKIPPR_HOST_SYNCS_SINKS 1u
 
 /* Non-zero when the engine's host struct has `field` (hosts only grow). */
 #define SKIPPR_HOST_HAS(host, field)                                       \
@@ -209,8 +215,10 @@ typedef struct skippr_sink_ops {
                        void **handle);
     /* Append bytes. The buffer is borrowed for the call. */
     int (*object_write)(void *ctx, void *handle, const void *buf, size_t len);
-    /* Make the object durable and visible. SKIPPR_OK means it is: the engine
-     * then records the slice as committed and never writes it again. */
+    /* Make the object complete and visible, and durable unless the sink
+     * defers that to sync() (see below). SKIPPR_OK means so: once durable,
+     * the engine records the slice as committed and never writes it
+     * again. */
     int (*object_commit)(void *ctx, void *handle);
     /* Discard a partly written object. */
     void (*object_abort)(void *ctx, void *handle);
@@ -218,7 +226,19 @@ typedef struct skippr_sink_ops {
      * already exists with this slice id and checksum, SKIPPR_NOENT if it does
      * not exist, SKIPPR_CHANGED if something else is there. */
     int (*object_check)(void *ctx, const skippr_object_info *info);
+    /* Appended in 0.1; optional (test with SKIPPR_OPS_HAS). Make every
+     * object this instance committed since the last call durable, at once
+     * (one syncfs instead of an fsync per file and folder). An engine whose
+     * host->flags has SKIPPR_HOST_SYNCS_SINKS calls it after a batch of
+     * commits and before it records any of them; on failure it records
+     * none of them, and writes them again later. A sink may defer
+     * durability to sync() only when that flag is set. */
+    int (*sync)(void *ctx);
 } skippr_sink_ops;
+
+/* Non-zero when an ops struct of type `type` at `ops` has `field`. */
+#define SKIPPR_OPS_HAS(type, ops, field)                                   \
+    ((ops)->struct_size >= offsetof(type, field) + sizeof((ops)->field))
 
 /* ------------------------------------------------------------------------ */
 /* The descriptor                                                           */

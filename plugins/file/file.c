@@ -8,9 +8,13 @@
  * reported by the engine, not re-read.
  *
  * Sink. An object "a/b/c.jsonl" becomes {path}/{prefix}/a/b/c.jsonl,
- * written as {dir}/.c.jsonl.tmp-{slice}, fsynced, renamed into place and the
- * folder fsynced. Writing the same object again replaces it atomically with
- * the same bytes, which makes retries and crash recovery idempotent.
+ * written as {dir}/.c.jsonl.tmp-{slice} and renamed into place. Writing the
+ * same object again replaces it atomically with the same bytes, which makes
+ * retries and crash recovery idempotent. Durability: when the engine calls
+ * sync() (host flag SKIPPR_HOST_SYNCS_SINKS), a batch of objects is made
+ * durable by one syncfs() of the output file system before the engine
+ * records any of them; otherwise each file is fsynced before its rename and
+ * its folder after it, as are folders the sink creates.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +33,8 @@ typedef struct file_ctx {
     const char *path;   /* option */
     const char *prefix; /* option */
     int fsync;          /* option (sink) */
+    int deferred;       /* durability left to sync(): one syncfs a batch */
+    int dirty;          /* renamed since the last sync() */
 } file_ctx;
 
 static const skippr_option source_options[] = {
@@ -44,7 +50,8 @@ static const skippr_option sink_options[] = {
     {"prefix", SKIPPR_OPT_STRING, "", 0, offsetof(file_ctx, prefix),
      "Sub-folder under path for every object."},
     {"fsync", SKIPPR_OPT_BOOL, "true", 0, offsetof(file_ctx, fsync),
-     "fsync each object and its folder before reporting it written."},
+     "Make objects durable before they count as written (one syncfs per "
+     "batch, or an fsync per file and folder)."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 #define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
@@ -62,6 +69,8 @@ static int init(void *ctx, const skippr_host *host)
             "contain '..'", c->prefix);
         return SKIPPR_INVAL;
     }
+    c->deferred = c->fsync && SKIPPR_HOST_HAS(host, flags) &&
+                  (host->flags & SKIPPR_HOST_SYNCS_SINKS);
     return SKIPPR_OK;
 }
 
@@ -280,7 +289,8 @@ static int mkdirs(file_ctx *c, char *path)
             char *slash = strrchr(path, '/');
             if (slash && slash != path) {
                 *slash = '\0';
-                int rc = c->fsync ? fsync_dir(c, path) : SKIPPR_OK;
+                int rc = c->fsync && !c->deferred ? fsync_dir(c, path)
+                                                  : SKIPPR_OK;
                 *slash = '/';
                 if (rc) {
                     *p = '/';
@@ -381,7 +391,7 @@ static int sink_commit(void *ctx, void *h)
 {
     file_ctx *c = ctx;
     file_obj *o = h;
-    if (c->fsync && fsync(o->fd) != 0) {
+    if (c->fsync && !c->deferred && fsync(o->fd) != 0) {
         LOG(c, SKIPPR_LOG_ERROR, "fsync %s: %s", o->tmp, strerror(errno));
         sink_abort(ctx, h);
         return SKIPPR_FATAL; /* never retry a failed fsync */
@@ -395,7 +405,8 @@ static int sink_commit(void *ctx, void *h)
         return SKIPPR_RETRY;
     }
     int rc = SKIPPR_OK;
-    if (c->fsync) {
+    c->dirty = 1;
+    if (c->fsync && !c->deferred) {
         char *slash = strrchr(o->final, '/');
         *slash = '\0';
         rc = fsync_dir(c, o->final);
@@ -419,6 +430,31 @@ static const skippr_source_ops source = {
     .close = src_close,
 };
 
+/* Make everything renamed since the last call durable: syncfs() of the
+ * file system holding the output folder writes back every file, folder
+ * and rename at once. A failure is fatal (never retried). */
+static int sink_sync(void *ctx)
+{
+    file_ctx *c = ctx;
+    if (!c->deferred || !c->dirty)
+        return SKIPPR_OK;
+    int fd = open(c->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "open %s: %s", c->path, strerror(errno));
+        return SKIPPR_FATAL;
+    }
+    int rc = syncfs(fd);
+    int err = errno;
+    close(fd);
+    if (rc != 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "syncfs %s: %s", c->path, strerror(err));
+        return SKIPPR_FATAL;
+    }
+    c->dirty = 0;
+    c->host->counter_add(c->host, "syncs", 1);
+    return SKIPPR_OK;
+}
+
 static const skippr_sink_ops sink = {
     .struct_size = sizeof(skippr_sink_ops),
     .ctx_size = sizeof(file_ctx),
@@ -429,6 +465,7 @@ static const skippr_sink_ops sink = {
     .object_write = sink_write,
     .object_commit = sink_commit,
     .object_abort = sink_abort,
+    .sync = sink_sync,
 };
 
 static const skippr_plugin plugin = {

@@ -9,6 +9,7 @@ nothing; a new file dropped in is the only one copied.
 """
 import gzip
 import os
+import re
 
 from skippr_test import (Workspace, assert_exact, check, files_snapshot,
                          frame, main, output_records, expected_key, run)
@@ -28,6 +29,11 @@ def test_seed_layout_byte_equal():
         nfiles = sum(len(f) for _, _, f in os.walk(ws.sink_root))
         check("files_written=%d" % nfiles in p.err and
               "files_opened=60" in p.err, "counters: %s" % p.err)
+        # Durability came from syncfs, once per upload thread that wrote
+        # (the --once run flushes once), not an fsync per file.
+        syncs = re.search(r"syncs=(\d+)", p.err)
+        check(syncs and 1 <= int(syncs.group(1)) <= 8,
+              "the File sink did not sync its batch: %s" % p.err)
         # Trucks only carry truck.tenant_id.
         trucks = [k for k in output_records(ws.sink_root)
                   if k[0].startswith("truck_ping/")]
