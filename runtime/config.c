@@ -492,7 +492,8 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         "type", "data_source", "data_sink", "buffer_threshold_seconds",
         "max_object_bytes", "wal_disk_budget", "memory_budget",
         "max_record_bytes", "poll_interval_seconds", "commit_interval_ms",
-        "list_batch", "upload_concurrency", "transform", NULL};
+        "list_batch", "upload_concurrency", "wal_zstd_level", "transform",
+        NULL};
     static const char *const transform_keys[] = {
         "namespace_fields", "batch_partition_fields", "batch_time_fields",
         "batch_time_unit", "time_partition_prefix", NULL};
@@ -591,7 +592,9 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         get_int(doc, pipe, "list_batch", 1, 1 << 20, 0, &out->list_batch,
                 err) ||
         get_int(doc, pipe, "upload_concurrency", 1, 256, 0,
-                &out->upload_concurrency, err))
+                &out->upload_concurrency, err) ||
+        get_int(doc, pipe, "wal_zstd_level", 0, 19, 0, &out->wal_zstd_level,
+                err))
         return SKIPPR_INVAL;
 
     const sk_ynode *tr = sk_ymap_get(pipe, "transform");

@@ -74,6 +74,7 @@ typedef struct sk_pipeline_cfg {
     int64_t commit_interval_ms; /* longest time between group commits */
     int64_t list_batch;         /* units listed per round */
     int64_t upload_concurrency; /* sealed slices written at once */
+    int64_t wal_zstd_level;     /* 0: WAL blocks plain; 1-19: zstd level */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;

@@ -1246,6 +1246,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 0,
                             &e.st)))
         goto out;
+    e.st->zstd_level = (int)cfg->wal_zstd_level;
     e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
     sk_buf_init(&e.win, e.win_max);
     e.raw = sk_malloc(RAW_READ);

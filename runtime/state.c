@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "crc32c.h"
 #include "fault.h"
@@ -244,16 +245,23 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
                                        (int64_t)sk_get_u64(q + 1), pos.seg};
         return SKIPPR_OK;
     }
-    case SK_WAL_BLOCK: {
+    case SK_WAL_BLOCK:
+    case SK_WAL_BLOCKZ: {
         if (len < 12)
             return SKIPPR_CORRUPT;
         uint64_t nrec = sk_get_u32(p + 8);
-        if (len - 12 < 4 * nrec)
+        uint64_t part = len - 12; /* the records part: u32 length, bytes */
+        if (type == SK_WAL_BLOCKZ) {
+            if (len < 16)
+                return SKIPPR_CORRUPT;
+            part = sk_get_u32(p + 12);
+        }
+        if (part < 4 * nrec)
             return SKIPPR_CORRUPT;
         if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
             return SKIPPR_NOMEM;
         r->pb[r->npb++] = (pend_block){sk_get_u64(p), pos, nrec,
-                                       len - 12 - 4 * nrec};
+                                       part - 4 * nrec};
         return SKIPPR_OK;
     }
     case SK_WAL_COMMIT:
@@ -379,6 +387,7 @@ int sk_state_open(const char *state_dir, const char *workspace,
     st->lock_fd = -1;
     st->readonly = readonly;
     st->block_bytes = DEFAULT_BLOCK_BYTES;
+    sk_buf_init(&st->zbuf, SK_WAL_MAX_PAYLOAD);
     sk_map_init(&st->open_by_key);
     st->dir = sk_asprintf("%s/%s/%s", state_dir, workspace, pipeline);
     if (!st->dir)
@@ -456,6 +465,8 @@ void sk_state_close(sk_state *st)
         slice_free(st->live[i]);
     sk_free(st->live);
     sk_map_free(&st->open_by_key);
+    sk_buf_free(&st->zbuf);
+    ZSTD_freeCCtx(st->zctx);
     sk_wal_close(st->wal);
     sk_ledger_close(st->ledger);
     if (st->lock_fd >= 0)
@@ -498,6 +509,21 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
     return s;
 }
 
+/* Compress n bytes into st->zbuf; returns the compressed size, or 0 when
+ * it cannot (then the block is written plain). */
+static size_t compress_block(sk_state *st, const void *p, size_t n)
+{
+    if (!st->zctx && !(st->zctx = ZSTD_createCCtx()))
+        return 0;
+    size_t bound = ZSTD_compressBound(n);
+    sk_buf_reset(&st->zbuf);
+    if (sk_buf_reserve(&st->zbuf, bound))
+        return 0;
+    size_t zn = ZSTD_compressCCtx(st->zctx, st->zbuf.data, bound, p, n,
+                                  st->zstd_level);
+    return ZSTD_isError(zn) ? 0 : zn;
+}
+
 /* Give s's open-block buffer back; it must be empty. */
 static void release_block(sk_state *st, sk_slice *s)
 {
@@ -524,13 +550,24 @@ static int write_block(sk_state *st, sk_slice *s)
             s->first_seg = pos.seg;
         s->announced = 1;
     }
-    uint8_t h[12];
+    uint8_t h[16];
     sk_put_u64(h, s->id);
     sk_put_u32(h + 8, s->open_nrec);
-    sk_iov parts[] = {{h, sizeof h},
-                      {s->open_block.data, s->open_block.len}};
+    sk_put_u32(h + 12, (uint32_t)s->open_block.len);
+    sk_iov parts[] = {{h, 12}, {s->open_block.data, s->open_block.len}};
+    int type = SK_WAL_BLOCK;
+    if (st->zstd_level > 0) {
+        /* Compressed when that is smaller; plain otherwise. */
+        size_t zn = compress_block(st, s->open_block.data,
+                                   s->open_block.len);
+        if (zn > 0 && zn < s->open_block.len) {
+            type = SK_WAL_BLOCKZ;
+            parts[0].n = 16;
+            parts[1] = (sk_iov){st->zbuf.data, zn};
+        }
+    }
     sk_wal_pos pos;
-    if ((rc = sk_wal_append(st->wal, SK_WAL_BLOCK, parts, 2, &pos)))
+    if ((rc = sk_wal_append(st->wal, type, parts, 2, &pos)))
         return rc;
     if ((rc = add_block(s, pos)))
         return rc;
@@ -644,32 +681,66 @@ int sk_state_commit(sk_state *st)
     return SKIPPR_OK;
 }
 
+/* The records part of a BLOCKZ frame in scratch, decompressed into z. */
+static int inflate_block(const sk_slice *s, const sk_buf *scratch, sk_buf *z)
+{
+    if (scratch->len < 16)
+        return SKIPPR_CORRUPT;
+    size_t want = sk_get_u32(scratch->data + 12);
+    sk_buf_reset(z);
+    if (sk_buf_reserve(z, want ? want : 1))
+        return SKIPPR_NOMEM;
+    size_t got = ZSTD_decompress(z->data, want, scratch->data + 16,
+                                 scratch->len - 16);
+    if (ZSTD_isError(got) || got != want) {
+        sk_error("WAL block for slice %" PRIu64 " does not decompress: %s",
+                 s->id, ZSTD_isError(got) ? ZSTD_getErrorName(got)
+                                          : "wrong length");
+        return SKIPPR_CORRUPT;
+    }
+    z->len = got;
+    return SKIPPR_OK;
+}
+
 int sk_state_foreach_record(sk_state *st, const sk_slice *s, sk_buf *scratch,
                             sk_record_fn fn, void *ud)
 {
-    for (size_t i = 0; i < s->nblocks; i++) {
-        int rc = sk_wal_read(st->wal, s->blocks[i], scratch);
-        if (rc)
-            return rc;
+    sk_buf z; /* decompressed records of a BLOCKZ frame */
+    sk_buf_init(&z, SK_WAL_MAX_PAYLOAD);
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < s->nblocks && !rc; i++) {
+        int type = 0;
+        if ((rc = sk_wal_read(st->wal, s->blocks[i], scratch, &type)))
+            break;
         if (scratch->len < 12 || sk_get_u64(scratch->data) != s->id) {
             sk_error("WAL block for slice %" PRIu64 " is malformed", s->id);
-            return SKIPPR_CORRUPT;
+            rc = SKIPPR_CORRUPT;
+            break;
         }
         uint32_t n = sk_get_u32(scratch->data + 8);
         const uint8_t *p = scratch->data + 12, *end = scratch->data +
                                                        scratch->len;
-        for (uint32_t k = 0; k < n; k++) {
+        if (type == SK_WAL_BLOCKZ) {
+            if ((rc = inflate_block(s, scratch, &z)))
+                break;
+            p = z.data;
+            end = z.data + z.len;
+        }
+        for (uint32_t k = 0; k < n && !rc; k++) {
             if (end - p < 4 || (size_t)(end - p - 4) < sk_get_u32(p)) {
                 sk_error("WAL block for slice %" PRIu64 " is malformed",
                          s->id);
-                return SKIPPR_CORRUPT;
+                rc = SKIPPR_CORRUPT;
+                break;
             }
             uint32_t l = sk_get_u32(p);
-            if ((rc = fn(ud, p + 4, l)))
-                return rc;
+            rc = fn(ud, p + 4, l);
             p += 4 + l;
         }
     }
+    sk_buf_free(&z);
+    if (rc)
+        return rc;
     return SKIPPR_OK;
 }
 

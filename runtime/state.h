@@ -89,6 +89,9 @@ typedef struct sk_state {
     uint64_t open_block_cap;   /* memory allocated for open blocks */
     uint64_t block_bytes;      /* a block is written out at this size */
     int readonly;
+    int zstd_level;            /* > 0: blocks written as BLOCKZ frames */
+    struct ZSTD_CCtx_s *zctx;  /* created on first use */
+    sk_buf zbuf;               /* compressed block */
 } sk_state;
 
 /* Open the state of one pipeline, replaying its WAL. Unless readonly, takes

@@ -8,7 +8,7 @@
  *
  *   offset size  field
  *        0    4  magic 0x31574B53 ("SKW1")
- *        4    1  type (wal.h: SLICE, BLOCK, COMMIT, SEAL, DONE)
+ *        4    1  type (wal.h: SLICE, BLOCK, COMMIT, SEAL, DONE, BLOCKZ)
  *        5    1  format version, 1
  *        6    2  reserved, 0
  *        8    8  sequence number: previous frame's + 1, across segments
@@ -28,6 +28,11 @@
  *   SLICE   n, str partition key, u8 kind (0 data, 1 dead letters),
  *           u64 opened_at (unix seconds)
  *   BLOCK   n, u32 record count, then per record: u32 length, bytes
+ *   BLOCKZ  n, u32 record count, u32 length R of the records part, then
+ *           one zstd frame that decompresses to exactly that part (R
+ *           bytes: per record u32 length, bytes). Written instead of BLOCK
+ *           when the pipeline sets wal_zstd_level and compression helps;
+ *           it counts exactly as a BLOCK does.
  *   COMMIT  u64 next slice id, u32 unit count, then per unit: str id,
  *           str version, i64 size, i64 offset, u8 flags (1 done, 2 changed,
  *           4 failed)
@@ -429,7 +434,7 @@ uint64_t sk_wal_disk_bytes(const sk_wal *w)
     return t;
 }
 
-int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload)
+int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload, int *type)
 {
     char path[PATH_MAX];
     seg_path(w, pos.seg, path, sizeof path);
@@ -461,6 +466,8 @@ int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload)
         return SKIPPR_CORRUPT;
     }
     payload->len = plen;
+    if (type)
+        *type = h[4];
     return SKIPPR_OK;
 }
 

@@ -17,7 +17,8 @@ enum sk_wal_type {
     SK_WAL_BLOCK = 2,  /* records appended to a slice */
     SK_WAL_COMMIT = 3, /* group commit: unit progress; makes blocks count */
     SK_WAL_SEAL = 4,   /* slice closed: final object key, size, checksum */
-    SK_WAL_DONE = 5    /* the sink confirmed the slice's object */
+    SK_WAL_DONE = 5,   /* the sink confirmed the slice's object */
+    SK_WAL_BLOCKZ = 6  /* a BLOCK whose records are zstd-compressed */
 };
 
 #define SK_WAL_HEADER 24
@@ -73,8 +74,9 @@ int sk_wal_rotate(sk_wal *w);
 /* Total bytes of all live segments. */
 uint64_t sk_wal_disk_bytes(const sk_wal *w);
 
-/* Read the frame at pos, checking its CRC. On success payload holds it. */
-int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload);
+/* Read the frame at pos, checking its CRC. On success payload holds it
+ * and *type (if not NULL) its frame type. */
+int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload, int *type);
 
 /* Delete every segment numbered below seg (oldest first, fsyncing the
  * folder). */
