@@ -7,8 +7,9 @@
 #    pretty-printed Firehose-like records, median of 7 runs each.
 # 2. Instructions per input byte of the same path under callgrind, which do
 #    not depend on how busy the machine is.
-# 3. End to end: skipprd file -> file --once with 1 and 2 threads on a
-#    generated uncompressed archive, next to `cp -r` of the same tree.
+# 3. End to end: skipprd file -> file --once with 1 and 2 threads, and 2
+#    threads with the WAL zstd-compressed (level 3), on a generated
+#    uncompressed archive, next to `cp -r` of the same tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=${1:-128}
@@ -49,12 +50,17 @@ bytes=$(du -sb "$W/in" | cut -f1)
 cat "$W/in"/*/*/*/*/*/* >/dev/null   # warm the page cache
 t0=$(date +%s.%N); cp -r "$W/in" "$W/cp"; sync "$W/cp"; t1=$(date +%s.%N)
 echo "cp -r + sync     $(awk -v b="$bytes" -v a="$t0" -v z="$t1" 'BEGIN{printf "%.0f MB/s (%.1f MB in %.2f s)", b/1e6/(z-a), b/1e6, z-a}')"
-for threads in 1 2; do
+for run in "1 0" "2 0" "2 3"; do
+    set -- $run
+    threads=$1 zstd=$2
     rm -rf "$W/out" "$W/state"
     sed -e "s|\${SKIPPR_DEMO_DIR}/in|$W/in|; s|\${SKIPPR_DEMO_DIR}/out|$W/out|; s|\${SKIPPR_DEMO_DIR}/.skippr|$W/state|" \
+        -e "s|^    buffer_threshold_seconds: .*|&\n    wal_zstd_level: $zstd|" \
         examples/gdpr-files/skippr.yml >"$W/skippr.yml"
     t0=$(date +%s.%N)
     build/runtime/skipprd sync -p gdpr_compliant_migration --once -q -t "$threads" -c "$W/skippr.yml"
     t1=$(date +%s.%N)
-    echo "skipprd $threads thread$( [ "$threads" = 1 ] || echo s)  $(awk -v b="$bytes" -v a="$t0" -v z="$t1" 'BEGIN{printf "%.0f MB/s (%.2f s)", b/1e6/(z-a), z-a}')"
+    label="skipprd $threads thread$( [ "$threads" = 1 ] || echo s)"
+    [ "$zstd" = 0 ] || label="$label, WAL zstd $zstd"
+    printf '%-30s %s\n' "$label" "$(awk -v b="$bytes" -v a="$t0" -v z="$t1" 'BEGIN{printf "%.0f MB/s (%.2f s)", b/1e6/(z-a), z-a}')"
 done
