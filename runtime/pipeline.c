@@ -414,8 +414,7 @@ static int upload_one(uploader *u, sk_slice *s)
 typedef struct upload_batch {
     engine *e;
     sk_slice **slices;
-    int *rcs;    /* per slice; NOT_TRIED until an uploader takes it */
-    size_t *who; /* per slice: the uploader that wrote it */
+    int *rcs; /* per slice; NOT_TRIED until an uploader takes it */
     size_t n;
     atomic_size_t next;
     atomic_int failed;
@@ -426,7 +425,6 @@ typedef struct upload_batch {
 typedef struct upload_worker {
     upload_batch *b;
     uploader *u;
-    size_t index;
     size_t written; /* objects committed, waiting for the sink's sync() */
     pthread_t thread;
 } upload_worker;
@@ -440,7 +438,6 @@ static void *upload_main(void *arg)
         if (i >= b->n || atomic_load(&b->failed) || sk_stop_requested)
             break;
         b->rcs[i] = upload_one(w->u, b->slices[i]);
-        b->who[i] = w->index;
         if (b->rcs[i])
             atomic_store(&b->failed, 1);
         else
@@ -458,21 +455,19 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
     if (n == 0)
         return SKIPPR_OK;
     int *rcs = sk_calloc(n, sizeof *rcs);
-    size_t *who = sk_calloc(n, sizeof *who);
     size_t nw = (size_t)e->nup < n ? (size_t)e->nup : n;
     upload_worker *ws = sk_calloc(nw, sizeof *ws);
-    if (!rcs || !who || !ws) {
+    if (!rcs || !ws) {
         sk_free(rcs);
-        sk_free(who);
         sk_free(ws);
         return SKIPPR_NOMEM;
     }
-    upload_batch b = {e, slices, rcs, who, n, 0, 0};
+    upload_batch b = {e, slices, rcs, n, 0, 0};
     for (size_t i = 0; i < n; i++)
         rcs[i] = NOT_TRIED;
     size_t started = 1; /* worker 0 runs on this thread */
     for (size_t k = 0; k < nw; k++)
-        ws[k] = (upload_worker){&b, &e->up[k], k, 0, 0};
+        ws[k] = (upload_worker){&b, &e->up[k], 0, 0};
     while (started < nw &&
            pthread_create(&ws[started].thread, NULL, upload_main,
                           &ws[started]) == 0)
@@ -480,8 +475,10 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
     upload_main(&ws[0]);
     for (size_t k = 1; k < started; k++)
         pthread_join(ws[k].thread, NULL);
-    /* Sinks that defer durability make this batch durable now; if that
-     * fails, none of what that instance wrote counts as written. */
+    /* Sinks that defer durability make this batch durable now. If one
+     * instance fails, the run stops: nothing of the batch is recorded (what
+     * other instances made durable is written again, with the same bytes,
+     * by the next run). */
     const skippr_sink_ops *ops = e->sink->plugin->sink;
     if (SKIPPR_OPS_HAS(skippr_sink_ops, ops, sync) && ops->sync) {
         for (size_t k = 0; k < nw; k++) {
@@ -495,8 +492,9 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
                           "failed: %s", ws[k].u->sink->label, ws[k].written,
                           skippr_status_str(src));
             for (size_t i = 0; i < n; i++)
-                if (rcs[i] == SKIPPR_OK && who[i] == k)
+                if (rcs[i] == SKIPPR_OK)
                     rcs[i] = src;
+            break;
         }
     }
     int rc = SKIPPR_OK;
@@ -521,7 +519,6 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
     if (!rc && sk_stop_requested && atomic_load(&b.next) < n)
         rc = SKIPPR_STOPPED;
     sk_free(ws);
-    sk_free(who);
     sk_free(rcs);
     return rc;
 }

@@ -15,6 +15,10 @@
  * durable by one syncfs() of the output file system before the engine
  * records any of them; otherwise each file is fsynced before its rename and
  * its folder after it, as are folders the sink creates.
+ *
+ * Test hook: SKIPPR_TEST_FILE_SYNC_FAIL=1 in the environment makes sync()
+ * fail as a failed syncfs would, so tests can check that the engine then
+ * records none of the batch.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -438,6 +442,12 @@ static int sink_sync(void *ctx)
     file_ctx *c = ctx;
     if (!c->deferred || !c->dirty)
         return SKIPPR_OK;
+    const char *fail = getenv("SKIPPR_TEST_FILE_SYNC_FAIL");
+    if (fail && strcmp(fail, "1") == 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "syncfs %s: injected failure (test)",
+            c->path);
+        return SKIPPR_FATAL;
+    }
     int fd = open(c->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
         LOG(c, SKIPPR_LOG_ERROR, "open %s: %s", c->path, strerror(errno));

@@ -8,12 +8,16 @@
 - With wal_zstd_level set, blocks are written compressed (BLOCKZ frames);
   a run killed after sealing recovers from them exactly, and the WAL is
   smaller than the records it holds.
+- When the sink fails to make a batch durable (the File sink's syncfs),
+  the run stops and records none of the batch: the next run writes every
+  object again, exactly once.
 - A full disk (ENOSPC) and a failed fsync, injected through the I/O fault
   wrapper at call 1, 2, 3 ... until a run gets through, each stop the run
   with a clear error; a later run completes without loss.
 """
 import glob
 import os
+import re
 
 from skippr_test import Workspace, assert_exact, check, main
 
@@ -120,6 +124,30 @@ def test_compressed_wal_recovers():
         ws.cleanup()
 
 
+def test_failed_sink_sync_records_nothing():
+    ws = Workspace("syncfail")
+    try:
+        ws.generate(objects=10, records=300, seed=29)
+        ws.write_config()
+        p = ws.sync("--once", env={"SKIPPR_TEST_FILE_SYNC_FAIL": "1"},
+                    check_rc=False)
+        errors = [ln for ln in p.err.splitlines() if " error: " in ln]
+        check(p.returncode == 1 and len(errors) == 1 and
+              "syncfs" in errors[0], "want one syncfs error: %s" % p.err)
+        written = sum(len(f) for _, _, f in os.walk(ws.sink_root))
+        check(written > 0, "the failed run wrote no objects at all")
+        p = ws.sync("--once")
+        again = re.search(r"(\d+) objects written", p.err)
+        check(again and int(again.group(1)) == written,
+              "the next run should rewrite all %d objects: %s" %
+              (written, p.err))
+        n = assert_exact(ws)
+        print("  %d objects not recorded after the failed sync; rewritten, "
+              "%d records exact" % (written, n))
+    finally:
+        ws.cleanup()
+
+
 def test_disk_full_and_fsync_failure():
     for kind, words in (("nospc", "No space left on device"),
                         ("fsync", "fsync")):
@@ -152,5 +180,5 @@ def test_disk_full_and_fsync_failure():
 
 if __name__ == "__main__":
     main([test_torn_tail_recovered, test_middle_corruption_reported,
-          test_compressed_wal_recovers,
+          test_compressed_wal_recovers, test_failed_sink_sync_records_nothing,
           test_disk_full_and_fsync_failure])
