@@ -17,7 +17,7 @@
 #include "fault.h"
 #include "fsio.h"
 
-#define DEFAULT_BLOCK_BYTES (256u << 10)
+#define DEFAULT_BLOCK_BYTES (64u << 10)
 
 /* ---- slices ------------------------------------------------------------ */
 
