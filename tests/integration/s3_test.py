@@ -1,6 +1,7 @@
 """The S3 test server for integration tests: s3rver behind the counting,
 fault-injecting proxy in tests/tools/s3/s3server.js, on 127.0.0.1 and an
 ephemeral port, started and stopped by the test."""
+import collections
 import concurrent.futures
 import json
 import os
@@ -12,7 +13,7 @@ import urllib.request
 import boto3
 from botocore.config import Config
 
-from skippr_test import SOURCE_DIR
+from skippr_test import SKIPPRD, SOURCE_DIR, frame
 
 TOOLS = os.path.join(SOURCE_DIR, "tests", "tools", "s3")
 ACCESS_KEY = "S3RVER"
@@ -94,6 +95,27 @@ class S3Server:
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             list(pool.map(put, paths))
         return len(paths)
+
+    def sync(self, config, env=None, unset=(), timeout=600):
+        """Run `skipprd sync -p p --once -c config` against this server:
+        the inherited environment less the names in `unset`, then env(),
+        then `env`. Returns the CompletedProcess (text output)."""
+        e = {k: v for k, v in os.environ.items() if k not in unset}
+        e.update(self.env())
+        e.update(env or {})
+        return subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
+                               config], env=e, capture_output=True,
+                              text=True, timeout=timeout)
+
+    def records(self, bucket, prefix=""):
+        """Counter of (folder under prefix, record bytes) over every object
+        under prefix, read back with boto3."""
+        got = collections.Counter()
+        for key, data in self.objects(bucket, prefix).items():
+            folder = key[len(prefix):].rsplit("/", 1)[0]
+            for raw, _ in frame(data):
+                got[(folder, raw)] += 1
+        return got
 
     def objects(self, bucket, prefix=""):
         """{key: bytes} of every object under prefix, read with boto3."""

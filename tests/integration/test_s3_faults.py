@@ -15,7 +15,6 @@
 - A missing bucket, bad credentials and an unreachable endpoint are each
   one clear error line, exit 1, nothing written.
 """
-import collections
 import os
 import random
 import signal
@@ -25,7 +24,7 @@ import time
 
 from s3_test import S3Server
 from skippr_test import (GEN, SKIPPRD, Workspace, check, expected_records,
-                         frame, main)
+                         main)
 
 SINK_PREFIX = "out/"
 
@@ -64,23 +63,10 @@ data_sources:
 
 
 def run(ws, s3, env=None, check_rc=True):
-    e = dict(os.environ)
-    e.update(s3.env())
-    e.update(env or {})
-    p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c", ws.config],
-                       env=e, capture_output=True, text=True, timeout=600)
+    p = s3.sync(ws.config, env=env)
     if check_rc:
         check(p.returncode == 0, "skipprd failed: %s" % p.stderr[-3000:])
     return p
-
-
-def output(s3):
-    got = collections.Counter()
-    for key, data in s3.objects("dst", SINK_PREFIX).items():
-        folder = key[len(SINK_PREFIX):].rsplit("/", 1)[0]
-        for raw, _ in frame(data):
-            got[(folder, raw)] += 1
-    return got
 
 
 TRANSFORM = {"namespace_fields": "event_type", "batch_time_fields": "timestamp",
@@ -89,7 +75,7 @@ TRANSFORM = {"namespace_fields": "event_type", "batch_time_fields": "timestamp",
 
 def exact(ws, s3, transform=TRANSFORM):
     want = expected_records(ws.inp, transform=transform)
-    got = output(s3)
+    got = s3.records("dst", SINK_PREFIX)
     lost, extra = want - got, got - want
     check(not lost and not extra, "%d lost, %d extra of %d" % (
         sum(lost.values()), sum(extra.values()), sum(want.values())))
