@@ -412,7 +412,6 @@ static int upload_one(uploader *u, sk_slice *s)
 }
 
 typedef struct upload_batch {
-    engine *e;
     sk_slice **slices;
     int *rcs; /* per slice; NOT_TRIED until an uploader takes it */
     size_t n;
@@ -462,7 +461,7 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
         sk_free(ws);
         return SKIPPR_NOMEM;
     }
-    upload_batch b = {e, slices, rcs, n, 0, 0};
+    upload_batch b = {slices, rcs, n, 0, 0};
     for (size_t i = 0; i < n; i++)
         rcs[i] = NOT_TRIED;
     size_t started = 1; /* worker 0 runs on this thread */
@@ -522,8 +521,6 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
     sk_free(rcs);
     return rc;
 }
-
-
 
 /* Seal what is due and upload every sealed slice. force: seal all. */
 static int flush_slices(engine *e, int force)
@@ -1092,7 +1089,7 @@ static int copy_pass(engine *e)
             return c.rc;
         if (rc) {
             plugin_failed(e->src, "%s: listing failed: %s", e->src->label,
-                     skippr_status_str(rc));
+                          skippr_status_str(rc));
             return rc;
         }
         int more = e->ntodo >= (size_t)e->cfg->list_batch;
