@@ -493,10 +493,17 @@ static void give_up(s3_ctx *c, const char *what, const char *key,
         (long long)c->max_attempts, cause, c->r_endpoint);
 }
 
-static void backoff(int attempt)
+/* Milliseconds to wait before retry number `attempt`: exponential from
+ * 100 ms up to 6.4 s, the upper half jittered. */
+static long backoff_ms(int attempt)
 {
     long ms = 100L << (attempt < 6 ? attempt : 6);
-    ms = ms / 2 + rand() % (ms / 2 + 1);
+    return ms / 2 + rand() % (ms / 2 + 1);
+}
+
+static void backoff(int attempt)
+{
+    long ms = backoff_ms(attempt);
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
@@ -777,8 +784,7 @@ static void *pf_main(void *arg)
             } else if (!it->ok && transient && !it->taken &&
                        it->attempts < c->max_attempts) {
                 /* Queue it again, after a backoff with jitter. */
-                long ms = 100L << (it->attempts < 6 ? it->attempts : 6);
-                it->retry_at = now_ms() + ms / 2 + rand() % (ms / 2 + 1);
+                it->retry_at = now_ms() + backoff_ms(it->attempts);
                 it->state = 0;
                 pf->reserved -= it->len;
             } else {
