@@ -39,6 +39,7 @@ typedef struct rec_out {
 } rec_out;
 
 typedef struct engine engine;
+typedef struct lane lane;
 
 /* One uploader: a sink instance with its own buffers. Sealed slices are
  * written by up to upload_concurrency threads at once, each with its own
@@ -85,10 +86,9 @@ struct engine {
     sk_router *router;
     sk_pool *pool;
     int nthreads;
-    piece *pieces;
-    sk_buf win;
+    struct lane *lanes; /* units in flight */
+    size_t nlanes;
     size_t win_max;
-    uint8_t *raw;
     /* listing */
     todo *todo;
     size_t ntodo, todo_cap;
@@ -603,178 +603,6 @@ out:
     return rc;
 }
 
-/* ---- reading units -------------------------------------------------------- */
-
-typedef struct reader {
-    engine *e;
-    const skippr_source_ops *ops;
-    void *ctx;
-    void *stream;
-    sk_comp comp;
-    sk_decomp *dec;
-    uint8_t *raw;
-    size_t raw_len, raw_pos;
-    int raw_eof;
-    int done;          /* no more decompressed bytes */
-    const char *error; /* decompression failure */
-} reader;
-
-static int reader_raw_fill(reader *r)
-{
-    if (r->raw_eof || r->raw_pos < r->raw_len)
-        return SKIPPR_OK;
-    size_t n = 0;
-    int rc = r->ops->read(r->ctx, r->stream, r->raw, RAW_READ, &n);
-    if (rc)
-        return rc;
-    sk_crashpoint("read");
-    r->raw_len = n;
-    r->raw_pos = 0;
-    if (n == 0)
-        r->raw_eof = 1;
-    return SKIPPR_OK;
-}
-
-/* Decompressed bytes into dst. *n == 0 only when the unit is finished. */
-static int reader_fill(reader *r, uint8_t *dst, size_t cap, size_t *n)
-{
-    *n = 0;
-    while (*n < cap && !r->done) {
-        int rc = reader_raw_fill(r);
-        if (rc)
-            return rc;
-        if (r->comp == SK_COMP_NONE) {
-            if (r->raw_eof) {
-                r->done = 1;
-                break;
-            }
-            size_t k = SK_MIN(cap - *n, r->raw_len - r->raw_pos);
-            memcpy(dst + *n, r->raw + r->raw_pos, k);
-            r->raw_pos += k;
-            *n += k;
-            continue;
-        }
-        size_t used = 0, made = 0;
-        const char *why = NULL;
-        rc = sk_decomp_run(r->dec, r->raw + r->raw_pos,
-                           r->raw_len - r->raw_pos, &used, dst + *n, cap - *n,
-                           &made, r->raw_eof, &why);
-        r->raw_pos += used;
-        *n += made;
-        if (rc) {
-            r->error = why;
-            r->done = 1;
-            break;
-        }
-        if (r->raw_eof && used == 0 && made == 0) {
-            r->done = 1;
-            break;
-        }
-    }
-    return SKIPPR_OK;
-}
-
-/* Split the window into pieces at line starts and frame them in parallel;
- * then apply results in order. Returns bytes consumed via *consumed. */
-static int frame_window(engine *e, const char *unit_id, uint64_t base,
-                        int final, const char *eof_reason, sk_json_framer *fr,
-                        size_t *consumed, int *need_more)
-{
-    const uint8_t *buf = e->win.data;
-    size_t len = e->win.len;
-    size_t npieces = 1;
-    if (!fr->in_array && e->nthreads > 1 && len >= 2 * MIN_PIECE)
-        npieces = SK_MIN((size_t)e->nthreads, len / MIN_PIECE);
-    /* Boundaries: just after a newline near each nominal cut. */
-    size_t bounds[65];
-    bounds[0] = 0;
-    size_t k = 1;
-    for (size_t i = 1; i < npieces; i++) {
-        size_t nominal = len * i / npieces;
-        if (nominal <= bounds[k - 1])
-            continue;
-        const uint8_t *nl = memchr(buf + nominal, '\n', len - nominal);
-        if (!nl)
-            break;
-        size_t b = (size_t)(nl - buf) + 1;
-        if (b >= len)
-            break;
-        bounds[k++] = b;
-    }
-    bounds[k] = len;
-    npieces = k;
-
-    sk_group g;
-    sk_group_init(&g);
-    for (size_t i = 0; i < npieces; i++) {
-        piece *p = &e->pieces[i];
-        p->buf = buf;
-        p->len = len;
-        p->from = bounds[i];
-        p->to = bounds[i + 1];
-        p->final = final;
-        sk_json_framer_init(&p->fr_in);
-        if (i == 0)
-            p->fr_in = *fr;
-        p->task.fn = piece_task;
-        if (npieces == 1)
-            piece_run(p);
-        else
-            sk_pool_submit(e->pool, &p->task, &g);
-    }
-    if (npieces > 1)
-        sk_pool_wait(e->pool, &g);
-
-    size_t expect = 0;
-    sk_json_framer cur = *fr;
-    *need_more = 0;
-    for (size_t i = 0; i < npieces; i++) {
-        piece *p = &e->pieces[i];
-        if (p->from != expect || p->fr_in.in_array != cur.in_array ||
-            p->fr_in.want_comma != cur.want_comma) {
-            /* The speculative cut was not a record boundary: redo. */
-            p->from = expect;
-            p->fr_in = cur;
-            if (p->from >= p->to && i + 1 < npieces)
-                continue;
-            piece_run(p);
-        }
-        if (p->failed)
-            return SKIPPR_NOMEM;
-        for (size_t r = 0; r < p->nrec; r++) {
-            rec_out *o = &p->recs[r];
-            int rc;
-            if (o->reason) {
-                /* A record cut off by a broken compressed stream says so. */
-                const char *why = eof_reason && final && o->end == len
-                                      ? eof_reason
-                                      : o->reason;
-                rc = dead_letter(e, unit_id, base + o->start, buf + o->start,
-                                 o->end - o->start, why);
-            } else {
-                const char *key = (const char *)p->keys.data + o->key_off;
-                sk_slice *s = sk_state_slice(e->st, key, o->key_len,
-                                             o->key_hash, SK_SLICE_DATA);
-                rc = s ? sk_state_append(e->st, s, buf + o->start,
-                                         o->end - o->start)
-                       : SKIPPR_NOMEM;
-                e->records++;
-            }
-            if (rc)
-                return rc;
-        }
-        expect = p->stop;
-        cur = p->fr_out;
-        if (p->need_more) {
-            *need_more = 1;
-            break;
-        }
-    }
-    *fr = cur;
-    *consumed = expect;
-    return SKIPPR_OK;
-}
-
 static void progress(engine *e, int force)
 {
     if (!e->opts->progress)
@@ -814,8 +642,256 @@ static int maybe_commit(engine *e, int force)
     return rc;
 }
 
-static int process_unit(engine *e, todo *t)
+/* ---- units in flight ------------------------------------------------------ */
+
+/* Reading a unit. The pipeline thread makes every source call (an instance
+ * is used by one thread at a time); decompression runs in the lane's task. */
+typedef struct reader {
+    const skippr_source_ops *ops;
+    void *ctx;
+    void *stream;
+    sk_comp comp;
+    sk_decomp *dec;
+    uint8_t *raw; /* RAW_READ bytes, owned by the lane */
+    size_t raw_len, raw_pos;
+    int raw_eof;
+    int done;          /* no more decompressed bytes */
+    const char *error; /* decompression failure */
+} reader;
+
+/* Read source bytes into dst until cap or the end of the unit. */
+static int reader_read(reader *r, uint8_t *dst, size_t cap, size_t *n)
 {
+    *n = 0;
+    while (*n < cap && !r->raw_eof) {
+        size_t got = 0;
+        int rc = r->ops->read(r->ctx, r->stream, dst + *n, cap - *n, &got);
+        if (rc)
+            return rc;
+        sk_crashpoint("read");
+        if (got == 0)
+            r->raw_eof = 1;
+        *n += got;
+    }
+    return SKIPPR_OK;
+}
+
+/* Refill the raw buffer of a compressed unit once it is used up. */
+static int reader_raw_fill(reader *r)
+{
+    if (r->raw_eof || r->raw_pos < r->raw_len)
+        return SKIPPR_OK;
+    r->raw_pos = r->raw_len = 0;
+    return reader_read(r, r->raw, RAW_READ, &r->raw_len);
+}
+
+/* Decompress what the raw buffer holds into dst. Never calls the source:
+ * stops when raw is used up (the pipeline thread refills it). */
+static void reader_inflate(reader *r, uint8_t *dst, size_t cap, size_t *n)
+{
+    *n = 0;
+    while (*n < cap && !r->done) {
+        if (r->raw_pos == r->raw_len && !r->raw_eof)
+            break;
+        size_t used = 0, made = 0;
+        const char *why = NULL;
+        int rc = sk_decomp_run(r->dec, r->raw + r->raw_pos,
+                               r->raw_len - r->raw_pos, &used, dst + *n,
+                               cap - *n, &made, r->raw_eof, &why);
+        r->raw_pos += used;
+        *n += made;
+        if (rc) {
+            r->error = why;
+            r->done = 1;
+        } else if (r->raw_eof && used == 0 && made == 0) {
+            r->done = 1;
+        }
+    }
+}
+
+/* Uncompressed bytes into dst, reading the source as needed (pipeline
+ * thread only). *n == 0 only when the unit is finished. */
+static int reader_fill(reader *r, uint8_t *dst, size_t cap, size_t *n)
+{
+    *n = 0;
+    while (*n < cap && !r->done) {
+        int rc = reader_raw_fill(r);
+        if (rc)
+            return rc;
+        if (r->comp != SK_COMP_NONE) {
+            size_t made = 0;
+            reader_inflate(r, dst + *n, cap - *n, &made);
+            *n += made;
+            continue;
+        }
+        if (r->raw_eof && r->raw_pos == r->raw_len) {
+            r->done = 1;
+            break;
+        }
+        size_t k = SK_MIN(cap - *n, r->raw_len - r->raw_pos);
+        memcpy(dst + *n, r->raw + r->raw_pos, k);
+        r->raw_pos += k;
+        *n += k;
+    }
+    return SKIPPR_OK;
+}
+
+/* A lane carries one unit from open to done. Each round the pipeline thread
+ * reads the unit's next bytes into the lane's window (lane_read), tasks on
+ * the pool decompress and frame them (lane_submit), and the pipeline thread
+ * applies the records in order (lane_apply). Several lanes are in flight,
+ * so small objects keep every worker busy while the pipeline thread reads
+ * and applies; a large object's window is also split into pieces. */
+struct lane {
+    engine *e;
+    todo *t;           /* NULL: idle */
+    sk_unit_rec *u;    /* the unit's ledger record (stable while not done) */
+    reader r;
+    sk_buf win;        /* decompressed bytes not yet consumed */
+    size_t target;     /* window fill target */
+    uint64_t base;     /* unit offset of win.data[0] */
+    int first;         /* a BOM may still lead the window */
+    int final;         /* the window holds the unit's last byte */
+    uint64_t made;     /* bytes added to the window this round */
+    sk_json_framer fr;
+    piece *pieces;     /* nthreads of them */
+    size_t npieces;
+    sk_task inflate;   /* compressed units: decompress, then frame */
+    sk_group g;
+    int busy;          /* submitted, not yet applied */
+};
+
+static void run_task(engine *e, sk_task *t, sk_group *g)
+{
+    if (e->pool)
+        sk_pool_submit(e->pool, t, g);
+    else
+        t->fn(t);
+}
+
+/* Skip a UTF-8 BOM at the start of the unit. */
+static void lane_skip_bom(lane *l)
+{
+    if (!l->first)
+        return;
+    size_t start = sk_json_skip_bom(l->win.data, l->win.len);
+    if (l->win.len >= 3 || l->final)
+        l->first = 0;
+    if (start) {
+        memmove(l->win.data, l->win.data + start, l->win.len - start);
+        l->win.len -= start;
+        l->base += start;
+    }
+}
+
+/* Split the window into pieces at line starts (speculative cuts, checked
+ * when applied) and run them. */
+static void lane_frame(lane *l, int may_split)
+{
+    engine *e = l->e;
+    const uint8_t *buf = l->win.data;
+    size_t len = l->win.len;
+    size_t npieces = 1;
+    if (may_split && !l->fr.in_array && e->nthreads > 1 &&
+        len >= 2 * MIN_PIECE)
+        npieces = SK_MIN((size_t)e->nthreads, len / MIN_PIECE);
+    size_t bounds[65];
+    bounds[0] = 0;
+    size_t k = 1;
+    for (size_t i = 1; i < npieces; i++) {
+        size_t nominal = len * i / npieces;
+        if (nominal <= bounds[k - 1])
+            continue;
+        const uint8_t *nl = memchr(buf + nominal, '\n', len - nominal);
+        if (!nl)
+            break;
+        size_t b = (size_t)(nl - buf) + 1;
+        if (b >= len)
+            break;
+        bounds[k++] = b;
+    }
+    bounds[k] = len;
+    l->npieces = k;
+    for (size_t i = 0; i < k; i++) {
+        piece *p = &l->pieces[i];
+        p->buf = buf;
+        p->len = len;
+        p->from = bounds[i];
+        p->to = bounds[i + 1];
+        p->final = l->final;
+        sk_json_framer_init(&p->fr_in);
+        if (i == 0)
+            p->fr_in = l->fr;
+        p->task.fn = piece_task;
+        if (may_split)
+            run_task(e, &p->task, &l->g);
+        else
+            piece_run(p);
+    }
+}
+
+/* Task of a compressed lane: decompress the raw buffer into the window,
+ * then frame it in one piece. */
+static void lane_inflate_task(sk_task *t)
+{
+    lane *l = (lane *)((char *)t - offsetof(lane, inflate));
+    size_t n = 0;
+    reader_inflate(&l->r, l->win.data + l->win.len,
+                   l->target - SK_MIN(l->target, l->win.len), &n);
+    l->win.len += n;
+    l->made = n;
+    l->final = l->r.done;
+    lane_skip_bom(l);
+    lane_frame(l, 0);
+}
+
+/* Pipeline thread: read the next bytes of the lane's unit, then hand the
+ * window to the pool. */
+static int lane_read_submit(lane *l)
+{
+    engine *e = l->e;
+    reader *r = &l->r;
+    int rc = sk_buf_reserve(&l->win, l->target - SK_MIN(l->target,
+                                                         l->win.len));
+    if (rc)
+        return rc;
+    sk_group_init(&l->g);
+    l->busy = 1;
+    if (r->comp != SK_COMP_NONE) {
+        if ((rc = reader_raw_fill(r)))
+            return rc;
+        l->inflate.fn = lane_inflate_task;
+        run_task(e, &l->inflate, &l->g);
+        return SKIPPR_OK;
+    }
+    /* Uncompressed: bytes left from compression sniffing, then straight
+     * from the source into the window. */
+    size_t n = 0;
+    if (r->raw_pos < r->raw_len) {
+        n = SK_MIN(l->target - SK_MIN(l->target, l->win.len),
+                   r->raw_len - r->raw_pos);
+        memcpy(l->win.data + l->win.len, r->raw + r->raw_pos, n);
+        r->raw_pos += n;
+        l->win.len += n;
+    }
+    size_t got = 0;
+    if (l->win.len < l->target &&
+        (rc = reader_read(r, l->win.data + l->win.len,
+                          l->target - l->win.len, &got)))
+        return rc;
+    l->win.len += got;
+    l->made = n + got;
+    r->done = r->raw_eof && r->raw_pos == r->raw_len;
+    l->final = r->done;
+    lane_skip_bom(l);
+    lane_frame(l, 1);
+    return SKIPPR_OK;
+}
+
+/* Pipeline thread: open the lane's unit and sniff its compression. */
+static int lane_open(lane *l, todo *t)
+{
+    engine *e = l->e;
     const skippr_source_ops *ops = e->src->plugin->source;
     sk_unit_rec *u = sk_ledger_touch(e->st->ledger, t->id, t->version,
                                      t->size);
@@ -823,14 +899,27 @@ static int process_unit(engine *e, todo *t)
         return SKIPPR_NOMEM;
     u->offset = t->offset;
     u->flags = t->flags & ~SK_UNIT_DONE;
-    skippr_unit unit = {t->id, t->version, t->size};
-    reader r = {e, ops, e->src->ctx, NULL, SK_COMP_NONE, NULL, e->raw,
-                0, 0, 0, 0, NULL};
+    l->t = t;
+    l->u = u;
+    reader *r = &l->r;
+    uint8_t *raw = r->raw;
+    *r = (reader){ops, e->src->ctx, NULL, SK_COMP_NONE, NULL, raw,
+                  0, 0, 0, 0, NULL};
     int inflated = (t->flags & SK_UNIT_INFLATED) != 0;
     int64_t raw_off = inflated ? 0 : t->offset;
-    uint64_t base = (uint64_t)t->offset; /* unit offset of win[0] */
-    int rc = ops->open(e->src->ctx, &unit, raw_off, &r.stream);
+    l->base = (uint64_t)t->offset;
+    l->first = t->offset == 0;
+    l->target = WINDOW_BYTES;
+    sk_buf_reset(&l->win);
+    sk_json_framer_init(&l->fr);
+    if (t->offset > 0 && (t->flags & SK_UNIT_IN_ARRAY)) {
+        l->fr.in_array = 1;
+        l->fr.want_comma = 1;
+    }
+    skippr_unit unit = {t->id, t->version, t->size};
+    int rc = ops->open(e->src->ctx, &unit, raw_off, &r->stream);
     if (rc) {
+        r->stream = NULL;
         plugin_failed(e->src, "%s: cannot open unit %s at offset %" PRId64
                       ": %s", e->src->label, t->id, raw_off,
                       skippr_status_str(rc));
@@ -838,151 +927,282 @@ static int process_unit(engine *e, todo *t)
     }
     /* Compression is detected from the unit's first bytes. */
     if (raw_off == 0) {
-        while (!r.raw_eof && r.raw_len < 4) {
+        while (!r->raw_eof && r->raw_len < 4) {
             size_t n = 0;
-            rc = ops->read(e->src->ctx, r.stream, r.raw + r.raw_len,
-                           RAW_READ - r.raw_len, &n);
-            if (rc)
-                goto out;
-            if (n == 0)
-                r.raw_eof = 1;
-            r.raw_len += n;
+            if ((rc = reader_read(r, r->raw + r->raw_len, 4 - r->raw_len,
+                                  &n)))
+                goto fail;
+            r->raw_len += n;
         }
-        r.comp = sk_comp_detect(r.raw, r.raw_len);
-        if (r.comp != SK_COMP_NONE) {
-            r.dec = sk_decomp_new(r.comp);
-            if (!r.dec) {
+        r->comp = sk_comp_detect(r->raw, r->raw_len);
+        if (r->comp != SK_COMP_NONE) {
+            if (!(r->dec = sk_decomp_new(r->comp))) {
                 rc = SKIPPR_NOMEM;
-                goto out;
+                goto fail;
             }
             u->flags |= SK_UNIT_INFLATED;
         }
     }
-    sk_json_framer fr;
-    sk_json_framer_init(&fr);
-    if (t->offset > 0 && (t->flags & SK_UNIT_IN_ARRAY)) {
-        fr.in_array = 1;
-        fr.want_comma = 1;
-    }
     /* A resumed compressed unit: skip what is already durable. */
     if (inflated && t->offset > 0) {
+        if ((rc = sk_buf_reserve(&l->win, WINDOW_BYTES)))
+            goto fail;
         uint64_t skip = (uint64_t)t->offset;
         while (skip > 0) {
             size_t n;
-            sk_buf_reset(&e->win);
-            if ((rc = sk_buf_reserve(&e->win, WINDOW_BYTES)))
-                goto out;
             size_t want = (size_t)SK_MIN(skip, (uint64_t)WINDOW_BYTES);
-            if ((rc = reader_fill(&r, e->win.data, want, &n)))
-                goto out;
+            if ((rc = reader_fill(r, l->win.data, want, &n)))
+                goto fail;
             if (n == 0)
                 break;
             skip -= n;
         }
     }
-    sk_buf_reset(&e->win);
-    int first = t->offset == 0;
-    size_t target = WINDOW_BYTES;
-    for (;;) {
-        if (sk_stop_requested) {
-            rc = SKIPPR_STOPPED;
-            goto out;
+    return SKIPPR_OK;
+fail:
+    plugin_failed(e->src, "%s: unit %s failed near offset %" PRId64 ": %s",
+                  e->src->label, t->id, t->offset, skippr_status_str(rc));
+    return rc;
+}
+
+/* Pipeline thread: the unit is finished, or failed; give its stream back. */
+static void lane_close(lane *l)
+{
+    engine *e = l->e;
+    if (l->r.stream)
+        e->src->plugin->source->close(e->src->ctx, l->r.stream);
+    l->r.stream = NULL;
+    sk_decomp_free(l->r.dec);
+    l->r.dec = NULL;
+    l->t = NULL;
+    l->u = NULL;
+}
+
+/* Pipeline thread: wait for the lane's tasks, then append its records in
+ * order. Sets *finished when the unit is done. */
+static int lane_apply(lane *l, int *finished)
+{
+    engine *e = l->e;
+    if (e->pool)
+        sk_pool_wait(e->pool, &l->g);
+    l->busy = 0;
+    *finished = 0;
+    const uint8_t *buf = l->win.data;
+    size_t len = l->win.len;
+    const char *unit_id = l->t->id;
+    e->bytes_in += l->made;
+    e->bytes_since_commit += l->made;
+    size_t expect = 0;
+    sk_json_framer cur = l->fr;
+    int need_more = 0;
+    for (size_t i = 0; i < l->npieces; i++) {
+        piece *p = &l->pieces[i];
+        if (p->from != expect || p->fr_in.in_array != cur.in_array ||
+            p->fr_in.want_comma != cur.want_comma) {
+            /* The speculative cut was not a record boundary: redo. */
+            p->from = expect;
+            p->fr_in = cur;
+            if (p->from >= p->to && i + 1 < l->npieces)
+                continue;
+            piece_run(p);
         }
-        /* Fill the window up to target. */
-        if ((rc = sk_buf_reserve(&e->win, target - SK_MIN(target,
-                                                           e->win.len))))
-            goto out;
-        while (e->win.len < target && !r.done) {
-            size_t n;
-            if ((rc = reader_fill(&r, e->win.data + e->win.len,
-                                  target - e->win.len, &n)))
-                goto out;
-            e->win.len += n;
-            e->bytes_in += n;
-            e->bytes_since_commit += n;
-        }
-        int final = r.done;
-        size_t start = 0;
-        if (first) {
-            start = sk_json_skip_bom(e->win.data, e->win.len);
-            if (e->win.len >= 3 || final)
-                first = 0;
-        }
-        if (start) {
-            memmove(e->win.data, e->win.data + start, e->win.len - start);
-            e->win.len -= start;
-            base += start;
-        }
-        size_t consumed = 0;
-        int need_more = 0;
-        if ((rc = frame_window(e, t->id, base, final, r.error, &fr,
-                               &consumed, &need_more)))
-            goto out;
-        if (need_more && consumed == 0 && e->win.len >= target) {
-            if (target < e->win_max) {
-                target = SK_MIN(target * 2, e->win_max);
-                continue; /* a big record: widen the window */
+        if (p->failed)
+            return SKIPPR_NOMEM;
+        for (size_t r = 0; r < p->nrec; r++) {
+            rec_out *o = &p->recs[r];
+            int rc;
+            if (o->reason) {
+                /* A record cut off by a broken compressed stream says so. */
+                const char *why = l->r.error && l->final && o->end == len
+                                      ? l->r.error
+                                      : o->reason;
+                rc = dead_letter(e, unit_id, l->base + o->start,
+                                 buf + o->start, o->end - o->start, why);
+            } else {
+                const char *key = (const char *)p->keys.data + o->key_off;
+                sk_slice *s = sk_state_slice(e->st, key, o->key_len,
+                                             o->key_hash, SK_SLICE_DATA);
+                rc = s ? sk_state_append(e->st, s, buf + o->start,
+                                         o->end - o->start)
+                       : SKIPPR_NOMEM;
+                e->records++;
             }
-            /* No record end within the hard window: dead-letter to the
-             * next newline, or the whole window. */
-            const uint8_t *nl = memchr(e->win.data, '\n', e->win.len);
-            size_t cut = nl ? (size_t)(nl - e->win.data) : e->win.len;
-            if ((rc = dead_letter(e, t->id, base, e->win.data, cut,
-                                  "no record end within the largest window "
-                                  "(4 x max_record_bytes); bytes up to the "
-                                  "next newline dead-lettered")))
-                goto out;
-            consumed = nl ? cut + 1 : cut;
-            sk_json_framer_init(&fr);
+            if (rc)
+                return rc;
         }
-        memmove(e->win.data, e->win.data + consumed, e->win.len - consumed);
-        e->win.len -= consumed;
-        base += consumed;
-        if (target > WINDOW_BYTES && e->win.len < WINDOW_BYTES)
-            target = WINDOW_BYTES;
-        /* Unit progress as of the end of the last whole record. */
-        u->offset = (int64_t)base;
-        if (fr.in_array)
-            u->flags |= SK_UNIT_IN_ARRAY;
-        else
-            u->flags &= ~SK_UNIT_IN_ARRAY;
-        u->dirty = 1;
-        if (final && (e->win.len == 0 || !need_more))
-            break;
-        if (final && need_more) {
-            /* A cut-off record at the very end of the unit. */
-            if ((rc = dead_letter(e, t->id, base, e->win.data, e->win.len,
-                                  r.error ? r.error : "truncated record")))
-                goto out;
-            base += e->win.len;
-            e->win.len = 0;
-            u->offset = (int64_t)base;
+        expect = p->stop;
+        cur = p->fr_out;
+        if (p->need_more) {
+            need_more = 1;
             break;
         }
-        if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
-            goto out;
-        if ((rc = maybe_commit(e, 0)))
-            goto out;
-        progress(e, 0);
     }
-    if (r.error && e->win.len == 0) {
+    l->fr = cur;
+    size_t consumed = expect;
+    int rc;
+    if (need_more && consumed == 0 && l->win.len >= l->target) {
+        if (l->target < e->win_max) {
+            l->target = SK_MIN(l->target * 2, e->win_max);
+            return SKIPPR_OK; /* a big record: widen the window */
+        }
+        /* No record end within the hard window: dead-letter to the next
+         * newline, or the whole window. */
+        const uint8_t *nl = memchr(buf, '\n', len);
+        size_t cut = nl ? (size_t)(nl - buf) : len;
+        if ((rc = dead_letter(e, unit_id, l->base, buf, cut,
+                              "no record end within the largest window "
+                              "(4 x max_record_bytes); bytes up to the "
+                              "next newline dead-lettered")))
+            return rc;
+        consumed = nl ? cut + 1 : cut;
+        sk_json_framer_init(&l->fr);
+    }
+    memmove(l->win.data, l->win.data + consumed, l->win.len - consumed);
+    l->win.len -= consumed;
+    l->base += consumed;
+    if (l->target > WINDOW_BYTES && l->win.len < WINDOW_BYTES)
+        l->target = WINDOW_BYTES;
+    sk_unit_rec *u = l->u;
+    /* Unit progress as of the end of the last whole record. */
+    u->offset = (int64_t)l->base;
+    if (l->fr.in_array)
+        u->flags |= SK_UNIT_IN_ARRAY;
+    else
+        u->flags &= ~SK_UNIT_IN_ARRAY;
+    u->dirty = 1;
+    if (l->final && need_more && l->win.len > 0) {
+        /* A cut-off record at the very end of the unit. */
+        if ((rc = dead_letter(e, unit_id, l->base, l->win.data, l->win.len,
+                              l->r.error ? l->r.error : "truncated record")))
+            return rc;
+        l->base += l->win.len;
+        l->win.len = 0;
+        u->offset = (int64_t)l->base;
+    }
+    if (!l->final || (need_more && l->win.len > 0))
+        return SKIPPR_OK;
+    if (l->r.error && l->win.len == 0) {
         /* The stream broke between records: note it with an empty span. */
         sk_warn("%s: unit %s: %s at decompressed offset %" PRIu64
-                "; records before it were copied", e->src->label, t->id,
-                r.error, base);
+                "; records before it were copied", e->src->label, unit_id,
+                l->r.error, l->base);
     }
     u->flags |= SK_UNIT_DONE;
     u->dirty = 1;
     e->units_done++;
-    rc = SKIPPR_OK;
-out:
-    if (rc && rc != SKIPPR_STOPPED)
-        plugin_failed(e->src, "%s: unit %s failed near offset %" PRIu64
-                      ": %s", e->src->label, t->id, base,
-                      skippr_status_str(rc));
-    ops->close(e->src->ctx, r.stream);
-    sk_decomp_free(r.dec);
+    *finished = 1;
+    return SKIPPR_OK;
+}
+
+/* Copy the units of one listing batch through the lanes. */
+static int run_units(engine *e, todo *todo, size_t ntodo)
+{
+    lane *lanes = e->lanes;
+    size_t nl = e->nlanes, next = 0, active = 0;
+    int rc = SKIPPR_OK;
+    for (size_t i = 0;; i = (i + 1) % nl) {
+        lane *l = &lanes[i];
+        if (l->busy) {
+            int finished = 0;
+            if ((rc = lane_apply(l, &finished))) {
+                plugin_failed(e->src, "%s: unit %s failed near offset "
+                              "%" PRIu64 ": %s", e->src->label, l->t->id,
+                              l->base, skippr_status_str(rc));
+                break;
+            }
+            if (finished) {
+                lane_close(l);
+                active--;
+            }
+            if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
+                break;
+            if ((rc = maybe_commit(e, 0)))
+                break;
+            uint64_t now = sk_now_ns();
+            if (now - e->last_seal_check_ns >=
+                (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
+                e->last_seal_check_ns = now;
+                if ((rc = flush_slices(e, 0)))
+                    break;
+            }
+            progress(e, 0);
+        }
+        if (sk_stop_requested) {
+            rc = SKIPPR_STOPPED;
+            break;
+        }
+        if (!l->t && next < ntodo) {
+            active++;
+            if ((rc = lane_open(l, &todo[next++])))
+                break;
+        }
+        if (l->t && (rc = lane_read_submit(l))) {
+            plugin_failed(e->src, "%s: unit %s failed near offset %" PRIu64
+                          ": %s", e->src->label, l->t->id, l->base,
+                          skippr_status_str(rc));
+            break;
+        }
+        if (active == 0 && next >= ntodo)
+            break;
+    }
+    /* Tasks point into the lanes: let them finish before anything goes. */
+    for (size_t i = 0; i < nl; i++) {
+        if (lanes[i].busy && e->pool)
+            sk_pool_wait(e->pool, &lanes[i].g);
+        lanes[i].busy = 0;
+        if (lanes[i].t)
+            lane_close(&lanes[i]);
+    }
     return rc;
+}
+
+static int lanes_init(engine *e)
+{
+    /* One lane per worker plus one, so that workers frame while the
+     * pipeline thread reads and applies; fewer if windows would not fit
+     * the memory budget. */
+    size_t n = e->nthreads > 1 ? (size_t)e->nthreads + 1 : 1;
+    size_t per = 2 * WINDOW_BYTES + RAW_READ;
+    size_t fit = (size_t)(e->cfg->memory_budget / 2) / per;
+    if (n > fit)
+        n = fit > 2 ? fit : 2;
+    if (e->nthreads == 1)
+        n = 1;
+    e->lanes = sk_calloc(n, sizeof *e->lanes);
+    if (!e->lanes)
+        return SKIPPR_NOMEM;
+    e->nlanes = n;
+    for (size_t i = 0; i < n; i++) {
+        lane *l = &e->lanes[i];
+        l->e = e;
+        sk_buf_init(&l->win, e->win_max);
+        l->r.raw = sk_malloc(RAW_READ);
+        l->pieces = sk_calloc((size_t)e->nthreads, sizeof *l->pieces);
+        if (!l->r.raw || !l->pieces)
+            return SKIPPR_NOMEM;
+        for (int k = 0; k < e->nthreads; k++) {
+            l->pieces[k].e = e;
+            sk_buf_init(&l->pieces[k].keys, e->win_max);
+            sk_buf_init(&l->pieces[k].scratch, e->win_max);
+        }
+    }
+    return SKIPPR_OK;
+}
+
+static void lanes_free(engine *e)
+{
+    for (size_t i = 0; i < e->nlanes; i++) {
+        lane *l = &e->lanes[i];
+        for (int k = 0; l->pieces && k < e->nthreads; k++) {
+            sk_free(l->pieces[k].recs);
+            sk_buf_free(&l->pieces[k].keys);
+            sk_buf_free(&l->pieces[k].scratch);
+        }
+        sk_free(l->pieces);
+        sk_free(l->r.raw);
+        sk_buf_free(&l->win);
+    }
+    sk_free(e->lanes);
 }
 
 /* ---- listing ------------------------------------------------------------- */
@@ -1107,20 +1327,8 @@ static int copy_pass(engine *e)
                 sk_warn("%s: prefetch failed (%s); reading one unit at a time",
                         e->src->label, skippr_status_str(rc));
         }
-        for (size_t i = 0; i < e->ntodo; i++) {
-            if ((rc = process_unit(e, &e->todo[i])))
-                return rc;
-            if ((rc = maybe_commit(e, 0)))
-                return rc;
-            uint64_t now = sk_now_ns();
-            if (now - e->last_seal_check_ns >=
-                (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
-                e->last_seal_check_ns = now;
-                if ((rc = flush_slices(e, 0)))
-                    return rc;
-            }
-            progress(e, 0);
-        }
+        if ((rc = run_units(e, e->todo, e->ntodo)))
+            return rc;
         if (!more)
             return SKIPPR_OK;
     }
@@ -1198,14 +1406,7 @@ static void engine_free(engine *e)
     sk_free(e->list_after);
     if (e->pool)
         sk_pool_free(e->pool);
-    for (int i = 0; e->pieces && i < e->nthreads; i++) {
-        sk_free(e->pieces[i].recs);
-        sk_buf_free(&e->pieces[i].keys);
-        sk_buf_free(&e->pieces[i].scratch);
-    }
-    sk_free(e->pieces);
-    sk_buf_free(&e->win);
-    sk_free(e->raw);
+    lanes_free(e);
     sk_router_free(e->router);
     sk_instance_free(e->src);
     for (int k = 0; k < e->nup; k++) {
@@ -1242,18 +1443,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         goto out;
     e.st->zstd_level = (int)cfg->wal_zstd_level;
     e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
-    sk_buf_init(&e.win, e.win_max);
-    e.raw = sk_malloc(RAW_READ);
-    e.pieces = sk_calloc((size_t)e.nthreads, sizeof *e.pieces);
-    if (!e.raw || !e.pieces) {
-        rc = SKIPPR_NOMEM;
+    if ((rc = lanes_init(&e)))
         goto out;
-    }
-    for (int i = 0; i < e.nthreads; i++) {
-        e.pieces[i].e = &e;
-        sk_buf_init(&e.pieces[i].keys, e.win_max);
-        sk_buf_init(&e.pieces[i].scratch, e.win_max);
-    }
     if (e.nthreads > 1 && !(e.pool = sk_pool_new(e.nthreads, 1024))) {
         rc = SKIPPR_NOMEM;
         goto out;
