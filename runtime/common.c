@@ -147,6 +147,20 @@ int sk_buf_reserve(sk_buf *b, size_t extra)
     return SKIPPR_OK;
 }
 
+int sk_buf_reserve_exact(sk_buf *b, size_t cap)
+{
+    if (cap > b->max)
+        return SKIPPR_RANGE;
+    if (cap <= b->cap)
+        return SKIPPR_OK;
+    uint8_t *p = sk_realloc(b->data, cap);
+    if (!p)
+        return SKIPPR_NOMEM;
+    b->data = p;
+    b->cap = cap;
+    return SKIPPR_OK;
+}
+
 int sk_buf_append(sk_buf *b, const void *p, size_t n)
 {
     int rc = sk_buf_reserve(b, n);

@@ -73,6 +73,8 @@ typedef struct sk_buf {
 
 void sk_buf_init(sk_buf *b, size_t max);
 int sk_buf_reserve(sk_buf *b, size_t extra);
+/* Grow the capacity to exactly cap bytes (no rounding up) if it is less. */
+int sk_buf_reserve_exact(sk_buf *b, size_t cap);
 int sk_buf_append(sk_buf *b, const void *p, size_t n);
 int sk_buf_putc(sk_buf *b, uint8_t c);
 int sk_buf_printf(sk_buf *b, const char *fmt, ...) SKIPPR_PRINTF(2, 3);

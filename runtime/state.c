@@ -587,15 +587,23 @@ int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
         return SKIPPR_RANGE;
     uint8_t l[4];
     sk_put_u32(l, (uint32_t)len);
-    /* Room for a whole block at once: growing by doubling past malloc's
-     * mmap threshold costs an mremap and page faults at every step. The
+    /* A record that does not fit the block's buffer goes to the next
+     * block, so the buffer keeps its size: block_bytes exactly, allocated
+     * once per slice. Growing by doubling would cross malloc's mmap
+     * threshold and pay page faults and an munmap for every block. The
      * memory budget counts this capacity, not just the bytes held. */
-    size_t want = s->open_block.cap ? 4 + len : st->block_bytes + 4 + len;
-    size_t cap0 = s->open_block.cap;
-    int rc = sk_buf_reserve(&s->open_block, want);
-    st->open_block_cap += s->open_block.cap - cap0;
-    if (rc)
+    int rc;
+    if (s->open_nrec && s->open_block.len + 4 + len > s->open_block.cap &&
+        (rc = write_block(st, s)))
         return rc;
+    if (s->open_block.cap < s->open_block.len + 4 + len) {
+        size_t cap0 = s->open_block.cap;
+        rc = sk_buf_reserve_exact(&s->open_block,
+                                  SK_MAX(st->block_bytes, 4 + len));
+        st->open_block_cap += s->open_block.cap - cap0;
+        if (rc)
+            return rc;
+    }
     memcpy(s->open_block.data + s->open_block.len, l, 4);
     memcpy(s->open_block.data + s->open_block.len + 4, rec, len);
     s->open_block.len += 4 + len;
