@@ -9,4 +9,8 @@
 /* Continue a CRC: start with crc = 0. */
 uint32_t sk_crc32c(uint32_t crc, const void *p, size_t n);
 
+/* The CRC of A followed by B, from crc1 = CRC(A), crc2 = CRC(B) and B's
+ * length: so CRCs computed apart (on other threads) can be joined. */
+uint32_t sk_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
 #endif
