@@ -28,7 +28,7 @@ echo "== instructions per byte (callgrind, 16 MB)"
 for f in lines concat pretty; do
     out=$(mktemp)
     valgrind --tool=callgrind --callgrind-out-file="$out" \
-        --toggle-collect=sk_json_next --toggle-collect=sk_route_json \
+        --toggle-collect=sk_json_next --toggle-collect=sk_route_memo \
         "$B" 16 1 "$f" 2>/dev/null >"$out.txt"
     ir=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')
     bytes=$(sed -n 's/.*(\([0-9.]*\) MB,.*/\1/p' "$out.txt")

@@ -492,8 +492,8 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         "type", "data_source", "data_sink", "buffer_threshold_seconds",
         "max_object_bytes", "wal_disk_budget", "memory_budget",
         "max_record_bytes", "poll_interval_seconds", "commit_interval_ms",
-        "list_batch", "upload_concurrency", "wal_zstd_level", "transform",
-        NULL};
+        "list_batch", "upload_concurrency", "wal_zstd_level", "validate",
+        "transform", NULL};
     static const char *const transform_keys[] = {
         "namespace_fields", "batch_partition_fields", "batch_time_fields",
         "batch_time_unit", "time_partition_prefix", NULL};
@@ -596,6 +596,19 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         get_int(doc, pipe, "wal_zstd_level", 0, 19, 0, &out->wal_zstd_level,
                 err))
         return SKIPPR_INVAL;
+    const sk_ynode *val = sk_ymap_get(pipe, "validate");
+    if (val) {
+        if (want_scalar(doc, val, "validate", err))
+            return SKIPPR_INVAL;
+        if (strcmp(val->value, "true") == 0)
+            out->route.skim = 0;
+        else if (strcmp(val->value, "false") == 0)
+            out->route.skim = 1;
+        else
+            return sk_cfg_fail(err, doc, val, "validate: '%s' must be true "
+                               "(every record parsed whole) or false (parsed "
+                               "only as far as routing needs)", val->value);
+    }
 
     const sk_ynode *tr = sk_ymap_get(pipe, "transform");
     if (tr && tr->kind != SK_Y_MAP)
@@ -606,6 +619,7 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         if (want_scalar(doc, tr->items[i], tr->keys[i]->value, err))
             return SKIPPR_INVAL;
     out->route.namespace_fields = get_str(tr, "namespace_fields");
+    /* (route.skim was set from `validate` above) */
     out->route.partition_fields = get_str(tr, "batch_partition_fields");
     out->route.time_fields = get_str(tr, "batch_time_fields");
     out->route.prefix = get_str(tr, "time_partition_prefix");

@@ -36,6 +36,11 @@ struct sk_peek_spec {
     size_t cap;
     peek_node *nodes; /* node 0 is the root */
     char **names;     /* owned copies of segment names, one per node */
+    /* skim mode (sk_peek_spec_set_skim) */
+    int skim;
+    int need;                                 /* groups to settle */
+    uint8_t settles[SK_PEEK_MAX_PATHS];       /* groups path i settles */
+    uint8_t settle_kind[SK_PEEK_MAX_PATHS];
 };
 
 static inline int spec_child(const sk_peek_spec *s, int node,
@@ -134,6 +139,28 @@ void sk_peek_spec_free(sk_peek_spec *s)
 
 size_t sk_peek_spec_count(const sk_peek_spec *s) { return s ? s->npaths : 0; }
 
+int sk_peek_spec_set_skim(sk_peek_spec *s, const sk_peek_group *groups,
+                          size_t n)
+{
+    memset(s->settles, 0, sizeof s->settles);
+    memset(s->settle_kind, 0, sizeof s->settle_kind);
+    s->need = 0;
+    for (size_t g = 0; g < n; g++) {
+        const sk_peek_group *gr = &groups[g];
+        if (gr->settle == SK_SETTLE_NEVER || gr->first >= s->npaths) {
+            s->need = -1; /* some group is known only at the record's end */
+            continue;
+        }
+        if (s->need >= 0)
+            s->need++;
+        s->settles[gr->first]++;
+        if (gr->settle > s->settle_kind[gr->first])
+            s->settle_kind[gr->first] = (uint8_t)gr->settle;
+    }
+    s->skim = 1;
+    return SKIPPR_OK;
+}
+
 /* ---- scanner ---------------------------------------------------------- */
 
 typedef struct scan {
@@ -145,6 +172,10 @@ typedef struct scan {
     const char *err;
     int incomplete; /* ran off the end of the buffer */
     int final;
+    /* skim mode */
+    int need;       /* groups not yet settled; < 0: never */
+    uint32_t found; /* slots that settled their groups */
+    int stop;       /* 1: all settled, skip to the end; 2: skipped */
 } scan;
 
 static const uint8_t ws_table[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1,
@@ -436,6 +467,144 @@ static int scan_literal(scan *x, const char *word, size_t n)
 
 static int scan_value(scan *x, int node, int depth, sk_json_value *cap);
 
+/* Prefix XOR: bit i becomes the XOR of bits 0..i. */
+static inline uint64_t prefix_xor(uint64_t v)
+{
+    v ^= v << 1;
+    v ^= v << 2;
+    v ^= v << 4;
+    v ^= v << 8;
+    v ^= v << 16;
+    v ^= v << 32;
+    return v;
+}
+
+/* 64 bytes (fewer at the end, padded with spaces) as bit masks. */
+typedef struct block_masks {
+    uint64_t quote, bslash, open, close;
+} block_masks;
+
+static inline void classify64(const uint8_t *p, block_masks *m)
+{
+#if defined(__SSE2__)
+    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\');
+    const __m128i o1 = _mm_set1_epi8('{'), o2 = _mm_set1_epi8('[');
+    const __m128i c1 = _mm_set1_epi8('}'), c2 = _mm_set1_epi8(']');
+    uint64_t mq = 0, mb = 0, mo = 0, mc = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
+        int sh = 16 * i;
+        mq |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, q)) << sh;
+        mb |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, b)) << sh;
+        mo |= (uint64_t)(unsigned)_mm_movemask_epi8(
+                  _mm_or_si128(_mm_cmpeq_epi8(v, o1), _mm_cmpeq_epi8(v, o2)))
+              << sh;
+        mc |= (uint64_t)(unsigned)_mm_movemask_epi8(
+                  _mm_or_si128(_mm_cmpeq_epi8(v, c1), _mm_cmpeq_epi8(v, c2)))
+              << sh;
+    }
+    m->quote = mq;
+    m->bslash = mb;
+    m->open = mo;
+    m->close = mc;
+#else
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < 64; i++) {
+        uint64_t bit = 1ULL << i;
+        switch (p[i]) {
+        case '"': m->quote |= bit; break;
+        case '\\': m->bslash |= bit; break;
+        case '{': case '[': m->open |= bit; break;
+        case '}': case ']': m->close |= bit; break;
+        default: break;
+        }
+    }
+#endif
+}
+
+/* Skim mode: skip to the end of the container that closes the `open`
+ * containers enclosing x->p (open 0: x->p is at a '{' or '[' and that
+ * container is skipped). Outside any string. Only strings (with escapes)
+ * and brackets are tracked; nothing is validated or decoded. 64 bytes per
+ * step: quote, backslash and bracket masks, escaped quotes removed, string
+ * interiors found by a prefix XOR of the quotes, and brackets counted by
+ * popcount unless the count may reach zero in this block. */
+static int skip_structure(scan *x, int64_t open)
+{
+    const uint8_t *p = x->p, *end = x->end;
+    uint64_t in_str = 0;  /* all ones: the previous block ended in a string */
+    uint64_t esc_in = 0;  /* bit 0: the first byte is escaped */
+    uint8_t tail[64];
+    while (p < end) {
+        const uint8_t *blk = p;
+        size_t avail = (size_t)(end - p);
+        if (avail < 64) {
+            memset(tail, ' ', sizeof tail);
+            memcpy(tail, p, avail);
+            blk = tail;
+        }
+        block_masks m;
+        classify64(blk, &m);
+        uint64_t esc = esc_in, esc_next = 0;
+        if (m.bslash | esc_in) {
+            uint64_t b = m.bslash;
+            while (b) {
+                int i = __builtin_ctzll(b);
+                b &= b - 1;
+                if (esc >> i & 1)
+                    continue; /* an escaped backslash */
+                if (i == 63)
+                    esc_next = 1;
+                else
+                    esc |= 1ULL << (i + 1);
+            }
+        }
+        uint64_t quotes = m.quote & ~esc;
+        uint64_t str = prefix_xor(quotes) ^ in_str;
+        uint64_t op = m.open & ~str, cl = m.close & ~str;
+        int nc = __builtin_popcountll(cl);
+        if (nc < open) {
+            open += __builtin_popcountll(op) - nc;
+        } else {
+            uint64_t all = op | cl;
+            while (all) {
+                int i = __builtin_ctzll(all);
+                all &= all - 1;
+                open += (op >> i & 1) ? 1 : -1;
+                if (open == 0) {
+                    if ((size_t)i >= avail)
+                        break;
+                    x->p = p + i + 1;
+                    return 0;
+                }
+            }
+        }
+        in_str = (uint64_t)0 - (str >> 63);
+        esc_in = esc_next;
+        p += avail < 64 ? avail : 64;
+    }
+    x->p = end;
+    x->incomplete = 1;
+    return -1;
+}
+
+/* Skim mode: a value was captured for a path; settle its groups. */
+static inline void settle(scan *x, const sk_json_value *cap, uint8_t type)
+{
+    size_t slot = (size_t)(cap - x->vals);
+    const sk_peek_spec *s = x->spec;
+    if (!s->settles[slot] || (x->found >> slot & 1))
+        return;
+    if (s->settle_kind[slot] == SK_SETTLE_SCALAR &&
+        !(type == SK_JSON_NUMBER || type == SK_JSON_TRUE ||
+          type == SK_JSON_FALSE || (type == SK_JSON_STRING && cap->len > 0)))
+        return;
+    x->found |= 1u << slot;
+    x->need -= s->settles[slot];
+    if (x->need == 0)
+        x->stop = 1;
+}
+
 /* Looks up a member name among node's children, decoding escapes first. */
 static int member_child(scan *x, int node, size_t off, size_t len, int esc)
 {
@@ -481,6 +650,14 @@ static int scan_object(scan *x, int node, int depth)
             cap = &x->vals[x->spec->nodes[child].slot];
         if (scan_value(x, child, depth + 1, cap))
             return -1;
+        if (x->stop) {
+            /* Every group is settled: the rest of the record is skipped. */
+            if (x->stop == 1) {
+                x->stop = 2;
+                return skip_structure(x, depth);
+            }
+            return 0;
+        }
         skip_ws(x);
         NEED(x);
         if (*x->p == ',') {
@@ -540,11 +717,18 @@ static int scan_value(scan *x, int node, int depth, sk_json_value *cap)
     switch (*x->p) {
     case '{':
         type = SK_JSON_OBJECT;
-        rc = scan_object(x, node, depth);
+        if (x->spec && x->spec->skim &&
+            (node < 0 || x->spec->nodes[node].first_child < 0))
+            rc = skip_structure(x, 0); /* no path enters it */
+        else
+            rc = scan_object(x, node, depth);
         break;
     case '[':
         type = SK_JSON_ARRAY;
-        rc = scan_array(x, depth);
+        if (x->spec && x->spec->skim)
+            rc = skip_structure(x, 0); /* paths never enter arrays */
+        else
+            rc = scan_array(x, depth);
         break;
     case '"':
         type = SK_JSON_STRING;
@@ -582,6 +766,8 @@ static int scan_value(scan *x, int node, int depth, sk_json_value *cap)
             cap->off = (size_t)(start - x->base);
             cap->len = (size_t)(x->p - start);
         }
+        if (x->need > 0)
+            settle(x, cap, type);
     }
     return 0;
 }
@@ -630,7 +816,8 @@ sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
         break;
     }
 
-    scan x = {buf, buf + i, buf + len, spec, out->values, NULL, 0, final};
+    scan x = {buf, buf + i, buf + len, spec, out->values, NULL, 0, final,
+              spec && spec->skim ? spec->need : -1, 0, 0};
     size_t nvals = sk_peek_spec_count(spec);
     for (size_t k = 0; k < nvals; k++)
         out->values[k].type = SK_JSON_NONE;

@@ -260,6 +260,26 @@ sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
     r->spec = sk_peek_spec_new((const char *const *)r->paths, r->npaths);
     if (!r->spec)
         goto fail;
+    if (cfg->skim) {
+        /* The first present value of a list wins, so a list is settled by
+         * its first field; a time list only by reading the whole record,
+         * because a present time may not parse. */
+        sk_peek_group g[3];
+        size_t ng = 0;
+        if (r->n_ns)
+            g[ng++] = (sk_peek_group){(size_t)r->ns_slot[0],
+                                      r->n_ns == 1 ? SK_SETTLE_ANY
+                                                   : SK_SETTLE_SCALAR};
+        if (r->n_part)
+            g[ng++] = (sk_peek_group){(size_t)r->part_slot[0],
+                                      r->n_part == 1 ? SK_SETTLE_ANY
+                                                     : SK_SETTLE_SCALAR};
+        if (r->unit != SK_TIME_UNIT_NONE && r->n_time)
+            g[ng++] = (sk_peek_group){(size_t)r->time_slot[0],
+                                      r->n_time == 1 ? SK_SETTLE_ANY
+                                                     : SK_SETTLE_NEVER};
+        sk_peek_spec_set_skim(r->spec, g, ng);
+    }
     *err = NULL;
     return r;
 fail:
@@ -363,10 +383,10 @@ int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
     return SKIPPR_OK;
 }
 
-int sk_route_json(const sk_router *r, const uint8_t *buf,
-                  const sk_json_value *vals, sk_buf *scratch, sk_buf *key)
+int sk_route_json_fields(const sk_router *r, const uint8_t *buf,
+                         const sk_json_value *vals, sk_buf *scratch,
+                         sk_field *f)
 {
-    sk_field f[SK_PEEK_MAX_PATHS];
     size_t need = 0;
     for (size_t i = 0; i < r->npaths; i++)
         if (vals[i].type == SK_JSON_STRING && vals[i].has_escapes)
@@ -406,5 +426,163 @@ int sk_route_json(const sk_router *r, const uint8_t *buf,
             break;
         }
     }
-    return sk_route_key(r, f, key);
+    return SKIPPR_OK;
+}
+
+int sk_route_json(const sk_router *r, const uint8_t *buf,
+                  const sk_json_value *vals, sk_buf *scratch, sk_buf *key)
+{
+    sk_field f[SK_PEEK_MAX_PATHS];
+    int rc = sk_route_json_fields(r, buf, vals, scratch, f);
+    return rc ? rc : sk_route_key(r, f, key);
+}
+
+/* ---- memo --------------------------------------------------------------- */
+
+/* The signature holds every input of sk_route_key: the chosen namespace
+ * value, which partition field was chosen and its value, and the time cut
+ * to the unit. Equal signatures give equal keys, and building one costs a
+ * time parse and a few copies instead of escaping and formatting. */
+static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
+                     sk_buf *sig)
+{
+    size_t which = 0;
+    uint8_t tag[8];
+    const sk_field *ns = first_present(f, r->ns_slot, r->n_ns, &which);
+    sk_put_u32(tag, ns ? (uint32_t)ns->n : UINT32_MAX);
+    int rc = sk_buf_append(sig, tag, 4);
+    if (!rc && ns)
+        rc = sk_buf_append(sig, ns->p, ns->n);
+    if (!rc && r->n_part) {
+        const sk_field *pv = first_present(f, r->part_slot, r->n_part,
+                                           &which);
+        tag[0] = pv ? (uint8_t)which : 0xFF;
+        sk_put_u32(tag + 1, pv ? (uint32_t)pv->n : 0);
+        rc = sk_buf_append(sig, tag, 5);
+        if (!rc && pv)
+            rc = sk_buf_append(sig, pv->p, pv->n);
+    }
+    if (rc || r->unit == SK_TIME_UNIT_NONE)
+        return rc;
+    int64_t t = 0;
+    int ok = 0;
+    for (size_t i = 0; i < r->n_time && !ok; i++) {
+        const sk_field *v = &f[r->time_slot[i]];
+        if (v->kind == SK_FIELD_STRING)
+            ok = sk_time_parse((const char *)v->p, v->n, &t) == 0;
+        else if (v->kind == SK_FIELD_NUMBER)
+            ok = sk_time_parse_epoch((const char *)v->p, v->n, &t) == 0;
+    }
+    uint8_t tb[8] = {0};
+    if (ok && (t < -(INT64_C(1) << 55) || t > (INT64_C(1) << 55)))
+        ok = 0; /* far outside years 0-9999 */
+    if (ok) {
+        /* One civil conversion per distinct day. */
+        int64_t day = t >= 0 ? t / 86400 : -((-t + 86399) / 86400);
+        if (!m->day_known || day != m->day) {
+            sk_time_to_civil(day * 86400, &m->civil);
+            m->day = day;
+            m->day_known = 1;
+        }
+        const sk_civil *c = &m->civil;
+        ok = c->year >= 0 && c->year <= 9999;
+        tb[0] = (uint8_t)ok;
+        tb[1] = (uint8_t)(c->year >> 8);
+        tb[2] = (uint8_t)c->year;
+        if (r->unit >= SK_TIME_UNIT_MONTH)
+            tb[3] = (uint8_t)c->month;
+        if (r->unit >= SK_TIME_UNIT_DAY)
+            tb[4] = (uint8_t)c->day;
+        if (r->unit >= SK_TIME_UNIT_HOUR)
+            tb[5] = (uint8_t)((t - day * 86400) / 3600);
+        if (!ok)
+            memset(tb, 0, sizeof tb);
+    }
+    return sk_buf_append(sig, tb, 6);
+}
+
+void sk_memo_init(sk_memo *m, size_t max_bytes)
+{
+    memset(m, 0, sizeof *m);
+    sk_buf_init(&m->sigs, max_bytes);
+    sk_buf_init(&m->keys, max_bytes);
+}
+
+void sk_memo_reset(sk_memo *m)
+{
+    if (m->n)
+        memset(m->tab, 0, m->tab_cap * sizeof *m->tab);
+    m->n = 0;
+    sk_buf_reset(&m->sigs);
+    sk_buf_reset(&m->keys);
+}
+
+void sk_memo_free(sk_memo *m)
+{
+    sk_free(m->keys_at);
+    sk_free(m->tab);
+    sk_buf_free(&m->sigs);
+    sk_buf_free(&m->keys);
+    memset(m, 0, sizeof *m);
+}
+
+static int memo_grow(sk_memo *m)
+{
+    size_t cap = m->tab_cap ? m->tab_cap * 2 : 256;
+    uint32_t *t = sk_calloc(cap, sizeof *t);
+    if (!t)
+        return SKIPPR_NOMEM;
+    for (size_t i = 0; i < m->n; i++) {
+        size_t h = (size_t)m->keys_at[i].sig_hash & (cap - 1);
+        while (t[h])
+            h = (h + 1) & (cap - 1);
+        t[h] = (uint32_t)i + 1;
+    }
+    sk_free(m->tab);
+    m->tab = t;
+    m->tab_cap = cap;
+    return SKIPPR_OK;
+}
+
+int sk_route_memo(const sk_router *r, sk_memo *m, const uint8_t *buf,
+                  const sk_json_value *vals, sk_buf *scratch, uint32_t *id)
+{
+    sk_field f[SK_PEEK_MAX_PATHS];
+    int rc = sk_route_json_fields(r, buf, vals, scratch, f);
+    size_t s0 = m->sigs.len;
+    if (rc || (rc = route_sig(r, f, m, &m->sigs)))
+        return rc;
+    const uint8_t *sig = m->sigs.data + s0;
+    size_t slen = m->sigs.len - s0;
+    uint64_t sh = sk_hash_fast(sig, slen);
+    if ((m->n + 1) * 2 > m->tab_cap && (rc = memo_grow(m)))
+        return rc;
+    size_t h = (size_t)sh & (m->tab_cap - 1);
+    while (m->tab[h]) {
+        const sk_memo_key *k = &m->keys_at[m->tab[h] - 1];
+        if (k->sig_hash == sh && k->sig_len == slen &&
+            memcmp(m->sigs.data + k->sig_off, sig, slen) == 0) {
+            m->sigs.len = s0;
+            *id = m->tab[h] - 1;
+            return SKIPPR_OK;
+        }
+        h = (h + 1) & (m->tab_cap - 1);
+    }
+    if (m->n >= UINT32_MAX - 1 ||
+        sk_array_grow(&m->keys_at, m->n, &m->keys_cap, sizeof *m->keys_at,
+                      64))
+        return SKIPPR_NOMEM;
+    size_t k0 = m->keys.len;
+    if ((rc = sk_route_key(r, f, &m->keys)))
+        return rc;
+    sk_memo_key *k = &m->keys_at[m->n];
+    k->sig_hash = sh;
+    k->sig_off = s0;
+    k->sig_len = slen;
+    k->key_off = k0;
+    k->key_len = m->keys.len - k0;
+    k->key_hash = sk_hash_fast(m->keys.data + k0, k->key_len);
+    m->tab[h] = (uint32_t)m->n + 1;
+    *id = (uint32_t)m->n++;
+    return SKIPPR_OK;
 }

@@ -24,6 +24,7 @@
 
 #include "common.h"
 #include "json.h"
+#include "timeparse.h"
 
 #define SK_SEGMENT_MAX 200
 #define SK_HIVE_DEFAULT "__HIVE_DEFAULT_PARTITION__"
@@ -45,6 +46,7 @@ typedef struct sk_route_config {
     const char *time_fields;      /* comma list; NULL or "" means none */
     sk_time_unit time_unit;       /* NONE: no time segments */
     const char *prefix;           /* e.g. "p_"; NULL means "" */
+    int skim; /* peek only as far as routing needs (json.h, skim mode) */
 } sk_route_config;
 
 typedef enum sk_field_kind {
@@ -81,6 +83,41 @@ int sk_route_key(const sk_router *r, const sk_field *fields, sk_buf *key);
  * scratch, which is reset first) and appends the key. */
 int sk_route_json(const sk_router *r, const uint8_t *buf,
                   const sk_json_value *vals, sk_buf *scratch, sk_buf *key);
+
+/* Only the conversion: peeked values to fields, strings decoded into
+ * scratch (reset first). The fields point into buf or scratch. */
+int sk_route_json_fields(const sk_router *r, const uint8_t *buf,
+                         const sk_json_value *vals, sk_buf *scratch,
+                         sk_field *f);
+
+/* A worker's memo of the keys it has built. Records with the same routing
+ * inputs (namespace value, chosen partition field and value, time cut to
+ * the unit) get the same id without building the key again; ids are dense
+ * from 0 in order of first appearance, until sk_memo_reset(). Used by one
+ * thread at a time. */
+typedef struct sk_memo_key {
+    uint64_t sig_hash, key_hash;
+    size_t sig_off, sig_len;
+    size_t key_off, key_len; /* in keys */
+} sk_memo_key;
+
+typedef struct sk_memo {
+    sk_memo_key *keys_at; /* by id */
+    size_t n, keys_cap;
+    uint32_t *tab; /* open addressing: id + 1, 0 empty */
+    size_t tab_cap;
+    sk_buf sigs, keys;
+    int64_t day; /* last day converted to a civil date */
+    sk_civil civil;
+    int day_known;
+} sk_memo;
+
+void sk_memo_init(sk_memo *m, size_t max_bytes);
+void sk_memo_reset(sk_memo *m);
+void sk_memo_free(sk_memo *m);
+/* Route one record: *id names its key (m->keys_at[*id]). */
+int sk_route_memo(const sk_router *r, sk_memo *m, const uint8_t *buf,
+                  const sk_json_value *vals, sk_buf *scratch, uint32_t *id);
 
 /* Append value v escaped Hive-style: bytes 0x00-0x1F, 0x7F, invalid UTF-8
  * and the characters "#%'*\/:=?\{[]^ become %XX (uppercase hex). */

@@ -125,6 +125,38 @@ static void test_errors_name_position(void **state)
     expect(seed, "nope", ":5:3:", "no pipeline named 'nope' (defined: gdpr)");
     expect("skippr:\n  skipprd_el_storage_mode: s3\n", "x", ":2:28:",
            "not supported");
+    /* validate takes true or false only. */
+    snprintf(buf, sizeof buf, "%s", seed);
+    p = strstr(buf, "    transform:");
+    memmove(p + 20, p, strlen(p) + 1);
+    memcpy(p, "    validate: often\n", 20);
+    expect(buf, "gdpr", ":10:15:", "'often' must be true");
+}
+
+/* validate: false turns on the router's skim mode. */
+static void test_validate_false(void **state)
+{
+    (void)state;
+    setenv("SKIPPR_TEST_IN", "/data/in", 1);
+    char buf[4096];
+    const char *values[] = {"false\n", "true\n", NULL};
+    for (int i = 0; i < 3; i++) {
+        snprintf(buf, sizeof buf, "%s", seed);
+        if (values[i]) {
+            char *p = strstr(buf, "    transform:");
+            size_t add = 14 + strlen(values[i]);
+            memmove(p + add, p, strlen(p) + 1);
+            memcpy(p, "    validate: ", 14);
+            memcpy(p + 14, values[i], strlen(values[i]));
+        }
+        sk_yaml_doc *doc = NULL;
+        sk_cfg_err err = {""};
+        assert_int_equal(sk_yaml_load(write_yaml(buf), &doc, &err), 0);
+        sk_pipeline_cfg cfg;
+        assert_int_equal(sk_config_pipeline(doc, "gdpr", &cfg, &err), 0);
+        assert_int_equal(cfg.route.skim, i == 0);
+        sk_yaml_free(doc);
+    }
 }
 
 int main(void)
@@ -132,6 +164,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_loads),
         cmocka_unit_test(test_errors_name_position),
+        cmocka_unit_test(test_validate_false),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char path[64];

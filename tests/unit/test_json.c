@@ -259,12 +259,21 @@ static void check_peek(const char *buf, const sk_json_value *v, json_t *want)
     }
 }
 
-static void test_differential_corpus(void **state)
+/* skim: each path its own group, settled by any value, so a record is
+ * skipped only after all four are found; every container no path enters
+ * (most arrays and objects of the corpus) is skipped structurally. Spans
+ * and values must still equal jansson's. */
+static void differential_corpus(int skim)
 {
-    (void)state;
     const char *paths[] = {"event_type", "detail.tenant_id", "ts",
                            "detail.a"};
     sk_peek_spec *spec = sk_peek_spec_new(paths, 4);
+    if (skim) {
+        sk_peek_group g[4];
+        for (size_t i = 0; i < 4; i++)
+            g[i] = (sk_peek_group){i, SK_SETTLE_ANY};
+        assert_int_equal(sk_peek_spec_set_skim(spec, g, 4), 0);
+    }
     enum { N = 3000 };
     static const size_t flags[] = {JSON_COMPACT, JSON_INDENT(2),
                                    JSON_INDENT(0), JSON_COMPACT |
@@ -327,6 +336,81 @@ static void test_differential_corpus(void **state)
         }
         sk_buf_free(&all);
     }
+    sk_peek_spec_free(spec);
+}
+
+static void test_differential_corpus(void **state)
+{
+    (void)state;
+    differential_corpus(0);
+}
+
+static void test_differential_corpus_skim(void **state)
+{
+    (void)state;
+    differential_corpus(1);
+}
+
+/* Skim mode's structural skip on hand-made records: brackets and escaped
+ * quotes inside strings, backslash runs, a record end on each side of a
+ * 64-byte block edge, and a record cut off. */
+static void test_skim_skip(void **state)
+{
+    (void)state;
+    const char *paths[] = {"t"};
+    sk_peek_spec *spec = sk_peek_spec_new(paths, 1);
+    sk_peek_group g = {0, SK_SETTLE_ANY};
+    sk_peek_spec_set_skim(spec, &g, 1);
+    const char *recs[] = {
+        "{\"t\":\"x\",\"a\":{\"s\":\"}}]]\\\"{{\",\"b\":[1,{\"c\":\"\\\\\"}]}}",
+        "{\"a\":[\"[\",\"\\\\\\\\\"],\"t\":7,\"z\":{\"q\":\"\\\"}\"}}",
+        "{\"t\":1}",
+        "{\"t\":true,\"pad\":\"0123456789012345678901234567890123456789012\",\"o\":{}}",
+    };
+    /* Every record at every offset of a 64-byte block. */
+    for (size_t r = 0; r < sizeof recs / sizeof *recs; r++) {
+        for (size_t lead = 0; lead < 130; lead++) {
+            char buf[512];
+            size_t rl = strlen(recs[r]);
+            memset(buf, ' ', lead);
+            memcpy(buf + lead, recs[r], rl);
+            memcpy(buf + lead + rl, "\n{\"t\":2}\n", 9);
+            size_t len = lead + rl + 9;
+            json_error_t err;
+            json_t *j = json_loadb(recs[r], rl, 0, &err);
+            if (!j)
+                fail_msg("case %zu is not JSON: %s", r, err.text);
+            json_decref(j);
+            span sp[4];
+            size_t n = frame_all(buf, len, sp, 4, spec, NULL);
+            assert_int_equal(n, 2);
+            assert_false(sp[0].err);
+            assert_int_equal(sp[0].start, lead);
+            assert_int_equal(sp[0].end, lead + rl);
+            assert_int_equal(sp[1].start, lead + rl + 1);
+            /* Cut anywhere inside: the framer waits for more. */
+            for (size_t cut = lead + 1; cut < lead + rl; cut++) {
+                sk_json_framer f;
+                sk_json_framer_init(&f);
+                size_t pos = 0;
+                sk_json_record rec;
+                assert_int_equal(sk_json_next(&f, spec, (const uint8_t *)buf,
+                                              cut, &pos, 0, &rec),
+                                 SK_JSON_NEED_MORE);
+            }
+        }
+    }
+    /* What is skipped is not validated: the bad literal after the settled
+     * field passes in skim mode, and is an error without it. */
+    const char *bad = "{\"t\":1,\"x\":tru,\"y\":[1 2]}\n";
+    span sp[4];
+    assert_int_equal(frame_all(bad, strlen(bad), sp, 4, spec, NULL), 1);
+    assert_false(sp[0].err);
+    assert_int_equal(sp[0].end, strlen(bad) - 1);
+    sk_peek_spec *full = sk_peek_spec_new(paths, 1);
+    assert_int_equal(frame_all(bad, strlen(bad), sp, 4, full, NULL), 1);
+    assert_true(sp[0].err);
+    sk_peek_spec_free(full);
     sk_peek_spec_free(spec);
 }
 
@@ -437,6 +521,8 @@ int main(void)
         cmocka_unit_test(test_deep_nesting),
         cmocka_unit_test(test_peek),
         cmocka_unit_test(test_differential_corpus),
+        cmocka_unit_test(test_differential_corpus_skim),
+        cmocka_unit_test(test_skim_skip),
         cmocka_unit_test(test_differential_mutations),
         cmocka_unit_test(test_jsontestsuite),
     };
