@@ -33,10 +33,23 @@
 
 typedef struct rec_out {
     size_t start, end;
-    size_t key_off, key_len;
-    uint64_t key_hash;
     const char *reason; /* NULL: a record; else why it is dead-lettered */
+    uint32_t next;      /* next record of the same group, or NO_REC */
 } rec_out;
+
+#define NO_REC UINT32_MAX
+
+/* The records of one piece that share a partition key (the piece's memo
+ * id), chained in input order. The worker also checksums their output
+ * bytes (each record and a newline), so the pipeline thread looks the slice
+ * up once per group and only copies bytes. */
+typedef struct group {
+    uint32_t first, last;
+    uint32_t nrec;
+    uint32_t crc;       /* CRC32C of the group's output bytes */
+    uint32_t xpow;      /* sk_crc32c_xpow(out_bytes), to join it on */
+    uint64_t out_bytes; /* those bytes' count */
+} group;
 
 typedef struct engine engine;
 typedef struct lane lane;
@@ -61,7 +74,11 @@ typedef struct piece {
     sk_json_framer fr_in, fr_out;
     rec_out *recs;
     size_t nrec, cap;
-    sk_buf keys, scratch;
+    size_t ndead;       /* records with a reason */
+    group *groups;      /* by memo id: in order of first appearance */
+    size_t ngroups, gcap;
+    sk_memo memo;       /* partition keys built in this piece */
+    sk_buf scratch;
     size_t stop;
     int need_more;
     int failed; /* allocation failure */
@@ -111,9 +128,30 @@ static int ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t
 
 static int push_rec(piece *p, const rec_out *r)
 {
-    if (sk_array_grow(&p->recs, p->nrec, &p->cap, sizeof *p->recs, 1024))
+    if (p->nrec >= NO_REC ||
+        sk_array_grow(&p->recs, p->nrec, &p->cap, sizeof *p->recs, 1024))
         return SKIPPR_NOMEM;
     p->recs[p->nrec++] = *r;
+    return SKIPPR_OK;
+}
+
+/* Add the record just pushed to group id. */
+static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len)
+{
+    uint32_t idx = (uint32_t)(p->nrec - 1);
+    if (id == p->ngroups) {
+        if (sk_array_grow(&p->groups, p->ngroups, &p->gcap, sizeof *p->groups,
+                          64))
+            return SKIPPR_NOMEM;
+        p->groups[p->ngroups++] = (group){idx, idx, 0, 0, 0, 0};
+    } else {
+        p->recs[p->groups[id].last].next = idx;
+        p->groups[id].last = idx;
+    }
+    group *g = &p->groups[id];
+    g->nrec++;
+    g->crc = sk_crc32c(sk_crc32c(g->crc, rec, len), "\n", 1);
+    g->out_bytes += len + 1;
     return SKIPPR_OK;
 }
 
@@ -127,9 +165,11 @@ static void piece_run(piece *p)
     sk_json_framer fr = p->fr_in;
     size_t pos = p->from;
     p->nrec = 0;
+    p->ndead = 0;
+    p->ngroups = 0;
     p->need_more = 0;
     p->failed = 0;
-    sk_buf_reset(&p->keys);
+    sk_memo_reset(&p->memo);
     sk_json_record r;
     for (;;) {
         size_t before = pos;
@@ -144,7 +184,7 @@ static void piece_run(piece *p)
         }
         sk_json_rc rc = sk_json_next(&fr, spec, p->buf, p->len, &pos,
                                      p->final, &r);
-        rec_out o = {0};
+        rec_out o = {0, 0, NULL, NO_REC};
         if (rc == SK_JSON_END)
             break;
         if (rc == SK_JSON_NEED_MORE) {
@@ -154,26 +194,28 @@ static void piece_run(piece *p)
         }
         o.start = r.start;
         o.end = r.end;
-        if (rc == SK_JSON_ERROR) {
+        if (rc == SK_JSON_ERROR)
             o.reason = r.reason;
-        } else if (r.end - r.start > max_rec) {
+        else if (r.end - r.start > max_rec)
             o.reason = "record larger than max_record_bytes";
-        } else {
-            size_t k0 = p->keys.len;
-            if (sk_route_json(e->router, p->buf, r.values, &p->scratch,
-                              &p->keys)) {
-                p->failed = 1;
-                break;
-            }
-            o.key_off = k0;
-            o.key_len = p->keys.len - k0;
-            o.key_hash = sk_hash_fast(p->keys.data + k0, o.key_len);
-        }
         if (push_rec(p, &o)) {
             p->failed = 1;
             break;
         }
+        if (o.reason) {
+            p->ndead++;
+            continue;
+        }
+        uint32_t id;
+        if (sk_route_memo(e->router, &p->memo, p->buf, r.values, &p->scratch,
+                          &id) ||
+            group_add(p, id, p->buf + r.start, r.end - r.start)) {
+            p->failed = 1;
+            break;
+        }
     }
+    for (size_t i = 0; i < p->ngroups; i++)
+        p->groups[i].xpow = sk_crc32c_xpow(p->groups[i].out_bytes);
     p->stop = pos;
     p->fr_out = fr;
 }
@@ -1008,27 +1050,38 @@ static int lane_apply(lane *l, int *finished)
         }
         if (p->failed)
             return SKIPPR_NOMEM;
-        for (size_t r = 0; r < p->nrec; r++) {
+        for (size_t r = 0; p->ndead && r < p->nrec; r++) {
             rec_out *o = &p->recs[r];
-            int rc;
-            if (o->reason) {
-                /* A record cut off by a broken compressed stream says so. */
-                const char *why = l->r.error && l->final && o->end == len
-                                      ? l->r.error
-                                      : o->reason;
-                rc = dead_letter(e, unit_id, l->base + o->start,
+            if (!o->reason)
+                continue;
+            /* A record cut off by a broken compressed stream says so. */
+            const char *why = l->r.error && l->final && o->end == len
+                                  ? l->r.error
+                                  : o->reason;
+            int rc = dead_letter(e, unit_id, l->base + o->start,
                                  buf + o->start, o->end - o->start, why);
-            } else {
-                const char *key = (const char *)p->keys.data + o->key_off;
-                sk_slice *s = sk_state_slice(e->st, key, o->key_len,
-                                             o->key_hash, SK_SLICE_DATA);
-                rc = s ? sk_state_append(e->st, s, buf + o->start,
-                                         o->end - o->start)
-                       : SKIPPR_NOMEM;
-                e->records++;
-            }
             if (rc)
                 return rc;
+        }
+        for (size_t gi = 0; gi < p->ngroups; gi++) {
+            const group *g = &p->groups[gi];
+            const sk_memo_key *k = &p->memo.keys_at[gi];
+            sk_slice *s = sk_state_slice(e->st,
+                                         (const char *)p->memo.keys.data +
+                                             k->key_off,
+                                         k->key_len, k->key_hash,
+                                         SK_SLICE_DATA);
+            if (!s)
+                return SKIPPR_NOMEM;
+            for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next) {
+                const rec_out *o = &p->recs[r];
+                int rc = sk_state_append_raw(e->st, s, buf + o->start,
+                                             o->end - o->start);
+                if (rc)
+                    return rc;
+            }
+            sk_state_fold_crc(s, g->crc, g->xpow);
+            e->records += g->nrec;
         }
         expect = p->stop;
         cur = p->fr_out;
@@ -1182,7 +1235,7 @@ static int lanes_init(engine *e)
             return SKIPPR_NOMEM;
         for (int k = 0; k < e->nthreads; k++) {
             l->pieces[k].e = e;
-            sk_buf_init(&l->pieces[k].keys, e->win_max);
+            sk_memo_init(&l->pieces[k].memo, e->win_max);
             sk_buf_init(&l->pieces[k].scratch, e->win_max);
         }
     }
@@ -1195,7 +1248,8 @@ static void lanes_free(engine *e)
         lane *l = &e->lanes[i];
         for (int k = 0; l->pieces && k < e->nthreads; k++) {
             sk_free(l->pieces[k].recs);
-            sk_buf_free(&l->pieces[k].keys);
+            sk_free(l->pieces[k].groups);
+            sk_memo_free(&l->pieces[k].memo);
             sk_buf_free(&l->pieces[k].scratch);
         }
         sk_free(l->pieces);

@@ -582,6 +582,23 @@ static int write_block(sk_state *st, sk_slice *s)
 
 int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
 {
+    int rc = sk_state_append_raw(st, s, rec, len);
+    if (!rc && s->crc_known) {
+        s->out_crc = sk_crc32c(s->out_crc, rec, len);
+        s->out_crc = sk_crc32c(s->out_crc, "\n", 1);
+    }
+    return rc;
+}
+
+void sk_state_fold_crc(sk_slice *s, uint32_t crc, uint32_t xpow)
+{
+    if (s->crc_known)
+        s->out_crc = sk_crc32c_combine_x(s->out_crc, crc, xpow);
+}
+
+int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
+                        size_t len)
+{
     assert(s->state == SK_SLICE_OPEN);
     if (len > SK_WAL_MAX_PAYLOAD / 2)
         return SKIPPR_RANGE;
@@ -607,10 +624,6 @@ int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
     memcpy(s->open_block.data + s->open_block.len, l, 4);
     memcpy(s->open_block.data + s->open_block.len + 4, rec, len);
     s->open_block.len += 4 + len;
-    if (s->crc_known) {
-        s->out_crc = sk_crc32c(s->out_crc, rec, len);
-        s->out_crc = sk_crc32c(s->out_crc, "\n", 1);
-    }
     s->open_nrec++;
     s->records++;
     s->bytes += len;

@@ -108,6 +108,13 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
                          uint64_t hash, uint8_t kind);
 /* Append one record to an OPEN slice. */
 int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len);
+/* The same without the object CRC: the caller checksummed the records (each
+ * followed by a newline) elsewhere and folds that in with
+ * sk_state_fold_crc() after appending them, before any other append; xpow
+ * is sk_crc32c_xpow() of those output bytes' count. */
+int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
+                        size_t len);
+void sk_state_fold_crc(sk_slice *s, uint32_t crc, uint32_t xpow);
 /* Write every open block as a BLOCK frame (not yet durable). release: also
  * give their buffers back (memory pressure); else they are kept for reuse. */
 int sk_state_flush_blocks(sk_state *st, int release);
