@@ -136,8 +136,18 @@ uint32_t sk_crc32c(uint32_t crc, const void *p, size_t n)
     return ~crc_sw(crc, p, n);
 }
 
-uint32_t sk_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+uint32_t sk_crc32c_xpow(uint64_t len)
 {
     pthread_once(&tables_once, make_tables);
-    return multmodp(x2nmodp(len2, 3), crc1) ^ crc2;
+    return x2nmodp(len, 3);
+}
+
+uint32_t sk_crc32c_combine_x(uint32_t crc1, uint32_t crc2, uint32_t xpow)
+{
+    return multmodp(xpow, crc1) ^ crc2;
+}
+
+uint32_t sk_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+    return sk_crc32c_combine_x(crc1, crc2, sk_crc32c_xpow(len2));
 }
