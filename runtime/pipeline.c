@@ -28,6 +28,7 @@
 #define OUT_BUF (1u << 20)        /* sink write size */
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
+#define LANES_PER_THREAD 3        /* units in flight per worker */
 
 /* ---- framing tasks ------------------------------------------------------ */
 
@@ -1147,56 +1148,76 @@ static int lane_apply(lane *l, int *finished)
     return SKIPPR_OK;
 }
 
-/* Copy the units of one listing batch through the lanes. */
+/* Copy the units of one listing batch through the lanes. Whichever lane
+ * finishes first is applied first, so one slow object does not hold up the
+ * others; a unit's own windows are always applied in order. */
 static int run_units(engine *e, todo *todo, size_t ntodo)
 {
     lane *lanes = e->lanes;
-    size_t nl = e->nlanes, next = 0, active = 0;
+    size_t nl = e->nlanes, next = 0;
+    sk_group *waiting[65];
+    size_t widx[65];
     int rc = SKIPPR_OK;
-    for (size_t i = 0;; i = (i + 1) % nl) {
-        lane *l = &lanes[i];
-        if (l->busy) {
-            int finished = 0;
-            if ((rc = lane_apply(l, &finished))) {
+    for (;;) {
+        /* Give every idle lane a unit and every lane its next window. */
+        for (size_t i = 0; i < nl && !rc; i++) {
+            lane *l = &lanes[i];
+            if (l->busy)
+                continue;
+            if (!l->t && next < ntodo && !sk_stop_requested)
+                rc = lane_open(l, &todo[next++]);
+            else if (!l->t)
+                continue;
+            if (!rc && (rc = lane_read_submit(l)))
                 plugin_failed(e->src, "%s: unit %s failed near offset "
                               "%" PRIu64 ": %s", e->src->label, l->t->id,
                               l->base, skippr_status_str(rc));
-                break;
-            }
-            if (finished) {
-                lane_close(l);
-                active--;
-            }
-            if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
-                break;
-            if ((rc = maybe_commit(e, 0)))
-                break;
-            uint64_t now = sk_now_ns();
-            if (now - e->last_seal_check_ns >=
-                (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
-                e->last_seal_check_ns = now;
-                if ((rc = flush_slices(e, 0)))
-                    break;
-            }
-            progress(e, 0);
         }
+        if (rc)
+            break;
         if (sk_stop_requested) {
             rc = SKIPPR_STOPPED;
             break;
         }
-        if (!l->t && next < ntodo) {
-            active++;
-            if ((rc = lane_open(l, &todo[next++])))
+        size_t nw = 0;
+        for (size_t i = 0; i < nl; i++)
+            if (lanes[i].busy) {
+                widx[nw] = i;
+                waiting[nw++] = &lanes[i].g;
+            }
+        if (nw == 0)
+            break; /* every unit is done */
+        /* Apply a finished lane; while none is, frame a queued one here
+         * rather than sleep: this thread is one of the pool's cores. */
+        size_t w = 0;
+        while (e->pool && !sk_pool_done_any(waiting, nw, &w)) {
+            if (!sk_pool_help(e->pool)) {
+                w = sk_pool_wait_any(e->pool, waiting, nw);
                 break;
+            }
         }
-        if (l->t && (rc = lane_read_submit(l))) {
+        lane *l = &lanes[widx[w]];
+        int finished = 0;
+        if ((rc = lane_apply(l, &finished))) {
             plugin_failed(e->src, "%s: unit %s failed near offset %" PRIu64
                           ": %s", e->src->label, l->t->id, l->base,
                           skippr_status_str(rc));
             break;
         }
-        if (active == 0 && next >= ntodo)
+        if (finished)
+            lane_close(l);
+        if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
             break;
+        if ((rc = maybe_commit(e, 0)))
+            break;
+        uint64_t now = sk_now_ns();
+        if (now - e->last_seal_check_ns >=
+            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
+            e->last_seal_check_ns = now;
+            if ((rc = flush_slices(e, 0)))
+                break;
+        }
+        progress(e, 0);
     }
     /* Tasks point into the lanes: let them finish before anything goes. */
     for (size_t i = 0; i < nl; i++) {
@@ -1214,7 +1235,9 @@ static int lanes_init(engine *e)
     /* One lane per worker plus one, so that workers frame while the
      * pipeline thread reads and applies; fewer if windows would not fit
      * the memory budget. */
-    size_t n = e->nthreads > 1 ? (size_t)e->nthreads + 1 : 1;
+    size_t n = e->nthreads > 1
+                   ? SK_MIN((size_t)e->nthreads * LANES_PER_THREAD + 1, 64)
+                   : 1;
     size_t per = 2 * WINDOW_BYTES + RAW_READ;
     size_t fit = (size_t)(e->cfg->memory_budget / 2) / per;
     if (n > fit)
@@ -1499,7 +1522,9 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
     if ((rc = lanes_init(&e)))
         goto out;
-    if (e.nthreads > 1 && !(e.pool = sk_pool_new(e.nthreads, 1024))) {
+    /* The pipeline thread frames too when it has nothing to apply, so the
+     * pool has one worker fewer than the threads asked for. */
+    if (e.nthreads > 1 && !(e.pool = sk_pool_new(e.nthreads - 1, 1024))) {
         rc = SKIPPR_NOMEM;
         goto out;
     }

@@ -296,6 +296,40 @@ void sk_pool_wait(sk_pool *p, sk_group *g)
     pthread_mutex_unlock(&p->done_mu);
 }
 
+int sk_pool_help(sk_pool *p)
+{
+    sk_task *t = overflow_pop(p);
+    if (!t)
+        return 0;
+    run_task(p, t);
+    return 1;
+}
+
+int sk_pool_done_any(sk_group *const *gs, size_t n, size_t *which)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (atomic_load(&gs[i]->pending) == 0) {
+            *which = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+size_t sk_pool_wait_any(sk_pool *p, sk_group *const *gs, size_t n)
+{
+    pthread_mutex_lock(&p->done_mu);
+    for (;;) {
+        for (size_t i = 0; i < n; i++) {
+            if (atomic_load(&gs[i]->pending) == 0) {
+                pthread_mutex_unlock(&p->done_mu);
+                return i;
+            }
+        }
+        pthread_cond_wait(&p->done_cv, &p->done_mu);
+    }
+}
+
 void sk_pool_free(sk_pool *p)
 {
     if (!p)

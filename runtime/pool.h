@@ -49,6 +49,17 @@ void sk_pool_submit(sk_pool *p, sk_task *t, sk_group *g);
  * running other tasks; other threads sleep. */
 void sk_pool_wait(sk_pool *p, sk_group *g);
 
+/* From outside the pool: wait until one of the n groups has finished and
+ * return its index (the lowest, if several have). n > 0. */
+size_t sk_pool_wait_any(sk_pool *p, sk_group *const *gs, size_t n);
+/* Non-blocking: 1 and *which set if one of the groups has finished. */
+int sk_pool_done_any(sk_group *const *gs, size_t n, size_t *which);
+
+/* From outside the pool: run one task submitted from outside, if any is
+ * queued, on the calling thread. Returns 1 if it ran one. A submitter with
+ * nothing else to do helps instead of sleeping. */
+int sk_pool_help(sk_pool *p);
+
 /* ---- the deque, exposed for its unit tests ---------------------------- */
 
 typedef struct sk_deque {
