@@ -119,11 +119,77 @@ static void test_idle_pool_parks_and_wakes(void **state)
     sk_pool_free(p);
 }
 
+/* The submitter's side of a pipeline: several groups in flight, help by
+ * running queued tasks, then take whichever group finished. Every task
+ * runs once, on a worker or on the helping thread. */
+typedef struct slow {
+    sk_task t;
+    atomic_int runs;
+    int spin;
+} slow;
+
+static void slow_fn(sk_task *t)
+{
+    slow *s = (slow *)t;
+    volatile int x = 0;
+    for (int i = 0; i < s->spin; i++)
+        x += i;
+    atomic_fetch_add(&s->runs, 1);
+}
+
+static void test_help_and_wait_any(void **state)
+{
+    (void)state;
+    sk_pool *p = sk_pool_new(1, 16);
+    enum { G = 6, PER = 4, ROUNDS = 300 };
+    static slow tasks[G][PER];
+    sk_group groups[G];
+    sk_group *gs[G];
+    int busy[G] = {0};
+    long helped = 0, applied = 0;
+    for (int i = 0; i < G; i++)
+        gs[i] = &groups[i];
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < G; i++) {
+            if (busy[i])
+                continue;
+            sk_group_init(&groups[i]);
+            for (int k = 0; k < PER; k++) {
+                atomic_store(&tasks[i][k].runs, 0);
+                tasks[i][k].spin = (round * 7 + i * 13 + k) % 5000;
+                tasks[i][k].t.fn = slow_fn;
+                sk_pool_submit(p, &tasks[i][k].t, &groups[i]);
+            }
+            busy[i] = 1;
+        }
+        size_t w = 0;
+        while (!sk_pool_done_any(gs, G, &w)) {
+            if (!sk_pool_help(p)) {
+                w = sk_pool_wait_any(p, gs, G);
+                break;
+            }
+            helped++;
+        }
+        assert_true(busy[w]);
+        for (int k = 0; k < PER; k++)
+            assert_int_equal(atomic_load(&tasks[w][k].runs), 1);
+        busy[w] = 0;
+        applied++;
+    }
+    for (int i = 0; i < G; i++)
+        if (busy[i])
+            sk_pool_wait(p, &groups[i]);
+    assert_int_equal(applied, ROUNDS);
+    assert_true(helped > 0); /* one worker cannot keep up with 24 tasks */
+    sk_pool_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ten_million_exactly_once),
         cmocka_unit_test(test_idle_pool_parks_and_wakes),
+        cmocka_unit_test(test_help_and_wait_any),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
