@@ -287,11 +287,14 @@ typedef struct writer {
     int count_only;
 } writer;
 
+/* The CRC of what is written is taken once per buffer (a long CRC runs
+ * three chains at once), not once per record. */
 static int writer_flush(writer *w)
 {
     uploader *u = w->u;
     if (u->out.len == 0 || w->count_only)
         return SKIPPR_OK;
+    w->crc = sk_crc32c(w->crc, u->out.data, u->out.len);
     sk_crashpoint("sink_write");
     int rc = u->sink->plugin->sink->object_write(u->sink->ctx, w->h,
                                                  u->out.data, u->out.len);
@@ -301,10 +304,11 @@ static int writer_flush(writer *w)
 
 static int writer_put(writer *w, const void *p, size_t n)
 {
-    w->crc = sk_crc32c(w->crc, p, n);
     w->bytes += n;
-    if (w->count_only)
+    if (w->count_only) {
+        w->crc = sk_crc32c(w->crc, p, n);
         return SKIPPR_OK;
+    }
     uploader *u = w->u;
     if (u->out.len + n > OUT_BUF) {
         int rc = writer_flush(w);
@@ -312,6 +316,7 @@ static int writer_put(writer *w, const void *p, size_t n)
             return rc;
     }
     if (n > OUT_BUF) {
+        w->crc = sk_crc32c(w->crc, p, n);
         sk_crashpoint("sink_write");
         return u->sink->plugin->sink->object_write(u->sink->ctx, w->h, p, n);
     }
