@@ -24,7 +24,7 @@
 #define WINDOW_BYTES (8u << 20)   /* decompressed bytes framed per round */
 #define MIN_PIECE (256u << 10)    /* smallest task */
 #define RAW_READ (1u << 20)       /* one source read */
-#define COMMIT_BYTES (64u << 20)  /* group commit after this much input */
+#define COMMIT_BYTES (16u << 20)  /* group commit after this much input */
 #define OUT_BUF (1u << 20)        /* sink write size */
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
@@ -677,16 +677,21 @@ static int st_memory_over(const engine *e)
     return e->st->open_block_cap > (uint64_t)e->cfg->memory_budget;
 }
 
+/* Group commit: durable every commit_interval_ms (and when forced);
+ * in between, every COMMIT_BYTES of input, a commit that only starts the
+ * disk writing, so that reading never stalls on an fsync mid-run and a
+ * process crash still re-reads at most COMMIT_BYTES. */
 static int maybe_commit(engine *e, int force)
 {
     uint64_t now = sk_now_ns();
-    if (!force && e->bytes_since_commit < COMMIT_BYTES &&
-        now - e->last_commit_ns <
-            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL)
+    int due = force || now - e->last_commit_ns >=
+                           (uint64_t)e->cfg->commit_interval_ms * 1000000ULL;
+    if (!due && e->bytes_since_commit < COMMIT_BYTES)
         return SKIPPR_OK;
-    int rc = sk_state_commit(e->st);
+    int rc = sk_state_commit_as(e->st, due);
     e->bytes_since_commit = 0;
-    e->last_commit_ns = now;
+    if (due)
+        e->last_commit_ns = now;
     return rc;
 }
 

@@ -647,6 +647,11 @@ int sk_state_flush_blocks(sk_state *st, int release)
 
 int sk_state_commit(sk_state *st)
 {
+    return sk_state_commit_as(st, 1);
+}
+
+int sk_state_commit_as(sk_state *st, int durable)
+{
     int rc = sk_state_flush_blocks(st, 0);
     if (rc)
         return rc;
@@ -694,7 +699,7 @@ int sk_state_commit(sk_state *st)
     if (rc)
         return rc;
     sk_crashpoint("commit");
-    if ((rc = sk_wal_sync(st->wal)))
+    if ((rc = durable ? sk_wal_sync(st->wal) : sk_wal_writeback(st->wal)))
         return rc;
     it = 0;
     while ((u = sk_ledger_recent_next(st->ledger, &it)))

@@ -120,6 +120,14 @@ void sk_state_fold_crc(sk_slice *s, uint32_t crc, uint32_t xpow);
 int sk_state_flush_blocks(sk_state *st, int release);
 /* Group commit: flush blocks, COMMIT frame with dirty units, fsync. */
 int sk_state_commit(sk_state *st);
+/* durable 0: the same frames, but instead of waiting for fsync the disk
+ * is only asked to start writing (sk_wal_writeback). Such a commit survives
+ * a process crash (the page cache keeps it) but not a power loss, until the
+ * next durable commit or sync: recovery then restarts at the last commit
+ * that reached the disk, which is still exactly once, only later. Use it
+ * for commits that nothing outside waits on; a source acknowledgement, a
+ * seal or a stop needs a durable one. */
+int sk_state_commit_as(sk_state *st, int durable);
 /* Seal an OPEN slice: requires a commit since its last append (the caller
  * commits first). Fixes the object key, size and CRC and appends the SEAL
  * frame. The seal is durable only after the next sk_wal_sync(): sync once

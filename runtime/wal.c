@@ -401,6 +401,22 @@ int sk_wal_sync(sk_wal *w)
     return rc;
 }
 
+int sk_wal_writeback(sk_wal *w)
+{
+    if (w->fd < 0)
+        return SKIPPR_OK;
+    int rc = flush_buf(w);
+    if (rc)
+        return rc;
+#if defined(SYNC_FILE_RANGE_WRITE)
+    /* Start writing what the page cache holds; do not wait. The next
+     * fsync then finds little left to do. Only a hint: errors show up at
+     * that fsync. */
+    (void)sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
+    return SKIPPR_OK;
+}
+
 int sk_wal_unsynced(const sk_wal *w) { return w->unsynced; }
 
 int sk_wal_replay_readonly(sk_wal *w, sk_wal_cb cb, void *ud)

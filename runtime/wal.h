@@ -64,6 +64,9 @@ int sk_wal_append(sk_wal *w, int type, const sk_iov *parts, int nparts,
 /* Write out buffered frames and fsync the active segment. A failure is
  * fatal for the run (see fsio.h). */
 int sk_wal_sync(sk_wal *w);
+/* Write buffered frames and ask the kernel to start writing them to disk,
+ * without waiting (sync_file_range where there is one). Not durable. */
+int sk_wal_writeback(sk_wal *w);
 /* Non-zero when frames were appended since the last sync. */
 int sk_wal_unsynced(const sk_wal *w);
 /* Bytes in the active segment, and its number. */
