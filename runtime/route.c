@@ -446,24 +446,35 @@ int sk_route_json(const sk_router *r, const uint8_t *buf,
 static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
                      sk_buf *sig)
 {
-    size_t which = 0;
-    uint8_t tag[8];
+    size_t which = 0, pwhich = 0;
     const sk_field *ns = first_present(f, r->ns_slot, r->n_ns, &which);
-    sk_put_u32(tag, ns ? (uint32_t)ns->n : UINT32_MAX);
-    int rc = sk_buf_append(sig, tag, 4);
-    if (!rc && ns)
-        rc = sk_buf_append(sig, ns->p, ns->n);
-    if (!rc && r->n_part) {
-        const sk_field *pv = first_present(f, r->part_slot, r->n_part,
-                                           &which);
-        tag[0] = pv ? (uint8_t)which : 0xFF;
-        sk_put_u32(tag + 1, pv ? (uint32_t)pv->n : 0);
-        rc = sk_buf_append(sig, tag, 5);
-        if (!rc && pv)
-            rc = sk_buf_append(sig, pv->p, pv->n);
-    }
-    if (rc || r->unit == SK_TIME_UNIT_NONE)
+    const sk_field *pv = r->n_part ? first_present(f, r->part_slot,
+                                                  r->n_part, &pwhich)
+                                   : NULL;
+    /* One reservation, then plain copies: 4 + ns + 5 + partition + 6. */
+    size_t need = 15 + (ns ? ns->n : 0) + (pv ? pv->n : 0);
+    int rc = sk_buf_reserve(sig, need);
+    if (rc)
         return rc;
+    uint8_t *o = sig->data + sig->len;
+    sk_put_u32(o, ns ? (uint32_t)ns->n : UINT32_MAX);
+    o += 4;
+    if (ns) {
+        memcpy(o, ns->p, ns->n);
+        o += ns->n;
+    }
+    if (r->n_part) {
+        o[0] = pv ? (uint8_t)pwhich : 0xFF;
+        sk_put_u32(o + 1, pv ? (uint32_t)pv->n : 0);
+        o += 5;
+        if (pv) {
+            memcpy(o, pv->p, pv->n);
+            o += pv->n;
+        }
+    }
+    sig->len = (size_t)(o - sig->data);
+    if (r->unit == SK_TIME_UNIT_NONE)
+        return SKIPPR_OK;
     int64_t t = 0;
     int ok = 0;
     for (size_t i = 0; i < r->n_time && !ok; i++) {
@@ -477,14 +488,16 @@ static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
     if (ok && (t < -(INT64_C(1) << 55) || t > (INT64_C(1) << 55)))
         ok = 0; /* far outside years 0-9999 */
     if (ok) {
-        /* One civil conversion per distinct day. */
+        /* One civil conversion per distinct day (a small direct-mapped
+         * cache: archives mix a few days). */
         int64_t day = t >= 0 ? t / 86400 : -((-t + 86399) / 86400);
-        if (!m->day_known || day != m->day) {
-            sk_time_to_civil(day * 86400, &m->civil);
-            m->day = day;
-            m->day_known = 1;
+        sk_memo_day *d = &m->days[(uint64_t)day % SK_MEMO_DAYS];
+        if (!d->known || day != d->day) {
+            sk_time_to_civil(day * 86400, &d->civil);
+            d->day = day;
+            d->known = 1;
         }
-        const sk_civil *c = &m->civil;
+        const sk_civil *c = &d->civil;
         ok = c->year >= 0 && c->year <= 9999;
         tb[0] = (uint8_t)ok;
         tb[1] = (uint8_t)(c->year >> 8);
@@ -498,7 +511,9 @@ static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
         if (!ok)
             memset(tb, 0, sizeof tb);
     }
-    return sk_buf_append(sig, tb, 6);
+    memcpy(sig->data + sig->len, tb, 6);
+    sig->len += 6;
+    return SKIPPR_OK;
 }
 
 void sk_memo_init(sk_memo *m, size_t max_bytes)

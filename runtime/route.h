@@ -101,15 +101,20 @@ typedef struct sk_memo_key {
     size_t key_off, key_len; /* in keys */
 } sk_memo_key;
 
+#define SK_MEMO_DAYS 16
+typedef struct sk_memo_day {
+    int64_t day; /* days since 1970 */
+    sk_civil civil;
+    int known;
+} sk_memo_day;
+
 typedef struct sk_memo {
     sk_memo_key *keys_at; /* by id */
     size_t n, keys_cap;
     uint32_t *tab; /* open addressing: id + 1, 0 empty */
     size_t tab_cap;
     sk_buf sigs, keys;
-    int64_t day; /* last day converted to a civil date */
-    sk_civil civil;
-    int day_known;
+    sk_memo_day days[SK_MEMO_DAYS]; /* civil dates already computed */
 } sk_memo;
 
 void sk_memo_init(sk_memo *m, size_t max_bytes);
