@@ -50,11 +50,17 @@ static inline int spec_child(const sk_peek_spec *s, int node,
      * before walking the children. */
     if (len < 64 && !(s->nodes[node].child_lens >> len & 1))
         return -1;
-    for (int c = s->nodes[node].first_child; c >= 0; c = s->nodes[c].next)
-        if (s->nodes[c].name_len == len &&
-            (len == 0 || (s->nodes[c].name[0] == (char)name[0] &&
-                          memcmp(s->nodes[c].name, name, len) == 0)))
+    for (int c = s->nodes[node].first_child; c >= 0; c = s->nodes[c].next) {
+        if (s->nodes[c].name_len != len)
+            continue;
+        /* Member names are short: compare inline, no memcmp call. */
+        const char *n = s->nodes[c].name;
+        size_t i = 0;
+        while (i < len && n[i] == (char)name[i])
+            i++;
+        if (i == len)
             return c;
+    }
     return -1;
 }
 
@@ -467,6 +473,18 @@ static int scan_literal(scan *x, const char *word, size_t n)
 
 static int scan_value(scan *x, int node, int depth, sk_json_value *cap);
 
+/* Set bits of a sparse mask (brackets are a few per 64 bytes): cheaper
+ * than a popcount call where the target has no popcnt instruction. */
+static inline int sparse_count(uint64_t v)
+{
+    int n = 0;
+    while (v) {
+        v &= v - 1;
+        n++;
+    }
+    return n;
+}
+
 /* Prefix XOR: bit i becomes the XOR of bits 0..i. */
 static inline uint64_t prefix_xor(uint64_t v)
 {
@@ -562,9 +580,9 @@ static int skip_structure(scan *x, int64_t open)
         uint64_t quotes = m.quote & ~esc;
         uint64_t str = prefix_xor(quotes) ^ in_str;
         uint64_t op = m.open & ~str, cl = m.close & ~str;
-        int nc = __builtin_popcountll(cl);
+        int nc = sparse_count(cl);
         if (nc < open) {
-            open += __builtin_popcountll(op) - nc;
+            open += sparse_count(op) - nc;
         } else {
             uint64_t all = op | cl;
             while (all) {
