@@ -327,6 +327,17 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
 {
     writer *w = ud;
     int rc;
+    if (!w->dead_mode && !w->count_only) {
+        /* The common case, a data record that fits the buffer: one copy. */
+        sk_buf *out = &w->u->out;
+        if (out->cap - out->len > len && out->len + len + 1 <= OUT_BUF) {
+            memcpy(out->data + out->len, rec, len);
+            out->data[out->len + len] = '\n';
+            out->len += len + 1;
+            w->bytes += len + 1;
+            return SKIPPR_OK;
+        }
+    }
     if (w->dead_mode) {
         int is_meta = (w->n++ % 2) == 0;
         if (w->dead_mode == 1 && is_meta)
@@ -390,6 +401,8 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
         }
         writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0};
         sk_buf_reset(&u->out);
+        if ((rc = sk_buf_reserve(&u->out, OUT_BUF)))
+            return rc;
         rc = ops->object_open(sink->ctx, &info, &w.h);
         if (rc == SKIPPR_OK) {
             rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record,
