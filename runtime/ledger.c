@@ -186,6 +186,9 @@ uint64_t sk_ledger_count(const sk_ledger *l)
     return l->file_count + l->recent.live;
 }
 
+uint64_t sk_ledger_file_count(const sk_ledger *l) { return l->file_count; }
+uint64_t sk_ledger_recent_count(const sk_ledger *l) { return l->recent.live; }
+
 int sk_ledger_lookup(sk_ledger *l, const char *id, const sk_unit_rec **out)
 {
     size_t n = strlen(id);

@@ -47,6 +47,9 @@ uint64_t sk_ledger_next_slice_id(const sk_ledger *l);
 /* Units in the compacted file plus recent ones not in it (approximate:
  * recent units already in the file count twice until compaction). */
 uint64_t sk_ledger_count(const sk_ledger *l);
+/* Units in the file, and units held in memory since the last compaction. */
+uint64_t sk_ledger_file_count(const sk_ledger *l);
+uint64_t sk_ledger_recent_count(const sk_ledger *l);
 
 /* Find a unit. Lookups in ascending id order stream through the file;
  * a lookup below the previous one restarts the stream. *out points to a

@@ -29,6 +29,7 @@
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
 #define LANES_PER_THREAD 3        /* units in flight per worker */
+#define LEDGER_HELD 4096          /* finished units held in memory */
 
 /* ---- framing tasks ------------------------------------------------------ */
 
@@ -1227,8 +1228,19 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
                           skippr_status_str(rc));
             break;
         }
-        if (finished)
+        if (finished) {
             lane_close(l);
+            /* Finished units wait in memory for the next compaction, which
+             * otherwise comes only with a seal: bound them, at a cost
+             * that stays linear (the file is rewritten each time it has
+             * doubled at most). */
+            sk_ledger *led = e->st->ledger;
+            uint64_t held = sk_ledger_recent_count(led);
+            if (held >= LEDGER_HELD &&
+                held >= sk_ledger_file_count(led) / 2 &&
+                (rc = sk_state_compact_ledger(e->st)))
+                break;
+        }
         if (st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
             break;
         if ((rc = maybe_commit(e, 0)))

@@ -849,6 +849,13 @@ int sk_state_done(sk_state *st, sk_slice *s)
     return SKIPPR_OK;
 }
 
+int sk_state_compact_ledger(sk_state *st)
+{
+    /* What the ledger file will say must not be ahead of the WAL. */
+    int rc = sk_state_commit(st);
+    return rc ? rc : sk_ledger_compact(st->ledger, st->next_slice_id);
+}
+
 int sk_state_gc(sk_state *st)
 {
     uint64_t keep = sk_wal_active_seg(st->wal);

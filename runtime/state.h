@@ -135,6 +135,9 @@ int sk_state_commit_as(sk_state *st, int durable);
 int sk_state_seal(sk_state *st, sk_slice *s, const char *ext);
 /* Mark a SEALED slice DONE and forget it. */
 int sk_state_done(sk_state *st, sk_slice *s);
+/* Durable commit, then move finished units from memory to the ledger
+ * file. */
+int sk_state_compact_ledger(sk_state *st);
 /* Compact the ledger and delete WAL segments no live slice needs. */
 int sk_state_gc(sk_state *st);
 
