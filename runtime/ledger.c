@@ -201,6 +201,13 @@ int sk_ledger_lookup(sk_ledger *l, const char *id, const sk_unit_rec **out)
     if (l->file_count == 0)
         return SKIPPR_OK;
     int rc;
+    /* At the end of the stream, an id past the last one read is not in
+     * the file: answer without reading it all again (new units list after
+     * every finished one, so this is the common case of a growing
+     * archive). */
+    if (l->rf && !l->cur_valid && l->read_count == l->file_count &&
+        l->read_count > 0 && strcmp(l->cur.id, id) < 0)
+        return SKIPPR_OK;
     /* Going backwards restarts the stream. */
     if (!l->rf || (l->cur_valid && strcmp(l->cur.id, id) > 0) ||
         (!l->cur_valid && l->read_count == l->file_count)) {

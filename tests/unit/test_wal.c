@@ -288,6 +288,51 @@ static void test_gc_keeps_recovery_consistent(void **state)
     sk_state_close(st);
 }
 
+/* Ledger lookups in listing order: after the stream reaches the file's
+ * end, ids past the last one are answered "not there" (without reading it
+ * all again), ids inside it are still found, and a compaction in the
+ * middle (as a long run does) changes no answer. */
+static void test_ledger_lookups_past_the_end(void **state)
+{
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/ledger-lookups", dir);
+    sk_ledger *l = NULL;
+    assert_int_equal(sk_ledger_open(path, &l), 0);
+    char id[32];
+    for (int i = 0; i < 300; i += 2) { /* even ids are finished */
+        snprintf(id, sizeof id, "obj-%05d", i);
+        sk_unit_rec *u = sk_ledger_touch(l, id, "v", 10);
+        assert_non_null(u);
+        u->flags = SK_UNIT_DONE;
+        u->offset = 10;
+        if (i == 150)
+            assert_int_equal(sk_ledger_compact(l, 1), 0);
+    }
+    assert_int_equal(sk_ledger_compact(l, 1), 0);
+    assert_int_equal(sk_ledger_file_count(l), 150);
+    assert_int_equal(sk_ledger_recent_count(l), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 600; i++) {
+            snprintf(id, sizeof id, "obj-%05d", i);
+            const sk_unit_rec *u = NULL;
+            assert_int_equal(sk_ledger_lookup(l, id, &u), 0);
+            if (i < 300 && i % 2 == 0) {
+                assert_non_null(u);
+                assert_string_equal(u->id, id);
+                assert_true(u->flags & SK_UNIT_DONE);
+            } else {
+                assert_null(u);
+            }
+        }
+        /* Backwards after the end: found again. */
+        const sk_unit_rec *u = NULL;
+        assert_int_equal(sk_ledger_lookup(l, "obj-00002", &u), 0);
+        assert_non_null(u);
+    }
+    sk_ledger_close(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -298,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_uncommitted_blocks_do_not_count),
         cmocka_unit_test(test_seal_survives_and_done_forgets),
         cmocka_unit_test(test_gc_keeps_recovery_consistent),
+        cmocka_unit_test(test_ledger_lookups_past_the_end),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
