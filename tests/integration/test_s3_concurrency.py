@@ -44,7 +44,9 @@ data_sinks:
         check(p.returncode == 0, p.stderr[-2000:])
         st = s3.stats()
         check(st["counts"].get("get") == 2000, "GETs: %s" % st["counts"])
-        check(st["max_inflight"] >= 256, "only %d in flight" %
+        # 256 are started together; on a loaded machine the first can be
+        # answered before the last has reached the proxy, so allow a few.
+        check(st["max_inflight"] >= 240, "only %d in flight" %
               st["max_inflight"])
         # The listing went wide too: one Delimiter request per level down
         # to the days, then the five day prefixes at once.
