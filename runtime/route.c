@@ -309,6 +309,21 @@ static const sk_field *first_present(const sk_field *f, const int *slots,
     return NULL;
 }
 
+/* The first time field that parses; 0 if none does. */
+static int pick_time(const sk_router *r, const sk_field *f, int64_t *t)
+{
+    for (size_t i = 0; i < r->n_time; i++) {
+        const sk_field *v = &f[r->time_slot[i]];
+        if (v->kind == SK_FIELD_STRING &&
+            sk_time_parse((const char *)v->p, v->n, t) == 0)
+            return 1;
+        if (v->kind == SK_FIELD_NUMBER &&
+            sk_time_parse_epoch((const char *)v->p, v->n, t) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
 {
     int rc;
@@ -345,14 +360,7 @@ int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
     if (r->unit == SK_TIME_UNIT_NONE)
         return SKIPPR_OK;
     int64_t t = 0;
-    int ok = 0;
-    for (size_t i = 0; i < r->n_time && !ok; i++) {
-        const sk_field *v = &f[r->time_slot[i]];
-        if (v->kind == SK_FIELD_STRING)
-            ok = sk_time_parse((const char *)v->p, v->n, &t) == 0;
-        else if (v->kind == SK_FIELD_NUMBER)
-            ok = sk_time_parse_epoch((const char *)v->p, v->n, &t) == 0;
-    }
+    int ok = pick_time(r, f, &t);
     sk_civil c = {0};
     if (ok) {
         sk_time_to_civil(t, &c);
@@ -476,14 +484,7 @@ static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
     if (r->unit == SK_TIME_UNIT_NONE)
         return SKIPPR_OK;
     int64_t t = 0;
-    int ok = 0;
-    for (size_t i = 0; i < r->n_time && !ok; i++) {
-        const sk_field *v = &f[r->time_slot[i]];
-        if (v->kind == SK_FIELD_STRING)
-            ok = sk_time_parse((const char *)v->p, v->n, &t) == 0;
-        else if (v->kind == SK_FIELD_NUMBER)
-            ok = sk_time_parse_epoch((const char *)v->p, v->n, &t) == 0;
-    }
+    int ok = pick_time(r, f, &t);
     uint8_t tb[8] = {0};
     if (ok && (t < -(INT64_C(1) << 55) || t > (INT64_C(1) << 55)))
         ok = 0; /* far outside years 0-9999 */
