@@ -22,7 +22,8 @@
 #include "state.h"
 
 #define WINDOW_BYTES (8u << 20)   /* decompressed bytes framed per round */
-#define MIN_PIECE (256u << 10)    /* smallest task */
+#define PIECE_BYTES (1u << 20)    /* a large window is cut into tasks this big */
+#define MAX_PIECES 16             /* tasks per window at most */
 #define RAW_READ (1u << 20)       /* one source read */
 #define COMMIT_BYTES (16u << 20)  /* group commit after this much input */
 #define OUT_BUF (1u << 20)        /* sink write size */
@@ -821,7 +822,7 @@ struct lane {
     int final;         /* the window holds the unit's last byte */
     uint64_t made;     /* bytes added to the window this round */
     sk_json_framer fr;
-    piece *pieces;     /* nthreads of them */
+    piece *pieces;     /* MAX_PIECES of them */
     size_t npieces;
     sk_task inflate;   /* compressed units: decompress, then frame */
     sk_group g;
@@ -860,9 +861,9 @@ static void lane_frame(lane *l, int may_split)
     size_t len = l->win.len;
     size_t npieces = 1;
     if (may_split && !l->fr.in_array && e->nthreads > 1 &&
-        len >= 2 * MIN_PIECE)
-        npieces = SK_MIN((size_t)e->nthreads, len / MIN_PIECE);
-    size_t bounds[65];
+        len >= 2 * PIECE_BYTES)
+        npieces = SK_MIN((size_t)MAX_PIECES, len / PIECE_BYTES);
+    size_t bounds[MAX_PIECES + 1];
     bounds[0] = 0;
     size_t k = 1;
     for (size_t i = 1; i < npieces; i++) {
@@ -1288,10 +1289,10 @@ static int lanes_init(engine *e)
         l->e = e;
         sk_buf_init(&l->win, e->win_max);
         l->r.raw = sk_malloc(RAW_READ);
-        l->pieces = sk_calloc((size_t)e->nthreads, sizeof *l->pieces);
+        l->pieces = sk_calloc(MAX_PIECES, sizeof *l->pieces);
         if (!l->r.raw || !l->pieces)
             return SKIPPR_NOMEM;
-        for (int k = 0; k < e->nthreads; k++) {
+        for (int k = 0; k < MAX_PIECES; k++) {
             l->pieces[k].e = e;
             sk_memo_init(&l->pieces[k].memo, e->win_max);
             sk_buf_init(&l->pieces[k].scratch, e->win_max);
@@ -1304,7 +1305,7 @@ static void lanes_free(engine *e)
 {
     for (size_t i = 0; i < e->nlanes; i++) {
         lane *l = &e->lanes[i];
-        for (int k = 0; l->pieces && k < e->nthreads; k++) {
+        for (int k = 0; l->pieces && k < MAX_PIECES; k++) {
             sk_free(l->pieces[k].recs);
             sk_free(l->pieces[k].groups);
             sk_memo_free(&l->pieces[k].memo);
