@@ -127,12 +127,16 @@ static int have_hw(void)
 
 uint32_t sk_crc32c(uint32_t crc, const void *p, size_t n)
 {
-    pthread_once(&tables_once, make_tables);
     crc = ~crc;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (have_hw())
+    /* Short buffers (one record) need no table: no pthread_once for them. */
+    if (have_hw()) {
+        if (n >= 3 * LANE)
+            pthread_once(&tables_once, make_tables);
         return ~crc_hw(crc, p, n);
+    }
 #endif
+    pthread_once(&tables_once, make_tables);
     return ~crc_sw(crc, p, n);
 }
 
