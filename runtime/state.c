@@ -765,9 +765,7 @@ int sk_state_foreach_record(sk_state *st, const sk_slice *s, sk_buf *scratch,
         }
     }
     sk_buf_free(&z);
-    if (rc)
-        return rc;
-    return SKIPPR_OK;
+    return rc;
 }
 
 typedef struct sum_ctx {
@@ -865,11 +863,9 @@ int sk_state_gc(sk_state *st)
     if (sk_wal_first_seg(st->wal) >= keep)
         return SKIPPR_OK;
     /* Progress recorded in the segments about to go must be in the
-     * ledger first; a commit makes sure nothing dirty is left out. */
-    int rc = sk_state_commit(st);
+     * ledger first. */
+    int rc = sk_state_compact_ledger(st);
     if (rc)
-        return rc;
-    if ((rc = sk_ledger_compact(st->ledger, st->next_slice_id)))
         return rc;
     sk_crashpoint("gc");
     return sk_wal_drop_before(st->wal, keep);
