@@ -545,8 +545,8 @@ static inline void classify64(const uint8_t *p, block_masks *m)
  * container is skipped). Outside any string. Only strings (with escapes)
  * and brackets are tracked; nothing is validated or decoded. 64 bytes per
  * step: quote, backslash and bracket masks, escaped quotes removed, string
- * interiors found by a prefix XOR of the quotes, and brackets counted by
- * popcount unless the count may reach zero in this block. */
+ * interiors found by a prefix XOR of the quotes, and brackets counted as a
+ * whole unless the count may reach zero in this block. */
 static int skip_structure(scan *x, int64_t open)
 {
     const uint8_t *p = x->p, *end = x->end;

@@ -30,6 +30,7 @@
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
 #define LANES_PER_THREAD 3        /* units in flight per worker */
+#define MAX_LANES 64
 #define LEDGER_HELD 4096          /* finished units held in memory */
 
 /* ---- framing tasks ------------------------------------------------------ */
@@ -805,9 +806,9 @@ static int reader_fill(reader *r, uint8_t *dst, size_t cap, size_t *n)
 }
 
 /* A lane carries one unit from open to done. Each round the pipeline thread
- * reads the unit's next bytes into the lane's window (lane_read), tasks on
- * the pool decompress and frame them (lane_submit), and the pipeline thread
- * applies the records in order (lane_apply). Several lanes are in flight,
+ * reads the unit's next bytes into the lane's window and hands it to the
+ * pool, which decompresses and frames it (lane_read_submit), and the
+ * pipeline thread applies the records in order (lane_apply). Several lanes are in flight,
  * so small objects keep every worker busy while the pipeline thread reads
  * and applies; a large object's window is also split into pieces. */
 struct lane {
@@ -956,6 +957,14 @@ static int lane_read_submit(lane *l)
     return SKIPPR_OK;
 }
 
+/* The one error line for a unit that failed (the plugin's own line, if it
+ * logged one, comes first and this one is then context). */
+static void unit_failed(engine *e, const char *id, uint64_t offset, int rc)
+{
+    plugin_failed(e->src, "%s: unit %s failed near offset %" PRIu64 ": %s",
+                  e->src->label, id, offset, skippr_status_str(rc));
+}
+
 /* Pipeline thread: open the lane's unit and sniff its compression. */
 static int lane_open(lane *l, todo *t)
 {
@@ -1028,8 +1037,7 @@ static int lane_open(lane *l, todo *t)
     }
     return SKIPPR_OK;
 fail:
-    plugin_failed(e->src, "%s: unit %s failed near offset %" PRId64 ": %s",
-                  e->src->label, t->id, t->offset, skippr_status_str(rc));
+    unit_failed(e, t->id, (uint64_t)t->offset, rc);
     return rc;
 }
 
@@ -1180,8 +1188,8 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
 {
     lane *lanes = e->lanes;
     size_t nl = e->nlanes, next = 0;
-    sk_group *waiting[65];
-    size_t widx[65];
+    sk_group *waiting[MAX_LANES];
+    size_t widx[MAX_LANES];
     int rc = SKIPPR_OK;
     for (;;) {
         /* Give every idle lane a unit and every lane its next window. */
@@ -1194,9 +1202,7 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
             else if (!l->t)
                 continue;
             if (!rc && (rc = lane_read_submit(l)))
-                plugin_failed(e->src, "%s: unit %s failed near offset "
-                              "%" PRIu64 ": %s", e->src->label, l->t->id,
-                              l->base, skippr_status_str(rc));
+                unit_failed(e, l->t->id, l->base, rc);
         }
         if (rc)
             break;
@@ -1224,9 +1230,7 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
         lane *l = &lanes[widx[w]];
         int finished = 0;
         if ((rc = lane_apply(l, &finished))) {
-            plugin_failed(e->src, "%s: unit %s failed near offset %" PRIu64
-                          ": %s", e->src->label, l->t->id, l->base,
-                          skippr_status_str(rc));
+            unit_failed(e, l->t->id, l->base, rc);
             break;
         }
         if (finished) {
@@ -1268,11 +1272,12 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
 
 static int lanes_init(engine *e)
 {
-    /* One lane per worker plus one, so that workers frame while the
-     * pipeline thread reads and applies; fewer if windows would not fit
-     * the memory budget. */
+    /* LANES_PER_THREAD per thread plus one, so that workers frame while
+     * the pipeline thread reads and applies; fewer if windows would not
+     * fit the memory budget. */
     size_t n = e->nthreads > 1
-                   ? SK_MIN((size_t)e->nthreads * LANES_PER_THREAD + 1, 64)
+                   ? SK_MIN((size_t)e->nthreads * LANES_PER_THREAD + 1,
+                            MAX_LANES)
                    : 1;
     size_t per = 2 * WINDOW_BYTES + RAW_READ;
     size_t fit = (size_t)(e->cfg->memory_budget / 2) / per;
