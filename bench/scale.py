@@ -147,22 +147,19 @@ def main():
             report("%g GiB corpus" % gib, size, run(work, inp, args.threads))
             shutil.rmtree(inp)
 
+        def case(label, name, build, n):
+            inp = os.path.join(work, name)
+            build(inp, n)
+            report(label % n, tree_bytes(inp), run(work, inp, args.threads))
+            shutil.rmtree(inp)
+
         print("== objects: small objects (5 records each), 10 partitions")
         for n in [int(x) for x in args.objects.split(",") if x]:
-            inp = os.path.join(work, "small")
-            small_objects(inp, n)
-            size = tree_bytes(inp)
-            report("%d objects" % n, size, run(work, inp, args.threads))
-            shutil.rmtree(inp)
+            case("%d objects", "small", small_objects, n)
 
         print("== open slices: 64 MB over P partitions, all open to the end")
         for parts in [int(x) for x in args.partitions.split(",") if x]:
-            inp = os.path.join(work, "parts")
-            many_partitions(inp, parts)
-            size = tree_bytes(inp)
-            report("%d partitions" % parts, size,
-                   run(work, inp, args.threads))
-            shutil.rmtree(inp)
+            case("%d partitions", "parts", many_partitions, parts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
