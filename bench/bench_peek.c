@@ -8,7 +8,9 @@
  *   bench_peek [MB] [runs] [framing: lines|concat|pretty]
  *
  * SKIPPR_BENCH_SKIM=1 peeks as a pipeline with `validate: false` does:
- * only as far as routing needs, skipping the rest of each record.
+ * only as far as routing needs, skipping the rest of each record. The
+ * "lines" framing is read as a source with `format: jsonl` is: with
+ * SKIPPR_BENCH_SKIM=1 a settled record's end is found with memchr.
  *   bench_peek --dump PATH [MB] [framing]    write the corpus to PATH
  *   bench_peek --file PATH [runs] [label]    peek+route PATH instead
  *
@@ -154,11 +156,14 @@ int main(int argc, char **argv)
         nrec = generate(&corpus, mb, framing);
     }
     sk_route_config cfg = {"event_type", "detail.tenant_id,truck.tenant_id",
-                           "timestamp", SK_TIME_UNIT_DAY, "p_", 0};
+                           "timestamp", SK_TIME_UNIT_DAY, "p_", 0, 0};
     const char *skim = getenv("SKIPPR_BENCH_SKIM");
     cfg.skim = skim && strcmp(skim, "1") == 0;
+    /* Newline-delimited input is read as a source with format: jsonl. */
+    cfg.lines = strcmp(framing, "lines") == 0;
     if (cfg.skim)
-        framing_note = " (validate: false)";
+        framing_note = cfg.lines ? " (validate: false, format: jsonl)"
+                                 : " (validate: false)";
     sk_router *r = sk_router_new(&cfg, NULL);
     sk_buf scratch;
     sk_memo memo;

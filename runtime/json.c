@@ -41,6 +41,7 @@ struct sk_peek_spec {
     int need;                                 /* groups to settle */
     uint8_t settles[SK_PEEK_MAX_PATHS];       /* groups path i settles */
     uint8_t settle_kind[SK_PEEK_MAX_PATHS];
+    int lines; /* skim: a settled record ends with its line */
 };
 
 static inline int spec_child(const sk_peek_spec *s, int node,
@@ -144,6 +145,11 @@ void sk_peek_spec_free(sk_peek_spec *s)
 }
 
 size_t sk_peek_spec_count(const sk_peek_spec *s) { return s ? s->npaths : 0; }
+
+void sk_peek_spec_set_lines(sk_peek_spec *s, int lines)
+{
+    s->lines = lines;
+}
 
 int sk_peek_spec_set_skim(sk_peek_spec *s, const sk_peek_group *groups,
                           size_t n)
@@ -606,6 +612,30 @@ static int skip_structure(scan *x, int64_t open)
     return -1;
 }
 
+/* Skim mode on newline-delimited input: every group is settled, and the
+ * record ends with its line, so the rest is found with memchr instead of
+ * the structural scan. x->p goes just past the line's last non-blank byte,
+ * which must close the record. */
+static int skip_line(scan *x)
+{
+    const uint8_t *nl = memchr(x->p, '\n', (size_t)(x->end - x->p));
+    const uint8_t *e = nl ? nl : x->end;
+    if (!nl && !x->final) {
+        x->p = x->end;
+        x->incomplete = 1;
+        return -1;
+    }
+    while (e > x->p && ws_table[e[-1]])
+        e--;
+    if (e == x->p || e[-1] != '}') {
+        x->p = e;
+        return fail(x, "format: jsonl, but the line does not end its "
+                       "record");
+    }
+    x->p = e;
+    return 0;
+}
+
 /* Skim mode: a value was captured for a path; settle its groups. */
 static inline void settle(scan *x, const sk_json_value *cap, uint8_t type)
 {
@@ -672,7 +702,8 @@ static int scan_object(scan *x, int node, int depth)
             /* Every group is settled: the rest of the record is skipped. */
             if (x->stop == 1) {
                 x->stop = 2;
-                return skip_structure(x, depth);
+                return x->spec->lines ? skip_line(x)
+                                      : skip_structure(x, depth);
             }
             return 0;
         }

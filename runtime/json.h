@@ -83,6 +83,12 @@ typedef struct sk_peek_group {
 int sk_peek_spec_set_skim(sk_peek_spec *spec, const sk_peek_group *groups,
                           size_t n);
 
+/* With skim mode on newline-delimited input (a source's `format: jsonl`):
+ * once every group is settled, the record is taken to end with its line
+ * (memchr to the newline) instead of at its closing bracket. A line must
+ * hold exactly one record; one that does not end with '}' is an error. */
+void sk_peek_spec_set_lines(sk_peek_spec *spec, int lines);
+
 typedef enum sk_json_rc {
     SK_JSON_RECORD = 1,    /* a record: start/end and values are set */
     SK_JSON_END = 2,       /* only whitespace left */

@@ -359,6 +359,9 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
     if (strcmp(key, "format") == 0) {
         if (!inst->is_sink && strcmp(v, "auto") == 0)
             inst->format = SK_FORMAT_AUTO;
+        else if (!inst->is_sink &&
+                 (strcmp(v, "jsonl") == 0 || strcmp(v, "ndjson") == 0))
+            inst->format = SK_FORMAT_JSONL;
         else if (strcmp(v, "json") == 0 || strcmp(v, "jsonl") == 0 ||
                  strcmp(v, "ndjson") == 0)
             inst->format = SK_FORMAT_JSON;

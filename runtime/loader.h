@@ -45,7 +45,8 @@ const sk_plugin_lib *sk_registry_find(const sk_registry *r, const char *name);
 
 typedef enum sk_format {
     SK_FORMAT_AUTO = 0,
-    SK_FORMAT_JSON, /* any JSON framing; output: one record per line */
+    SK_FORMAT_JSON,  /* any JSON framing; output: one record per line */
+    SK_FORMAT_JSONL, /* source only: one record per line, nothing else */
 } sk_format;
 
 /* A configured source or sink: the plugin's context plus the options the

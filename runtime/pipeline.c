@@ -1548,14 +1548,16 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     e.nthreads = cfg->threads > 64 ? 64 : cfg->threads;
     int rc;
     const char *rerr = NULL;
-    e.router = sk_router_new(&cfg->route, &rerr);
+    if ((rc = open_endpoints(&e, doc)))
+        goto out;
+    sk_route_config rcfg = cfg->route;
+    rcfg.lines = e.src->format == SK_FORMAT_JSONL;
+    e.router = sk_router_new(&rcfg, &rerr);
     if (!e.router) {
         sk_error("transform: %s", rerr ? rerr : "out of memory");
         rc = SKIPPR_INVAL;
         goto out;
     }
-    if ((rc = open_endpoints(&e, doc)))
-        goto out;
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 0,
                             &e.st)))
         goto out;

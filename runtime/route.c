@@ -279,6 +279,7 @@ sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
                                       r->n_time == 1 ? SK_SETTLE_ANY
                                                      : SK_SETTLE_NEVER};
         sk_peek_spec_set_skim(r->spec, g, ng);
+        sk_peek_spec_set_lines(r->spec, cfg->lines);
     }
     *err = NULL;
     return r;

@@ -47,6 +47,7 @@ typedef struct sk_route_config {
     sk_time_unit time_unit;       /* NONE: no time segments */
     const char *prefix;           /* e.g. "p_"; NULL means "" */
     int skim; /* peek only as far as routing needs (json.h, skim mode) */
+    int lines; /* records are one per line (source format: jsonl) */
 } sk_route_config;
 
 typedef enum sk_field_kind {

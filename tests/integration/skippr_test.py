@@ -72,7 +72,7 @@ class Workspace:
         return os.path.join(self.out, SINK_PREFIX)
 
     def write_config(self, pipeline_extra=None, transform=None, threads=None,
-                     sink_extra=None):
+                     sink_extra=None, source_extra=None):
         transform = dict(SEED_TRANSFORM if transform is None else transform)
         lines = [
             "skippr:",
@@ -102,6 +102,10 @@ class Workspace:
             "    File:",
             "      path: %s" % self.inp,
             "      prefix: %s" % SOURCE_PREFIX,
+        ]
+        for k, v in (source_extra or {}).items():
+            lines.append("      %s: %s" % (k, v))
+        lines += [
             "data_sinks:",
             "  tenant_layout:",
             "    File:",

@@ -119,6 +119,30 @@ def test_big_units_split_across_workers():
             ws.cleanup()
 
 
+def test_jsonl_source_with_validate_false():
+    """format: jsonl on the source and validate: false: once routing is
+    settled, a record's end is its line's end (memchr, no structural scan).
+    Both lines and CRLF input copy exactly, on 1 and 2 threads, with big
+    objects cut into tasks."""
+    for framing in ("lines", "crlf"):
+        for threads in (1, 2):
+            ws = Workspace("jsonl-%s-%d" % (framing, threads))
+            try:
+                ws.generate(objects=3, records=6000, seed=17,
+                            framing=framing)
+                ws.write_config(threads=threads,
+                                pipeline_extra={"validate": "false"},
+                                source_extra={"format": "jsonl"})
+                p = ws.sync("--once")
+                check(", 0 dead-lettered" in p.err, "%s: %s" % (framing,
+                                                                p.err))
+                n = assert_exact(ws)
+                print("  %s, %d threads: %d records exact" % (framing,
+                                                              threads, n))
+            finally:
+                ws.cleanup()
+
+
 def test_status_and_validate():
     ws = Workspace("status")
     try:
@@ -144,4 +168,5 @@ if __name__ == "__main__":
     main([test_seed_layout_byte_equal,
           test_rerun_reads_nothing_and_new_file_only,
           test_threads_one_and_two_agree, test_big_units_split_across_workers,
+          test_jsonl_source_with_validate_false,
           test_status_and_validate])

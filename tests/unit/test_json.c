@@ -414,6 +414,60 @@ static void test_skim_skip(void **state)
     sk_peek_spec_free(spec);
 }
 
+/* skim on newline-delimited input (format: jsonl): once routing is
+ * settled, a record runs to the end of its line. CRLF and trailing blanks
+ * are not part of it, a last line needs no newline, a cut-off line waits
+ * for more, and a line that does not end with '}' is an error. */
+static void test_skim_lines(void **state)
+{
+    (void)state;
+    const char *paths[] = {"t"};
+    sk_peek_spec *spec = sk_peek_spec_new(paths, 1);
+    sk_peek_group g = {0, SK_SETTLE_ANY};
+    sk_peek_spec_set_skim(spec, &g, 1);
+    sk_peek_spec_set_lines(spec, 1);
+    const char *buf = "{\"t\":1,\"a\":{\"s\":\"}\"}}\r\n"
+                      "{\"t\":2,\"b\":[1,2]}  \n"
+                      "\n"
+                      "{\"b\":{\"x\":[]},\"t\":\"z\"}";
+    span sp[8];
+    size_t n = frame_all(buf, strlen(buf), sp, 8, spec, NULL);
+    assert_int_equal(n, 3);
+    const char *want[] = {"{\"t\":1,\"a\":{\"s\":\"}\"}}",
+                          "{\"t\":2,\"b\":[1,2]}",
+                          "{\"b\":{\"x\":[]},\"t\":\"z\"}"};
+    for (size_t i = 0; i < n; i++) {
+        assert_false(sp[i].err);
+        assert_int_equal(sp[i].end - sp[i].start, strlen(want[i]));
+        assert_memory_equal(buf + sp[i].start, want[i], strlen(want[i]));
+    }
+    /* Not final and no newline yet: wait for more. */
+    sk_json_framer f;
+    sk_json_framer_init(&f);
+    size_t pos = 0;
+    sk_json_record rec;
+    const char *cut = "{\"t\":1,\"a\":[1,";
+    assert_int_equal(sk_json_next(&f, spec, (const uint8_t *)cut,
+                                  strlen(cut), &pos, 0, &rec),
+                     SK_JSON_NEED_MORE);
+    /* A line holding a record cut short: an error, and the next line is
+     * still a record. */
+    const char *bad = "{\"t\":1,\"a\":[1,\n{\"t\":3}\n";
+    n = frame_all(bad, strlen(bad), sp, 8, spec, NULL);
+    assert_int_equal(n, 2);
+    assert_true(sp[0].err);
+    assert_false(sp[1].err);
+    assert_int_equal(sp[1].end - sp[1].start, 7);
+    /* Without skim, lines mode changes nothing: the record is scanned to
+     * its closing brace, whatever follows on the line. */
+    sk_peek_spec *full = sk_peek_spec_new(paths, 1);
+    sk_peek_spec_set_lines(full, 1);
+    const char *two = "{\"t\":1} {\"t\":2}\n";
+    assert_int_equal(frame_all(two, strlen(two), sp, 8, full, NULL), 2);
+    sk_peek_spec_free(full);
+    sk_peek_spec_free(spec);
+}
+
 static void test_differential_mutations(void **state)
 {
     (void)state;
@@ -523,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_differential_corpus),
         cmocka_unit_test(test_differential_corpus_skim),
         cmocka_unit_test(test_skim_skip),
+        cmocka_unit_test(test_skim_lines),
         cmocka_unit_test(test_differential_mutations),
         cmocka_unit_test(test_jsontestsuite),
     };

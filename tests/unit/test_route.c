@@ -100,7 +100,7 @@ static char *route(const sk_route_config *cfg, const char *json)
 
 static const sk_route_config seed = {
     "event_type", "detail.tenant_id,truck.tenant_id", "timestamp",
-    SK_TIME_UNIT_DAY, "p_", 0};
+    SK_TIME_UNIT_DAY, "p_", 0, 0};
 
 static void test_seed_layout(void **state)
 {
@@ -143,7 +143,7 @@ static void test_seed_layout(void **state)
 static void test_namespace_dots(void **state)
 {
     (void)state;
-    sk_route_config c = {"ns", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0};
+    sk_route_config c = {"ns", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0, 0};
     assert_string_equal(route(&c, "{\"ns\":\".\"}"), "%2E");
     assert_string_equal(route(&c, "{\"ns\":\"..\"}"), "%2E%2E");
     assert_string_equal(route(&c, "{\"ns\":\"...\"}"), "...");
@@ -153,7 +153,7 @@ static void test_namespace_dots(void **state)
 static void test_time_units(void **state)
 {
     (void)state;
-    sk_route_config c = {"none", NULL, "t", SK_TIME_UNIT_HOUR, "", 0};
+    sk_route_config c = {"none", NULL, "t", SK_TIME_UNIT_HOUR, "", 0, 0};
     assert_string_equal(route(&c, "{\"t\":\"2021-10-03T23:30:00-02:00\"}"),
                         "_default/year=2021/month=10/day=04/hour=01");
     c.time_unit = SK_TIME_UNIT_YEAR;
@@ -169,12 +169,12 @@ static void test_bad_config(void **state)
 {
     (void)state;
     const char *err = NULL;
-    sk_route_config c = {"a..b", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0};
+    sk_route_config c = {"a..b", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0, 0};
     assert_null(sk_router_new(&c, &err));
     assert_non_null(err);
-    sk_route_config d = {NULL, NULL, NULL, SK_TIME_UNIT_DAY, NULL, 0};
+    sk_route_config d = {NULL, NULL, NULL, SK_TIME_UNIT_DAY, NULL, 0, 0};
     assert_null(sk_router_new(&d, &err));
-    sk_route_config e = {NULL, NULL, NULL, SK_TIME_UNIT_NONE, "a/b", 0};
+    sk_route_config e = {NULL, NULL, NULL, SK_TIME_UNIT_NONE, "a/b", 0, 0};
     assert_null(sk_router_new(&e, &err));
 }
 
