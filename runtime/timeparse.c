@@ -137,14 +137,21 @@ int sk_time_parse_epoch(const char *s, size_t n, int64_t *epoch_s)
     size_t int_start = i;
     uint64_t ip = 0;
     while (i < n && s[i] >= '0' && s[i] <= '9') {
-        unsigned dgt = (unsigned)(s[i] - '0');
-        if (ip > (UINT64_MAX - dgt) / 10)
-            return -1;
-        ip = ip * 10 + dgt;
+        ip = ip * 10 + (unsigned)(s[i] - '0');
         i++;
     }
+    /* 19 digits cannot overflow; more are checked again, slowly. */
     if (i == int_start)
         return -1;
+    if (i - int_start > 19) {
+        ip = 0;
+        for (size_t k = int_start; k < i; k++) {
+            unsigned dgt = (unsigned)(s[k] - '0');
+            if (ip > (UINT64_MAX - dgt) / 10)
+                return -1;
+            ip = ip * 10 + dgt;
+        }
+    }
     int has_frac = 0;
     if (i < n && s[i] == '.') {
         size_t f = ++i;
@@ -187,12 +194,22 @@ int sk_time_parse_epoch(const char *s, size_t n, int64_t *epoch_s)
     }
     /* Integer part decides the unit; a fraction only matters for flooring
      * negative values. */
-    uint64_t div = ip < 100000000000ULL        ? 1
-                   : ip < 100000000000000ULL   ? 1000
-                   : ip < 100000000000000000ULL ? 1000000
-                                                : 1000000000;
-    uint64_t q = ip / div;
-    int inexact = (ip % div) != 0 || has_frac;
+    /* Constant divisors: the compiler turns each into a multiply. */
+    uint64_t q, r;
+    if (ip < 100000000000ULL) {
+        q = ip;
+        r = 0;
+    } else if (ip < 100000000000000ULL) {
+        q = ip / 1000;
+        r = ip % 1000;
+    } else if (ip < 100000000000000000ULL) {
+        q = ip / 1000000;
+        r = ip % 1000000;
+    } else {
+        q = ip / 1000000000;
+        r = ip % 1000000000;
+    }
+    int inexact = r != 0 || has_frac;
     if (q > (uint64_t)INT64_MAX / 2)
         return -1;
     int64_t v = (int64_t)q;

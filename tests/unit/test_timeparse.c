@@ -77,6 +77,12 @@ static void test_epoch_by_magnitude(void **state)
     assert_int_equal(parse("0"), 0);
     assert_int_equal(parse("-1"), -1);
     assert_int_equal(parse("-0.5"), -1); /* floored */
+    assert_int_equal(parse("-1633219200001"), -1633219201LL); /* ms, floored */
+    /* 19 digits take the fast path; 20 fit in 64 bits only up to 2^64-1. */
+    assert_int_equal(parse("9999999999999999999"), 9999999999LL);
+    assert_int_equal(parse("18446744073709551615"), 18446744073LL);
+    assert_int_equal(parse("00000000001633219200"), D);
+    rejects("18446744073709551616");
     int64_t t;
     assert_int_equal(sk_time_parse_epoch("1633219200", 10, &t), 0);
     assert_int_equal(t, D);
