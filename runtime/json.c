@@ -44,6 +44,38 @@ struct sk_peek_spec {
     int lines; /* skim: a settled record ends with its line */
 };
 
+/* a and b hold n bytes each; 1 if they are equal. Member names are short,
+ * so this compares by overlapping 8- or 4-byte loads, never reading past
+ * n, instead of calling memcmp. */
+static inline int short_equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    if (n >= 8) {
+        uint64_t x, y;
+        size_t i = 0;
+        for (; i + 8 < n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y)
+                return 0;
+        }
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) {
+        uint32_t x0, y0, x1, y1;
+        memcpy(&x0, a, 4);
+        memcpy(&y0, b, 4);
+        memcpy(&x1, a + n - 4, 4);
+        memcpy(&y1, b + n - 4, 4);
+        return x0 == y0 && x1 == y1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
 static inline int spec_child(const sk_peek_spec *s, int node,
                              const uint8_t *name, size_t len)
 {
@@ -52,14 +84,8 @@ static inline int spec_child(const sk_peek_spec *s, int node,
     if (len < 64 && !(s->nodes[node].child_lens >> len & 1))
         return -1;
     for (int c = s->nodes[node].first_child; c >= 0; c = s->nodes[c].next) {
-        if (s->nodes[c].name_len != len)
-            continue;
-        /* Member names are short: compare inline, no memcmp call. */
-        const char *n = s->nodes[c].name;
-        size_t i = 0;
-        while (i < len && n[i] == (char)name[i])
-            i++;
-        if (i == len)
+        if (s->nodes[c].name_len == len &&
+            short_equal((const uint8_t *)s->nodes[c].name, name, len))
             return c;
     }
     return -1;
