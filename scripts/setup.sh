@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config python3 zstd
           libyaml-dev libjansson-dev libcmocka-dev libzstd-dev zlib1g-dev
-          libcurl4-openssl-dev libssl-dev libxml2-dev python3-boto3 openssl)
+          libcurl4-openssl-dev libssl-dev libxml2-dev libcsv-dev python3-boto3
+          openssl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
