@@ -10,21 +10,43 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "csvpeek.h"
 #include "decompress.h"
 
 volatile int sk_stop_requested;
 
 const skippr_option sk_common_source_options[] = {
     {"format", SKIPPR_OPT_STRING, "auto", 0, 0,
-     "Record format: auto (from the data), json or jsonl."},
+     "Record format: auto (by the object's extension, else by its first "
+     "byte), json, jsonl (one record per line) or csv."},
+    {"csv_delimiter", SKIPPR_OPT_STRING, ",", 0, 0,
+     "CSV cell delimiter: ',', ';', '|' or tab."},
+    {"csv_columns", SKIPPR_OPT_STRING, NULL, 0, 0,
+     "CSV column names, comma-separated, for files without a header row "
+     "(every row is then data)."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 const skippr_option sk_common_sink_options[] = {
     {"format", SKIPPR_OPT_STRING, "jsonl", 0, 0,
-     "Output format: jsonl (each record's exact bytes, then a newline)."},
+     "Output format: jsonl (each record's exact bytes, then a newline) or "
+     "csv (the source's header row, then each row's exact bytes and a "
+     "newline)."},
     {"compression", SKIPPR_OPT_STRING, "none", 0, 0,
      "Output compression: none. (gzip and zstd are planned.)"},
     {NULL, 0, NULL, 0, 0, NULL}};
+
+const char *sk_format_pair_problem(sk_format src, sk_format sink)
+{
+    if (src == SK_FORMAT_AUTO || (src == SK_FORMAT_CSV) == (sink == SK_FORMAT_CSV))
+        return NULL;
+    return src == SK_FORMAT_CSV
+               ? "a csv source with a jsonl sink would need csv->jsonl "
+                 "conversion, which is not supported yet (supported: json or "
+                 "jsonl -> jsonl, csv -> csv)"
+               : "a json source with a csv sink would need json->csv "
+                 "conversion, which is not supported yet (supported: json or "
+                 "jsonl -> jsonl, csv -> csv)";
+}
 
 int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
                    size_t errlen)
@@ -356,9 +378,27 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
                         const sk_yaml_doc *doc, const sk_ynode *at,
                         sk_cfg_err *err)
 {
+    if (strcmp(key, "csv_delimiter") == 0) {
+        if (!(inst->csv_delim = sk_csv_delim_parse(v)))
+            return sk_cfg_fail(err, doc, at, "%s: csv_delimiter '%s' is not "
+                               "supported (supported: ',', ';', '|', tab)",
+                               inst->label, v);
+        return SKIPPR_OK;
+    }
+    if (strcmp(key, "csv_columns") == 0) {
+        if (!*v)
+            return sk_cfg_fail(err, doc, at, "%s: csv_columns is empty",
+                               inst->label);
+        sk_free(inst->csv_columns);
+        if (!(inst->csv_columns = sk_strdup(v)))
+            return SKIPPR_NOMEM;
+        return SKIPPR_OK;
+    }
     if (strcmp(key, "format") == 0) {
         if (!inst->is_sink && strcmp(v, "auto") == 0)
             inst->format = SK_FORMAT_AUTO;
+        else if (strcmp(v, "csv") == 0)
+            inst->format = SK_FORMAT_CSV;
         else if (!inst->is_sink &&
                  (strcmp(v, "jsonl") == 0 || strcmp(v, "ndjson") == 0))
             inst->format = SK_FORMAT_JSONL;
@@ -368,7 +408,8 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
         else
             return sk_cfg_fail(err, doc, at, "%s: format '%s' is not "
                                "supported (supported: %s)", inst->label, v,
-                               inst->is_sink ? "jsonl" : "auto, json, jsonl");
+                               inst->is_sink ? "jsonl, csv"
+                                             : "auto, json, jsonl, csv");
         return SKIPPR_OK;
     }
     if (strcmp(key, "compression") == 0) {
@@ -400,6 +441,7 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
     inst->plugin = p;
     inst->is_sink = is_sink;
     inst->format = is_sink ? SK_FORMAT_JSON : SK_FORMAT_AUTO;
+    inst->csv_delim = ',';
     inst->label = sk_asprintf("%s %s (%s)", p->name, is_sink ? "sink" : "source",
                               ep->ref);
     inst->ctx = sk_calloc(1, ctx_size ? ctx_size : 1);
@@ -495,6 +537,7 @@ void sk_instance_free(sk_instance *inst)
     for (size_t i = 0; i < inst->nstrings; i++)
         sk_free(inst->strings[i]);
     sk_free(inst->strings);
+    sk_free(inst->csv_columns);
     pthread_mutex_destroy(&inst->counters_mu);
     sk_free(inst->ctx);
     sk_free(inst->label);

@@ -47,7 +47,13 @@ typedef enum sk_format {
     SK_FORMAT_AUTO = 0,
     SK_FORMAT_JSON,  /* any JSON framing; output: one record per line */
     SK_FORMAT_JSONL, /* source only: one record per line, nothing else */
+    SK_FORMAT_CSV,   /* RFC 4180 rows under a header row (csvpeek.h) */
 } sk_format;
+
+/* NULL if records of format src can be written as format sink (src
+ * SK_FORMAT_AUTO: not known until each unit is read); else why not, a
+ * static string. */
+const char *sk_format_pair_problem(sk_format src, sk_format sink);
 
 /* A configured source or sink: the plugin's context plus the options the
  * engine itself reads (format, compression). */
@@ -67,6 +73,8 @@ typedef struct sk_instance {
     int inited;
     sk_format format;
     int compression; /* sk_comp for sinks */
+    uint8_t csv_delim;  /* sources: csv_delimiter */
+    char *csv_columns;  /* sources: csv_columns, owned; NULL: a header row */
     char **strings;  /* option strings written into ctx, owned */
     size_t nstrings;
     /* counters the plugin reports through host->counter_add */

@@ -113,6 +113,7 @@ static int validate_one(const sk_yaml_doc *doc, const char *name,
         return 1;
     }
     const sk_endpoint_cfg *eps[2] = {&cfg.source, &cfg.sink};
+    sk_format fmt[2] = {SK_FORMAT_AUTO, SK_FORMAT_JSON};
     for (int i = 0; i < 2; i++) {
         const sk_plugin_lib *lib = sk_registry_find(reg, eps[i]->plugin);
         if (!lib || (i == 0 ? !lib->desc->source : !lib->desc->sink)) {
@@ -127,7 +128,13 @@ static int validate_one(const sk_yaml_doc *doc, const char *name,
             fprintf(stderr, "skipprd: error: %s\n", err.msg);
             return 1;
         }
+        fmt[i] = inst->format;
         sk_instance_free(inst);
+    }
+    const char *why = sk_format_pair_problem(fmt[0], fmt[1]);
+    if (why) {
+        fprintf(stderr, "skipprd: error: pipeline %s: %s\n", name, why);
+        return 1;
     }
     printf("pipeline %s: ok (%s -> %s)\n", name, cfg.source.plugin,
            cfg.sink.plugin);

@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "crc32c.h"
+#include "csvpeek.h"
 #include "decompress.h"
 #include "fault.h"
 #include "json.h"
@@ -76,6 +77,9 @@ typedef struct piece {
     size_t from, to; /* this piece */
     int final;
     sk_json_framer fr_in, fr_out;
+    int csv;                   /* the unit is CSV: the csv framer applies */
+    sk_csv_framer csv_in, csv_out; /* shallow: the lane owns the header */
+    sk_csv_decoder *csvdec;    /* picked quoted cells; made when needed */
     rec_out *recs;
     size_t nrec, cap;
     size_t ndead;       /* records with a reason */
@@ -120,6 +124,13 @@ struct engine {
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
     uint64_t last_seal_check_ns;
+    /* formats */
+    const char *const *paths; /* the router's peek paths */
+    size_t npaths;
+    char **csv_cols;          /* the source's csv_columns, split; owned */
+    size_t ncsv_cols;
+    const char *ext;          /* data objects' extension, from the sink */
+    sk_buf slice_key;         /* a CSV slice's key: route key + header id */
 };
 
 /* A plugin call failed: an error line, unless the plugin already logged
@@ -137,6 +148,25 @@ static int push_rec(piece *p, const rec_out *r)
         return SKIPPR_NOMEM;
     p->recs[p->nrec++] = *r;
     return SKIPPR_OK;
+}
+
+/* Keeps [start, end) of the piece: dead-lettered if there is a reason or
+ * it is too large. 0: a record to route; 1: a dead letter; -1: out of
+ * memory (p->failed is set). */
+static int piece_push(piece *p, size_t start, size_t end, const char *reason)
+{
+    if (!reason && end - start > (size_t)p->e->cfg->max_record_bytes)
+        reason = "record larger than max_record_bytes";
+    rec_out o = {start, end, reason, NO_REC};
+    if (push_rec(p, &o)) {
+        p->failed = 1;
+        return -1;
+    }
+    if (reason) {
+        p->ndead++;
+        return 1;
+    }
+    return 0;
 }
 
 /* Add the record just pushed to group id. */
@@ -159,13 +189,88 @@ static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len)
     return SKIPPR_OK;
 }
 
+/* piece_run for a CSV unit: rows instead of JSON values; the picked
+ * cells are decoded (libcsv, for quoted ones) into fields. The header row
+ * is taken by the framer and is no record. */
+static void piece_run_csv(piece *p)
+{
+    engine *e = p->e;
+    sk_csv_framer fr = p->csv_in;
+    size_t pos = p->from;
+    sk_csv_record r;
+    for (;;) {
+        sk_csv_rc rc = sk_csv_next(&fr, e->paths, e->npaths, p->buf, p->len,
+                                   &pos, p->final, &r);
+        if (rc == SK_CSV_END)
+            break;
+        if (rc == SK_CSV_NOMEM) {
+            p->failed = 1;
+            break;
+        }
+        if (rc == SK_CSV_NEED_MORE) {
+            p->need_more = 1;
+            pos = r.start;
+            break;
+        }
+        if (rc == SK_CSV_HEADER)
+            continue;
+        int kept = piece_push(p, r.start, r.end,
+                              rc == SK_CSV_ERROR ? r.reason : NULL);
+        if (kept < 0)
+            break;
+        if (kept > 0)
+            continue;
+        /* Fields from the picked cells; an empty cell is absent. Quoted
+         * cells are decoded into scratch first (it may move as it grows),
+         * then the fields point into it. */
+        sk_field f[SK_PEEK_MAX_PATHS];
+        size_t at[SK_PEEK_MAX_PATHS];
+        sk_buf_reset(&p->scratch);
+        int bad = 0;
+        for (size_t i = 0; i < e->npaths && !bad; i++) {
+            const sk_csv_cell *c = &r.cells[i];
+            f[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};
+            if (!c->present || c->len == 0)
+                continue;
+            const uint8_t *raw = p->buf + c->off;
+            if (raw[0] != '"') {
+                f[i] = (sk_field){SK_FIELD_STRING, raw, c->len};
+                continue;
+            }
+            if (!p->csvdec && !(p->csvdec = sk_csv_decoder_new(fr.delim))) {
+                bad = SKIPPR_NOMEM;
+                break;
+            }
+            at[i] = p->scratch.len;
+            bad = sk_csv_decode_cell(p->csvdec, raw, c->len, &p->scratch);
+            if (!bad && p->scratch.len > at[i])
+                f[i] = (sk_field){SK_FIELD_STRING, NULL, p->scratch.len - at[i]};
+        }
+        if (bad == SKIPPR_CORRUPT) {
+            p->recs[p->nrec - 1].reason = "a routing cell cannot be decoded";
+            p->ndead++;
+            continue;
+        }
+        for (size_t i = 0; i < e->npaths && !bad; i++)
+            if (f[i].kind == SK_FIELD_STRING && !f[i].p)
+                f[i].p = p->scratch.data + at[i];
+        uint32_t id;
+        if (bad || sk_route_memo_fields(e->router, &p->memo, f, &id) ||
+            group_add(p, id, p->buf + r.start, r.end - r.start)) {
+            p->failed = 1;
+            break;
+        }
+    }
+    p->stop = pos;
+    p->csv_out = fr;
+}
+
 /* Frame, peek and route records starting in [from, to). Runs on a worker
  * (or inline on the pipeline thread for a re-run). */
 static void piece_run(piece *p)
 {
     engine *e = p->e;
     const sk_peek_spec *spec = sk_router_json_spec(e->router);
-    size_t max_rec = (size_t)e->cfg->max_record_bytes;
     sk_json_framer fr = p->fr_in;
     size_t pos = p->from;
     p->nrec = 0;
@@ -174,6 +279,12 @@ static void piece_run(piece *p)
     p->need_more = 0;
     p->failed = 0;
     sk_memo_reset(&p->memo);
+    if (p->csv) {
+        piece_run_csv(p);
+        for (size_t i = 0; i < p->ngroups; i++)
+            p->groups[i].xpow = sk_crc32c_xpow(p->groups[i].out_bytes);
+        return;
+    }
     sk_json_record r;
     for (;;) {
         size_t before = pos;
@@ -188,7 +299,6 @@ static void piece_run(piece *p)
         }
         sk_json_rc rc = sk_json_next(&fr, spec, p->buf, p->len, &pos,
                                      p->final, &r);
-        rec_out o = {0, 0, NULL, NO_REC};
         if (rc == SK_JSON_END)
             break;
         if (rc == SK_JSON_NEED_MORE) {
@@ -196,20 +306,12 @@ static void piece_run(piece *p)
             pos = r.start;
             break;
         }
-        o.start = r.start;
-        o.end = r.end;
-        if (rc == SK_JSON_ERROR)
-            o.reason = r.reason;
-        else if (r.end - r.start > max_rec)
-            o.reason = "record larger than max_record_bytes";
-        if (push_rec(p, &o)) {
-            p->failed = 1;
+        int kept = piece_push(p, r.start, r.end,
+                              rc == SK_JSON_ERROR ? r.reason : NULL);
+        if (kept < 0)
             break;
-        }
-        if (o.reason) {
-            p->ndead++;
+        if (kept > 0)
             continue;
-        }
         uint32_t id;
         if (sk_route_memo(e->router, &p->memo, p->buf, r.values, &p->scratch,
                           &id) ||
@@ -639,7 +741,7 @@ static int flush_slices(engine *e, int force)
         }
         if (!due)
             continue;
-        rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad" : ".jsonl");
+        rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad" : e->ext);
         if (rc)
             goto out;
     }
@@ -823,6 +925,9 @@ struct lane {
     int final;         /* the window holds the unit's last byte */
     uint64_t made;     /* bytes added to the window this round */
     sk_json_framer fr;
+    int fmt;           /* SK_FORMAT_JSON or _CSV; SK_FORMAT_AUTO: sniff */
+    const char *fmt_error; /* the unit's format cannot be copied */
+    sk_csv_framer csv; /* CSV units: owns the header */
     piece *pieces;     /* MAX_PIECES of them */
     size_t npieces;
     sk_task inflate;   /* compressed units: decompress, then frame */
@@ -853,6 +958,45 @@ static void lane_skip_bom(lane *l)
     }
 }
 
+/* The copy this pipeline can make of a unit of format fmt, or why not. */
+static const char *format_problem(const engine *e, int fmt)
+{
+    if (fmt == SK_FORMAT_CSV && strcmp(e->ext, ".csv") != 0)
+        return "the unit is CSV but the sink's format is jsonl (set the "
+               "sink's format: csv; csv->jsonl conversion is not supported "
+               "yet)";
+    if (fmt == SK_FORMAT_JSON && strcmp(e->ext, ".csv") == 0)
+        return "the unit is JSON but the sink's format is csv (json->csv "
+               "conversion is not supported yet)";
+    return NULL;
+}
+
+/* The data decides an unknown format: '{' or '[' first is JSON, '<' is
+ * XML (not supported yet), anything else CSV. Runs with the unit's first
+ * bytes in the window. */
+static void lane_sniff(lane *l)
+{
+    engine *e = l->e;
+    size_t i = 0;
+    while (i < l->win.len && ws(l->win.data[i]))
+        i++;
+    if (i == l->win.len && !l->final)
+        return; /* only blanks so far */
+    uint8_t c = i < l->win.len ? l->win.data[i] : '{';
+    if (c == '{' || c == '[')
+        l->fmt = SK_FORMAT_JSON;
+    else if (c == '<')
+        l->fmt_error = "the unit looks like XML, which is not supported yet";
+    else
+        l->fmt = SK_FORMAT_CSV;
+    if (!l->fmt_error)
+        l->fmt_error = format_problem(e, l->fmt);
+    if (l->fmt == SK_FORMAT_CSV && e->csv_cols &&
+        sk_csv_framer_set_columns(&l->csv, (const char *const *)e->csv_cols,
+                                  e->ncsv_cols, e->paths, e->npaths))
+        l->fmt_error = "out of memory";
+}
+
 /* Split the window into pieces at line starts (speculative cuts, checked
  * when applied) and run them. */
 static void lane_frame(lane *l, int may_split)
@@ -860,9 +1004,15 @@ static void lane_frame(lane *l, int may_split)
     engine *e = l->e;
     const uint8_t *buf = l->win.data;
     size_t len = l->win.len;
+    if (l->fmt == SK_FORMAT_AUTO)
+        lane_sniff(l);
+    if (l->fmt_error)
+        len = 0; /* lane_apply fails the unit */
     size_t npieces = 1;
-    if (may_split && !l->fr.in_array && e->nthreads > 1 &&
-        len >= 2 * PIECE_BYTES)
+    /* CSV rows may hold quoted line breaks, so a line start is no safe
+     * cut: a CSV window is one task. */
+    if (may_split && l->fmt != SK_FORMAT_CSV && !l->fr.in_array &&
+        e->nthreads > 1 && len >= 2 * PIECE_BYTES)
         npieces = SK_MIN((size_t)MAX_PIECES, len / PIECE_BYTES);
     size_t bounds[MAX_PIECES + 1];
     bounds[0] = 0;
@@ -891,6 +1041,8 @@ static void lane_frame(lane *l, int may_split)
         sk_json_framer_init(&p->fr_in);
         if (i == 0)
             p->fr_in = l->fr;
+        p->csv = l->fmt == SK_FORMAT_CSV;
+        p->csv_in = l->csv;
         p->task.fn = piece_task;
         if (may_split)
             run_task(e, &p->task, &l->g);
@@ -965,6 +1117,79 @@ static void unit_failed(engine *e, const char *id, uint64_t offset, int rc)
                   e->src->label, id, offset, skippr_status_str(rc));
 }
 
+/* A unit's format: the source's format option; else, for a unit resumed
+ * mid-way, what its ledger record says; else the extension of its name
+ * (under .gz or .zst); else SK_FORMAT_AUTO, and lane_sniff decides. */
+static int lane_format(lane *l, const todo *t)
+{
+    engine *e = l->e;
+    l->fmt_error = NULL;
+    sk_csv_framer_free(&l->csv);
+    sk_csv_framer_init(&l->csv, e->src->csv_delim);
+    switch (e->src->format) {
+    case SK_FORMAT_CSV: l->fmt = SK_FORMAT_CSV; break;
+    case SK_FORMAT_JSON:
+    case SK_FORMAT_JSONL: l->fmt = SK_FORMAT_JSON; break;
+    default:
+        l->fmt = SK_FORMAT_AUTO;
+        if (t->offset > 0) {
+            l->fmt = (t->flags & SK_UNIT_CSV) ? SK_FORMAT_CSV
+                                               : SK_FORMAT_JSON;
+            break;
+        }
+        const char *id = t->id, *dot = strrchr(id, '.');
+        size_t end = strlen(id);
+        if (dot && (strcmp(dot, ".gz") == 0 || strcmp(dot, ".gzip") == 0 ||
+                    strcmp(dot, ".zst") == 0 || strcmp(dot, ".zstd") == 0)) {
+            end = (size_t)(dot - id);
+            dot = NULL;
+            for (size_t i = end; i > 0 && id[i - 1] != '/'; i--)
+                if (id[i - 1] == '.') {
+                    dot = id + i - 1;
+                    break;
+                }
+        }
+        if (!dot)
+            break;
+        size_t el = end - (size_t)(dot - id);
+        if (el == 4 && memcmp(dot, ".csv", 4) == 0)
+            l->fmt = SK_FORMAT_CSV;
+        else if ((el == 5 && memcmp(dot, ".json", 5) == 0) ||
+                 (el == 6 && memcmp(dot, ".jsonl", 6) == 0) ||
+                 (el == 7 && memcmp(dot, ".ndjson", 7) == 0))
+            l->fmt = SK_FORMAT_JSON;
+    }
+    if (l->fmt == SK_FORMAT_CSV && e->csv_cols) {
+        int rc = sk_csv_framer_set_columns(
+            &l->csv, (const char *const *)e->csv_cols, e->ncsv_cols,
+            e->paths, e->npaths);
+        if (rc)
+            return rc;
+    }
+    if (l->fmt != SK_FORMAT_AUTO)
+        l->fmt_error = format_problem(e, l->fmt);
+    return SKIPPR_OK;
+}
+
+/* A resumed CSV unit: read its header row from the unit's first bytes. */
+static int csv_reread_header(lane *l, const uint8_t *buf, size_t n)
+{
+    engine *e = l->e;
+    size_t pos = sk_json_skip_bom(buf, n);
+    sk_csv_record rec;
+    sk_csv_rc rc = sk_csv_next(&l->csv, e->paths, e->npaths, buf, n, &pos,
+                               0, &rec);
+    if (rc == SK_CSV_NOMEM)
+        return SKIPPR_NOMEM;
+    if (rc != SK_CSV_HEADER) {
+        sk_error("%s: unit %s: cannot read its CSV header row again to "
+                 "resume at offset %" PRId64, e->src->label, l->t->id,
+                 l->t->offset);
+        return SKIPPR_CORRUPT;
+    }
+    return SKIPPR_OK;
+}
+
 /* Pipeline thread: open the lane's unit and sniff its compression. */
 static int lane_open(lane *l, todo *t)
 {
@@ -982,8 +1207,17 @@ static int lane_open(lane *l, todo *t)
     uint8_t *raw = r->raw;
     *r = (reader){ops, e->src->ctx, NULL, SK_COMP_NONE, NULL, raw,
                   0, 0, 0, 0, NULL};
+    int rc = lane_format(l, t);
+    if (rc)
+        return rc;
+    if (t->offset > 0)
+        sk_info("%s: resuming unit %s at offset %" PRId64, e->src->label,
+                t->id, t->offset);
     int inflated = (t->flags & SK_UNIT_INFLATED) != 0;
-    int64_t raw_off = inflated ? 0 : t->offset;
+    /* A CSV unit resumed after its header row reads the header again. */
+    int reread = inflated || (l->fmt == SK_FORMAT_CSV &&
+                              !l->csv.have_header && t->offset > 0);
+    int64_t raw_off = reread ? 0 : t->offset;
     l->base = (uint64_t)t->offset;
     l->first = t->offset == 0;
     l->target = WINDOW_BYTES;
@@ -994,7 +1228,7 @@ static int lane_open(lane *l, todo *t)
         l->fr.want_comma = 1;
     }
     skippr_unit unit = {t->id, t->version, t->size};
-    int rc = ops->open(e->src->ctx, &unit, raw_off, &r->stream);
+    rc = ops->open(e->src->ctx, &unit, raw_off, &r->stream);
     if (rc) {
         r->stream = NULL;
         plugin_failed(e->src, "%s: cannot open unit %s at offset %" PRId64
@@ -1020,8 +1254,9 @@ static int lane_open(lane *l, todo *t)
             u->flags |= SK_UNIT_INFLATED;
         }
     }
-    /* A resumed compressed unit: skip what is already durable. */
-    if (inflated && t->offset > 0) {
+    /* A resumed compressed unit, or a CSV unit that needs its header
+     * again: skip what is already durable. */
+    if (reread && t->offset > 0) {
         if ((rc = sk_buf_reserve(&l->win, WINDOW_BYTES)))
             goto fail;
         uint64_t skip = (uint64_t)t->offset;
@@ -1032,6 +1267,9 @@ static int lane_open(lane *l, todo *t)
                 goto fail;
             if (n == 0)
                 break;
+            if (l->fmt == SK_FORMAT_CSV && !l->csv.have_header &&
+                (rc = csv_reread_header(l, l->win.data, n)))
+                goto fail;
             skip -= n;
         }
     }
@@ -1050,6 +1288,7 @@ static void lane_close(lane *l)
     l->r.stream = NULL;
     sk_decomp_free(l->r.dec);
     l->r.dec = NULL;
+    sk_csv_framer_free(&l->csv);
     l->t = NULL;
     l->u = NULL;
 }
@@ -1068,8 +1307,13 @@ static int lane_apply(lane *l, int *finished)
     const char *unit_id = l->t->id;
     e->bytes_in += l->made;
     e->bytes_since_commit += l->made;
+    if (l->fmt_error) {
+        sk_error("%s: unit %s: %s", e->src->label, unit_id, l->fmt_error);
+        return SKIPPR_INVAL;
+    }
     size_t expect = 0;
     sk_json_framer cur = l->fr;
+    sk_csv_framer ccur = l->csv;
     int need_more = 0;
     for (size_t i = 0; i < l->npieces; i++) {
         piece *p = &l->pieces[i];
@@ -1082,6 +1326,8 @@ static int lane_apply(lane *l, int *finished)
                 continue;
             piece_run(p);
         }
+        if (p->csv) /* a header read by the piece is the lane's now */
+            l->csv = ccur = p->csv_out;
         if (p->failed)
             return SKIPPR_NOMEM;
         for (size_t r = 0; p->ndead && r < p->nrec; r++) {
@@ -1100,13 +1346,39 @@ static int lane_apply(lane *l, int *finished)
         for (size_t gi = 0; gi < p->ngroups; gi++) {
             const group *g = &p->groups[gi];
             const sk_memo_key *k = &p->memo.keys_at[gi];
-            sk_slice *s = sk_state_slice(e->st,
-                                         (const char *)p->memo.keys.data +
-                                             k->key_off,
-                                         k->key_len, k->key_hash,
+            const char *key = (const char *)p->memo.keys.data + k->key_off;
+            size_t klen = k->key_len;
+            uint64_t khash = k->key_hash;
+            if (p->csv) {
+                /* Rows under another header go to another slice: the
+                 * header's id follows the key after a NUL (the object's
+                 * name is the part before it). */
+                char id[24];
+                int n = snprintf(id, sizeof id, "csv:%016" PRIx64,
+                                 p->csv_out.hdr.id);
+                sk_buf_reset(&e->slice_key);
+                int rc = sk_buf_append(&e->slice_key, key, klen);
+                if (!rc)
+                    rc = sk_buf_putc(&e->slice_key, 0);
+                if (!rc)
+                    rc = sk_buf_append(&e->slice_key, id, (size_t)n);
+                if (rc)
+                    return rc;
+                key = (const char *)e->slice_key.data;
+                klen = e->slice_key.len;
+                khash = sk_hash_fast(key, klen);
+            }
+            sk_slice *s = sk_state_slice(e->st, key, klen, khash,
                                          SK_SLICE_DATA);
             if (!s)
                 return SKIPPR_NOMEM;
+            if (p->csv && s->records == 0) {
+                /* A new CSV slice starts with its header row. */
+                int rc = sk_state_append(e->st, s, p->csv_out.hdr.row,
+                                         p->csv_out.hdr.row_len);
+                if (rc)
+                    return rc;
+            }
             for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next) {
                 const rec_out *o = &p->recs[r];
                 int rc = sk_state_append_raw(e->st, s, buf + o->start,
@@ -1125,6 +1397,7 @@ static int lane_apply(lane *l, int *finished)
         }
     }
     l->fr = cur;
+    l->csv = ccur; /* the header, once read, is the lane's */
     size_t consumed = expect;
     int rc;
     if (need_more && consumed == 0 && l->win.len >= l->target) {
@@ -1156,6 +1429,8 @@ static int lane_apply(lane *l, int *finished)
         u->flags |= SK_UNIT_IN_ARRAY;
     else
         u->flags &= ~SK_UNIT_IN_ARRAY;
+    if (l->fmt == SK_FORMAT_CSV)
+        u->flags |= SK_UNIT_CSV;
     u->dirty = 1;
     if (l->final && need_more && l->win.len > 0) {
         /* A cut-off record at the very end of the unit. */
@@ -1315,7 +1590,9 @@ static void lanes_free(engine *e)
             sk_free(l->pieces[k].groups);
             sk_memo_free(&l->pieces[k].memo);
             sk_buf_free(&l->pieces[k].scratch);
+            sk_csv_decoder_free(l->pieces[k].csvdec);
         }
+        sk_csv_framer_free(&l->csv);
         sk_free(l->pieces);
         sk_free(l->r.raw);
         sk_buf_free(&l->win);
@@ -1517,8 +1794,49 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
     return SKIPPR_OK;
 }
 
+/* Formats: the routing paths (CSV column names too), the data objects'
+ * extension, the source's csv_columns; and the pairs not copied yet. */
+static int formats_init(engine *e)
+{
+    e->paths = sk_router_paths(e->router, &e->npaths);
+    e->ext = e->sink->format == SK_FORMAT_CSV ? ".csv" : ".jsonl";
+    sk_buf_init(&e->slice_key, (size_t)1 << 20);
+    const char *why = sk_format_pair_problem(e->src->format, e->sink->format);
+    if (why) {
+        sk_error("%s -> %s: %s", e->src->label, e->sink->label, why);
+        return SKIPPR_INVAL;
+    }
+    const char *cols = e->src->csv_columns;
+    if (!cols)
+        return SKIPPR_OK;
+    size_t n = 1;
+    for (const char *c = cols; *c; c++)
+        n += *c == ',';
+    if (n > SK_CSV_MAX_COLUMNS) {
+        sk_error("%s: csv_columns names more than %d columns", e->src->label,
+                 SK_CSV_MAX_COLUMNS);
+        return SKIPPR_INVAL;
+    }
+    if (!(e->csv_cols = sk_calloc(n, sizeof *e->csv_cols)))
+        return SKIPPR_NOMEM;
+    const char *p = cols;
+    for (size_t i = 0; i < n; i++) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (!(e->csv_cols[i] = sk_strndup(p, len)))
+            return SKIPPR_NOMEM;
+        e->ncsv_cols = i + 1;
+        p = c ? c + 1 : p + len;
+    }
+    return SKIPPR_OK;
+}
+
 static void engine_free(engine *e)
 {
+    for (size_t i = 0; i < e->ncsv_cols; i++)
+        sk_free(e->csv_cols[i]);
+    sk_free(e->csv_cols);
+    sk_buf_free(&e->slice_key);
     todo_clear(e);
     sk_free(e->todo);
     sk_free(e->list_after);
@@ -1558,6 +1876,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         rc = SKIPPR_INVAL;
         goto out;
     }
+    if ((rc = formats_init(&e)))
+        goto out;
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 0,
                             &e.st)))
         goto out;

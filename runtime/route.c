@@ -566,8 +566,15 @@ int sk_route_memo(const sk_router *r, sk_memo *m, const uint8_t *buf,
 {
     sk_field f[SK_PEEK_MAX_PATHS];
     int rc = sk_route_json_fields(r, buf, vals, scratch, f);
+    return rc ? rc : sk_route_memo_fields(r, m, f, id);
+}
+
+int sk_route_memo_fields(const sk_router *r, sk_memo *m, const sk_field *f,
+                         uint32_t *id)
+{
     size_t s0 = m->sigs.len;
-    if (rc || (rc = route_sig(r, f, m, &m->sigs)))
+    int rc = route_sig(r, f, m, &m->sigs);
+    if (rc)
         return rc;
     const uint8_t *sig = m->sigs.data + s0;
     size_t slen = m->sigs.len - s0;

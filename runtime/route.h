@@ -124,6 +124,9 @@ void sk_memo_free(sk_memo *m);
 /* Route one record: *id names its key (m->keys_at[*id]). */
 int sk_route_memo(const sk_router *r, sk_memo *m, const uint8_t *buf,
                   const sk_json_value *vals, sk_buf *scratch, uint32_t *id);
+/* The same from fields already decoded (one per path; CSV cells). */
+int sk_route_memo_fields(const sk_router *r, sk_memo *m, const sk_field *f,
+                         uint32_t *id);
 
 /* Append value v escaped Hive-style: bytes 0x00-0x1F, 0x7F, invalid UTF-8
  * and the characters "#%'*\/:=?\{[]^ become %XX (uppercase hex). */

@@ -804,8 +804,12 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
         if (rc)
             return rc;
     }
-    char *key = sk_asprintf("%s/apply-%s-%010" PRIu64 "%s", s->key,
-                            st->state_id, s->id, ext);
+    /* A slice's key may carry an identity after a NUL (a CSV header's id,
+     * so rows under another header get another slice): the object's name
+     * is built from the part before it. */
+    int name_len = (int)strnlen(s->key, s->key_len);
+    char *key = sk_asprintf("%.*s/apply-%s-%010" PRIu64 "%s", name_len,
+                            s->key, st->state_id, s->id, ext);
     if (!key)
         return SKIPPR_NOMEM;
     uint8_t h[12], t[20];

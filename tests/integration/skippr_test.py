@@ -72,7 +72,7 @@ class Workspace:
         return os.path.join(self.out, SINK_PREFIX)
 
     def write_config(self, pipeline_extra=None, transform=None, threads=None,
-                     sink_extra=None, source_extra=None):
+                     sink_extra=None, source_extra=None, sink_format="jsonl"):
         transform = dict(SEED_TRANSFORM if transform is None else transform)
         lines = [
             "skippr:",
@@ -111,7 +111,7 @@ class Workspace:
             "    File:",
             "      path: %s" % self.out,
             "      prefix: %s" % SINK_PREFIX,
-            "      format: jsonl",
+            "      format: %s" % sink_format,
         ]
         for k, v in (sink_extra or {}).items():
             lines.append("      %s: %s" % (k, v))
