@@ -847,6 +847,54 @@ static int scan_value(scan *x, int node, int depth, sk_json_value *cap)
     return 0;
 }
 
+int sk_json_members(const uint8_t *rec, size_t len, sk_json_member_fn fn,
+                    void *ud)
+{
+    sk_json_value cap;
+    scan x = {rec, rec, rec + len, NULL, &cap, NULL, 0, 1, -1, 0, 0};
+    skip_ws(&x);
+    if (x.p >= x.end || *x.p != '{')
+        return -1;
+    x.p++;
+    skip_ws(&x);
+    if (x.p < x.end && *x.p == '}') {
+        x.p++;
+        skip_ws(&x);
+        return x.p == x.end ? 0 : -1;
+    }
+    for (;;) {
+        if (x.p >= x.end || *x.p != '"')
+            return -1;
+        sk_json_member m;
+        if (scan_string(&x, &m.name_off, &m.name_len, &m.name_escapes))
+            return -1;
+        skip_ws(&x);
+        if (x.p >= x.end || *x.p != ':')
+            return -1;
+        x.p++;
+        skip_ws(&x);
+        if (x.p >= x.end || scan_value(&x, -1, 2, &cap))
+            return -1;
+        m.value = cap;
+        int rc = fn(ud, &m);
+        if (rc)
+            return rc;
+        skip_ws(&x);
+        if (x.p >= x.end)
+            return -1;
+        if (*x.p == ',') {
+            x.p++;
+            skip_ws(&x);
+            continue;
+        }
+        if (*x.p != '}')
+            return -1;
+        x.p++;
+        skip_ws(&x);
+        return x.p == x.end ? 0 : -1;
+    }
+}
+
 size_t sk_json_skip_bom(const uint8_t *buf, size_t len)
 {
     if (len >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF)

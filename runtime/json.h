@@ -129,6 +129,23 @@ size_t sk_json_skip_bom(const uint8_t *buf, size_t len);
  * decoded length. The input must already be validated by the framer. */
 size_t sk_json_unescape(const uint8_t *raw, size_t len, uint8_t *out);
 
+/* One member of an object: its name's raw text (without quotes; decode it
+ * with sk_json_unescape if has_escapes) and its value (for a string the raw
+ * text between the quotes, else the whole lexeme or container). */
+typedef struct sk_json_member {
+    size_t name_off, name_len;
+    int name_escapes;
+    sk_json_value value;
+} sk_json_member;
+
+/* Calls fn for each member of the JSON object rec[0..len), in order, with
+ * offsets into rec. Stops when fn returns non-zero and returns that.
+ * Returns -1 if rec is not one valid JSON object (whitespace around it is
+ * allowed). Never allocates. */
+typedef int (*sk_json_member_fn)(void *ud, const sk_json_member *m);
+int sk_json_members(const uint8_t *rec, size_t len, sk_json_member_fn fn,
+                    void *ud);
+
 /* Validate UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
  * Returns 1 if valid. */
 int sk_utf8_valid(const uint8_t *s, size_t n);

@@ -35,17 +35,17 @@ const skippr_option sk_common_sink_options[] = {
      "Output compression: none. (gzip and zstd are planned.)"},
     {NULL, 0, NULL, 0, 0, NULL}};
 
-const char *sk_format_pair_problem(sk_format src, sk_format sink)
+const char *sk_format_pair_problem(sk_format src, sk_format sink,
+                                   int validate)
 {
-    if (src == SK_FORMAT_AUTO || (src == SK_FORMAT_CSV) == (sink == SK_FORMAT_CSV))
-        return NULL;
-    return src == SK_FORMAT_CSV
-               ? "a csv source with a jsonl sink would need csv->jsonl "
-                 "conversion, which is not supported yet (supported: json or "
-                 "jsonl -> jsonl, csv -> csv)"
-               : "a json source with a csv sink would need json->csv "
-                 "conversion, which is not supported yet (supported: json or "
-                 "jsonl -> jsonl, csv -> csv)";
+    /* Copies: json -> jsonl, csv -> csv. Conversions: csv -> jsonl, and
+     * json -> csv, which reads every record whole. */
+    if (src != SK_FORMAT_CSV && src != SK_FORMAT_AUTO &&
+        sink == SK_FORMAT_CSV && !validate)
+        return "json -> csv conversion needs validate: true (every record "
+               "is read as a whole object); supported pairs: json -> jsonl, "
+               "csv -> csv, csv -> jsonl, json -> csv";
+    return NULL;
 }
 
 int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,

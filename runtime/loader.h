@@ -50,10 +50,11 @@ typedef enum sk_format {
     SK_FORMAT_CSV,   /* RFC 4180 rows under a header row (csvpeek.h) */
 } sk_format;
 
-/* NULL if records of format src can be written as format sink (src
- * SK_FORMAT_AUTO: not known until each unit is read); else why not, a
- * static string. */
-const char *sk_format_pair_problem(sk_format src, sk_format sink);
+/* NULL if records of format src can be written as format sink by a
+ * pipeline with this validate setting (src SK_FORMAT_AUTO: not known until
+ * each unit is read); else why not, a static string. */
+const char *sk_format_pair_problem(sk_format src, sk_format sink,
+                                   int validate);
 
 /* A configured source or sink: the plugin's context plus the options the
  * engine itself reads (format, compression). */

@@ -131,7 +131,7 @@ static int validate_one(const sk_yaml_doc *doc, const char *name,
         fmt[i] = inst->format;
         sk_instance_free(inst);
     }
-    const char *why = sk_format_pair_problem(fmt[0], fmt[1]);
+    const char *why = sk_format_pair_problem(fmt[0], fmt[1], !cfg.route.skim);
     if (why) {
         fprintf(stderr, "skipprd: error: pipeline %s: %s\n", name, why);
         return 1;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "convert.h"
 #include "crc32c.h"
 #include "csvpeek.h"
 #include "decompress.h"
@@ -214,8 +215,11 @@ static void piece_run_csv(piece *p)
         }
         if (rc == SK_CSV_HEADER)
             continue;
-        int kept = piece_push(p, r.start, r.end,
-                              rc == SK_CSV_ERROR ? r.reason : NULL);
+        const char *why = rc == SK_CSV_ERROR ? r.reason : NULL;
+        if (!why && e->sink->format != SK_FORMAT_CSV &&
+            !sk_utf8_valid(p->buf + r.start, r.end - r.start))
+            why = "csv->jsonl: the row is not valid UTF-8";
+        int kept = piece_push(p, r.start, r.end, why);
         if (kept < 0)
             break;
         if (kept > 0)
@@ -390,6 +394,9 @@ typedef struct writer {
     uint64_t n;
     uint64_t data_off; /* meta mode: offset of the record in the data object */
     int count_only;
+    sk_conv *conv;       /* records are converted (write_converted) */
+    sk_buf *conv_out;    /* one record's converted bytes */
+    const char *conv_why; /* why a record could not be converted */
 } writer;
 
 /* The CRC of what is written is taken once per buffer (a long CRC runs
@@ -432,6 +439,15 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
 {
     writer *w = ud;
     int rc;
+    if (w->conv) {
+        sk_buf_reset(w->conv_out);
+        if ((rc = sk_conv_record(w->conv, rec, len, w->conv_out,
+                                 &w->conv_why)))
+            return rc;
+        return w->conv_out->len
+                   ? writer_put(w, w->conv_out->data, w->conv_out->len)
+                   : SKIPPR_OK;
+    }
     if (!w->dead_mode && !w->count_only) {
         /* The common case, a data record that fits the buffer: one copy. */
         sk_buf *out = &w->u->out;
@@ -464,6 +480,58 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
     if ((rc = writer_put(w, rec, len)))
         return rc;
     return writer_put(w, "\n", 1);
+}
+
+/* The conversion slice s needs for this sink, if any: a CSV slice (its
+ * key holds the header's id) to a jsonl sink, or a JSON slice to a csv
+ * sink. */
+static sk_conv_kind slice_conv(const engine *e, const sk_slice *s)
+{
+    if (s->kind != SK_SLICE_DATA)
+        return SK_CONV_NONE;
+    size_t name = strnlen(s->key, s->key_len);
+    int csv = name + 5 <= s->key_len &&
+              memcmp(s->key + name + 1, "csv:", 4) == 0;
+    int sink_csv = e->sink->format == SK_FORMAT_CSV;
+    if (csv && !sink_csv)
+        return SK_CONV_CSV_JSONL;
+    if (!csv && sink_csv)
+        return SK_CONV_JSON_CSV;
+    return SK_CONV_NONE;
+}
+
+static int learn_record(void *ud, const uint8_t *rec, size_t len)
+{
+    writer *w = ud;
+    return sk_conv_learn(w->conv, rec, len, &w->conv_why);
+}
+
+/* Writes slice s, converted, through w (a real or a count-only writer):
+ * for json -> csv a first pass learns the header. */
+static int write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
+                           writer *w, sk_buf *scratch)
+{
+    sk_buf out;
+    sk_buf_init(&out, (size_t)SK_WAL_MAX_PAYLOAD * 8);
+    sk_conv *c = sk_conv_new(kind, e->src->csv_delim);
+    w->conv = c;
+    w->conv_out = &out;
+    w->conv_why = NULL;
+    int rc = c ? SKIPPR_OK : SKIPPR_NOMEM;
+    if (!rc && sk_conv_needs_learning(c))
+        rc = sk_state_foreach_record(e->st, s, scratch, learn_record, w);
+    if (!rc && !(rc = sk_conv_begin(c, &out)) && out.len)
+        rc = writer_put(w, out.data, out.len);
+    if (!rc)
+        rc = sk_state_foreach_record(e->st, s, scratch, write_record, w);
+    if (rc == SKIPPR_CORRUPT && w->conv_why)
+        sk_error("slice %" PRIu64 " (%s): cannot convert it for the sink: %s",
+                 s->id, s->key, w->conv_why);
+    w->conv = NULL;
+    w->conv_out = NULL;
+    sk_conv_free(c);
+    sk_buf_free(&out);
+    return rc;
 }
 
 static void backoff_sleep(int attempt)
@@ -504,14 +572,17 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
                 return SKIPPR_STOPPED;
             backoff_sleep(attempt);
         }
-        writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0};
+        writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0, NULL, NULL, NULL};
         sk_buf_reset(&u->out);
         if ((rc = sk_buf_reserve(&u->out, OUT_BUF)))
             return rc;
         rc = ops->object_open(sink->ctx, &info, &w.h);
         if (rc == SKIPPR_OK) {
-            rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record,
-                                         &w);
+            sk_conv_kind ck = mode == 0 ? slice_conv(e, s) : SK_CONV_NONE;
+            rc = ck != SK_CONV_NONE
+                     ? write_converted(e, s, ck, &w, &u->scratch)
+                     : sk_state_foreach_record(e->st, s, &u->scratch,
+                                               write_record, &w);
             if (!rc)
                 rc = writer_flush(&w);
             if (!rc && (w.bytes != size || w.crc != crc)) {
@@ -558,7 +629,7 @@ static int upload_one(uploader *u, sk_slice *s)
         if (rc)
             return rc;
         /* The sidecar: one JSON line per dead letter. */
-        writer w = {u, NULL, 0, 0, 0, 2, 0, 0, 1};
+        writer w = {u, NULL, 0, 0, 0, 2, 0, 0, 1, NULL, NULL, NULL};
         rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record, &w);
         if (rc)
             return rc;
@@ -572,7 +643,10 @@ static int upload_one(uploader *u, sk_slice *s)
         sk_free(mkey);
     } else {
         rc = put_object(u, s, s->object_key, slice_id, s->object_bytes,
-                        s->object_crc, 0, "application/x-ndjson");
+                        s->object_crc, 0,
+                        e->sink->format == SK_FORMAT_CSV
+                            ? "text/csv"
+                            : "application/x-ndjson");
     }
     return rc;
 }
@@ -741,7 +815,20 @@ static int flush_slices(engine *e, int force)
         }
         if (!due)
             continue;
-        rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad" : e->ext);
+        sk_conv_kind ck = slice_conv(e, s);
+        if (ck == SK_CONV_NONE) {
+            rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad"
+                                                               : e->ext);
+        } else {
+            /* A converted object: measure what delivery will write. */
+            writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, NULL, NULL, NULL};
+            sk_buf scratch;
+            sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+            rc = write_converted(e, s, ck, &cw, &scratch);
+            sk_buf_free(&scratch);
+            if (!rc)
+                rc = sk_state_seal_as(st, s, e->ext, cw.bytes, cw.crc);
+        }
         if (rc)
             goto out;
     }
@@ -961,13 +1048,11 @@ static void lane_skip_bom(lane *l)
 /* The copy this pipeline can make of a unit of format fmt, or why not. */
 static const char *format_problem(const engine *e, int fmt)
 {
-    if (fmt == SK_FORMAT_CSV && strcmp(e->ext, ".csv") != 0)
-        return "the unit is CSV but the sink's format is jsonl (set the "
-               "sink's format: csv; csv->jsonl conversion is not supported "
-               "yet)";
-    if (fmt == SK_FORMAT_JSON && strcmp(e->ext, ".csv") == 0)
-        return "the unit is JSON but the sink's format is csv (json->csv "
-               "conversion is not supported yet)";
+    /* json -> csv reads every record as an object (convert.c). */
+    if (fmt == SK_FORMAT_JSON && e->sink->format == SK_FORMAT_CSV &&
+        e->cfg->route.skim)
+        return "the unit is JSON and the sink's format is csv: json->csv "
+               "needs validate: true";
     return NULL;
 }
 
@@ -1801,7 +1886,8 @@ static int formats_init(engine *e)
     e->paths = sk_router_paths(e->router, &e->npaths);
     e->ext = e->sink->format == SK_FORMAT_CSV ? ".csv" : ".jsonl";
     sk_buf_init(&e->slice_key, (size_t)1 << 20);
-    const char *why = sk_format_pair_problem(e->src->format, e->sink->format);
+    const char *why = sk_format_pair_problem(e->src->format, e->sink->format,
+                                             !e->cfg->route.skim);
     if (why) {
         sk_error("%s -> %s: %s", e->src->label, e->sink->label, why);
         return SKIPPR_INVAL;

@@ -790,7 +790,6 @@ static int sum_record(void *ud, const uint8_t *rec, size_t len)
 int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
 {
     assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
-    int rc;
     sum_ctx c = {0, 0, s->kind == SK_SLICE_DEAD, 0};
     if (s->crc_known) {
         /* Kept while appending: no need to read the slice back. */
@@ -799,11 +798,20 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
     } else {
         sk_buf scratch;
         sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
-        rc = sk_state_foreach_record(st, s, &scratch, sum_record, &c);
+        int rc = sk_state_foreach_record(st, s, &scratch, sum_record, &c);
         sk_buf_free(&scratch);
         if (rc)
             return rc;
     }
+    return sk_state_seal_as(st, s, ext, c.bytes, c.crc);
+}
+
+int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
+                     uint64_t bytes, uint32_t crc)
+{
+    assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
+    int rc;
+    sum_ctx c = {bytes, crc, 0, 0};
     /* A slice's key may carry an identity after a NUL (a CSV header's id,
      * so rows under another header get another slice): the object's name
      * is built from the part before it. */

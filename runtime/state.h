@@ -133,6 +133,10 @@ int sk_state_commit_as(sk_state *st, int durable);
  * frame. The seal is durable only after the next sk_wal_sync(): sync once
  * after sealing a batch, and before writing any of it to the sink. */
 int sk_state_seal(sk_state *st, sk_slice *s, const char *ext);
+/* The same for an object that is not the records and newlines (a
+ * conversion): the caller measured its size and CRC32C. */
+int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
+                     uint64_t bytes, uint32_t crc);
 /* Mark a SEALED slice DONE and forget it. */
 int sk_state_done(sk_state *st, sk_slice *s);
 /* Durable commit, then move finished units from memory to the ledger

@@ -27,6 +27,12 @@ if [ ! -d tests/tools/s3/node_modules/s3rver ]; then
     echo "setup: installing the S3 test server (npm ci)"
     npm ci --prefix tests/tools/s3 --no-audit --no-fund >/dev/null
 fi
+# DuckDB (@duckdb/node-api), pinned by bench/duckdb/package-lock.json: the
+# bench's peer, and the tests' second reader of converted CSV.
+if [ ! -d bench/duckdb/node_modules/@duckdb/node-api ]; then
+    echo "setup: installing DuckDB for node (npm ci)"
+    npm ci --prefix bench/duckdb --no-audit --no-fund >/dev/null
+fi
 
 BUILD=${1:-build}
 shift || true

@@ -10,8 +10,8 @@ output object is a valid CSV document (Python's csv module) that starts
 with the header of the rows in it, so rows under different headers never
 share an object; bad rows are dead-lettered byte for byte with their
 offset while the rest of their object copies; a crash in the middle of a
-CSV object resumes with its header; csv_columns and csv_delimiter work;
-mismatched formats are refused clearly.
+CSV object resumes with its header; csv_columns and csv_delimiter work.
+Conversions are test_convert.py's.
 """
 import collections
 import csv
@@ -248,7 +248,7 @@ def test_crash_mid_object_resumes_with_header():
         ws.cleanup()
 
 
-def test_columns_delimiter_and_refusals():
+def test_columns_and_delimiter():
     ws = Workspace("csv-opts")
     try:
         want = generate(ws.inp, objects=4, rows=200, seed=9, delim=";",
@@ -278,26 +278,9 @@ def test_columns_delimiter_and_refusals():
         check(not (have - exp), "rows outside the expected partitions")
     finally:
         ws.cleanup()
-    ws = Workspace("csv-refuse")
-    try:
-        generate(ws.inp, objects=1, rows=5, seed=1)
-        config(ws, source_extra={"format": "csv"}, sink_format="jsonl")
-        p = ws.sync("--once", check_rc=False)
-        check(p.returncode != 0 and "csv->jsonl" in p.err, p.err)
-        from skippr_test import run
-        p = run(["validate", "--config", ws.config], check_rc=False)
-        check(p.returncode != 0 and "csv -> csv" in p.err, p.err)
-        # Auto: a sniffed CSV object and a jsonl sink: the unit fails, and
-        # says what to set.
-        config(ws, sink_format="jsonl")
-        p = ws.sync("--once", check_rc=False)
-        check(p.returncode != 0 and "set the sink's format: csv" in p.err,
-              p.err)
-    finally:
-        ws.cleanup()
 
 
 if __name__ == "__main__":
     main([test_csv_archive_byte_equal, test_bad_rows_dead_lettered,
           test_crash_mid_object_resumes_with_header,
-          test_columns_delimiter_and_refusals])
+          test_columns_and_delimiter])
