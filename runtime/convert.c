@@ -319,21 +319,24 @@ static int json_to_csv(sk_conv *c, const uint8_t *rec, size_t len,
 {
     size_t ncols = c->cols.n;
     if (ncols > c->cells_cap) {
-        size_t cap = c->cells_cap;
+        /* Each array is kept as soon as it has grown, so a failure in
+         * the next one leaves nothing dangling. */
         size_t *a = sk_realloc(c->cell_off, ncols * sizeof *a);
-        if (a)
-            c->cell_off = a;
-        size_t *b = a ? sk_realloc(c->cell_len, ncols * sizeof *b) : NULL;
-        if (b)
-            c->cell_len = b;
-        uint8_t *k = b ? sk_realloc(c->cell_kind, ncols) : NULL;
+        if (!a)
+            return SKIPPR_NOMEM;
+        c->cell_off = a;
+        size_t *b = sk_realloc(c->cell_len, ncols * sizeof *b);
+        if (!b)
+            return SKIPPR_NOMEM;
+        c->cell_len = b;
+        uint8_t *k = sk_realloc(c->cell_kind, ncols);
         if (!k)
             return SKIPPR_NOMEM;
         c->cell_kind = k;
         c->cells_cap = ncols;
-        (void)cap;
     }
-    memset(c->cell_kind, 0, ncols);
+    if (ncols)
+        memset(c->cell_kind, 0, ncols);
     c->rec = rec;
     row_ctx x = {c, SKIPPR_OK};
     int rc = sk_json_members(rec, len, row_member, &x);
@@ -350,6 +353,8 @@ static int json_to_csv(sk_conv *c, const uint8_t *rec, size_t len,
             rc = sk_buf_putc(out, ',');
         if (rc)
             break;
+        if (c->cell_kind[i] == 0 || c->cell_kind[i] == 4)
+            continue; /* missing or null: an empty cell */
         const uint8_t *v = rec + c->cell_off[i];
         size_t n = c->cell_len[i];
         switch (c->cell_kind[i]) {

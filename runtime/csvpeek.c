@@ -287,9 +287,10 @@ static inline const uint8_t *find_special(const uint8_t *p,
 }
 
 /* Where a bad row's span ends and scanning resumes: the end of the line
- * that holds `from` (the terminator is not part of the span). */
-static void bad_line(const uint8_t *buf, size_t len, size_t from,
-                     size_t *end, size_t *resume)
+ * that holds `from` (the terminator is not part of the span). Returns 0 if
+ * the buffer ends first (then, unless it is final, more bytes decide). */
+static int bad_line(const uint8_t *buf, size_t len, size_t from,
+                    size_t *end, size_t *resume)
 {
     size_t i = from;
     while (i < len && buf[i] != '\n' && buf[i] != '\r')
@@ -298,6 +299,7 @@ static void bad_line(const uint8_t *buf, size_t len, size_t from,
     if (i < len && buf[i] == '\r' && i + 1 < len && buf[i + 1] == '\n')
         i++;
     *resume = i < len ? i + 1 : len;
+    return i < len;
 }
 
 sk_csv_rc sk_csv_next(sk_csv_framer *f, const char *const *paths,
@@ -352,7 +354,8 @@ sk_csv_rc sk_csv_next(sk_csv_framer *f, const char *const *paths,
             if (i < len && buf[i] != delim && buf[i] != '\n' &&
                 buf[i] != '\r') {
                 out->reason = "text after a closing quote";
-                bad_line(buf, len, i, &out->end, pos);
+                if (!bad_line(buf, len, i, &out->end, pos) && !final)
+                    goto need_more;
                 return SK_CSV_ERROR;
             }
         } else {

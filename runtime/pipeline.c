@@ -199,6 +199,7 @@ static void piece_run_csv(piece *p)
     sk_csv_framer fr = p->csv_in;
     size_t pos = p->from;
     sk_csv_record r;
+    int header_utf8 = -1; /* not checked yet */
     for (;;) {
         sk_csv_rc rc = sk_csv_next(&fr, e->paths, e->npaths, p->buf, p->len,
                                    &pos, p->final, &r);
@@ -216,9 +217,15 @@ static void piece_run_csv(piece *p)
         if (rc == SK_CSV_HEADER)
             continue;
         const char *why = rc == SK_CSV_ERROR ? r.reason : NULL;
-        if (!why && e->sink->format != SK_FORMAT_CSV &&
-            !sk_utf8_valid(p->buf + r.start, r.end - r.start))
-            why = "csv->jsonl: the row is not valid UTF-8";
+        if (!why && e->sink->format != SK_FORMAT_CSV) {
+            /* csv -> jsonl: names and values become JSON strings */
+            if (header_utf8 < 0)
+                header_utf8 = sk_utf8_valid(fr.hdr.row, fr.hdr.row_len);
+            if (!header_utf8)
+                why = "csv->jsonl: the header row is not valid UTF-8";
+            else if (!sk_utf8_valid(p->buf + r.start, r.end - r.start))
+                why = "csv->jsonl: the row is not valid UTF-8";
+        }
         int kept = piece_push(p, r.start, r.end, why);
         if (kept < 0)
             break;

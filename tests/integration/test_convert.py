@@ -181,6 +181,15 @@ def test_refusals_and_bad_utf8():
         dl = dead_letters(ws.sink_root)
         check([b for _, b in dl] == [bad] and
               "UTF-8" in dl[0][0]["reason"], "dead letters %r" % dl)
+        # Found by fuzz_convert: a header that is not UTF-8 cannot give
+        # JSON names, so every row under it is dead-lettered.
+        with open(os.path.join(folder, "y.csv"), "wb") as f:
+            f.write(b"event_type,n\xe0\nlogin,1\nlogout,2\n")
+        p = ws.sync("--once")
+        check("0 records" in p.err and "2 dead-lettered" in p.err, p.err)
+        dl = dead_letters(ws.sink_root)
+        check(sum("header row is not valid UTF-8" in m["reason"]
+                  for m, _ in dl) == 2, "dead letters %r" % dl)
         ws.write_config(sink_format="csv",
                         pipeline_extra={"validate": "false"},
                         source_extra={"format": "json"})

@@ -60,6 +60,15 @@ static void test_json_to_csv(void **state)
     sk_conv_free(c);
 }
 
+/* Found by fuzz_convert: a slice whose records have no keys at all (no
+ * columns) must not hand memset a NULL array (UBSan). */
+static void test_fuzz_no_columns(void **state)
+{
+    (void)state;
+    const char *recs[] = {"{}", " { } "};
+    convert_all(SK_CONV_JSON_CSV, recs, 2, "\n\n\n");
+}
+
 static void test_csv_to_jsonl(void **state)
 {
     (void)state;
@@ -80,6 +89,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_to_csv),
         cmocka_unit_test(test_csv_to_jsonl),
+        cmocka_unit_test(test_fuzz_no_columns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

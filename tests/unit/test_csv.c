@@ -82,7 +82,7 @@ static size_t ours(const uint8_t *buf, size_t len, uint8_t delim,
      * header row is then a data row too, and its cells are the names. */
     size_t ncols = f.hdr.ncols;
     assert_true(ncols <= SK_PEEK_MAX_PATHS);
-    char names[SK_PEEK_MAX_PATHS][8];
+    char names[SK_PEEK_MAX_PATHS][24];
     const char *paths[SK_PEEK_MAX_PATHS];
     for (size_t c = 0; c < ncols; c++) {
         snprintf(names[c], sizeof names[c], "c%zu", c);
@@ -361,7 +361,7 @@ static void test_differential_libcsv(void **state)
                 if (c)
                     sk_buf_putc(&b, delim);
                 if (r == 0) {
-                    char nm[16];
+                    char nm[32];
                     snprintf(nm, sizeof nm, "col%zu", c);
                     sk_buf_append(&b, nm, strlen(nm));
                 } else {
@@ -490,6 +490,37 @@ static void test_incremental(void **state)
     }
 }
 
+/* Found by fuzz_csv: text after a closing quote, with the rest of the line
+ * not in the buffer yet. The error span must wait for the line's end, or a
+ * window boundary changes what is dead-lettered. */
+static void test_fuzz_quote_text_at_window_end(void **state)
+{
+    (void)state;
+    const char *buf = "a\n\"x\"tail continues\nb\n";
+    size_t len = strlen(buf);
+    sk_csv_framer f;
+    sk_csv_framer_init(&f, ',');
+    size_t pos = 0;
+    sk_csv_record r;
+    assert_int_equal(sk_csv_next(&f, NULL, 0, (const uint8_t *)buf, len,
+                                 &pos, 0, &r),
+                     SK_CSV_HEADER);
+    size_t cut = strlen("a\n\"x\"tail");
+    size_t at = pos;
+    assert_int_equal(sk_csv_next(&f, NULL, 0, (const uint8_t *)buf, cut,
+                                 &pos, 0, &r),
+                     SK_CSV_NEED_MORE);
+    assert_int_equal(pos, at);
+    assert_int_equal(sk_csv_next(&f, NULL, 0, (const uint8_t *)buf, len,
+                                 &pos, 1, &r),
+                     SK_CSV_ERROR);
+    assert_int_equal(r.end - r.start, strlen("\"x\"tail continues"));
+    assert_int_equal(sk_csv_next(&f, NULL, 0, (const uint8_t *)buf, len,
+                                 &pos, 1, &r),
+                     SK_CSV_RECORD);
+    sk_csv_framer_free(&f);
+}
+
 static void test_columns_and_delimiters(void **state)
 {
     (void)state;
@@ -545,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_errors_and_resync),
         cmocka_unit_test(test_incremental),
         cmocka_unit_test(test_columns_and_delimiters),
+        cmocka_unit_test(test_fuzz_quote_text_at_window_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
