@@ -2,7 +2,8 @@
 # Set up and run the whole test suite:
 #   1. the normal build: unit and integration tests;
 #   2. an ASan+UBSan build: the whole suite again;
-#   3. a TSan build: the scheduler tests (deque and pool).
+#   3. a TSan build: the scheduler tests (deque and pool);
+#   4. the libFuzzer targets (clang, ASan + UBSan), 30 seconds each.
 # Prints ctest's summary for each and exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,3 +32,6 @@ cmake --build build-tsan -j"$JOBS" >/dev/null
 TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
     ctest --test-dir build-tsan --output-on-failure \
     -R 'unit\.test_(deque|pool)$|integration\.test_(seed_files|s3_seed|s3_listing)$'
+
+echo "== fuzz targets (libFuzzer, ASan + UBSan), bounded"
+scripts/fuzz.sh 30

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets with clang (ASan + UBSan) and run each for a
+# bounded time, seeded from the conformance data. A crash fails the run and
+# leaves its input under build-fuzz/crashes/.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-30}
+B=build-fuzz
+CC=clang cmake -S . -B "$B" -DSKIPPR_FUZZ=ON -DSKIPPR_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$B" -j"$(nproc)" --target fuzz_csv fuzz_convert >/dev/null
+TESTDATA=${SKIPPR_TESTDATA:-../shared/testdata}
+mkdir -p "$B/crashes"
+for t in fuzz_csv fuzz_convert; do
+    corpus="$B/corpus/$t"
+    mkdir -p "$corpus"
+    # Seeds: csv-spectrum's files and a few JSON test cases, each behind a
+    # mode byte (see the targets' headers).
+    if [ -d "$TESTDATA/csv-spectrum/csvs" ]; then
+        for f in "$TESTDATA"/csv-spectrum/csvs/*.csv; do
+            { printf '\001'; cat "$f"; } >"$corpus/$(basename "$f")"
+        done
+    fi
+    if [ -d "$TESTDATA/JSONTestSuite/test_parsing" ]; then
+        for f in "$TESTDATA"/JSONTestSuite/test_parsing/y_object*.json; do
+            { printf '\000'; cat "$f"; } >"$corpus/$(basename "$f")"
+        done
+    fi
+    echo "== $t: ${SECS}s"
+    rc=0
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        "$B/tests/fuzz/$t" -max_total_time="$SECS" -max_len=65536 \
+        -artifact_prefix="$B/crashes/$t-" -print_final_stats=1 \
+        "$corpus" >"$B/$t.log" 2>&1 || rc=$?
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$B/$t.log" || true
+    if [ "$rc" -ne 0 ]; then
+        tail -40 "$B/$t.log"
+        echo "fuzz: $t failed (exit $rc); the input is under $B/crashes/"
+        exit 1
+    fi
+done
