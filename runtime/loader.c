@@ -18,19 +18,23 @@ volatile int sk_stop_requested;
 const skippr_option sk_common_source_options[] = {
     {"format", SKIPPR_OPT_STRING, "auto", 0, 0,
      "Record format: auto (by the object's extension, else by its first "
-     "byte), json, jsonl (one record per line) or csv."},
+     "byte), json, jsonl (one record per line), csv or xml."},
     {"csv_delimiter", SKIPPR_OPT_STRING, ",", 0, 0,
      "CSV cell delimiter: ',', ';', '|' or tab."},
     {"csv_columns", SKIPPR_OPT_STRING, NULL, 0, 0,
      "CSV column names, comma-separated, for files without a header row "
      "(every row is then data)."},
+    {"xml_record_element", SKIPPR_OPT_STRING, NULL, 0, 0,
+     "XML: the name of the elements that are records, at any depth "
+     "(default: each child of the root)."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 const skippr_option sk_common_sink_options[] = {
     {"format", SKIPPR_OPT_STRING, "jsonl", 0, 0,
      "Output format: jsonl (each record's exact bytes, then a newline) or "
      "csv (the source's header row, then each row's exact bytes and a "
-     "newline)."},
+     "newline) or xml (the source's declaration and root start tag, each "
+     "record's exact bytes and a newline, the root's close tag)."},
     {"compression", SKIPPR_OPT_STRING, "none", 0, 0,
      "Output compression: none. (gzip and zstd are planned.)"},
     {NULL, 0, NULL, 0, 0, NULL}};
@@ -38,8 +42,13 @@ const skippr_option sk_common_sink_options[] = {
 const char *sk_format_pair_problem(sk_format src, sk_format sink,
                                    int validate)
 {
-    /* Copies: json -> jsonl, csv -> csv. Conversions: csv -> jsonl, and
-     * json -> csv, which reads every record whole. */
+    /* Copies: json -> jsonl, csv -> csv, xml -> xml. Conversions: csv ->
+     * jsonl, and json -> csv, which reads every record whole. */
+    if ((src == SK_FORMAT_XML) != (sink == SK_FORMAT_XML) &&
+        (src != SK_FORMAT_AUTO || sink != SK_FORMAT_XML))
+        return "xml is copied only to an xml sink, and an xml sink takes "
+               "only xml; supported pairs: json -> jsonl, csv -> csv, "
+               "csv -> jsonl, json -> csv, xml -> xml";
     if (src != SK_FORMAT_CSV && src != SK_FORMAT_AUTO &&
         sink == SK_FORMAT_CSV && !validate)
         return "json -> csv conversion needs validate: true (every record "
@@ -385,6 +394,12 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
                                inst->label, v);
         return SKIPPR_OK;
     }
+    if (strcmp(key, "xml_record_element") == 0) {
+        sk_free(inst->xml_record_element);
+        if (!(inst->xml_record_element = sk_strdup(v)))
+            return SKIPPR_NOMEM;
+        return SKIPPR_OK;
+    }
     if (strcmp(key, "csv_columns") == 0) {
         if (!*v)
             return sk_cfg_fail(err, doc, at, "%s: csv_columns is empty",
@@ -399,6 +414,8 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
             inst->format = SK_FORMAT_AUTO;
         else if (strcmp(v, "csv") == 0)
             inst->format = SK_FORMAT_CSV;
+        else if (strcmp(v, "xml") == 0)
+            inst->format = SK_FORMAT_XML;
         else if (!inst->is_sink &&
                  (strcmp(v, "jsonl") == 0 || strcmp(v, "ndjson") == 0))
             inst->format = SK_FORMAT_JSONL;
@@ -408,8 +425,8 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
         else
             return sk_cfg_fail(err, doc, at, "%s: format '%s' is not "
                                "supported (supported: %s)", inst->label, v,
-                               inst->is_sink ? "jsonl, csv"
-                                             : "auto, json, jsonl, csv");
+                               inst->is_sink ? "jsonl, csv, xml"
+                                             : "auto, json, jsonl, csv, xml");
         return SKIPPR_OK;
     }
     if (strcmp(key, "compression") == 0) {
@@ -538,6 +555,7 @@ void sk_instance_free(sk_instance *inst)
         sk_free(inst->strings[i]);
     sk_free(inst->strings);
     sk_free(inst->csv_columns);
+    sk_free(inst->xml_record_element);
     pthread_mutex_destroy(&inst->counters_mu);
     sk_free(inst->ctx);
     sk_free(inst->label);

@@ -48,6 +48,7 @@ typedef enum sk_format {
     SK_FORMAT_JSON,  /* any JSON framing; output: one record per line */
     SK_FORMAT_JSONL, /* source only: one record per line, nothing else */
     SK_FORMAT_CSV,   /* RFC 4180 rows under a header row (csvpeek.h) */
+    SK_FORMAT_XML,   /* elements under a root (xmlpeek.h) */
 } sk_format;
 
 /* NULL if records of format src can be written as format sink by a
@@ -76,6 +77,7 @@ typedef struct sk_instance {
     int compression; /* sk_comp for sinks */
     uint8_t csv_delim;  /* sources: csv_delimiter */
     char *csv_columns;  /* sources: csv_columns, owned; NULL: a header row */
+    char *xml_record_element; /* sources: owned; NULL: the root's children */
     char **strings;  /* option strings written into ctx, owned */
     size_t nstrings;
     /* counters the plugin reports through host->counter_add */

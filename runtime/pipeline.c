@@ -15,6 +15,7 @@
 #include "convert.h"
 #include "crc32c.h"
 #include "csvpeek.h"
+#include "xmlpeek.h"
 #include "decompress.h"
 #include "fault.h"
 #include "json.h"
@@ -81,6 +82,10 @@ typedef struct piece {
     int csv;                   /* the unit is CSV: the csv framer applies */
     sk_csv_framer csv_in, csv_out; /* shallow: the lane owns the header */
     sk_csv_decoder *csvdec;    /* picked quoted cells; made when needed */
+    int xml;                   /* the unit is XML */
+    sk_xml_framer xml_in, xml_out; /* shallow: the lane owns the header */
+    size_t skip_before;        /* resuming: records starting before this
+                                * window offset are already durable */
     rec_out *recs;
     size_t nrec, cap;
     size_t ndead;       /* records with a reason */
@@ -128,6 +133,7 @@ struct engine {
     /* formats */
     const char *const *paths; /* the router's peek paths */
     size_t npaths;
+    sk_xml_spec *xml_spec;    /* the routing paths for XML; owned */
     char **csv_cols;          /* the source's csv_columns, split; owned */
     size_t ncsv_cols;
     const char *ext;          /* data objects' extension, from the sink */
@@ -276,6 +282,71 @@ static void piece_run_csv(piece *p)
     p->csv_out = fr;
 }
 
+/* piece_run for an XML unit: records are elements (xmlpeek.c); with
+ * validate: true libxml2 parses each one, and a malformed one is
+ * dead-lettered. */
+static void piece_run_xml(piece *p)
+{
+    engine *e = p->e;
+    sk_xml_framer fr = p->xml_in;
+    size_t pos = p->from;
+    sk_xml_record r;
+    for (;;) {
+        sk_xml_rc rc = sk_xml_next(&fr, e->xml_spec, p->buf, p->len, &pos,
+                                   p->final, &r);
+        if (rc == SK_XML_END)
+            break;
+        if (rc == SK_XML_NOMEM) {
+            p->failed = 1;
+            break;
+        }
+        if (rc == SK_XML_NEED_MORE) {
+            p->need_more = 1;
+            break;
+        }
+        if (rc == SK_XML_HEADER || r.start < p->skip_before)
+            continue; /* the header; or durable before a restart */
+        const char *why = rc == SK_XML_ERROR ? r.reason : NULL;
+        if (!why && !e->cfg->route.skim &&
+            !sk_xml_record_valid(&fr, p->buf + r.start, r.end - r.start))
+            why = "the record is not well-formed XML (libxml2)";
+        int kept = piece_push(p, r.start, r.end, why);
+        if (kept < 0)
+            break;
+        if (kept > 0)
+            continue;
+        sk_field f[SK_PEEK_MAX_PATHS];
+        size_t at[SK_PEEK_MAX_PATHS];
+        sk_buf_reset(&p->scratch);
+        int bad = 0;
+        for (size_t i = 0; i < e->npaths && !bad; i++) {
+            f[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};
+            if (!r.values[i].kind)
+                continue;
+            at[i] = p->scratch.len;
+            bad = sk_xml_value_text(p->buf, &r.values[i], &p->scratch);
+            if (!bad && p->scratch.len > at[i])
+                f[i] = (sk_field){SK_FIELD_STRING, NULL, p->scratch.len - at[i]};
+        }
+        if (bad == SKIPPR_CORRUPT) {
+            p->recs[p->nrec - 1].reason = "a routing value cannot be decoded";
+            p->ndead++;
+            continue;
+        }
+        for (size_t i = 0; i < e->npaths && !bad; i++)
+            if (f[i].kind == SK_FIELD_STRING)
+                f[i].p = p->scratch.data + at[i];
+        uint32_t id;
+        if (bad || sk_route_memo_fields(e->router, &p->memo, f, &id) ||
+            group_add(p, id, p->buf + r.start, r.end - r.start)) {
+            p->failed = 1;
+            break;
+        }
+    }
+    p->stop = pos;
+    p->xml_out = fr;
+}
+
 /* Frame, peek and route records starting in [from, to). Runs on a worker
  * (or inline on the pipeline thread for a re-run). */
 static void piece_run(piece *p)
@@ -290,8 +361,11 @@ static void piece_run(piece *p)
     p->need_more = 0;
     p->failed = 0;
     sk_memo_reset(&p->memo);
-    if (p->csv) {
-        piece_run_csv(p);
+    if (p->csv || p->xml) {
+        if (p->csv)
+            piece_run_csv(p);
+        else
+            piece_run_xml(p);
         for (size_t i = 0; i < p->ngroups; i++)
             p->groups[i].xpow = sk_crc32c_xpow(p->groups[i].out_bytes);
         return;
@@ -497,6 +571,8 @@ static sk_conv_kind slice_conv(const engine *e, const sk_slice *s)
     if (s->kind != SK_SLICE_DATA)
         return SK_CONV_NONE;
     size_t name = strnlen(s->key, s->key_len);
+    if (name + 5 <= s->key_len && memcmp(s->key + name + 1, "xml:", 4) == 0)
+        return SK_CONV_NONE;
     int csv = name + 5 <= s->key_len &&
               memcmp(s->key + name + 1, "csv:", 4) == 0;
     int sink_csv = e->sink->format == SK_FORMAT_CSV;
@@ -505,6 +581,20 @@ static sk_conv_kind slice_conv(const engine *e, const sk_slice *s)
     if (!csv && sink_csv)
         return SK_CONV_JSON_CSV;
     return SK_CONV_NONE;
+}
+
+/* An XML slice's object ends with its root's close tag, which its key
+ * carries after the header's id ("\0xml:<id>:<root>"). 0 if s is none. */
+static size_t xml_trailer(const sk_slice *s, char *out, size_t cap)
+{
+    size_t name = strnlen(s->key, s->key_len);
+    size_t at = name + 1 + 4 + 16 + 1;
+    if (s->kind != SK_SLICE_DATA || at > s->key_len ||
+        memcmp(s->key + name + 1, "xml:", 4) != 0)
+        return 0;
+    int n = snprintf(out, cap, "</%.*s>\n", (int)(s->key_len - at),
+                     s->key + at);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 static int learn_record(void *ud, const uint8_t *rec, size_t len)
@@ -590,6 +680,10 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
                      ? write_converted(e, s, ck, &w, &u->scratch)
                      : sk_state_foreach_record(e->st, s, &u->scratch,
                                                write_record, &w);
+            char tail[300];
+            size_t tl = mode == 0 ? xml_trailer(s, tail, sizeof tail) : 0;
+            if (!rc && tl)
+                rc = writer_put(&w, tail, tl);
             if (!rc)
                 rc = writer_flush(&w);
             if (!rc && (w.bytes != size || w.crc != crc)) {
@@ -653,6 +747,8 @@ static int upload_one(uploader *u, sk_slice *s)
                         s->object_crc, 0,
                         e->sink->format == SK_FORMAT_CSV
                             ? "text/csv"
+                        : e->sink->format == SK_FORMAT_XML
+                            ? "application/xml"
                             : "application/x-ndjson");
     }
     return rc;
@@ -823,7 +919,20 @@ static int flush_slices(engine *e, int force)
         if (!due)
             continue;
         sk_conv_kind ck = slice_conv(e, s);
-        if (ck == SK_CONV_NONE) {
+        char tail[300];
+        size_t tl = xml_trailer(s, tail, sizeof tail);
+        if (tl) {
+            /* The records and newlines, then the root's close tag. */
+            writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, NULL, NULL, NULL};
+            sk_buf scratch;
+            sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+            rc = sk_state_foreach_record(st, s, &scratch, write_record, &cw);
+            sk_buf_free(&scratch);
+            if (!rc)
+                rc = writer_put(&cw, tail, tl);
+            if (!rc)
+                rc = sk_state_seal_as(st, s, e->ext, cw.bytes, cw.crc);
+        } else if (ck == SK_CONV_NONE) {
             rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad"
                                                                : e->ext);
         } else {
@@ -1022,6 +1131,9 @@ struct lane {
     int fmt;           /* SK_FORMAT_JSON or _CSV; SK_FORMAT_AUTO: sniff */
     const char *fmt_error; /* the unit's format cannot be copied */
     sk_csv_framer csv; /* CSV units: owns the header */
+    sk_xml_framer xml; /* XML units: owns the header */
+    uint64_t skip_until; /* an XML unit resumed: records before this
+                          * unit offset are durable, framed but dropped */
     piece *pieces;     /* MAX_PIECES of them */
     size_t npieces;
     sk_task inflate;   /* compressed units: decompress, then frame */
@@ -1055,6 +1167,12 @@ static void lane_skip_bom(lane *l)
 /* The copy this pipeline can make of a unit of format fmt, or why not. */
 static const char *format_problem(const engine *e, int fmt)
 {
+    int sink_xml = e->sink->format == SK_FORMAT_XML;
+    if (fmt == SK_FORMAT_XML && !sink_xml)
+        return "the unit is XML, which can only go to a sink with "
+               "format: xml";
+    if (fmt != SK_FORMAT_XML && fmt != SK_FORMAT_AUTO && sink_xml)
+        return "the sink's format is xml, which takes only XML units";
     /* json -> csv reads every record as an object (convert.c). */
     if (fmt == SK_FORMAT_JSON && e->sink->format == SK_FORMAT_CSV &&
         e->cfg->route.skim)
@@ -1064,7 +1182,7 @@ static const char *format_problem(const engine *e, int fmt)
 }
 
 /* The data decides an unknown format: '{' or '[' first is JSON, '<' is
- * XML (not supported yet), anything else CSV. Runs with the unit's first
+ * XML, anything else CSV. Runs with the unit's first
  * bytes in the window. */
 static void lane_sniff(lane *l)
 {
@@ -1078,7 +1196,7 @@ static void lane_sniff(lane *l)
     if (c == '{' || c == '[')
         l->fmt = SK_FORMAT_JSON;
     else if (c == '<')
-        l->fmt_error = "the unit looks like XML, which is not supported yet";
+        l->fmt = SK_FORMAT_XML;
     else
         l->fmt = SK_FORMAT_CSV;
     if (!l->fmt_error)
@@ -1103,7 +1221,7 @@ static void lane_frame(lane *l, int may_split)
     size_t npieces = 1;
     /* CSV rows may hold quoted line breaks, so a line start is no safe
      * cut: a CSV window is one task. */
-    if (may_split && l->fmt != SK_FORMAT_CSV && !l->fr.in_array &&
+    if (may_split && l->fmt == SK_FORMAT_JSON && !l->fr.in_array &&
         e->nthreads > 1 && len >= 2 * PIECE_BYTES)
         npieces = SK_MIN((size_t)MAX_PIECES, len / PIECE_BYTES);
     size_t bounds[MAX_PIECES + 1];
@@ -1135,6 +1253,11 @@ static void lane_frame(lane *l, int may_split)
             p->fr_in = l->fr;
         p->csv = l->fmt == SK_FORMAT_CSV;
         p->csv_in = l->csv;
+        p->xml = l->fmt == SK_FORMAT_XML;
+        p->xml_in = l->xml;
+        p->skip_before = l->skip_until > l->base
+                             ? (size_t)(l->skip_until - l->base)
+                             : 0;
         p->task.fn = piece_task;
         if (may_split)
             run_task(e, &p->task, &l->g);
@@ -1218,15 +1341,20 @@ static int lane_format(lane *l, const todo *t)
     l->fmt_error = NULL;
     sk_csv_framer_free(&l->csv);
     sk_csv_framer_init(&l->csv, e->src->csv_delim);
+    sk_xml_framer_free(&l->xml);
+    sk_xml_framer_init(&l->xml);
+    l->skip_until = 0;
     switch (e->src->format) {
     case SK_FORMAT_CSV: l->fmt = SK_FORMAT_CSV; break;
+    case SK_FORMAT_XML: l->fmt = SK_FORMAT_XML; break;
     case SK_FORMAT_JSON:
     case SK_FORMAT_JSONL: l->fmt = SK_FORMAT_JSON; break;
     default:
         l->fmt = SK_FORMAT_AUTO;
         if (t->offset > 0) {
-            l->fmt = (t->flags & SK_UNIT_CSV) ? SK_FORMAT_CSV
-                                               : SK_FORMAT_JSON;
+            l->fmt = (t->flags & SK_UNIT_CSV)   ? SK_FORMAT_CSV
+                     : (t->flags & SK_UNIT_XML) ? SK_FORMAT_XML
+                                                : SK_FORMAT_JSON;
             break;
         }
         const char *id = t->id, *dot = strrchr(id, '.');
@@ -1246,6 +1374,8 @@ static int lane_format(lane *l, const todo *t)
         size_t el = end - (size_t)(dot - id);
         if (el == 4 && memcmp(dot, ".csv", 4) == 0)
             l->fmt = SK_FORMAT_CSV;
+        else if (el == 4 && memcmp(dot, ".xml", 4) == 0)
+            l->fmt = SK_FORMAT_XML;
         else if ((el == 5 && memcmp(dot, ".json", 5) == 0) ||
                  (el == 6 && memcmp(dot, ".jsonl", 6) == 0) ||
                  (el == 7 && memcmp(dot, ".ndjson", 7) == 0))
@@ -1306,12 +1436,19 @@ static int lane_open(lane *l, todo *t)
         sk_info("%s: resuming unit %s at offset %" PRId64, e->src->label,
                 t->id, t->offset);
     int inflated = (t->flags & SK_UNIT_INFLATED) != 0;
-    /* A CSV unit resumed after its header row reads the header again. */
-    int reread = inflated || (l->fmt == SK_FORMAT_CSV &&
-                              !l->csv.have_header && t->offset > 0);
+    /* A CSV unit resumed after its header row reads the header again. An
+     * XML unit resumed is framed again from its start, since the elements
+     * around its records are part of the state, but records that end
+     * before the offset are dropped (skip_until). */
+    int xml_again = l->fmt == SK_FORMAT_XML && t->offset > 0;
+    int reread = inflated || xml_again ||
+                 (l->fmt == SK_FORMAT_CSV && !l->csv.have_header &&
+                  t->offset > 0);
     int64_t raw_off = reread ? 0 : t->offset;
-    l->base = (uint64_t)t->offset;
-    l->first = t->offset == 0;
+    l->base = xml_again ? 0 : (uint64_t)t->offset;
+    l->first = l->base == 0;
+    if (xml_again)
+        l->skip_until = (uint64_t)t->offset;
     l->target = WINDOW_BYTES;
     sk_buf_reset(&l->win);
     sk_json_framer_init(&l->fr);
@@ -1348,7 +1485,7 @@ static int lane_open(lane *l, todo *t)
     }
     /* A resumed compressed unit, or a CSV unit that needs its header
      * again: skip what is already durable. */
-    if (reread && t->offset > 0) {
+    if (reread && t->offset > 0 && !xml_again) {
         if ((rc = sk_buf_reserve(&l->win, WINDOW_BYTES)))
             goto fail;
         uint64_t skip = (uint64_t)t->offset;
@@ -1381,6 +1518,7 @@ static void lane_close(lane *l)
     sk_decomp_free(l->r.dec);
     l->r.dec = NULL;
     sk_csv_framer_free(&l->csv);
+    sk_xml_framer_free(&l->xml);
     l->t = NULL;
     l->u = NULL;
 }
@@ -1420,6 +1558,8 @@ static int lane_apply(lane *l, int *finished)
         }
         if (p->csv) /* a header read by the piece is the lane's now */
             l->csv = ccur = p->csv_out;
+        if (p->xml)
+            l->xml = p->xml_out;
         if (p->failed)
             return SKIPPR_NOMEM;
         for (size_t r = 0; p->ndead && r < p->nrec; r++) {
@@ -1441,13 +1581,19 @@ static int lane_apply(lane *l, int *finished)
             const char *key = (const char *)p->memo.keys.data + k->key_off;
             size_t klen = k->key_len;
             uint64_t khash = k->key_hash;
-            if (p->csv) {
+            if (p->csv || p->xml) {
                 /* Rows under another header go to another slice: the
                  * header's id follows the key after a NUL (the object's
-                 * name is the part before it). */
-                char id[24];
-                int n = snprintf(id, sizeof id, "csv:%016" PRIx64,
-                                 p->csv_out.hdr.id);
+                 * name is the part before it); an XML slice's key also
+                 * names its root, for the close tag. */
+                char id[300];
+                int n = p->csv ? snprintf(id, sizeof id, "csv:%016" PRIx64,
+                                          p->csv_out.hdr.id)
+                               : snprintf(id, sizeof id, "xml:%016" PRIx64
+                                          ":%s", p->xml_out.id,
+                                          p->xml_out.root);
+                if (n < 0 || (size_t)n >= sizeof id)
+                    return SKIPPR_RANGE;
                 sk_buf_reset(&e->slice_key);
                 int rc = sk_buf_append(&e->slice_key, key, klen);
                 if (!rc)
@@ -1464,10 +1610,14 @@ static int lane_apply(lane *l, int *finished)
                                          SK_SLICE_DATA);
             if (!s)
                 return SKIPPR_NOMEM;
-            if (p->csv && s->records == 0) {
-                /* A new CSV slice starts with its header row. */
-                int rc = sk_state_append(e->st, s, p->csv_out.hdr.row,
-                                         p->csv_out.hdr.row_len);
+            if ((p->csv || p->xml) && s->records == 0) {
+                /* A new CSV slice starts with its header row; a new XML
+                 * slice with the declaration and the root's start tag. */
+                int rc = p->csv ? sk_state_append(e->st, s,
+                                                  p->csv_out.hdr.row,
+                                                  p->csv_out.hdr.row_len)
+                                : sk_state_append(e->st, s, p->xml_out.head,
+                                                  p->xml_out.head_len);
                 if (rc)
                     return rc;
             }
@@ -1516,13 +1666,15 @@ static int lane_apply(lane *l, int *finished)
         l->target = WINDOW_BYTES;
     sk_unit_rec *u = l->u;
     /* Unit progress as of the end of the last whole record. */
-    u->offset = (int64_t)l->base;
+    u->offset = (int64_t)SK_MAX(l->base, l->skip_until);
     if (l->fr.in_array)
         u->flags |= SK_UNIT_IN_ARRAY;
     else
         u->flags &= ~SK_UNIT_IN_ARRAY;
     if (l->fmt == SK_FORMAT_CSV)
         u->flags |= SK_UNIT_CSV;
+    if (l->fmt == SK_FORMAT_XML)
+        u->flags |= SK_UNIT_XML;
     u->dirty = 1;
     if (l->final && need_more && l->win.len > 0) {
         /* A cut-off record at the very end of the unit. */
@@ -1685,6 +1837,7 @@ static void lanes_free(engine *e)
             sk_csv_decoder_free(l->pieces[k].csvdec);
         }
         sk_csv_framer_free(&l->csv);
+        sk_xml_framer_free(&l->xml);
         sk_free(l->pieces);
         sk_free(l->r.raw);
         sk_buf_free(&l->win);
@@ -1891,7 +2044,16 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
 static int formats_init(engine *e)
 {
     e->paths = sk_router_paths(e->router, &e->npaths);
-    e->ext = e->sink->format == SK_FORMAT_CSV ? ".csv" : ".jsonl";
+    e->ext = e->sink->format == SK_FORMAT_CSV   ? ".csv"
+             : e->sink->format == SK_FORMAT_XML ? ".xml"
+                                                : ".jsonl";
+    e->xml_spec = sk_xml_spec_new(e->paths, e->npaths,
+                                  e->src->xml_record_element);
+    if (!e->xml_spec) {
+        sk_error("transform: a path cannot be read in XML (an '@' segment "
+                 "must be the last)");
+        return SKIPPR_INVAL;
+    }
     sk_buf_init(&e->slice_key, (size_t)1 << 20);
     const char *why = sk_format_pair_problem(e->src->format, e->sink->format,
                                              !e->cfg->route.skim);
@@ -1926,6 +2088,7 @@ static int formats_init(engine *e)
 
 static void engine_free(engine *e)
 {
+    sk_xml_spec_free(e->xml_spec);
     for (size_t i = 0; i < e->ncsv_cols; i++)
         sk_free(e->csv_cols[i]);
     sk_free(e->csv_cols);
