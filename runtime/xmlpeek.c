@@ -566,6 +566,10 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
                 return SK_XML_END;
             }
             if (buf[i] != '<') {
+                /* An error to the end of the data: wait for all of it, so
+                 * the span does not depend on where buffers end. */
+                if (!final)
+                    return SK_XML_NEED_MORE;
                 out->start = i;
                 out->reason = "text before the root element";
                 out->end = *pos = len;
@@ -595,17 +599,18 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
             }
             tag t;
             int rc = parse_tag(buf, len, i, &t);
-            if (rc == -1 && !final)
-                return SK_XML_NEED_MORE;
-            if (rc != 0 || (rc = set_head(f, buf, &t, i)) == -2) {
+            int hrc = rc == 0 ? set_head(f, buf, &t, i) : 0;
+            if (hrc == -1)
+                return SK_XML_NOMEM;
+            if (rc != 0 || hrc != 0) {
+                if (!final)
+                    return SK_XML_NEED_MORE;
                 out->start = i;
                 out->reason = "malformed root element";
                 out->end = *pos = len;
                 f->state = 2;
                 return SK_XML_ERROR;
             }
-            if (rc == -1)
-                return SK_XML_NOMEM;
             out->start = i;
             out->end = *pos = t.end;
             f->state = t.self_closing ? 2 : 1;
@@ -644,6 +649,10 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
                                               f->anc_len[f->depth - 1]
                                         : f->root;
             size_t wl = f->depth ? f->anc_len[f->depth - 1] : f->root_len;
+            if (rc != 0 && !final) {
+                *pos = i;
+                return SK_XML_NEED_MORE;
+            }
             if (rc != 0 || nn != wl || memcmp(buf + no, want, wl) != 0) {
                 out->start = i;
                 out->reason = "close tag does not match the open element";
@@ -697,10 +706,13 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
             return SK_XML_NEED_MORE;
         }
         if (rc != 0) {
+            size_t end;
+            if (resync(f, buf, len, i, i + 1, name, nl, final, &end) != 0) {
+                *pos = i;
+                return SK_XML_NEED_MORE;
+            }
             out->start = i;
             out->reason = "malformed start tag";
-            size_t end;
-            resync(f, buf, len, i, i + 1, name, nl, 1, &end);
             out->end = *pos = end;
             return SK_XML_ERROR;
         }
@@ -710,6 +722,10 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
         }
         if (f->depth + 1 >= SK_XML_MAX_DEPTH ||
             f->anc_used + t.name_len > SK_XML_NAMES) {
+            if (!final) {
+                *pos = i;
+                return SK_XML_NEED_MORE;
+            }
             out->start = i;
             out->reason = "elements around the records nested too deep";
             out->end = *pos = len;

@@ -9,10 +9,10 @@ SECS=${1:-30}
 B=build-fuzz
 CC=clang cmake -S . -B "$B" -DSKIPPR_FUZZ=ON -DSKIPPR_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$B" -j"$(nproc)" --target fuzz_csv fuzz_convert >/dev/null
+cmake --build "$B" -j"$(nproc)" --target fuzz_csv fuzz_convert fuzz_xml >/dev/null
 TESTDATA=${SKIPPR_TESTDATA:-../shared/testdata}
 mkdir -p "$B/crashes"
-for t in fuzz_csv fuzz_convert; do
+for t in fuzz_csv fuzz_convert fuzz_xml; do
     corpus="$B/corpus/$t"
     mkdir -p "$corpus"
     # Seeds: csv-spectrum's files and a few JSON test cases, each behind a
@@ -21,6 +21,11 @@ for t in fuzz_csv fuzz_convert; do
         for f in "$TESTDATA"/csv-spectrum/csvs/*.csv; do
             { printf '\001'; cat "$f"; } >"$corpus/$(basename "$f")"
         done
+    fi
+    if [ "$t" = fuzz_xml ]; then
+        printf '\000<?xml version="1.0"?><r xmlns:p="u"><a b="1"><c>x&amp;y</c></a><!--c--><p:a/><a><![CDATA[z]]></a></r>' >"$corpus/seed1.xml"
+        printf '\001<r><e><a>1</a><e/></e><x><e b="2"/></x></r>' >"$corpus/seed2.xml"
+        printf '\002<!DOCTYPE r [<!ELEMENT r ANY>]><r><?pi x?><a d="q">t</a></r>' >"$corpus/seed3.xml"
     fi
     if [ -d "$TESTDATA/JSONTestSuite/test_parsing" ]; then
         for f in "$TESTDATA"/JSONTestSuite/test_parsing/y_object*.json; do

@@ -186,6 +186,34 @@ static void test_record_element_and_errors(void **state)
     assert_null(sk_xml_spec_new(bad2, 1, NULL));
 }
 
+/* Found by fuzz_xml: errors that run to the end of the data (text before
+ * the root; a root name too long to keep) must wait for the end, or the
+ * span depends on where a buffer happened to end. */
+static void test_fuzz_errors_wait_for_the_end(void **state)
+{
+    (void)state;
+    sk_xml_spec *s = sk_xml_spec_new(paths, 0, NULL);
+    char longroot[400];
+    memset(longroot, 'h', sizeof longroot);
+    longroot[0] = '<';
+    memcpy(longroot + sizeof longroot - 9, "><e/></h>", 9);
+    const char *docs[] = {"\x01{ not xml } <r><e/></r>", longroot};
+    size_t lens[] = {strlen(docs[0]), sizeof longroot};
+    for (int k = 0; k < 2; k++) {
+        span whole[4], part[4];
+        size_t a = frame(s, docs[k], lens[k], lens[k], whole, 4, NULL);
+        assert_int_equal(a, 1);
+        assert_int_equal(whole[0].rc, SK_XML_ERROR);
+        assert_int_equal(whole[0].end, lens[k]);
+        for (size_t cut = 0; cut < lens[k]; cut += 7) {
+            size_t b = frame(s, docs[k], lens[k], cut, part, 4, NULL);
+            assert_int_equal(b, 1);
+            assert_int_equal(part[0].end, whole[0].end);
+        }
+    }
+    sk_xml_spec_free(s);
+}
+
 /* libxml2's own serialization of a node. */
 static char *dump(xmlNodePtr n)
 {
@@ -266,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_records_and_values),
         cmocka_unit_test(test_record_element_and_errors),
         cmocka_unit_test(test_differential_libxml2),
+        cmocka_unit_test(test_fuzz_errors_wait_for_the_end),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     xmlCleanupParser();
