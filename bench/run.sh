@@ -8,7 +8,8 @@
 #    program (three framings, validate true and false), then the same job
 #    by cat, cp -r, jq, a naive Python script, DuckDB and skipprd, with
 #    GB/s, CPU-s per GB, peak RSS and byte-equality, and the ratios.
-#    Then CSV: csvpeek + route next to libcsv's full parse, same bytes.
+#    Then CSV: csvpeek + route next to libcsv's full parse, same bytes;
+#    and XML: xmlpeek + route next to libxml2's xmlReader.
 # 2. Instructions per input byte of the peek path under callgrind, which do
 #    not depend on how busy the machine is.
 # 3. End to end on a generated archive of mixed framings: cp -r + sync and
@@ -42,6 +43,8 @@ python3 bench/peers.py --mb "$MB" --runs 3
 echo
 echo "== 1b. CSV peek + route next to libcsv's full parse (one core)"
 taskset -c 0 build/bench/bench_csv "$MB" 5
+echo "== 1c. XML peek + route next to libxml2's xmlReader (one core)"
+taskset -c 0 build/bench/bench_xml "$MB" 5
 
 echo
 echo "== 2. instructions per byte of peek + route (callgrind, 16 MB)"

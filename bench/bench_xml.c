@@ -1,0 +1,197 @@
+/* XML peek + route on one core, next to libxml2's xmlReader over the same
+ * bytes.
+ *
+ * Builds an XML document in memory (records under a namespaced root: the
+ * type as a child or an attribute, the tenant under detail or truck, three
+ * time formats, an entity now and then), then times, median of several
+ * runs:
+ *   - skippr: frame every record (xmlpeek), decode the picked values, route
+ *     them with the seed's transform (the memo), as a pipeline task does
+ *     with validate: false;
+ *   - libxml2: xmlReaderForMemory, reading every node.
+ *
+ *   bench_xml [MB] [runs]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libxml/xmlreader.h>
+
+#include "common.h"
+#include "route.h"
+#include "timeparse.h"
+#include "xmlpeek.h"
+
+static uint64_t rng = 0x2545F4914F6CDD1DULL;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static const char *const types[] = {"login", "logout", "purchase",
+                                    "page_view", "truck_ping", "error"};
+static const char *const tenants[] = {"acme", "globex", "initech", "umbrella",
+                                      "hooli", "stark", "wayne", "a&amp;b"};
+
+static void gen(sk_buf *b, size_t mb, size_t *n)
+{
+    sk_buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                     "<ev:events xmlns:ev=\"urn:ev\">\n");
+    while (b->len < mb << 20) {
+        if (sk_buf_reserve(b, 4096)) {
+            fprintf(stderr, "bench_xml: out of memory\n");
+            exit(1);
+        }
+        const char *t = types[rnd() % 6];
+        const char *tn = tenants[rnd() % 8];
+        long sec = 1633219200L + (long)(rnd() % (5 * 86400));
+        char ts[64];
+        switch (rnd() % 3) {
+        case 0: {
+            sk_civil c;
+            sk_time_to_civil(sec, &c);
+            snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year,
+                     c.month, c.day, c.hour, c.minute, c.second);
+            break;
+        }
+        case 1: snprintf(ts, sizeof ts, "%ld", sec); break;
+        default: snprintf(ts, sizeof ts, "%ld%03d", sec, (int)(rnd() % 1000));
+        }
+        int truck = strcmp(t, "truck_ping") == 0;
+        char typ[64], child[64];
+        int as_attr = rnd() % 2;
+        snprintf(typ, sizeof typ, as_attr ? " type=\"%s\"" : "", t);
+        snprintf(child, sizeof child,
+                 as_attr ? "" : "<event_type>%s</event_type>", t);
+        sk_buf_printf(b, "  <event id=\"%llu\"%s>%s<timestamp>%s</timestamp>"
+                      "<%s><tenant_id>%s</tenant_id><user>u%05d</user></%s>"
+                      "<amount>%d.%02d</amount></event>\n",
+                      (unsigned long long)(rnd() % 1000000), typ, child, ts,
+                      truck ? "truck" : "detail", tn, (int)(rnd() % 99999),
+                      truck ? "truck" : "detail", (int)(rnd() % 500),
+                      (int)(rnd() % 100));
+        (*n)++;
+    }
+    sk_buf_printf(b, "</ev:events>\n");
+}
+
+static void sort(double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = i + 1; k < n; k++)
+            if (v[k] < v[i]) {
+                double t = v[i];
+                v[i] = v[k];
+                v[k] = t;
+            }
+}
+
+int main(int argc, char **argv)
+{
+    size_t mb = argc > 1 ? (size_t)atoi(argv[1]) : 128;
+    int runs = argc > 2 ? atoi(argv[2]) : 5;
+    if (runs < 1 || runs > 64)
+        runs = 5;
+    sk_buf doc;
+    sk_buf_init(&doc, (size_t)1 << 34);
+    size_t nrec = 0;
+    gen(&doc, mb, &nrec);
+    sk_route_config cfg = {"event_type,@type",
+                           "detail.tenant_id,truck.tenant_id", "timestamp",
+                           SK_TIME_UNIT_DAY, "p_", 1, 0};
+    const char *err = NULL;
+    sk_router *r = sk_router_new(&cfg, &err);
+    size_t npaths;
+    const char *const *paths = sk_router_paths(r, &npaths);
+    sk_xml_spec *spec = sk_xml_spec_new(paths, npaths, NULL);
+    sk_memo memo;
+    sk_memo_init(&memo, (size_t)1 << 30);
+    sk_buf scratch;
+    sk_buf_init(&scratch, 1 << 20);
+    double ours[64], theirs[64];
+    uint64_t check = 0;
+    xmlInitParser();
+    for (int run = 0; run < runs; run++) {
+        uint64_t t0 = sk_now_ns();
+        sk_xml_framer f;
+        sk_xml_framer_init(&f);
+        size_t pos = 0, n = 0, next_reset = 0;
+        sk_xml_record rec;
+        for (;;) {
+            sk_xml_rc rc = sk_xml_next(&f, spec, doc.data, doc.len, &pos, 1,
+                                       &rec);
+            if (rc == SK_XML_END)
+                break;
+            if (rc != SK_XML_RECORD)
+                continue;
+            if (pos >= next_reset) {
+                sk_memo_reset(&memo);
+                next_reset = pos + (1u << 20);
+            }
+            sk_field fl[SK_PEEK_MAX_PATHS];
+            size_t at[SK_PEEK_MAX_PATHS];
+            sk_buf_reset(&scratch);
+            for (size_t i = 0; i < npaths; i++) {
+                fl[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};
+                if (!rec.values[i].kind)
+                    continue;
+                at[i] = scratch.len;
+                if (sk_xml_value_text(doc.data, &rec.values[i], &scratch) ==
+                        0 &&
+                    scratch.len > at[i])
+                    fl[i] = (sk_field){SK_FIELD_STRING, NULL,
+                                       scratch.len - at[i]};
+            }
+            for (size_t i = 0; i < npaths; i++)
+                if (fl[i].kind == SK_FIELD_STRING)
+                    fl[i].p = scratch.data + at[i];
+            uint32_t id;
+            if (sk_route_memo_fields(r, &memo, fl, &id))
+                return 1;
+            check += memo.keys_at[id].key_hash;
+            n++;
+        }
+        sk_xml_framer_free(&f);
+        ours[run] = (double)doc.len / 1e6 / ((double)(sk_now_ns() - t0) / 1e9);
+        if (n != nrec) {
+            fprintf(stderr, "bench_xml: framed %zu of %zu records\n", n, nrec);
+            return 1;
+        }
+        t0 = sk_now_ns();
+        xmlTextReaderPtr rd = xmlReaderForMemory((const char *)doc.data,
+                                                 (int)doc.len, NULL, NULL,
+                                                 XML_PARSE_NONET);
+        size_t nodes = 0;
+        while (rd && xmlTextReaderRead(rd) == 1)
+            nodes++;
+        xmlFreeTextReader(rd);
+        theirs[run] = (double)doc.len / 1e6 /
+                      ((double)(sk_now_ns() - t0) / 1e9);
+        if (nodes < nrec) {
+            fprintf(stderr, "bench_xml: xmlReader read %zu nodes\n", nodes);
+            return 1;
+        }
+    }
+    sort(ours, runs);
+    sort(theirs, runs);
+    printf("xml %.1f MB, %zu records (%.0f bytes/record), one core, median "
+           "of %d [%llx]\n", (double)doc.len / 1e6, nrec,
+           (double)doc.len / (double)nrec, runs,
+           (unsigned long long)(check & 0xffff));
+    printf("  skippr peek+route (xmlpeek, libxml2 for values with entities): "
+           "%.0f MB/s\n", ours[runs / 2]);
+    printf("  libxml2 xmlReader, every node:                                 "
+           "%.0f MB/s\n", theirs[runs / 2]);
+    printf("  skippr / xmlReader = %.2fx\n", ours[runs / 2] / theirs[runs / 2]);
+    sk_xml_spec_free(spec);
+    sk_router_free(r);
+    sk_memo_free(&memo);
+    sk_buf_free(&scratch);
+    sk_buf_free(&doc);
+    xmlCleanupParser();
+    return 0;
+}
