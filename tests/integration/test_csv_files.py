@@ -3,7 +3,7 @@
 
 Shows: a generated CSV archive (mixed event types; the tenant in one of two
 columns, detail.tenant_id or truck.tenant_id; five time formats; quoted
-cells with delimiters, quotes and line breaks; LF and CRLF; gzip; objects
+cells with delimiters, quotes and line breaks; LF and CRLF; a BOM; gzip; objects
 with and without a .csv extension; a schema change half-way) is copied
 with every row byte-equal and under the folder its cells dictate; each
 output object is a valid CSV document (Python's csv module) that starts
@@ -92,6 +92,8 @@ def generate(root, objects, rows, seed, delim=",", header_row=True):
             body.append(raw)
             want[(expected_key(obj), head if header_row else None, raw)] += 1
         data = eol.join(body) + (eol if o % 4 else b"")
+        if o % 6 == 3:
+            data = b"\xef\xbb\xbf" + data  # a BOM is not the header's
         folder = os.path.join(root, SOURCE_PREFIX, "2021/10/0%d" % (3 + o % 4))
         os.makedirs(folder, exist_ok=True)
         name = "events-%04d" % o + (".csv" if o % 2 else "")
