@@ -27,7 +27,7 @@
 #define SK_UNIT_DONE 1u        /* every record of the unit is durable */
 #define SK_UNIT_INFLATED 2u    /* offset counts decompressed bytes */
 #define SK_UNIT_IN_ARRAY 4u    /* resume inside a top-level JSON array */
-#define SK_UNIT_CSV 8u         /* a CSV unit: resuming reads its header */
+#define SK_UNIT_CSV 8u         /* a CSV unit: resuming frames it again */
 #define SK_UNIT_XML 16u        /* an XML unit: resuming frames it again */
 
 typedef struct sk_unit_rec {

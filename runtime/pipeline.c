@@ -196,6 +196,32 @@ static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len)
     return SKIPPR_OK;
 }
 
+/* Routes the record just kept, [start, end), by fields f that its values
+ * were decoded into: a string field without a pointer lies in scratch at
+ * at[i] (scratch may have moved while later values were decoded). dec is
+ * the decoding's result: SKIPPR_CORRUPT dead-letters the record with
+ * `undecodable`. Returns -1 when the piece failed, else 0. */
+static int piece_route(piece *p, sk_field *f, const size_t *at, int dec,
+                       size_t start, size_t end, const char *undecodable)
+{
+    engine *e = p->e;
+    if (dec == SKIPPR_CORRUPT) {
+        p->recs[p->nrec - 1].reason = undecodable;
+        p->ndead++;
+        return 0;
+    }
+    for (size_t i = 0; i < e->npaths && !dec; i++)
+        if (f[i].kind == SK_FIELD_STRING && !f[i].p)
+            f[i].p = p->scratch.data + at[i];
+    uint32_t id;
+    if (dec || sk_route_memo_fields(e->router, &p->memo, f, &id) ||
+        group_add(p, id, p->buf + start, end - start)) {
+        p->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
 /* piece_run for a CSV unit: rows instead of JSON values; the picked
  * cells are decoded (libcsv, for quoted ones) into fields. The header row
  * is taken by the framer and is no record. */
@@ -220,8 +246,8 @@ static void piece_run_csv(piece *p)
             pos = r.start;
             break;
         }
-        if (rc == SK_CSV_HEADER)
-            continue;
+        if (rc == SK_CSV_HEADER || r.start < p->skip_before)
+            continue; /* the header; or durable before a restart */
         const char *why = rc == SK_CSV_ERROR ? r.reason : NULL;
         if (!why && e->sink->format != SK_FORMAT_CSV) {
             /* csv -> jsonl: names and values become JSON strings */
@@ -263,20 +289,9 @@ static void piece_run_csv(piece *p)
             if (!bad && p->scratch.len > at[i])
                 f[i] = (sk_field){SK_FIELD_STRING, NULL, p->scratch.len - at[i]};
         }
-        if (bad == SKIPPR_CORRUPT) {
-            p->recs[p->nrec - 1].reason = "a routing cell cannot be decoded";
-            p->ndead++;
-            continue;
-        }
-        for (size_t i = 0; i < e->npaths && !bad; i++)
-            if (f[i].kind == SK_FIELD_STRING && !f[i].p)
-                f[i].p = p->scratch.data + at[i];
-        uint32_t id;
-        if (bad || sk_route_memo_fields(e->router, &p->memo, f, &id) ||
-            group_add(p, id, p->buf + r.start, r.end - r.start)) {
-            p->failed = 1;
+        if (piece_route(p, f, at, bad, r.start, r.end,
+                        "a routing cell cannot be decoded"))
             break;
-        }
     }
     p->stop = pos;
     p->csv_out = fr;
@@ -328,20 +343,9 @@ static void piece_run_xml(piece *p)
             if (!bad && p->scratch.len > at[i])
                 f[i] = (sk_field){SK_FIELD_STRING, NULL, p->scratch.len - at[i]};
         }
-        if (bad == SKIPPR_CORRUPT) {
-            p->recs[p->nrec - 1].reason = "a routing value cannot be decoded";
-            p->ndead++;
-            continue;
-        }
-        for (size_t i = 0; i < e->npaths && !bad; i++)
-            if (f[i].kind == SK_FIELD_STRING)
-                f[i].p = p->scratch.data + at[i];
-        uint32_t id;
-        if (bad || sk_route_memo_fields(e->router, &p->memo, f, &id) ||
-            group_add(p, id, p->buf + r.start, r.end - r.start)) {
-            p->failed = 1;
+        if (piece_route(p, f, at, bad, r.start, r.end,
+                        "a routing value cannot be decoded"))
             break;
-        }
     }
     p->stop = pos;
     p->xml_out = fr;
@@ -566,31 +570,44 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
 /* The conversion slice s needs for this sink, if any: a CSV slice (its
  * key holds the header's id) to a jsonl sink, or a JSON slice to a csv
  * sink. */
+/* The format of a data slice's records, from the tag lane_apply puts in
+ * its key after a NUL ("csv:<id>", "xml:<id>:<root>"; none for JSON).
+ * *tag, if not NULL, is set past the "xml:" or "csv:". */
+static int slice_format(const sk_slice *s, const char **tag)
+{
+    size_t name = strnlen(s->key, s->key_len);
+    if (s->kind != SK_SLICE_DATA || name + 5 > s->key_len)
+        return SK_FORMAT_JSON;
+    const char *t = s->key + name + 1;
+    if (tag)
+        *tag = t + 4;
+    return memcmp(t, "csv:", 4) == 0   ? SK_FORMAT_CSV
+           : memcmp(t, "xml:", 4) == 0 ? SK_FORMAT_XML
+                                       : SK_FORMAT_JSON;
+}
+
 static sk_conv_kind slice_conv(const engine *e, const sk_slice *s)
 {
     if (s->kind != SK_SLICE_DATA)
         return SK_CONV_NONE;
-    size_t name = strnlen(s->key, s->key_len);
-    if (name + 5 <= s->key_len && memcmp(s->key + name + 1, "xml:", 4) == 0)
-        return SK_CONV_NONE;
-    int csv = name + 5 <= s->key_len &&
-              memcmp(s->key + name + 1, "csv:", 4) == 0;
+    int fmt = slice_format(s, NULL);
     int sink_csv = e->sink->format == SK_FORMAT_CSV;
-    if (csv && !sink_csv)
+    if (fmt == SK_FORMAT_CSV && !sink_csv)
         return SK_CONV_CSV_JSONL;
-    if (!csv && sink_csv)
+    if (fmt == SK_FORMAT_JSON && sink_csv)
         return SK_CONV_JSON_CSV;
     return SK_CONV_NONE;
 }
 
 /* An XML slice's object ends with its root's close tag, which its key
- * carries after the header's id ("\0xml:<id>:<root>"). 0 if s is none. */
+ * carries after the header's id. 0 if s is none. */
 static size_t xml_trailer(const sk_slice *s, char *out, size_t cap)
 {
-    size_t name = strnlen(s->key, s->key_len);
-    size_t at = name + 1 + 4 + 16 + 1;
-    if (s->kind != SK_SLICE_DATA || at > s->key_len ||
-        memcmp(s->key + name + 1, "xml:", 4) != 0)
+    const char *tag;
+    if (slice_format(s, &tag) != SK_FORMAT_XML)
+        return 0;
+    size_t at = (size_t)(tag - s->key) + 16 + 1; /* "<id>:" */
+    if (at > s->key_len)
         return 0;
     int n = snprintf(out, cap, "</%.*s>\n", (int)(s->key_len - at),
                      s->key + at);
@@ -921,20 +938,11 @@ static int flush_slices(engine *e, int force)
         sk_conv_kind ck = slice_conv(e, s);
         char tail[300];
         size_t tl = xml_trailer(s, tail, sizeof tail);
-        if (tl) {
-            /* The records and newlines, then the root's close tag. */
-            writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, NULL, NULL, NULL};
-            sk_buf scratch;
-            sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
-            rc = sk_state_foreach_record(st, s, &scratch, write_record, &cw);
-            sk_buf_free(&scratch);
-            if (!rc)
-                rc = writer_put(&cw, tail, tl);
-            if (!rc)
-                rc = sk_state_seal_as(st, s, e->ext, cw.bytes, cw.crc);
-        } else if (ck == SK_CONV_NONE) {
+        if (ck == SK_CONV_NONE) {
+            /* The records and newlines (and an XML root's close tag) */
             rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad"
-                                                               : e->ext);
+                                                               : e->ext,
+                               tail, tl);
         } else {
             /* A converted object: measure what delivery will write. */
             writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, NULL, NULL, NULL};
@@ -1132,8 +1140,9 @@ struct lane {
     const char *fmt_error; /* the unit's format cannot be copied */
     sk_csv_framer csv; /* CSV units: owns the header */
     sk_xml_framer xml; /* XML units: owns the header */
-    uint64_t skip_until; /* an XML unit resumed: records before this
-                          * unit offset are durable, framed but dropped */
+    uint64_t skip_until; /* a CSV or XML unit resumed: records before
+                          * this unit offset are durable, framed again
+                          * but dropped */
     piece *pieces;     /* MAX_PIECES of them */
     size_t npieces;
     sk_task inflate;   /* compressed units: decompress, then frame */
@@ -1167,18 +1176,8 @@ static void lane_skip_bom(lane *l)
 /* The copy this pipeline can make of a unit of format fmt, or why not. */
 static const char *format_problem(const engine *e, int fmt)
 {
-    int sink_xml = e->sink->format == SK_FORMAT_XML;
-    if (fmt == SK_FORMAT_XML && !sink_xml)
-        return "the unit is XML, which can only go to a sink with "
-               "format: xml";
-    if (fmt != SK_FORMAT_XML && fmt != SK_FORMAT_AUTO && sink_xml)
-        return "the sink's format is xml, which takes only XML units";
-    /* json -> csv reads every record as an object (convert.c). */
-    if (fmt == SK_FORMAT_JSON && e->sink->format == SK_FORMAT_CSV &&
-        e->cfg->route.skim)
-        return "the unit is JSON and the sink's format is csv: json->csv "
-               "needs validate: true";
-    return NULL;
+    return sk_format_pair_problem((sk_format)fmt, e->sink->format,
+                                  !e->cfg->route.skim);
 }
 
 /* The data decides an unknown format: '{' or '[' first is JSON, '<' is
@@ -1393,25 +1392,6 @@ static int lane_format(lane *l, const todo *t)
     return SKIPPR_OK;
 }
 
-/* A resumed CSV unit: read its header row from the unit's first bytes. */
-static int csv_reread_header(lane *l, const uint8_t *buf, size_t n)
-{
-    engine *e = l->e;
-    size_t pos = sk_json_skip_bom(buf, n);
-    sk_csv_record rec;
-    sk_csv_rc rc = sk_csv_next(&l->csv, e->paths, e->npaths, buf, n, &pos,
-                               0, &rec);
-    if (rc == SK_CSV_NOMEM)
-        return SKIPPR_NOMEM;
-    if (rc != SK_CSV_HEADER) {
-        sk_error("%s: unit %s: cannot read its CSV header row again to "
-                 "resume at offset %" PRId64, e->src->label, l->t->id,
-                 l->t->offset);
-        return SKIPPR_CORRUPT;
-    }
-    return SKIPPR_OK;
-}
-
 /* Pipeline thread: open the lane's unit and sniff its compression. */
 static int lane_open(lane *l, todo *t)
 {
@@ -1436,18 +1416,18 @@ static int lane_open(lane *l, todo *t)
         sk_info("%s: resuming unit %s at offset %" PRId64, e->src->label,
                 t->id, t->offset);
     int inflated = (t->flags & SK_UNIT_INFLATED) != 0;
-    /* A CSV unit resumed after its header row reads the header again. An
-     * XML unit resumed is framed again from its start, since the elements
-     * around its records are part of the state, but records that end
-     * before the offset are dropped (skip_until). */
-    int xml_again = l->fmt == SK_FORMAT_XML && t->offset > 0;
-    int reread = inflated || xml_again ||
-                 (l->fmt == SK_FORMAT_CSV && !l->csv.have_header &&
-                  t->offset > 0);
+    /* A resumed CSV unit needs its header row again, and a resumed XML
+     * unit the elements open around its records: both are framed again
+     * from their start, and the records before the offset are dropped
+     * (skip_until). */
+    int again = t->offset > 0 &&
+                (l->fmt == SK_FORMAT_XML ||
+                 (l->fmt == SK_FORMAT_CSV && !l->csv.have_header));
+    int reread = inflated || again;
     int64_t raw_off = reread ? 0 : t->offset;
-    l->base = xml_again ? 0 : (uint64_t)t->offset;
+    l->base = again ? 0 : (uint64_t)t->offset;
     l->first = l->base == 0;
-    if (xml_again)
+    if (again)
         l->skip_until = (uint64_t)t->offset;
     l->target = WINDOW_BYTES;
     sk_buf_reset(&l->win);
@@ -1483,9 +1463,8 @@ static int lane_open(lane *l, todo *t)
             u->flags |= SK_UNIT_INFLATED;
         }
     }
-    /* A resumed compressed unit, or a CSV unit that needs its header
-     * again: skip what is already durable. */
-    if (reread && t->offset > 0 && !xml_again) {
+    /* A resumed compressed unit: skip what is already durable. */
+    if (reread && t->offset > 0 && !again) {
         if ((rc = sk_buf_reserve(&l->win, WINDOW_BYTES)))
             goto fail;
         uint64_t skip = (uint64_t)t->offset;
@@ -1496,9 +1475,6 @@ static int lane_open(lane *l, todo *t)
                 goto fail;
             if (n == 0)
                 break;
-            if (l->fmt == SK_FORMAT_CSV && !l->csv.have_header &&
-                (rc = csv_reread_header(l, l->win.data, n)))
-                goto fail;
             skip -= n;
         }
     }

@@ -787,7 +787,8 @@ static int sum_record(void *ud, const uint8_t *rec, size_t len)
     return SKIPPR_OK;
 }
 
-int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
+int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
+                  const void *tail, size_t tail_len)
 {
     assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
     sum_ctx c = {0, 0, s->kind == SK_SLICE_DEAD, 0};
@@ -802,6 +803,10 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext)
         sk_buf_free(&scratch);
         if (rc)
             return rc;
+    }
+    if (tail_len) {
+        c.crc = sk_crc32c(c.crc, tail, tail_len);
+        c.bytes += tail_len;
     }
     return sk_state_seal_as(st, s, ext, c.bytes, c.crc);
 }

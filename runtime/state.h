@@ -129,10 +129,13 @@ int sk_state_commit(sk_state *st);
  * seal or a stop needs a durable one. */
 int sk_state_commit_as(sk_state *st, int durable);
 /* Seal an OPEN slice: requires a commit since its last append (the caller
- * commits first). Fixes the object key, size and CRC and appends the SEAL
+ * commits first). The object is the records, each with a newline, then
+ * tail_len bytes of tail (an XML root's close tag; none: NULL, 0). Fixes
+ * the object key, size and CRC and appends the SEAL
  * frame. The seal is durable only after the next sk_wal_sync(): sync once
  * after sealing a batch, and before writing any of it to the sink. */
-int sk_state_seal(sk_state *st, sk_slice *s, const char *ext);
+int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
+                  const void *tail, size_t tail_len);
 /* The same for an object that is not the records and newlines (a
  * conversion): the caller measured its size and CRC32C. */
 int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,

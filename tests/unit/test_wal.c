@@ -234,7 +234,7 @@ static void test_seal_survives_and_done_forgets(void **state)
     sk_slice *s = sk_state_slice(st, "ns/x=1", 6, sk_hash_fast("ns/x=1", 6), 0);
     assert_int_equal(sk_state_append(st, s, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
-    assert_int_equal(sk_state_seal(st, s, ".jsonl"), 0);
+    assert_int_equal(sk_state_seal(st, s, ".jsonl", NULL, 0), 0);
     assert_int_equal(sk_wal_sync(st->wal), 0);
     char key[256];
     snprintf(key, sizeof key, "%s", s->object_key);
@@ -272,7 +272,7 @@ static void test_gc_keeps_recovery_consistent(void **state)
     assert_int_equal(sk_state_append(st, a, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
     assert_int_equal(sk_wal_rotate(st->wal), 0);
-    assert_int_equal(sk_state_seal(st, a, ".jsonl"), 0);
+    assert_int_equal(sk_state_seal(st, a, ".jsonl", NULL, 0), 0);
     assert_int_equal(sk_wal_sync(st->wal), 0);
     assert_int_equal(sk_state_done(st, a), 0);
     assert_int_equal(sk_wal_sync(st->wal), 0);
