@@ -408,6 +408,22 @@ def dead_letters(sink_root):
     return out
 
 
+def kill_until_resumed(ws, limit=30):
+    """Runs ws's pipeline --once, killed at the Nth source read
+    (SKIPPR_CRASH=read:N) for N = 2, 3, ... until a run completes, then
+    once more without a kill. Returns how many runs resumed a unit
+    part-way ("resuming unit" in the log)."""
+    resumed = 0
+    for n in range(2, limit):
+        env = dict(os.environ, SKIPPR_CRASH="read:%d" % n)
+        p = ws.sync("--once", env=env, check_rc=False)
+        resumed += "resuming unit" in p.err
+        if p.returncode == 0:
+            break
+    p = ws.sync("--once")
+    return resumed + ("resuming unit" in p.err)
+
+
 def files_snapshot(root):
     snap = {}
     for dirpath, _, files in os.walk(root):

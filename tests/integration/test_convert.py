@@ -22,7 +22,7 @@ import subprocess
 
 from skippr_test import (Workspace, check, dead_letters, expected_key, main,
                          SOURCE_PREFIX, frame, SOURCE_DIR)
-from test_csv_files import generate, HEADER_A, HEADER_B
+from test_csv_files import generate
 
 DUCKDB_READ = os.path.join(SOURCE_DIR, "bench", "duckdb", "read_csv.mjs")
 

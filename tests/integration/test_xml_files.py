@@ -22,7 +22,8 @@ import re
 import subprocess
 import time
 
-from skippr_test import (Workspace, check, dead_letters, expected_key, main,
+from skippr_test import (Workspace, check, dead_letters, expected_key,
+                         kill_until_resumed, main,
                          SOURCE_PREFIX)
 
 TYPES = ["login", "logout", "purchase", "truck_ping", "error"]
@@ -248,15 +249,7 @@ def test_crash_mid_object_resumes():
     try:
         want = generate(ws.inp, objects=2, records=60000, seed=8)
         config(ws, pipeline_extra={"commit_interval_ms": 1})
-        resumed = 0
-        for n in range(2, 30):
-            env = dict(os.environ, SKIPPR_CRASH="read:%d" % n)
-            p = ws.sync("--once", env=env, check_rc=False)
-            resumed += "resuming unit" in p.err
-            if p.returncode == 0:
-                break
-        p = ws.sync("--once")
-        resumed += "resuming unit" in p.err
+        resumed = kill_until_resumed(ws)
         check(resumed > 0, "no run resumed an object part-way")
         n = assert_xml_exact(ws, want)
         print("  %d records exact after kills mid-object (%d resumed)" %
