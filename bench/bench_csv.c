@@ -17,24 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_gen.h"
 #include "common.h"
 #include "csvpeek.h"
 #include "route.h"
 #include "timeparse.h"
 
-static uint64_t rng = 0x2545F4914F6CDD1DULL;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static const char *const types[] = {"login", "logout", "purchase",
-                                    "page_view", "truck_ping", "error"};
-static const char *const tenants[] = {"acme", "globex", "initech", "umbrella",
-                                      "hooli", "stark", "wayne", "tyrell"};
 static const char *const notes[] = {
     "plain note", "\"with, a comma\"", "\"say \"\"hi\"\"\"",
     "\"two\nlines\"", "", "caf\xc3\xa9 au lait"};
@@ -50,19 +38,8 @@ static void gen(sk_buf *b, size_t mb, size_t *rows)
         }
         const char *t = types[rnd() % 6];
         const char *tn = tenants[rnd() % 8];
-        long sec = 1633219200L + (long)(rnd() % (5 * 86400));
         char ts[64];
-        switch (rnd() % 3) {
-        case 0: {
-            sk_civil c;
-            sk_time_to_civil(sec, &c);
-            snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year,
-                     c.month, c.day, c.hour, c.minute, c.second);
-            break;
-        }
-        case 1: snprintf(ts, sizeof ts, "%ld", sec); break;
-        default: snprintf(ts, sizeof ts, "%ld%03d", sec, (int)(rnd() % 1000));
-        }
+        bench_time(ts, sizeof ts, 0);
         int truck = strcmp(t, "truck_ping") == 0;
         sk_buf_printf(b, "%s,%llu,%s,%s,%s,u%05d,%d.%02d,%s\n", t,
                       (unsigned long long)(rnd() % 1000000), ts,
@@ -94,17 +71,6 @@ static int no_space(unsigned char c)
 {
     (void)c;
     return 0;
-}
-
-static void sort(double *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        for (int k = i + 1; k < n; k++)
-            if (v[k] < v[i]) {
-                double t = v[i];
-                v[i] = v[k];
-                v[k] = t;
-            }
 }
 
 int main(int argc, char **argv)
@@ -198,17 +164,16 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    sort(ours, runs);
-    sort(theirs, runs);
+    double mine = bench_median(ours, runs), lib = bench_median(theirs, runs);
     printf("csv %.1f MB, %zu rows (%.0f bytes/row), one core, median of %d "
            "[%llx]\n", (double)corpus.len / 1e6, nrows,
            (double)corpus.len / (double)nrows, runs,
            (unsigned long long)(check & 0xffff));
     printf("  skippr peek+route (csvpeek, libcsv for quoted picked cells): "
-           "%.0f MB/s\n", ours[runs / 2]);
+           "%.0f MB/s\n", mine);
     printf("  libcsv full parse (callbacks that count):                    "
-           "%.0f MB/s\n", theirs[runs / 2]);
-    printf("  skippr / libcsv = %.2fx\n", ours[runs / 2] / theirs[runs / 2]);
+           "%.0f MB/s\n", lib);
+    printf("  skippr / libcsv = %.2fx\n", mine / lib);
     sk_csv_decoder_free(dec);
     sk_router_free(r);
     sk_memo_free(&memo);

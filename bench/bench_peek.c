@@ -24,41 +24,17 @@
 #include "common.h"
 #include "json.h"
 #include "route.h"
+#include "bench_gen.h"
 #include "timeparse.h"
 
 #define PIECE_BYTES (1u << 20) /* a pipeline task's share of a window */
-
-static uint64_t rng = 0x2545F4914F6CDD1DULL;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static const char *const types[] = {"login", "logout", "purchase",
-                                    "page_view", "truck_ping", "error"};
-static const char *const tenants[] = {"acme", "globex", "initech", "umbrella",
-                                      "hooli", "stark", "wayne", "tyrell"};
 
 static void gen_record(sk_buf *b, int pretty)
 {
     const char *t = types[rnd() % 6];
     const char *tn = tenants[rnd() % 8];
-    long sec = 1633219200L + (long)(rnd() % (5 * 86400));
     char ts[64];
-    switch (rnd() % 3) {
-    case 0: {
-        sk_civil c;
-        sk_time_to_civil(sec, &c);
-        snprintf(ts, sizeof ts, "\"%04d-%02d-%02dT%02d:%02d:%02dZ\"", c.year,
-                 c.month, c.day, c.hour, c.minute, c.second);
-        break;
-    }
-    case 1: snprintf(ts, sizeof ts, "%ld", sec); break;
-    default: snprintf(ts, sizeof ts, "%ld%03d", sec, (int)(rnd() % 1000));
-    }
+    bench_time(ts, sizeof ts, 1);
     const char *nl = pretty ? "\n  " : "";
     const char *sp = pretty ? " " : "";
     if (strcmp(t, "truck_ping") == 0)
@@ -205,17 +181,10 @@ int main(int argc, char **argv)
         }
         best[run] = (double)corpus.len / 1e6 / secs;
     }
-    /* median */
-    for (int i = 0; i < runs; i++)
-        for (int k = i + 1; k < runs; k++)
-            if (best[k] < best[i]) {
-                double t = best[i];
-                best[i] = best[k];
-                best[k] = t;
-            }
+    double median = bench_median(best, runs);
     printf("peek+route %-6s one core: %.0f MB/s median of %d runs (%.1f MB, "
            "%zu records, %.0f bytes/record) [%llx]%s\n", framing,
-           best[runs / 2], runs, (double)corpus.len / 1e6, nrec,
+           median, runs, (double)corpus.len / 1e6, nrec,
            (double)corpus.len / (double)nrec, (unsigned long long)(check & 0xffff), framing_note);
     sk_router_free(r);
     sk_memo_free(&memo);
