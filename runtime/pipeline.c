@@ -1180,12 +1180,24 @@ static const char *format_problem(const engine *e, int fmt)
                                   !e->cfg->route.skim);
 }
 
-/* The data decides an unknown format: '{' or '[' first is JSON, '<' is
- * XML, anything else CSV. Runs with the unit's first
- * bytes in the window. */
-static void lane_sniff(lane *l)
+/* The unit's format is known: whether this sink can take it, and a CSV
+ * unit's configured columns. SKIPPR_OK or SKIPPR_NOMEM. */
+static int lane_format_known(lane *l)
 {
     engine *e = l->e;
+    l->fmt_error = format_problem(e, l->fmt);
+    if (l->fmt == SK_FORMAT_CSV && e->csv_cols)
+        return sk_csv_framer_set_columns(&l->csv,
+                                         (const char *const *)e->csv_cols,
+                                         e->ncsv_cols, e->paths, e->npaths);
+    return SKIPPR_OK;
+}
+
+/* The data decides an unknown format: '{' or '[' first is JSON, '<' is
+ * XML, anything else CSV. Runs with the unit's first bytes in the
+ * window. */
+static void lane_sniff(lane *l)
+{
     size_t i = 0;
     while (i < l->win.len && ws(l->win.data[i]))
         i++;
@@ -1198,11 +1210,7 @@ static void lane_sniff(lane *l)
         l->fmt = SK_FORMAT_XML;
     else
         l->fmt = SK_FORMAT_CSV;
-    if (!l->fmt_error)
-        l->fmt_error = format_problem(e, l->fmt);
-    if (l->fmt == SK_FORMAT_CSV && e->csv_cols &&
-        sk_csv_framer_set_columns(&l->csv, (const char *const *)e->csv_cols,
-                                  e->ncsv_cols, e->paths, e->npaths))
+    if (lane_format_known(l))
         l->fmt_error = "out of memory";
 }
 
@@ -1380,16 +1388,7 @@ static int lane_format(lane *l, const todo *t)
                  (el == 7 && memcmp(dot, ".ndjson", 7) == 0))
             l->fmt = SK_FORMAT_JSON;
     }
-    if (l->fmt == SK_FORMAT_CSV && e->csv_cols) {
-        int rc = sk_csv_framer_set_columns(
-            &l->csv, (const char *const *)e->csv_cols, e->ncsv_cols,
-            e->paths, e->npaths);
-        if (rc)
-            return rc;
-    }
-    if (l->fmt != SK_FORMAT_AUTO)
-        l->fmt_error = format_problem(e, l->fmt);
-    return SKIPPR_OK;
+    return l->fmt == SK_FORMAT_AUTO ? SKIPPR_OK : lane_format_known(l);
 }
 
 /* Pipeline thread: open the lane's unit and sniff its compression. */
