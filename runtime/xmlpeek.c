@@ -147,14 +147,21 @@ static size_t find(const uint8_t *buf, size_t len, size_t i, const char *end)
 static size_t skip_markup(const uint8_t *buf, size_t len, size_t i)
 {
     size_t avail = len - i;
+    /* The end is looked for after the opening: "<!-->" does not close
+     * where it opens. */
     const char *end = NULL;
-    if (starts(buf + i, avail, "<!--"))
+    size_t from = 0;
+    if (starts(buf + i, avail, "<!--")) {
         end = "-->";
-    else if (starts(buf + i, avail, "<?"))
+        from = i + 4;
+    } else if (starts(buf + i, avail, "<?")) {
         end = "?>";
-    else if (starts(buf + i, avail, "<![CDATA["))
+        from = i + 2;
+    } else if (starts(buf + i, avail, "<![CDATA[")) {
         end = "]]>";
-    else if (starts(buf + i, avail, "<!")) {
+        from = i + 9;
+    }
+    if (!end && starts(buf + i, avail, "<!")) {
         /* <!DOCTYPE ...> with an internal subset in brackets */
         int sq = 0;
         char quote = 0;
@@ -174,13 +181,12 @@ static size_t skip_markup(const uint8_t *buf, size_t len, size_t i)
             }
         }
         return SIZE_MAX;
-    } else if (avail < 9 && (buf[i + 1 < len ? i + 1 : i] == '!' ||
-                             avail < 2)) {
-        return SIZE_MAX; /* "<!" or "<" at the end: not known yet */
+    } else if (avail < 2) {
+        return SIZE_MAX; /* "<" at the end: not known yet */
     }
     if (!end)
         return 0;
-    size_t e = find(buf, len, i + 2, end);
+    size_t e = find(buf, len, from, end);
     return e ? e : SIZE_MAX;
 }
 

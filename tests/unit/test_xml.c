@@ -214,6 +214,23 @@ static void test_fuzz_errors_wait_for_the_end(void **state)
     sk_xml_spec_free(s);
 }
 
+/* Found by fuzz_xml's differential: "<!-->" opens a comment (its end is
+ * looked for after the "<!--"), so the elements inside it are no records,
+ * as libxml2 reads it. */
+static void test_fuzz_comment_end_after_opening(void **state)
+{
+    (void)state;
+    sk_xml_spec *s = sk_xml_spec_new(paths, 0, NULL);
+    const char *d = "<r><!--><e>not a record</e>--><e/><!---->"
+                    "<?pi?><e></e></r>";
+    span sp[4];
+    size_t n = frame(s, d, strlen(d), strlen(d), sp, 4, NULL);
+    assert_int_equal(n, 2);
+    assert_memory_equal(d + sp[0].start, "<e/>", 4);
+    assert_memory_equal(d + sp[1].start, "<e></e>", 7);
+    sk_xml_spec_free(s);
+}
+
 /* libxml2's own serialization of a node. */
 static char *dump(xmlNodePtr n)
 {
@@ -295,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_record_element_and_errors),
         cmocka_unit_test(test_differential_libxml2),
         cmocka_unit_test(test_fuzz_errors_wait_for_the_end),
+        cmocka_unit_test(test_fuzz_comment_end_after_opening),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     xmlCleanupParser();
