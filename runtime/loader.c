@@ -293,12 +293,44 @@ static int host_should_stop(const skippr_host *h)
     return sk_stop_requested;
 }
 
+/* The streaming calls go to the engine's hooks; without them (a sink, or
+ * an instance made only to validate) they fail, saying why. */
+static int no_stream(const skippr_host *h, const char *call)
+{
+    host_log(h, SKIPPR_LOG_ERROR, "%s() called outside a streaming source's "
+             "poll()", call);
+    return SKIPPR_FATAL;
+}
+
 static int host_emit(const skippr_host *h, const skippr_message *m)
 {
-    SK_UNUSED(m);
-    host_log(h, SKIPPR_LOG_ERROR, "emit() called, but streaming sources are "
-             "not supported by this engine version");
-    return SKIPPR_FATAL;
+    const sk_instance *inst = h->impl;
+    if (!inst->stream)
+        return no_stream(h, "emit");
+    if (!m || m->struct_size < sizeof *m) {
+        host_log(h, SKIPPR_LOG_ERROR, "emit(): skippr_message.struct_size is "
+                 "%u, this engine needs %zu", m ? m->struct_size : 0,
+                 sizeof *m);
+        return SKIPPR_INVAL;
+    }
+    return inst->stream->emit(inst->stream->ud, m);
+}
+
+static int host_position(const skippr_host *h, const char *unit,
+                         int64_t *next)
+{
+    const sk_instance *inst = h->impl;
+    if (!inst->stream)
+        return no_stream(h, "position");
+    return inst->stream->position(inst->stream->ud, unit, next);
+}
+
+static int host_sync(const skippr_host *h)
+{
+    const sk_instance *inst = h->impl;
+    if (!inst->stream)
+        return no_stream(h, "sync");
+    return inst->stream->sync(inst->stream->ud);
 }
 
 static const skippr_option *find_opt(const skippr_option *t, const char *k)
@@ -442,7 +474,8 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
 
 int sk_instance_new(const skippr_plugin *p, int is_sink,
                     const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
-                    int start, int64_t memory_budget, sk_instance **out,
+                    int start, const sk_stream_hooks *stream,
+                    int64_t memory_budget, sk_instance **out,
                     sk_cfg_err *err)
 {
     int rc = SKIPPR_NOMEM;
@@ -466,7 +499,11 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
         goto oom;
     inst->host = (skippr_host){sizeof(skippr_host), host_log, host_counter_add,
                                host_should_stop, host_emit, inst,
-                               memory_budget, SKIPPR_HOST_SYNCS_SINKS};
+                               memory_budget, SKIPPR_HOST_SYNCS_SINKS,
+                               host_position, host_sync};
+    if (start & SK_START_ONCE)
+        inst->host.flags |= SKIPPR_HOST_ONCE;
+    inst->stream = stream;
 
     const sk_ynode *opts = ep->options;
     for (size_t i = 0; opts && i < opts->n; i++) {

@@ -88,16 +88,34 @@ typedef struct sk_instance {
     /* Counters go to this instance's table instead (sibling instances of
      * one sink, one per upload thread); NULL: its own. Not owned. */
     struct sk_instance *counters_to;
+    /* A streaming source's engine side; NULL otherwise. Not owned. */
+    const struct sk_stream_hooks *stream;
 } sk_instance;
 
+/* What a streaming source's host calls reach (see skippr_host): the
+ * engine's handlers, called on the poll() thread with ud. */
+typedef struct sk_stream_hooks {
+    int (*emit)(void *ud, const skippr_message *m);
+    int (*position)(void *ud, const char *unit, int64_t *next);
+    int (*sync)(void *ud);
+    void *ud;
+} sk_stream_hooks;
+
+/* sk_instance_new() start bits. */
+#define SK_START 1      /* call init() */
+#define SK_START_ONCE 2 /* host->flags gets SKIPPR_HOST_ONCE */
+
 /* Validate opts against the plugin's table plus the engine's common
- * options, allocate the context, fill it and, if start is set, call init().
+ * options, allocate the context, fill it and, if start has SK_START, call
+ * init(). stream (NULL unless a streaming source) must outlive the
+ * instance.
  * memory_budget reaches the plugin as host->memory_budget.
  * On failure err names file:line:col. Caller owns *out: sk_instance_free().
  */
 int sk_instance_new(const skippr_plugin *p, int is_sink,
                     const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
-                    int start, int64_t memory_budget, sk_instance **out,
+                    int start, const sk_stream_hooks *stream,
+                    int64_t memory_budget, sk_instance **out,
                     sk_cfg_err *err);
 void sk_instance_free(sk_instance *inst);
 /* Non-zero once the instance's plugin has logged an error line. The engine

@@ -124,7 +124,8 @@ static int validate_one(const sk_yaml_doc *doc, const char *name,
             return 1;
         }
         sk_instance *inst = NULL;
-        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 0, 0, &inst, &err)) {
+        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 0, NULL, 0,
+                            &inst, &err)) {
             fprintf(stderr, "skipprd: error: %s\n", err.msg);
             return 1;
         }

@@ -61,6 +61,13 @@ typedef struct group {
 typedef struct engine engine;
 typedef struct lane lane;
 
+/* A streaming source's unit (a topic-partition) as the engine tracks it. */
+typedef struct stream_unit {
+    char *id;          /* owned */
+    sk_unit_rec *rec;  /* the ledger's; its offset is the next position */
+    int64_t acked;     /* offset already acked to the source */
+} stream_unit;
+
 /* One uploader: a sink instance with its own buffers. Sealed slices are
  * written by up to upload_concurrency threads at once, each with its own
  * uploader, because a plugin instance is used by one thread at a time. */
@@ -138,6 +145,13 @@ struct engine {
     size_t ncsv_cols;
     const char *ext;          /* data objects' extension, from the sink */
     sk_buf slice_key;         /* a CSV slice's key: route key + header id */
+    /* streaming sources */
+    int streaming;            /* the source has poll(), not list() */
+    sk_stream_hooks hooks;    /* what its host calls reach */
+    stream_unit *sunits;
+    size_t nsunits, sunits_cap;
+    sk_buf sscratch;          /* decoded field values of one message */
+    uint64_t duplicates;      /* messages dropped as already durable */
 };
 
 /* A plugin call failed: an error line, unless the plugin already logged
@@ -479,6 +493,7 @@ typedef struct writer {
     uint64_t n;
     uint64_t data_off; /* meta mode: offset of the record in the data object */
     int count_only;
+    int records_mode;    /* SKIPPR_SINK_RECORDS: one object_write a record */
     sk_conv *conv;       /* records are converted (write_converted) */
     sk_buf *conv_out;    /* one record's converted bytes */
     const char *conv_why; /* why a record could not be converted */
@@ -520,10 +535,28 @@ static int writer_put(writer *w, const void *p, size_t n)
     return sk_buf_append(&u->out, p, n);
 }
 
+/* A record sink gets each record in its own object_write(), without the
+ * newline; size and CRC still count the newline, as sealed. */
+static int write_one(writer *w, const void *rec, size_t len)
+{
+    w->bytes += len + 1;
+    w->crc = sk_crc32c(sk_crc32c(w->crc, rec, len), "\n", 1);
+    if (w->count_only)
+        return SKIPPR_OK;
+    sk_crashpoint("sink_write");
+    return w->u->sink->plugin->sink->object_write(w->u->sink->ctx, w->h, rec,
+                                                  len);
+}
+
 static int write_record(void *ud, const uint8_t *rec, size_t len)
 {
     writer *w = ud;
     int rc;
+    if (w->records_mode && w->dead_mode != 2) {
+        if (w->dead_mode == 1 && (w->n++ % 2) == 0)
+            return SKIPPR_OK; /* a dead letter's meta: the sidecar's */
+        return write_one(w, rec, len);
+    }
     if (w->conv) {
         sk_buf_reset(w->conv_out);
         if ((rc = sk_conv_record(w->conv, rec, len, w->conv_out,
@@ -556,6 +589,20 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
             char head[64];
             int hn = snprintf(head, sizeof head, "{\"object_offset\":%" PRIu64
                               ",", w->data_off);
+            if (w->records_mode) {
+                /* The meta line is one record: build it first. */
+                sk_buf line;
+                sk_buf_init(&line, (size_t)hn + len + 2);
+                rc = sk_buf_append(&line, head, (size_t)hn);
+                if (!rc)
+                    rc = sk_buf_append(&line, rec, len);
+                if (!rc)
+                    rc = sk_buf_append(&line, "}", 1);
+                if (!rc)
+                    rc = write_one(w, line.data, line.len);
+                sk_buf_free(&line);
+                return rc;
+            }
             if ((rc = writer_put(w, head, (size_t)hn)) ||
                 (rc = writer_put(w, rec, len)))
                 return rc;
@@ -667,7 +714,15 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
     engine *e = u->e;
     sk_instance *sink = u->sink;
     const skippr_sink_ops *ops = sink->plugin->sink;
-    skippr_object_info info = {key, slice_id, size, crc, ctype};
+    /* The partition is the slice key up to a NUL (a format tag follows);
+     * the namespace its first folder. */
+    char ns[SK_SEGMENT_MAX + 1];
+    size_t nsl = strcspn(s->key, "/");
+    snprintf(ns, sizeof ns, "%.*s", (int)SK_MIN(nsl, SK_SEGMENT_MAX), s->key);
+    skippr_object_info info = {key, slice_id, size, crc, ctype,
+                               s->key, ns, s->records};
+    int records_mode = SKIPPR_OPS_HAS(skippr_sink_ops, ops, flags) &&
+                       (ops->flags & SKIPPR_SINK_RECORDS);
     if (ops->object_check) {
         int rc = ops->object_check(sink->ctx, &info);
         if (rc == SKIPPR_OK) {
@@ -686,7 +741,8 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
                 return SKIPPR_STOPPED;
             backoff_sleep(attempt);
         }
-        writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0, NULL, NULL, NULL};
+        writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0, records_mode,
+                    NULL, NULL, NULL};
         sk_buf_reset(&u->out);
         if ((rc = sk_buf_reserve(&u->out, OUT_BUF)))
             return rc;
@@ -747,7 +803,7 @@ static int upload_one(uploader *u, sk_slice *s)
         if (rc)
             return rc;
         /* The sidecar: one JSON line per dead letter. */
-        writer w = {u, NULL, 0, 0, 0, 2, 0, 0, 1, NULL, NULL, NULL};
+        writer w = {u, NULL, 0, 0, 0, 2, 0, 0, 1, 0, NULL, NULL, NULL};
         rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record, &w);
         if (rc)
             return rc;
@@ -945,7 +1001,8 @@ static int flush_slices(engine *e, int force)
                                tail, tl);
         } else {
             /* A converted object: measure what delivery will write. */
-            writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, NULL, NULL, NULL};
+            writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, 0,
+                         NULL, NULL, NULL};
             sk_buf scratch;
             sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
             rc = write_converted(e, s, ck, &cw, &scratch);
@@ -1174,8 +1231,21 @@ static void lane_skip_bom(lane *l)
 }
 
 /* The copy this pipeline can make of a unit of format fmt, or why not. */
+/* A sink that takes records, not files (Kafka, MQTT, HTTP). */
+static int sink_takes_records(const sk_instance *sink)
+{
+    const skippr_sink_ops *ops = sink->plugin->sink;
+    return SKIPPR_OPS_HAS(skippr_sink_ops, ops, flags) &&
+           (ops->flags & SKIPPR_SINK_RECORDS);
+}
+
 static const char *format_problem(const engine *e, int fmt)
 {
+    if (sink_takes_records(e->sink) &&
+        (fmt == SK_FORMAT_CSV || fmt == SK_FORMAT_XML ||
+         e->sink->format != SK_FORMAT_JSON))
+        return "a record sink (Kafka, MQTT, HTTP) takes JSON records, one "
+               "per message; CSV and XML need a file or S3 sink";
     return sk_format_pair_problem((sk_format)fmt, e->sink->format,
                                   !e->cfg->route.skim);
 }
@@ -1949,6 +2019,227 @@ static int copy_pass(engine *e)
     }
 }
 
+/* ---- streaming sources ---------------------------------------------------
+ *
+ * A streaming source (Kafka, MQTT, HTTP push) calls host->emit() from its
+ * poll(), one message per record. Each unit's next position lives in the
+ * ledger like a file's offset and is made durable by the same group
+ * commits; only after a durable commit are positions acked to the source.
+ * A message below its unit's durable position was copied already and is
+ * dropped, so a source that redelivers (a rebalance, a restart before the
+ * ack reached the broker) never duplicates a record. */
+
+/* The engine's record of a unit, looked up (and resumed from the ledger
+ * file) on first sight. NULL on allocation or ledger failure (*rc). */
+static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
+{
+    for (size_t i = 0; i < e->nsunits; i++)
+        if (strcmp(e->sunits[i].id, id) == 0)
+            return &e->sunits[i];
+    const sk_unit_rec *known = NULL;
+    if ((*rc = sk_ledger_lookup(e->st->ledger, id, &known)))
+        return NULL;
+    int64_t offset = known ? known->offset : 0;
+    *rc = SKIPPR_NOMEM;
+    if (sk_array_grow(&e->sunits, e->nsunits, &e->sunits_cap,
+                      sizeof *e->sunits, 16))
+        return NULL;
+    sk_unit_rec *r = sk_ledger_touch(e->st->ledger, id, "", -1);
+    char *copy = sk_strdup(id);
+    if (!r || !copy) {
+        sk_free(copy);
+        return NULL;
+    }
+    if (r->offset < offset)
+        r->offset = offset;
+    stream_unit *u = &e->sunits[e->nsunits++];
+    *u = (stream_unit){copy, r, r->offset};
+    *rc = SKIPPR_OK;
+    return u;
+}
+
+/* A routing field that comes with the message, not from its bytes:
+ * $key, $topic, $header.NAME. Returns 0 when path is no such field. */
+static int message_field(const skippr_message *m, const char *path,
+                         sk_field *f)
+{
+    *f = (sk_field){SK_FIELD_ABSENT, NULL, 0};
+    if (path[0] != '$')
+        return 0;
+    if (strcmp(path, "$key") == 0) {
+        if (m->key && m->key_len)
+            *f = (sk_field){SK_FIELD_STRING, m->key, m->key_len};
+    } else if (strcmp(path, "$topic") == 0) {
+        if (m->topic && *m->topic)
+            *f = (sk_field){SK_FIELD_STRING, (const uint8_t *)m->topic,
+                            strlen(m->topic)};
+    } else if (strncmp(path, "$header.", 8) == 0) {
+        for (size_t i = 0; i < m->nheaders; i++) {
+            const skippr_header *h = &m->headers[i];
+            if (h->name && strcmp(h->name, path + 8) == 0 && h->len) {
+                *f = (sk_field){SK_FIELD_STRING, h->value, h->len};
+                break;
+            }
+        }
+    }
+    return 1;
+}
+
+/* One message: a JSON value, routed by its fields and the message's. */
+static int stream_record(engine *e, const skippr_message *m)
+{
+    const uint8_t *buf = m->data;
+    size_t len = m->len;
+    const char *why = NULL;
+    sk_json_record r;
+    if (len == 0)
+        why = "empty message";
+    else if (len > (size_t)e->cfg->max_record_bytes)
+        why = "record larger than max_record_bytes";
+    else {
+        sk_json_framer fr;
+        sk_json_framer_init(&fr);
+        size_t pos = 0;
+        sk_json_rc rc = sk_json_next(&fr, sk_router_json_spec(e->router),
+                                     buf, len, &pos, 1, &r);
+        while (pos < len && ws(buf[pos]))
+            pos++;
+        if (rc == SK_JSON_ERROR)
+            why = r.reason;
+        else if (rc != SK_JSON_RECORD)
+            why = "message holds no JSON value";
+        else if (pos < len)
+            why = "message holds more than one JSON value";
+    }
+    if (why)
+        return dead_letter(e, m->unit, (uint64_t)m->position, buf, len, why);
+    sk_field f[SK_PEEK_MAX_PATHS];
+    int rc = sk_route_json_fields(e->router, buf, r.values, &e->sscratch, f);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < e->npaths; i++) {
+        sk_field mf;
+        if (message_field(m, e->paths[i], &mf))
+            f[i] = mf;
+    }
+    sk_buf_reset(&e->slice_key);
+    if ((rc = sk_route_key(e->router, f, &e->slice_key)))
+        return rc;
+    const char *key = (const char *)e->slice_key.data;
+    size_t klen = e->slice_key.len;
+    sk_slice *s = sk_state_slice(e->st, key, klen, sk_hash_fast(key, klen),
+                                 SK_SLICE_DATA);
+    if (!s)
+        return SKIPPR_NOMEM;
+    if ((rc = sk_state_append(e->st, s, buf, len)))
+        return rc;
+    e->records++;
+    return SKIPPR_OK;
+}
+
+static int stream_emit(void *ud, const skippr_message *m)
+{
+    engine *e = ud;
+    if (!m->unit || !*m->unit || m->position < 0 || (!m->data && m->len)) {
+        sk_error("%s: emit() without a unit, a position >= 0 or data",
+                 e->src->label);
+        return SKIPPR_INVAL;
+    }
+    int rc;
+    stream_unit *u = stream_unit_get(e, m->unit, &rc);
+    if (!u)
+        return rc;
+    if (m->position < u->rec->offset) {
+        e->duplicates++;
+        return SKIPPR_OK;
+    }
+    if ((rc = stream_record(e, m)))
+        return rc;
+    u->rec->offset = m->position + 1;
+    u->rec->dirty = 1;
+    e->bytes_in += m->len;
+    e->bytes_since_commit += m->len;
+    return SKIPPR_OK;
+}
+
+static int stream_position(void *ud, const char *unit, int64_t *next)
+{
+    engine *e = ud;
+    int rc;
+    stream_unit *u = stream_unit_get(e, unit, &rc);
+    if (!u)
+        return rc;
+    /* Durable or not yet: a message emitted in this run is not wanted
+     * again either. */
+    if (u->rec->offset == 0)
+        return SKIPPR_NOENT;
+    *next = u->rec->offset;
+    return SKIPPR_OK;
+}
+
+/* A durable commit, then every unit's new position is acked. */
+static int stream_sync(void *ud)
+{
+    engine *e = ud;
+    int rc = sk_state_commit(e->st);
+    if (rc)
+        return rc;
+    e->bytes_since_commit = 0;
+    e->last_commit_ns = sk_now_ns();
+    const skippr_source_ops *ops = e->src->plugin->source;
+    for (size_t i = 0; i < e->nsunits; i++) {
+        stream_unit *u = &e->sunits[i];
+        if (u->rec->offset <= u->acked)
+            continue;
+        if ((rc = ops->ack(e->src->ctx, u->id, u->rec->offset - 1))) {
+            plugin_failed(e->src, "%s: ack of %s failed: %s", e->src->label,
+                          u->id, skippr_status_str(rc));
+            return rc;
+        }
+        u->acked = u->rec->offset;
+    }
+    return SKIPPR_OK;
+}
+
+/* Poll the source until it ends (--once) or a stop is asked for, with
+ * durable commits and acks every commit_interval_ms and slices sealed when
+ * due. */
+static int stream_run(engine *e)
+{
+    const skippr_source_ops *ops = e->src->plugin->source;
+    int rc;
+    for (;;) {
+        if (sk_stop_requested)
+            return SKIPPR_STOPPED;
+        rc = ops->poll(e->src->ctx, 100);
+        if (rc == SKIPPR_END)
+            break;
+        if (rc == SKIPPR_STOPPED)
+            return rc;
+        if (rc) {
+            plugin_failed(e->src, "%s: poll failed: %s", e->src->label,
+                          skippr_status_str(rc));
+            return rc;
+        }
+        progress(e, 0);
+        uint64_t now = sk_now_ns();
+        if (now - e->last_commit_ns >=
+            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
+            if ((rc = stream_sync(e)))
+                return rc;
+        } else if (st_memory_over(e) &&
+                   (rc = sk_state_flush_blocks(e->st, 1))) {
+            return rc;
+        }
+        if (now - e->last_seal_check_ns >= 1000000000ULL) {
+            e->last_seal_check_ns = now;
+            if ((rc = flush_slices(e, 0)))
+                return rc;
+        }
+    }
+    return stream_sync(e);
+}
+
 /* ---- setup ------------------------------------------------------------ */
 
 static int open_endpoints(engine *e, const sk_yaml_doc *doc)
@@ -1977,13 +2268,19 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
             sk_error("%s", err.msg);
             return SKIPPR_INVAL;
         }
-        if (i == 0 && !lib->desc->source->list) {
-            sk_error("%s: streaming sources are not supported yet",
-                     eps[i]->plugin);
+        if (i == 0 && !lib->desc->source->list &&
+            !(lib->desc->source->poll && lib->desc->source->ack)) {
+            sk_error("%s: the source has neither list() nor poll() and "
+                     "ack()", eps[i]->plugin);
             return SKIPPR_INVAL;
         }
         if (i == 0) {
-            if (sk_instance_new(lib->desc, 0, doc, eps[i], 1,
+            e->streaming = !lib->desc->source->list;
+            e->hooks = (sk_stream_hooks){stream_emit, stream_position,
+                                         stream_sync, e};
+            int start = SK_START | (e->opts->once ? SK_START_ONCE : 0);
+            if (sk_instance_new(lib->desc, 0, doc, eps[i], start,
+                                e->streaming ? &e->hooks : NULL,
                                 e->cfg->memory_budget, &e->src, &err)) {
                 sk_error("%s", err.msg);
                 return SKIPPR_INVAL;
@@ -2001,7 +2298,7 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
             sk_buf_init(&u->out, OUT_BUF + 64);
             sk_buf_init(&u->scratch, SK_WAL_MAX_PAYLOAD + 64);
             e->nup = k + 1;
-            if (sk_instance_new(lib->desc, 1, doc, eps[i], 1,
+            if (sk_instance_new(lib->desc, 1, doc, eps[i], SK_START, NULL,
                                 e->cfg->memory_budget, &u->sink, &err)) {
                 sk_error("%s", err.msg);
                 return SKIPPR_INVAL;
@@ -2030,8 +2327,15 @@ static int formats_init(engine *e)
         return SKIPPR_INVAL;
     }
     sk_buf_init(&e->slice_key, (size_t)1 << 20);
-    const char *why = sk_format_pair_problem(e->src->format, e->sink->format,
-                                             !e->cfg->route.skim);
+    sk_buf_init(&e->sscratch, (size_t)e->cfg->max_record_bytes + 64);
+    if (e->streaming && (e->src->format == SK_FORMAT_CSV ||
+                         e->src->format == SK_FORMAT_XML)) {
+        sk_error("%s: a streaming source's messages are JSON records; "
+                 "format %s is for files", e->src->label,
+                 e->src->format == SK_FORMAT_CSV ? "csv" : "xml");
+        return SKIPPR_INVAL;
+    }
+    const char *why = format_problem(e, e->src->format);
     if (why) {
         sk_error("%s -> %s: %s", e->src->label, e->sink->label, why);
         return SKIPPR_INVAL;
@@ -2068,6 +2372,10 @@ static void engine_free(engine *e)
         sk_free(e->csv_cols[i]);
     sk_free(e->csv_cols);
     sk_buf_free(&e->slice_key);
+    sk_buf_free(&e->sscratch);
+    for (size_t i = 0; i < e->nsunits; i++)
+        sk_free(e->sunits[i].id);
+    sk_free(e->sunits);
     todo_clear(e);
     sk_free(e->todo);
     sk_free(e->list_after);
@@ -2137,7 +2445,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         goto out;
 
     for (;;) {
-        rc = copy_pass(&e);
+        rc = e.streaming ? stream_run(&e) : copy_pass(&e);
         if (rc == SKIPPR_STOPPED)
             break;
         if (rc)
@@ -2182,6 +2490,9 @@ out:
     }
     if (e.st) {
         double secs = (double)(sk_now_ns() - e.start_ns) / 1e9;
+        if (e.streaming)
+            sk_info("%s: %" PRIu64 " messages dropped as already copied",
+                    e.src->label, e.duplicates);
         sk_info("%s: %" PRIu64 " units copied, %" PRIu64 " already done, "
                 "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
                 "%" PRIu64 " dead-lettered; %" PRIu64 " objects written; "

@@ -1,4 +1,4 @@
-/* skippr public ABI, version 1: what a plugin sees of the engine.
+/* skippr public ABI, version 2: what a plugin sees of the engine.
  *
  * A plugin is a shared object that exports one function,
  *
@@ -86,15 +86,28 @@ typedef enum skippr_log_level {
     SKIPPR_LOG_DEBUG = 3
 } skippr_log_level;
 
-/* A message from a streaming source (Kafka, MQTT, HTTP push). The bytes are
- * borrowed: the engine copies what it keeps before emit() returns. */
-typedef struct skippr_message {
-    const char *unit;     /* e.g. "topic/3"; progress is tracked per unit */
-    int64_t position;     /* position to ack once durable (offset, seq) */
-    const void *data;
+/* One header of a streaming message (a Kafka header, an MQTT v5 user
+ * property). value need not be text. */
+typedef struct skippr_header {
+    const char *name; /* NUL-terminated */
+    const void *value;
     size_t len;
-    const char *key;      /* optional routing field $key, NUL-terminated */
-    const char *topic;    /* optional routing field $topic */
+} skippr_header;
+
+/* A message from a streaming source (Kafka, MQTT, HTTP push): one record.
+ * Everything is borrowed: the engine copies what it keeps before emit()
+ * returns. Set struct_size to sizeof(skippr_message). */
+typedef struct skippr_message {
+    uint32_t struct_size;
+    const char *unit;     /* e.g. "topic/3"; progress is tracked per unit */
+    int64_t position;     /* increases within a unit; acked once durable */
+    const void *data;     /* the record's exact bytes */
+    size_t len;
+    const void *key;      /* routing field $key (a Kafka key); may be NULL */
+    size_t key_len;
+    const char *topic;    /* routing field $topic; may be NULL */
+    const skippr_header *headers; /* routing fields $header.NAME */
+    size_t nheaders;
 } skippr_message;
 
 /* Services the engine offers one instance. The pointer passed to init() stays
@@ -111,8 +124,11 @@ typedef struct skippr_host {
     /* Non-zero once the engine is shutting down: long calls should return
      * SKIPPR_STOPPED promptly. */
     int (*should_stop)(const struct skippr_host *host);
-    /* Streaming sources: hand one message to the engine. Returns SKIPPR_OK,
-     * or SKIPPR_RETRY under backpressure (stop polling, try again). */
+    /* Streaming sources, only from within poll() and on its thread: hand
+     * one message to the engine. SKIPPR_OK: taken (or dropped because a
+     * message at or after this position of the unit is already durable;
+     * the counter "duplicates_dropped" says so). Another status: stop
+     * polling and return it. */
     int (*emit)(const struct skippr_host *host, const skippr_message *msg);
     void *impl; /* engine-private */
     /* Appended in 0.1 (check with SKIPPR_HOST_HAS): the bytes this
@@ -121,11 +137,25 @@ typedef struct skippr_host {
     int64_t memory_budget;
     /* Appended in 0.1: SKIPPR_HOST_* bits saying what this engine does. */
     uint32_t flags;
+    /* ABI 2, streaming sources, only from within poll(): the position
+     * after the last durable message of unit (the next one wanted):
+     * SKIPPR_OK and *next, or SKIPPR_NOENT when nothing of it is durable.
+     * A source resumes each unit there, so nothing durable is read again. */
+    int (*position)(const struct skippr_host *host, const char *unit,
+                    int64_t *next);
+    /* ABI 2, streaming sources, only from within poll(): make every message
+     * emitted so far durable now, and ack() them before returning (a Kafka
+     * source calls it when partitions are revoked). */
+    int (*sync)(const struct skippr_host *host);
 } skippr_host;
 
 /* host->flags: the engine calls skippr_sink_ops.sync() before it records
  * objects as written, so a sink with sync() may defer durability to it. */
 #define SKIPPR_HOST_SYNCS_SINKS 1u
+/* host->flags: the run is `--once`. A streaming source reads what exists
+ * when it starts (Kafka: up to the high watermarks; MQTT: until idle), then
+ * poll() returns SKIPPR_END. */
+#define SKIPPR_HOST_ONCE 2u
 
 /* Non-zero when the engine's host struct has `field` (hosts only grow). */
 #define SKIPPR_HOST_HAS(host, field)                                       \
@@ -172,12 +202,12 @@ typedef struct skippr_source_ops {
     void (*close)(void *ctx, void *stream);
 
     /* Streaming sources (NULL for listable ones). poll() emits messages via
-     * host->emit for up to timeout_ms. ack() is called only once every
-     * message of unit up to and including position is durable. */
+     * host->emit for up to timeout_ms; SKIPPR_END when a --once run has
+     * read everything it will. ack() is called, on the poll() thread, only
+     * once every message of unit up to and including position is durable.
+     * A unit resumes where host->position() says. */
     int (*poll)(void *ctx, int timeout_ms);
     int (*ack)(void *ctx, const char *unit, int64_t position);
-    /* Resume a unit after restart: the next message wanted is position+1. */
-    int (*seek)(void *ctx, const char *unit, int64_t position);
 
     /* Optional (may be NULL), listable sources. A hint: these units will be
      * opened next, in this order. A plugin may start fetching them (within
@@ -200,6 +230,11 @@ typedef struct skippr_object_info {
     uint64_t size;            /* exact byte count that write() will deliver */
     uint32_t crc32c;          /* CRC32C of those bytes */
     const char *content_type; /* e.g. "application/x-ndjson" */
+    /* ABI 2 */
+    const char *partition;    /* the key's folders: "ns/p_x=v/p_year=..." */
+    const char *namespace_name; /* its first folder, e.g. "order_created" */
+    uint64_t records;         /* records in the object (header rows not
+                               * counted) */
 } skippr_object_info;
 
 typedef struct skippr_sink_ops {
@@ -234,7 +269,15 @@ typedef struct skippr_sink_ops {
      * none of them, and writes them again later. A sink may defer
      * durability to sync() only when that flag is set. */
     int (*sync)(void *ctx);
+    /* ABI 2: SKIPPR_SINK_* bits. */
+    uint32_t flags;
 } skippr_sink_ops;
+
+/* skippr_sink_ops.flags: the sink sends records, not files (Kafka, MQTT,
+ * HTTP). object_write() then gets exactly one record per call, without the
+ * newline, and size/crc32c in the info still describe the whole object
+ * (records each followed by a newline) for checks. */
+#define SKIPPR_SINK_RECORDS 1u
 
 /* Non-zero when an ops struct of type `type` at `ops` has `field`. */
 #define SKIPPR_OPS_HAS(type, ops, field)                                   \

@@ -32,7 +32,8 @@
     X(CHANGED, -13, "changed since it was last seen")                          \
     X(ABI, -14, "plugin ABI mismatch")                                         \
     X(RANGE, -15, "value out of range or over a bound")                        \
-    X(STOPPED, -16, "stopped on request")
+    X(STOPPED, -16, "stopped on request")                                      \
+    X(END, -17, "nothing more to read in this run")
 
 typedef enum skippr_status {
 #define SKIPPR_STATUS_ENUM_(name, value, text) SKIPPR_##name = value,

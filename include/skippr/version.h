@@ -15,6 +15,6 @@
 /* Bumped on any change that an already-built plugin could misread. Appending
  * a callback at the end of an ops struct is not such a change: struct_size
  * tells the host whether the plugin knows the new member. */
-#define SKIPPR_ABI_VERSION 1u
+#define SKIPPR_ABI_VERSION 2u
 
 #endif

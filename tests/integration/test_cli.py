@@ -116,7 +116,7 @@ def test_plugins_listing_and_dirs():
                         os.path.join(bad, "old.so"), src, "-I",
                         os.path.join(SOURCE_DIR, "include")], check=True)
         p = run(["plugins", "--config", write(ws, text)])
-        check("built for plugin ABI version 99, this skipprd speaks version 1"
+        check("built for plugin ABI version 99, this skipprd speaks version 2"
               in p.err and "Old" not in p.out, p.err)
         # The working directory is never searched.
         cwd = os.path.join(ws.root, "cwd")
