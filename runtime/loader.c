@@ -333,12 +333,102 @@ static int host_sync(const skippr_host *h)
     return inst->stream->sync(inst->stream->ud);
 }
 
+/* The row for key k: its own, or a SKIPPR_OPT_PREFIX row whose name
+ * starts it. */
 static const skippr_option *find_opt(const skippr_option *t, const char *k)
 {
-    for (; t && t->name; t++)
+    const skippr_option *prefix = NULL;
+    for (; t && t->name; t++) {
         if (strcmp(t->name, k) == 0)
             return t;
-    return NULL;
+        size_t n = strlen(t->name);
+        if (t->type == SKIPPR_OPT_PREFIX && strncmp(t->name, k, n) == 0 &&
+            k[n])
+            prefix = t;
+    }
+    return prefix;
+}
+
+/* Keep an allocation that the context points to until the instance is
+ * freed (inst->strings holds strings and SKIPPR_OPT_PREFIX arrays). */
+static int keep_alloc(sk_instance *inst, void *p)
+{
+    char **ns = sk_realloc(inst->strings,
+                           (inst->nstrings + 1) * sizeof *inst->strings);
+    if (!ns)
+        return SKIPPR_NOMEM;
+    inst->strings = ns;
+    inst->strings[inst->nstrings++] = p;
+    return SKIPPR_OK;
+}
+
+static int keep_string(sk_instance *inst, const char *v, const char **slot)
+{
+    char *c = sk_strdup(v);
+    if (!c || keep_alloc(inst, c)) {
+        sk_free(c);
+        return SKIPPR_NOMEM;
+    }
+    *slot = c;
+    return SKIPPR_OK;
+}
+
+/* Fill every SKIPPR_OPT_PREFIX option of table from the keys of opts. */
+static int fill_prefixes(sk_instance *inst, const skippr_option *table,
+                         const sk_ynode *opts)
+{
+    for (const skippr_option *o = table; o && o->name; o++) {
+        if (o->type != SKIPPR_OPT_PREFIX)
+            continue;
+        size_t n = 0, plen = strlen(o->name);
+        for (size_t i = 0; opts && i < opts->n; i++)
+            n += find_opt(table, opts->keys[i]->value) == o;
+        skippr_kv *kv = sk_calloc(n + 1, sizeof *kv);
+        if (!kv || keep_alloc(inst, kv)) {
+            sk_free(kv);
+            return SKIPPR_NOMEM;
+        }
+        size_t k = 0;
+        for (size_t i = 0; opts && i < opts->n; i++) {
+            if (find_opt(table, opts->keys[i]->value) != o)
+                continue;
+            if (keep_string(inst, opts->keys[i]->value + plen, &kv[k].key) ||
+                keep_string(inst, opts->items[i]->value, &kv[k].value))
+                return SKIPPR_NOMEM;
+            k++;
+        }
+        const skippr_kv *slot = kv;
+        memcpy((uint8_t *)inst->ctx + o->offset, &slot, sizeof slot);
+    }
+    return SKIPPR_OK;
+}
+
+/* A STRING option given as a YAML list: its scalars joined with ','.
+ * Returns an allocation the caller owns, or NULL (*why says why). */
+static char *join_list(const sk_ynode *v, const char **why)
+{
+    sk_buf b;
+    sk_buf_init(&b, 1u << 16);
+    *why = "out of memory";
+    for (size_t i = 0; i < v->n; i++) {
+        const sk_ynode *it = v->items[i];
+        if (!it || it->kind != SK_Y_SCALAR || !*it->value ||
+            strchr(it->value, ',')) {
+            *why = "every list item must be a non-empty value without ','";
+            sk_buf_free(&b);
+            return NULL;
+        }
+        if ((i && sk_buf_putc(&b, ',')) ||
+            sk_buf_append(&b, it->value, strlen(it->value))) {
+            sk_buf_free(&b);
+            return NULL;
+        }
+    }
+    if (sk_buf_putc(&b, 0)) {
+        sk_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
 }
 
 static int parse_bool(const char *s, int *out)
@@ -358,20 +448,6 @@ static int parse_bool(const char *s, int *out)
     return -1;
 }
 
-static int keep_string(sk_instance *inst, const char *v, const char **slot)
-{
-    char **ns = sk_realloc(inst->strings,
-                           (inst->nstrings + 1) * sizeof *inst->strings);
-    if (!ns)
-        return SKIPPR_NOMEM;
-    inst->strings = ns;
-    char *c = sk_strdup(v);
-    if (!c)
-        return SKIPPR_NOMEM;
-    inst->strings[inst->nstrings++] = c;
-    *slot = c;
-    return SKIPPR_OK;
-}
 
 static int fill_option(sk_instance *inst, const skippr_option *o,
                        const char *value, const sk_yaml_doc *doc,
@@ -410,6 +486,8 @@ static int fill_option(sk_instance *inst, const skippr_option *o,
         memcpy(base, &b, sizeof b);
         return SKIPPR_OK;
     }
+    case SKIPPR_OPT_PREFIX:
+        break; /* filled by fill_prefixes() */
     }
     return sk_cfg_fail(err, doc, at, "%s: option %s has an unknown type in "
                        "the plugin's table", inst->label, o->name);
@@ -509,6 +587,22 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
     for (size_t i = 0; opts && i < opts->n; i++) {
         const char *k = opts->keys[i]->value;
         const sk_ynode *v = opts->items[i];
+        const skippr_option *o = find_opt(table, k);
+        if (v && v->kind == SK_Y_SEQ && o && o->type == SKIPPR_OPT_STRING &&
+            !find_opt(common, k)) {
+            const char *why;
+            char *joined = join_list(v, &why);
+            if (!joined) {
+                rc = sk_cfg_fail(err, doc, v, "%s: option %s: %s",
+                                 inst->label, k, why);
+                goto out;
+            }
+            rc = fill_option(inst, o, joined, doc, v, err);
+            sk_free(joined);
+            if (rc)
+                goto out;
+            continue;
+        }
         if (!v || v->kind != SK_Y_SCALAR) {
             rc = sk_cfg_fail(err, doc, v ? v : opts->keys[i],
                              "%s: option %s must be a single value",
@@ -521,7 +615,6 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
                 goto out;
             continue;
         }
-        const skippr_option *o = find_opt(table, k);
         if (!o) {
             char list[512] = "";
             for (const skippr_option *t = table; t && t->name; t++) {
@@ -536,13 +629,17 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
                              "for %s (known: %s)", k, inst->label, list);
             goto out;
         }
+        if (o->type == SKIPPR_OPT_PREFIX)
+            continue; /* fill_prefixes() */
         rc = fill_option(inst, o, v->value, doc, v, err);
         if (rc)
             goto out;
     }
+    if ((rc = fill_prefixes(inst, table, opts)))
+        goto oom;
     /* Defaults and required options. */
     for (const skippr_option *o = table; o && o->name; o++) {
-        if (sk_ymap_get(opts, o->name))
+        if (o->type == SKIPPR_OPT_PREFIX || sk_ymap_get(opts, o->name))
             continue;
         if (o->required) {
             rc = sk_cfg_fail(err, doc, ep->at, "%s needs option '%s': %s",

@@ -78,7 +78,8 @@ typedef struct sk_instance {
     uint8_t csv_delim;  /* sources: csv_delimiter */
     char *csv_columns;  /* sources: csv_columns, owned; NULL: a header row */
     char *xml_record_element; /* sources: owned; NULL: the root's children */
-    char **strings;  /* option strings written into ctx, owned */
+    char **strings;  /* allocations ctx points to (option strings, prefix
+                      * arrays), owned */
     size_t nstrings;
     /* counters the plugin reports through host->counter_add */
     pthread_mutex_t counters_mu;

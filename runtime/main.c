@@ -60,9 +60,10 @@ static void print_options(const char *title, const skippr_option *o)
 {
     for (; o && o->name; o++)
         printf("    %-22s %-7s %s%s%s%s\n", o->name,
-               o->type == SKIPPR_OPT_INT    ? "int"
-               : o->type == SKIPPR_OPT_BOOL ? "bool"
-                                            : "string",
+               o->type == SKIPPR_OPT_INT      ? "int"
+               : o->type == SKIPPR_OPT_BOOL   ? "bool"
+               : o->type == SKIPPR_OPT_PREFIX ? "map"
+                                              : "string",
                o->doc ? o->doc : "", o->required ? " (required)" : "",
                o->default_value ? " Default: " : "",
                o->default_value ? o->default_value : "");

@@ -58,14 +58,27 @@ typedef enum skippr_opt_type {
     /* int in the context, 0 or 1. YAML true/false/yes/no/1/0. */
     SKIPPR_OPT_BOOL = 3,
     /* Like STRING, but the engine never prints the value, at any log level. */
-    SKIPPR_OPT_SECRET = 4
+    SKIPPR_OPT_SECRET = 4,
+    /* ABI 2. Every key that starts with the option's name, which ends in
+     * '.' (e.g. "kafka." takes kafka.acks and kafka.socket.timeout.ms).
+     * const skippr_kv * in the context: the keys without the prefix and
+     * their values, ending with {NULL, NULL}; never NULL. Values are
+     * treated as secrets. */
+    SKIPPR_OPT_PREFIX = 5
 } skippr_opt_type;
+
+/* One entry of a SKIPPR_OPT_PREFIX option. */
+typedef struct skippr_kv {
+    const char *key;
+    const char *value;
+} skippr_kv;
 
 /* One row of a plugin's options table; a table ends with a row whose name is
  * NULL. The same table validates the YAML (unknown keys are refused with
  * file:line:col), fills the instance context and generates the config
  * reference. Strings written into the context belong to the engine and stay
- * valid until destroy() returns. */
+ * valid until destroy() returns. A STRING option may also be given as a
+ * YAML list of scalars: the context then gets them joined with ','. */
 typedef struct skippr_option {
     const char *name;          /* YAML key, e.g. "path" */
     skippr_opt_type type;
