@@ -723,8 +723,17 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
                                s->key, ns, s->records};
     int records_mode = SKIPPR_OPS_HAS(skippr_sink_ops, ops, flags) &&
                        (ops->flags & SKIPPR_SINK_RECORDS);
-    if (ops->object_check) {
-        int rc = ops->object_check(sink->ctx, &info);
+    int rc = SKIPPR_FATAL;
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        if (attempt) {
+            if (sk_stop_requested)
+                return SKIPPR_STOPPED;
+            backoff_sleep(attempt);
+        }
+        /* Before every attempt, since a failed one may still have landed
+         * (a commit whose answer was lost). */
+        rc = ops->object_check ? ops->object_check(sink->ctx, &info)
+                               : SKIPPR_NOENT;
         if (rc == SKIPPR_OK) {
             sk_info("object %s already complete (slice %s); not rewritten",
                     key, slice_id);
@@ -733,13 +742,15 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
         if (rc == SKIPPR_CHANGED)
             sk_warn("object %s exists with other content; rewriting it with "
                     "slice %s", key, slice_id);
-    }
-    int rc = SKIPPR_FATAL;
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-        if (attempt) {
-            if (sk_stop_requested)
-                return SKIPPR_STOPPED;
-            backoff_sleep(attempt);
+        else if (rc == SKIPPR_RETRY) {
+            sk_warn("%s: cannot tell whether %s was written (attempt %d of "
+                    "%d); asking again", sink->label, key, attempt + 1,
+                    MAX_ATTEMPTS);
+            continue;
+        } else if (rc != SKIPPR_NOENT) {
+            plugin_failed(sink, "%s: checking %s failed: %s", sink->label,
+                          key, skippr_status_str(rc));
+            return rc;
         }
         writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0, records_mode,
                     NULL, NULL, NULL};
