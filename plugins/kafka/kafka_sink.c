@@ -3,10 +3,13 @@
  * Each record of a sealed slice becomes one message: the record's exact
  * bytes as the value, the partition key (or the value of key_field) as the
  * key, and headers skippr-slice (the slice id), skippr-record (its index
- * in the slice) and skippr-attempt (this write's random id). After the
- * records, a marker message goes to marker_topic, keyed by the slice id,
- * and the transaction commits: the records and the marker become visible
- * to read_committed consumers together, or not at all.
+ * in the slice) and skippr-attempt (this write's random id). Once every
+ * record is acknowledged, a marker message goes to marker_topic, keyed by
+ * the slice id, and the transaction commits: the records and the marker
+ * become visible to read_committed consumers together, or not at all.
+ * (The marker is sent only after the records, so that even where
+ * transactions are not enforced a marker never stands for records that
+ * did not arrive.)
  *
  * Recovery asks Kafka itself: object_check() reads the marker topic
  * (read_committed) and answers OK when the slice's marker is there, so a
@@ -25,7 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/random.h>
 
 #include "kafka.h"
 
@@ -203,8 +206,13 @@ static int sink_open(void *ctx, const skippr_object_info *info, void **h)
         return SKIPPR_FATAL;
     }
     snprintf(k->slice, sizeof k->slice, "%s", info->slice_id);
-    snprintf(k->attempt, sizeof k->attempt, "%08x%08x", (unsigned)rand(),
-             (unsigned)time(NULL));
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
+        KLOG(c->host, SKIPPR_LOG_ERROR, "getrandom failed");
+        free(k);
+        return SKIPPR_RETRY;
+    }
+    snprintf(k->attempt, sizeof k->attempt, "%016" PRIx64, nonce);
     k->partition = info->partition;
     k->records = info->records;
     k->size = info->size;
@@ -312,6 +320,17 @@ static int sink_commit(void *ctx, void *h)
                      ",\"crc32c\":%" PRIu32 "}",
                      k->slice, k->attempt, k->topic, k->n, k->size, k->crc);
     int rc = n > 0 && (size_t)n < sizeof marker ? SKIPPR_OK : SKIPPR_RANGE;
+    rd_kafka_resp_err_t fe = rc ? RD_KAFKA_RESP_ERR_NO_ERROR
+                                : rd_kafka_flush(c->rk, TXN_TIMEOUT_MS);
+    if (fe) {
+        KLOG(c->host, SKIPPR_LOG_WARN, "records of slice %s not delivered: "
+             "%s", k->slice, rd_kafka_err2str(fe));
+        rc = SKIPPR_RETRY;
+    } else if (!rc && atomic_load(&c->delivery_failed)) {
+        KLOG(c->host, SKIPPR_LOG_WARN, "records of slice %s not delivered: "
+             "%s", k->slice, c->delivery_error);
+        rc = SKIPPR_RETRY;
+    }
     if (!rc)
         rc = produce(c, c->marker_topic, k->slice, strlen(k->slice), marker,
                      (size_t)n, NULL);
@@ -328,6 +347,10 @@ static int sink_commit(void *ctx, void *h)
     if (rc) {
         /* An unknown outcome: the next check reads the markers again. */
         c->committed_known = 0;
+        rd_kafka_error_t *a = rd_kafka_abort_transaction(c->rk,
+                                                         TXN_TIMEOUT_MS);
+        if (a)
+            rd_kafka_error_destroy(a);
     } else {
         c->host->counter_add(c->host, "transactions", 1);
         c->host->counter_add(c->host, "messages", (int64_t)k->n);

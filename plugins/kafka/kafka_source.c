@@ -14,6 +14,10 @@
  *
  * --once: the high watermarks of every partition are read at start; the
  * run ends when each assigned partition has been read up to its mark.
+ *
+ * group_id "" runs without a group: this instance reads every partition
+ * of the topics from the WAL's positions (earliest when it has none) and
+ * commits no offsets. No rebalance delays a restart.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,6 +55,7 @@ typedef struct ksrc {
     kpart *parts;  /* every partition of the topics at start */
     size_t nparts;
     int ever_assigned;
+    int no_group;  /* group_id "": every partition, assigned by us */
 } ksrc;
 
 static const skippr_option options[] = {
@@ -59,7 +64,8 @@ static const skippr_option options[] = {
     {"topic", SKIPPR_OPT_STRING, NULL, 1, offsetof(ksrc, topic),
      "Topic to read, or a list of topics."},
     {"group_id", SKIPPR_OPT_STRING, "skippr", 0, offsetof(ksrc, group_id),
-     "Consumer group; offsets are committed to it once durable."},
+     "Consumer group; offsets are committed to it once durable. \"\": no "
+     "group, this instance reads every partition."},
     {"kafka.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(ksrc, props),
      "Any librdkafka property, e.g. kafka.security.protocol: SSL."},
     {NULL, 0, NULL, 0, 0, NULL}};
@@ -83,8 +89,10 @@ static void unit_name(char *out, size_t cap, const char *topic, int32_t p)
  * configured). */
 static void on_assign(ksrc *c, rd_kafka_topic_partition_list_t *parts)
 {
-    rd_kafka_resp_err_t e = rd_kafka_committed(c->rk, parts, 10000);
-    if (e)
+    rd_kafka_resp_err_t e =
+        c->no_group ? RD_KAFKA_RESP_ERR__NO_OFFSET
+                    : rd_kafka_committed(c->rk, parts, 10000);
+    if (e && !c->no_group)
         KLOG(c->host, SKIPPR_LOG_WARN, "reading committed offsets failed "
              "(%s); starting from the WAL's positions", rd_kafka_err2str(e));
     for (int i = 0; i < parts->cnt; i++) {
@@ -96,16 +104,19 @@ static void on_assign(ksrc *c, rd_kafka_topic_partition_list_t *parts)
         if (c->host->position(c->host, unit, &wal) != SKIPPR_OK)
             wal = -1;
         int64_t start = wal > committed ? wal : committed;
-        tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_STORED;
+        tp->offset = start >= 0         ? start
+                     : c->no_group ? RD_KAFKA_OFFSET_BEGINNING
+                                   : RD_KAFKA_OFFSET_STORED;
         kpart *kp = find_part(c, tp->topic, tp->partition);
         if (kp) {
             kp->assigned = 1;
             if (start > kp->next)
                 kp->next = start;
         }
-        KLOG(c->host, SKIPPR_LOG_DEBUG, "assigned %s from offset %" PRId64
-             " (WAL %" PRId64 ", committed %" PRId64 ")", unit, start, wal,
-             committed);
+        if (start > 0)
+            KLOG(c->host, SKIPPR_LOG_INFO, "%s resumes at offset %" PRId64
+                 " (WAL %" PRId64 ", group %" PRId64 ")", unit, start, wal,
+                 committed);
     }
     c->ever_assigned = 1;
     e = rd_kafka_assign(c->rk, parts);
@@ -240,7 +251,10 @@ static int init(void *ctx, const skippr_host *host)
     if (!conf)
         return SKIPPR_INVAL;
     char err[512];
-    if (rd_kafka_conf_set(conf, "group.id", c->group_id, err, sizeof err)) {
+    c->no_group = !*c->group_id;
+    if (rd_kafka_conf_set(conf, "group.id",
+                          c->no_group ? "skippr-no-group" : c->group_id, err,
+                          sizeof err)) {
         KLOG(host, SKIPPR_LOG_ERROR, "group_id: %s", err);
         rd_kafka_conf_destroy(conf);
         return SKIPPR_INVAL;
@@ -259,8 +273,8 @@ static int init(void *ctx, const skippr_host *host)
                                 META_TIMEOUT_MS);
     if (!rc)
         rc = read_watermarks(c);
-    if (rc)
-        return rc;
+    if (rc || c->no_group)
+        return rc; /* without a group, the first poll() assigns */
     size_t n = 1;
     for (const char *p = c->topic; *p; p++)
         n += *p == ',';
@@ -347,10 +361,25 @@ static int emit_message(ksrc *c, const rd_kafka_message_t *m)
     return rc;
 }
 
+/* Without a group: every partition, from the WAL's positions. */
+static int assign_all(ksrc *c)
+{
+    rd_kafka_topic_partition_list_t *l =
+        rd_kafka_topic_partition_list_new((int)c->nparts);
+    for (size_t i = 0; i < c->nparts; i++)
+        rd_kafka_topic_partition_list_add(l, c->parts[i].topic,
+                                          c->parts[i].partition);
+    on_assign(c, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    return c->failed;
+}
+
 static int src_poll(void *ctx, int timeout_ms)
 {
     ksrc *c = ctx;
     int wait = timeout_ms;
+    if (c->no_group && !c->ever_assigned && assign_all(c))
+        return c->failed;
     for (int i = 0; i < POLL_BATCH; i++) {
         if (c->failed)
             return c->failed;
@@ -393,6 +422,8 @@ static int src_poll(void *ctx, int timeout_ms)
 static int src_ack(void *ctx, const char *unit, int64_t position)
 {
     ksrc *c = ctx;
+    if (c->no_group)
+        return SKIPPR_OK; /* the WAL alone holds the positions */
     const char *slash = strrchr(unit, '/');
     if (!slash || slash == unit)
         return SKIPPR_INVAL;

@@ -10,7 +10,9 @@
  * The mock is a real protocol server (kcat and the plugin talk to it over
  * TCP), with limits the tests must respect: it keeps no transaction
  * markers, so a read_committed consumer also sees the messages of aborted
- * transactions, and it does not store offsets sent with a transaction.
+ * transactions; it does not store offsets sent with a transaction; and it
+ * keeps only the newest 5 MB or so of each partition, deleting older
+ * message sets.
  */
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>

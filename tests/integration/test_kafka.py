@@ -1,0 +1,292 @@
+"""Kafka source and sink against a real protocol server (librdkafka's mock
+cluster behind tests/tools/kafka_broker), read back with kcat.
+
+- file -> Kafka: every record exactly once in its namespace's topic, keyed
+  by its partition key, across 20 kill -9s at random moments.
+- Kafka -> file: the seed's layout exactly once across 20 kill -9s; a
+  second --once reads nothing new. The same through a consumer group,
+  whose offsets are committed only once durable.
+- Errors: brokers down, a missing topic.
+"""
+import collections
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from skippr_test import (SKIPPRD, SINK_PREFIX, Workspace,  # noqa: E402
+                         check, compare, expected_key, main, output_records,
+                         run)
+from kafka_test import Broker, committed_view, consume, produce  # noqa: E402
+
+EVENT_TYPES = ["login", "logout", "purchase", "page_view", "truck_ping",
+               "error", "signup"]
+KILLS = 20
+
+
+def kafka_config(ws, source, sink, pipeline_extra=None):
+    """ws's config with the given source and sink sections (dicts)."""
+    ws.write_config(pipeline_extra=pipeline_extra)
+    with open(ws.config) as f:
+        text = f.read()
+    head = text[:text.index("data_sources:")]
+    lines = [head.rstrip("\n"), "data_sources:", "  firehose_archive:"]
+    for plugin, opts in [source]:
+        lines.append("    %s:" % plugin)
+        lines += ["      %s: %s" % kv for kv in opts.items()]
+    lines += ["data_sinks:", "  tenant_layout:"]
+    for plugin, opts in [sink]:
+        lines.append("    %s:" % plugin)
+        lines += ["      %s: %s" % kv for kv in opts.items()]
+    with open(ws.config, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def make_records(n, seed=1):
+    """n JSON records (bytes) of 7 event types, 8 tenants and 28 days,
+    100-250 bytes each."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        out.append(json.dumps({
+            "event_type": rng.choice(EVENT_TYPES), "id": i,
+            "detail": {"tenant_id": "t%d" % rng.randrange(8)},
+            "timestamp": "2024-01-%02dT%02d:00:00Z" % (rng.randrange(1, 29),
+                                                      rng.randrange(24)),
+            "pad": "x" * rng.randrange(50, 200)}).encode())
+    return out
+
+
+def expected(records):
+    return collections.Counter((expected_key(json.loads(r)), r)
+                               for r in records)
+
+
+def kill_runs(ws, kills, low, high, progress):
+    """Run `sync --once` `kills` times, each run killed with SIGKILL after
+    a random delay in [low, high) s, then once more to the end. Fails if a
+    run finished before its kill (the delays are too long for the work),
+    or if the kills did not spread over the copy: progress() (records
+    delivered or durable so far) must take at least 5 values. Returns the
+    progress seen after each kill."""
+    rng = random.Random(7)
+    seen = [progress()]
+    for _ in range(kills):
+        p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
+                              "gdpr_compliant_migration", "--config",
+                              ws.config, "--once"],
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            p.wait(rng.uniform(low, high))
+            check(False, "run %d ended (%d) before its kill; progress %s" %
+                  (len(seen), p.returncode, seen))
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        seen.append(progress())
+    check(len(set(seen)) >= 5, "the kills did not spread over the copy: "
+          "progress %s" % seen)
+    ws.sync("--once", timeout=600)
+    return seen
+
+
+def test_file_to_kafka_exactly_once_across_kills():
+    ws = Workspace("f2k")
+    broker = Broker(dict([("out." + t, 3) for t in EVENT_TYPES] +
+                         [("skippr.markers", 1)]))
+    try:
+        recs = make_records(200000)
+        for k in range(20):
+            with open(os.path.join(ws.inp, "part-%02d.jsonl" % k), "wb") as f:
+                f.write(b"\n".join(recs[k::20]) + b"\n")
+        exp = expected(recs)
+        kafka_config(ws, ("File", {"path": ws.inp}),
+                     ("Kafka", {"brokers": broker.bootstrap,
+                                "topic": "out.{namespace}"}),
+                     pipeline_extra={"upload_concurrency": 2})
+
+        def delivered():
+            """Transactions committed so far: their markers."""
+            return len(consume(broker.bootstrap, "skippr.markers"))
+        seen = kill_runs(ws, KILLS, 0.4, 1.0, delivered)
+        msgs, aborted = committed_view(broker.bootstrap,
+                                       ["out." + t for t in EVENT_TYPES])
+        got = collections.Counter()
+        for m in msgs:
+            part = m["key"]
+            check(m["topic"] == "out." + part.split("/")[0],
+                  "record of %s in topic %s" % (part, m["topic"]))
+            got[(part, m["payload"])] += 1
+        lost, dup, unexpected = compare(exp, got)
+        check((lost, dup, unexpected) == (0, 0, 0),
+              "Kafka differs: %d lost, %d duplicated, %d unexpected of %d" %
+              (lost, dup, unexpected, sum(exp.values())))
+        # Each slice was committed by one attempt, with its records
+        # numbered 0..n-1.
+        per_slice = collections.defaultdict(set)
+        for m in msgs:
+            per_slice[m["headers"]["skippr-slice"]].add(
+                (m["headers"]["skippr-attempt"],
+                 int(m["headers"]["skippr-record"])))
+        for sl, recs in per_slice.items():
+            check(len({a for a, _ in recs}) == 1,
+                  "slice %s committed by several attempts" % sl)
+            check(sorted(r for _, r in recs) == list(range(len(recs))),
+                  "slice %s records are not numbered 0..n-1" % sl)
+        print("  %d records exactly once after %d kills; %d slices; %d "
+              "messages of aborted transactions hidden" %
+              (sum(exp.values()), len(seen) - 1, len(per_slice), aborted))
+        # Nothing left to do: a further run writes nothing.
+        p = ws.sync("--once")
+        check(" 0 records" in p.err and "0 objects written" in p.err,
+              "a further run did work:\n" + p.err)
+    finally:
+        broker.stop()
+        ws.cleanup()
+
+
+def test_kafka_to_file_exactly_once_across_kills():
+    ws = Workspace("k2f")
+    broker = Broker({"events": 64})
+    try:
+        recs = make_records(400000, seed=2)
+        produce(broker.bootstrap, "events", recs)
+        check(len(consume(broker.bootstrap, "events")) == len(recs),
+              "the broker dropped input (its 5 MB per partition limit)")
+        exp = expected(recs)
+        kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
+                                    "topic": "events", "group_id": '""'}),
+                     ("File", {"path": ws.out, "prefix": SINK_PREFIX}),
+                     pipeline_extra={"commit_interval_ms": 20})
+        def durable():
+            """Records durable so far: in the WAL's open slices (as
+            `skipprd status` reads them) and in written objects."""
+            p = run(["status", "--pipeline", "gdpr_compliant_migration",
+                     "--config", ws.config], check_rc=False)
+            m = re.search(r"slices open: +\d+ \((\d+) records", p.out)
+            return (int(m.group(1)) if m else 0) + \
+                sum(output_records(ws.sink_root).values())
+        seen = kill_runs(ws, KILLS, 0.15, 0.5, durable)
+        got = output_records(ws.sink_root)
+        lost, dup, unexpected = compare(exp, got)
+        check((lost, dup, unexpected) == (0, 0, 0),
+              "output differs: %d lost, %d duplicated, %d unexpected of %d" %
+              (lost, dup, unexpected, sum(exp.values())))
+        p = ws.sync("--once")
+        check(" 0 records" in p.err, "a second --once read again:\n" + p.err)
+        print("  %d records exactly once after %d kills" %
+              (sum(exp.values()), len(seen) - 1))
+    finally:
+        broker.stop()
+        ws.cleanup()
+
+
+def test_kafka_group_commits_durable_offsets():
+    """Through a consumer group: the routing fields $key and $topic, offsets
+    committed to the group only for what is durable, and a restart after
+    a kill that reads nothing twice."""
+    ws = Workspace("kgroup")
+    broker = Broker({"events": 2})
+    try:
+        recs = [json.dumps({"event_type": "login", "n": i,
+                            "timestamp": "2024-03-0%dT10:00:00Z" % (i % 3 + 1)
+                            }).encode() for i in range(3000)]
+        produce(broker.bootstrap, "events", recs, key="tenant-a")
+        kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
+                                    "topic": "[events]", "group_id": "g1",
+                                    "kafka.session.timeout.ms": 6000}),
+                     ("File", {"path": ws.out, "prefix": SINK_PREFIX}))
+        with open(ws.config) as f:
+            text = f.read()
+        text = text.replace("batch_partition_fields: detail.tenant_id,"
+                            "truck.tenant_id", "batch_partition_fields: $key")
+        text = text.replace("namespace_fields: event_type",
+                            "namespace_fields: $topic")
+        with open(ws.config, "w") as f:
+            f.write(text)
+        p = ws.sync("--once", timeout=120)
+        got = collections.Counter()
+        for (part, raw), n in output_records(ws.sink_root).items():
+            got[raw] += n
+            check(part.startswith("events/p_$key=tenant-a/p_year=2024/"),
+                  "bad partition %s" % part)
+        check(got == collections.Counter(recs),
+              "group run: %d records out of %d" % (sum(got.values()),
+                                                   len(recs)))
+        # The group's committed offsets reach the end of each partition.
+        out = subprocess.run(["kcat", "-b", broker.bootstrap, "-G", "g1",
+                              "-C", "-e", "-q", "-f", "%o\n", "events"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             timeout=60)
+        check(out.stdout.strip() == b"",
+              "a group consumer after skippr still got messages: %r" %
+              out.stdout[:200])
+        p = ws.sync("--once", timeout=120)
+        check(" 0 records" in p.err, "a second --once read again:\n" + p.err)
+    finally:
+        broker.stop()
+        ws.cleanup()
+
+
+def test_kafka_errors_are_clear():
+    ws = Workspace("kerr")
+    broker = Broker({"events": 1, "skippr.markers": 1})
+    try:
+        ws.generate(objects=1, records=10, framing="lines")
+        # A missing topic, on either side.
+        kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
+                                    "topic": "nope", "group_id": '""'}),
+                     ("File", {"path": ws.out}))
+        p = ws.sync("--once", check_rc=False, timeout=60)
+        check(p.returncode != 0 and "topic nope does not exist" in p.err,
+              "missing source topic:\n" + p.err)
+        kafka_config(ws, ("File", {"path": ws.inp}),
+                     ("Kafka", {"brokers": broker.bootstrap,
+                                "topic": "nope"}))
+        p = ws.sync("--once", check_rc=False, timeout=60)
+        check(p.returncode != 0 and "topic nope does not exist" in p.err,
+              "missing sink topic:\n" + p.err)
+        # Brokers that are down: a clear error, nothing marked as done.
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        dead = "127.0.0.1:%d" % s.getsockname()[1]
+        s.close()
+        kafka_config(ws, ("File", {"path": ws.inp}),
+                     ("Kafka", {"brokers": dead, "topic": "events"}))
+        start = time.time()
+        p = ws.sync("--once", check_rc=False, timeout=60)
+        check(p.returncode != 0 and "cannot reach the Kafka brokers" in p.err,
+              "brokers down:\n" + p.err)
+        check(time.time() - start < 30, "brokers down took %.0f s" %
+              (time.time() - start))
+        kafka_config(ws, ("Kafka", {"brokers": dead, "topic": "events"}),
+                     ("File", {"path": ws.out}))
+        p = ws.sync("--once", check_rc=False, timeout=60)
+        check(p.returncode != 0 and "cannot reach the Kafka brokers" in p.err,
+              "source brokers down:\n" + p.err)
+        # A librdkafka property it refuses names the property, not the value.
+        kafka_config(ws, ("File", {"path": ws.inp}),
+                     ("Kafka", {"brokers": broker.bootstrap, "topic": "events",
+                                "kafka.sasl.password.bogus": "s3cret"}))
+        p = ws.sync("--once", check_rc=False, timeout=60)
+        check(p.returncode != 0 and "kafka.sasl.password.bogus" in p.err and
+              "s3cret" not in p.err, "bad property:\n" + p.err)
+        check(not consume(broker.bootstrap, "events"),
+              "a failed run wrote to Kafka")
+    finally:
+        broker.stop()
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_kafka_errors_are_clear,
+          test_kafka_group_commits_durable_offsets,
+          test_kafka_to_file_exactly_once_across_kills,
+          test_file_to_kafka_exactly_once_across_kills])
