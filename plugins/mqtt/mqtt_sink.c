@@ -27,6 +27,7 @@ typedef struct msink {
     atomic_long acked;   /* messages the broker acknowledged */
     atomic_int lost;     /* the connection dropped while publishing */
     long published;
+    char id[256];        /* client_id-<n>: one client per upload thread */
 } msink;
 
 typedef struct mhandle {
@@ -40,6 +41,8 @@ static const skippr_option options[] = {
     {"topic", SKIPPR_OPT_STRING, NULL, 1, offsetof(msink, topic),
      "Topic to publish to; {namespace} and {partition} are replaced."},
     {NULL, 0, NULL, 0, 0, NULL}};
+
+static atomic_int instances; /* numbers the clients of one process */
 
 static void on_publish(struct mosquitto *m, void *ud, int mid, int reason,
                        const mosquitto_property *props)
@@ -77,6 +80,10 @@ static int init(void *ctx, const skippr_host *host)
 {
     msink *c = ctx;
     c->conn.host = host;
+    /* Two clients with one id would keep taking each other's place. */
+    snprintf(c->id, sizeof c->id, "%s-%d", c->conn.client_id,
+             atomic_fetch_add(&instances, 1));
+    c->conn.client_id = c->id;
     /* A clean session per run: unacknowledged messages of a crashed run
      * are published again by the engine, not by the session. */
     int rc = mqtt_connect(&c->conn, 1, 0, set_callbacks, 10000);
