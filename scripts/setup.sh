@@ -8,7 +8,8 @@ PACKAGES=(build-essential cmake pkg-config python3 zstd
           libyaml-dev libjansson-dev libcmocka-dev libzstd-dev zlib1g-dev
           libcurl4-openssl-dev libssl-dev libxml2-dev libcsv-dev python3-boto3
           openssl clang libclang-rt-14-dev libxml2-utils
-          librdkafka-dev kcat libmosquitto-dev mosquitto mosquitto-clients)
+          librdkafka-dev kcat libmosquitto-dev mosquitto mosquitto-clients
+          libmicrohttpd-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -48,8 +48,8 @@ def kafka_config(ws, source, sink, pipeline_extra=None):
         f.write("\n".join(lines) + "\n")
 
 
-def make_records(n, seed=1):
-    """n JSON records (bytes) of 7 event types, 8 tenants and 28 days,
+def make_records(n, seed=1, days=28):
+    """n JSON records (bytes) of 7 event types, 8 tenants and `days` days,
     100-250 bytes each."""
     rng = random.Random(seed)
     out = []
@@ -57,7 +57,7 @@ def make_records(n, seed=1):
         out.append(json.dumps({
             "event_type": rng.choice(EVENT_TYPES), "id": i,
             "detail": {"tenant_id": "t%d" % rng.randrange(8)},
-            "timestamp": "2024-01-%02dT%02d:00:00Z" % (rng.randrange(1, 29),
+            "timestamp": "2024-01-%02dT%02d:00:00Z" % (rng.randrange(1, days + 1),
                                                       rng.randrange(24)),
             "pad": "x" * rng.randrange(50, 200)}).encode())
     return out

@@ -1,0 +1,224 @@
+/* The HTTP sink: each object's records POSTed as NDJSON in parts of up to
+ * batch_bytes, each part with an Idempotency-Key "<slice id>-<part>".
+ *
+ * A slice always yields the same records in the same order, so its parts
+ * and their keys are the same on every attempt, in this run or after a
+ * crash: a receiver that remembers keys stores each part once. Without
+ * that it is at least once. 2xx is success; 5xx, 429, timeouts and
+ * connection failures are retried (by the engine, with backoff); other
+ * 4xx are fatal, with the receiver's answer in the log. Extra headers
+ * (header.NAME options) are sent as given and never logged.
+ */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+
+typedef struct hsink {
+    /* options */
+    const char *url;
+    const char *content_type;
+    int64_t batch_bytes;
+    int64_t timeout_seconds;
+    const skippr_kv *headers;
+    /* state */
+    const skippr_host *host;
+    CURL *curl;
+    struct curl_slist *base; /* Content-Type and the extra headers */
+} hsink;
+
+typedef struct hpart {
+    char slice[64];
+    int part;
+    char *buf;
+    size_t len, cap;
+} hpart;
+
+static const skippr_option options[] = {
+    {"url", SKIPPR_OPT_STRING, NULL, 1, offsetof(hsink, url),
+     "Endpoint that takes the POSTs."},
+    {"content_type", SKIPPR_OPT_STRING, "application/x-ndjson", 0,
+     offsetof(hsink, content_type), "Content-Type of each POST."},
+    {"batch_bytes", SKIPPR_OPT_INT, "1MiB", 0, offsetof(hsink, batch_bytes),
+     "A POST carries records up to about this many bytes."},
+    {"timeout_seconds", SKIPPR_OPT_INT, "30", 0,
+     offsetof(hsink, timeout_seconds), "Per request; then it is retried."},
+    {"header.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(hsink, headers),
+     "Extra request headers, e.g. header.Authorization: Bearer x (never "
+     "logged)."},
+    {NULL, 0, NULL, 0, 0, NULL}};
+
+static size_t keep_answer(char *p, size_t size, size_t n, void *ud)
+{
+    char *out = ud; /* 256 bytes: the start of the answer, for the log */
+    size_t have = strlen(out), add = size * n;
+    if (have < 255) {
+        size_t k = add < 255 - have ? add : 255 - have;
+        memcpy(out + have, p, k);
+        out[have + k] = '\0';
+    }
+    return add;
+}
+
+static int init(void *ctx, const skippr_host *host)
+{
+    hsink *c = ctx;
+    c->host = host;
+    if (strncmp(c->url, "http://", 7) && strncmp(c->url, "https://", 8)) {
+        HLOG(host, SKIPPR_LOG_ERROR, "url must start with http:// or "
+             "https://");
+        return SKIPPR_INVAL;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    c->curl = curl_easy_init();
+    if (!c->curl)
+        return SKIPPR_NOMEM;
+    char line[512];
+    snprintf(line, sizeof line, "Content-Type: %s", c->content_type);
+    c->base = curl_slist_append(NULL, line);
+    for (const skippr_kv *kv = c->headers; kv && kv->key; kv++) {
+        size_t n = strlen(kv->key) + strlen(kv->value) + 3;
+        char *h = malloc(n);
+        if (!h)
+            return SKIPPR_NOMEM;
+        snprintf(h, n, "%s: %s", kv->key, kv->value);
+        struct curl_slist *l = curl_slist_append(c->base, h);
+        free(h);
+        if (!l)
+            return SKIPPR_NOMEM;
+        c->base = l;
+    }
+    return c->base ? SKIPPR_OK : SKIPPR_NOMEM;
+}
+
+static void destroy(void *ctx)
+{
+    hsink *c = ctx;
+    curl_slist_free_all(c->base);
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+}
+
+/* POST one part. */
+static int post(hsink *c, hpart *p)
+{
+    char key[128];
+    snprintf(key, sizeof key, "Idempotency-Key: %s-%d", p->slice, p->part);
+    struct curl_slist *hs = NULL;
+    for (struct curl_slist *l = c->base; l; l = l->next)
+        if (!(hs = curl_slist_append(hs, l->data)))
+            return SKIPPR_NOMEM;
+    struct curl_slist *all = curl_slist_append(hs, key);
+    if (!all) {
+        curl_slist_free_all(hs);
+        return SKIPPR_NOMEM;
+    }
+    char answer[256] = "";
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, c->url);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, p->buf ? p->buf : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->len);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, all);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)c->timeout_seconds);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_answer);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
+    CURLcode e = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(all);
+    if (e != CURLE_OK) {
+        HLOG(c->host, SKIPPR_LOG_WARN, "POST %s: %s", c->url,
+             curl_easy_strerror(e));
+        return SKIPPR_RETRY;
+    }
+    if (status >= 200 && status < 300) {
+        c->host->counter_add(c->host, "posts", 1);
+        return SKIPPR_OK;
+    }
+    for (char *q = answer; *q; q++)
+        if (*q == '\n' || *q == '\r')
+            *q = ' ';
+    if (status >= 500 || status == 429 || status == 408) {
+        c->host->counter_add(c->host, "posts_retried", 1);
+        HLOG(c->host, SKIPPR_LOG_WARN, "POST %s: %ld %s", c->url, status,
+             answer);
+        return SKIPPR_RETRY;
+    }
+    HLOG(c->host, SKIPPR_LOG_ERROR, "POST %s: %ld %s", c->url, status, answer);
+    return SKIPPR_FATAL;
+}
+
+static int sink_open(void *ctx, const skippr_object_info *info, void **h)
+{
+    (void)ctx;
+    hpart *p = calloc(1, sizeof *p);
+    if (!p)
+        return SKIPPR_NOMEM;
+    snprintf(p->slice, sizeof p->slice, "%s", info->slice_id);
+    *h = p;
+    return SKIPPR_OK;
+}
+
+static int sink_write(void *ctx, void *h, const void *buf, size_t len)
+{
+    hsink *c = ctx;
+    hpart *p = h;
+    if (p->len && p->len + len + 1 > (size_t)c->batch_bytes) {
+        int rc = post(c, p);
+        if (rc)
+            return rc;
+        p->part++;
+        p->len = 0;
+    }
+    if (p->len + len + 1 > p->cap) {
+        size_t nc = p->cap ? p->cap : 65536;
+        while (nc < p->len + len + 1)
+            nc *= 2;
+        char *nb = realloc(p->buf, nc);
+        if (!nb)
+            return SKIPPR_NOMEM;
+        p->buf = nb;
+        p->cap = nc;
+    }
+    memcpy(p->buf + p->len, buf, len);
+    p->buf[p->len + len] = '\n';
+    p->len += len + 1;
+    return SKIPPR_OK;
+}
+
+static int sink_commit(void *ctx, void *h)
+{
+    hsink *c = ctx;
+    hpart *p = h;
+    int rc = p->len ? post(c, p) : SKIPPR_OK;
+    free(p->buf);
+    free(p);
+    return rc;
+}
+
+static void sink_abort(void *ctx, void *h)
+{
+    (void)ctx;
+    hpart *p = h;
+    free(p->buf);
+    free(p);
+}
+
+const skippr_sink_ops http_sink_ops = {
+    .struct_size = sizeof(skippr_sink_ops),
+    .ctx_size = sizeof(hsink),
+    .options = options,
+    .init = init,
+    .destroy = destroy,
+    .object_open = sink_open,
+    .object_write = sink_write,
+    .object_commit = sink_commit,
+    .object_abort = sink_abort,
+    .flags = SKIPPR_SINK_RECORDS,
+};

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""An HTTP receiver for the tests: stores every POST it accepts and can
+fail on command.
+
+    http_receiver.py LOG
+
+Listens on 127.0.0.1 (an ephemeral port, printed as "listening PORT"),
+appends one JSON line per accepted POST to LOG: {"path", "key" (the
+Idempotency-Key), "auth" (the Authorization header), "body"}. A POST to
+/_control with a JSON body sets how it answers from then on:
+{"fail_rate": 0.2, "status": 503, "seed": 1} fails that share of POSTs
+with that status (stored nothing); {"fail_rate": 0} heals it.
+"""
+import json
+import random
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STATE = {"fail_rate": 0.0, "status": 503, "rng": random.Random(1)}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, text=b"ok\n"):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(text)))
+        if status in (429, 503):
+            self.send_header("Retry-After", "1")
+        self.end_headers()
+        self.wfile.write(text)
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n)
+        if self.path == "/_control":
+            c = json.loads(body)
+            with LOCK:
+                STATE["fail_rate"] = c.get("fail_rate", 0.0)
+                STATE["status"] = c.get("status", 503)
+                STATE["rng"] = random.Random(c.get("seed", 1))
+            return self.reply(200)
+        with LOCK:
+            fail = STATE["rng"].random() < STATE["fail_rate"]
+            status = STATE["status"]
+            if not fail:
+                with open(sys.argv[1], "a") as f:
+                    f.write(json.dumps({
+                        "path": self.path,
+                        "key": self.headers.get("Idempotency-Key"),
+                        "auth": self.headers.get("Authorization"),
+                        "body": body.decode("utf-8")}) + "\n")
+        if fail:
+            return self.reply(status, b"receiver is full\n")
+        self.reply(200)
+
+
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a client killed mid-request is what the tests do
+
+
+def main():
+    srv = Server(("127.0.0.1", 0), Handler)
+    print("listening %d" % srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
