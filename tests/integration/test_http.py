@@ -149,10 +149,11 @@ def test_http_push_answers():
 
 
 class Receiver:
-    def __init__(self, root):
+    def __init__(self, root, files=None):
         self.log = os.path.join(root, "received.jsonl")
         open(self.log, "w").close()
-        self.proc = subprocess.Popen([sys.executable, RECEIVER, self.log],
+        self.proc = subprocess.Popen([sys.executable, RECEIVER, self.log] +
+                                     ([files] if files else []),
                                      stdout=subprocess.PIPE)
         self.port = int(self.proc.stdout.readline().split()[1])
 
@@ -255,8 +256,53 @@ def test_full_receiver_is_backpressure_then_an_error():
         ws.cleanup()
 
 
+def test_http_pull_resumes_and_skips_done_urls():
+    """Each URL is a unit: killed runs resume with Range requests, a
+    finished URL is not fetched again, a changed one is reported."""
+    ws = Workspace("pull")
+    files = os.path.join(ws.root, "files")
+    os.makedirs(files)
+    recs = make_records(240000, seed=7, days=2)
+    for k in range(6):
+        with open(os.path.join(files, "f%d.jsonl" % k), "wb") as f:
+            f.write(b"\n".join(recs[k::6]) + b"\n")
+    recv = Receiver(ws.root, files)
+    try:
+        urls = ",".join("http://127.0.0.1:%d/files/f%d.jsonl" % (recv.port, k)
+                        for k in range(6))
+        kafka_config(ws, ("HTTPPull", {"urls": urls}),
+                     ("File", {"path": ws.out, "prefix": SINK_PREFIX}),
+                     pipeline_extra={"commit_interval_ms": 20})
+        resumed = 0
+        for n in range(2, 400, 5):
+            env = dict(os.environ, SKIPPR_CRASH="read:%d" % n)
+            p = ws.sync("--once", env=env, check_rc=False)
+            resumed += "resuming unit" in p.err
+            if p.returncode == 0:
+                break
+        p = ws.sync("--once")
+        check("0 units copied, 6 already done" in p.err,
+              "a second run fetched again:\n" + p.err)
+        got = output_records(ws.sink_root)
+        exp = collections.Counter((expected_key(json.loads(r)), r)
+                                  for r in recs)
+        check(got == exp, "pull: %d lost, %d extra" %
+              (sum((exp - got).values()), sum((got - exp).values())))
+        with open(os.path.join(files, "f0.jsonl"), "ab") as f:
+            f.write(recs[0] + b"\n")
+        p = ws.sync("--once")
+        check("changed since it was copied" in p.err,
+              "a changed URL was not reported:\n" + p.err)
+        print("  %d records from 6 URLs exactly once; %d runs resumed a "
+              "URL part-way" % (len(recs), resumed))
+    finally:
+        recv.stop()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     main([test_http_push_answers,
           test_http_push_loses_nothing_across_kills,
           test_file_to_http_across_kills_and_failures,
-          test_full_receiver_is_backpressure_then_an_error])
+          test_full_receiver_is_backpressure_then_an_error,
+          test_http_pull_resumes_and_skips_done_urls])

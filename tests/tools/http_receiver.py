@@ -2,7 +2,7 @@
 """An HTTP receiver for the tests: stores every POST it accepts and can
 fail on command.
 
-    http_receiver.py LOG
+    http_receiver.py LOG [FILES]
 
 Listens on 127.0.0.1 (an ephemeral port, printed as "listening PORT"),
 appends one JSON line per accepted POST to LOG: {"path", "key" (the
@@ -10,8 +10,14 @@ Idempotency-Key), "auth" (the Authorization header), "body"}. A POST to
 /_control with a JSON body sets how it answers from then on:
 {"fail_rate": 0.2, "status": 503, "seed": 1} fails that share of POSTs
 with that status (stored nothing); {"fail_rate": 0} heals it.
+
+GET and HEAD /files/NAME serve FILES/NAME with an ETag (its SHA-1),
+Range: bytes=N- (206) and If-Match (412 when the ETag differs), like an
+object store.
 """
+import hashlib
 import json
+import os
 import random
 import sys
 import threading
@@ -34,6 +40,35 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "1")
         self.end_headers()
         self.wfile.write(text)
+
+    def serve_file(self, with_body):
+        name = self.path[len("/files/"):]
+        path = os.path.join(sys.argv[2], name) if len(sys.argv) > 2 else ""
+        if "/" in name or not os.path.isfile(path):
+            return self.reply(404, b"not found\n")
+        with open(path, "rb") as f:
+            data = f.read()
+        etag = '"%s"' % hashlib.sha1(data).hexdigest()
+        match = self.headers.get("If-Match")
+        if match and match != etag:
+            return self.reply(412, b"changed\n")
+        start, status = 0, 200
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start, status = int(rng[6:-1]), 206
+        body = data[start:]
+        self.send_response(status)
+        self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if with_body:
+            self.wfile.write(body)
+
+    def do_GET(self):
+        self.serve_file(True)
+
+    def do_HEAD(self):
+        self.serve_file(False)
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
