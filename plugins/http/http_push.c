@@ -58,7 +58,8 @@ typedef struct hpush {
     const skippr_host *host;
     struct MHD_Daemon *d;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;      /* answers are ready */
+    pthread_cond_t arrived; /* a body was queued */
     int mu_init;
     req *head, *tail;   /* queued bodies, oldest first */
     int64_t queued;     /* their bytes */
@@ -136,6 +137,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
         c->head = r;
     c->tail = r;
     c->queued += (int64_t)r->len;
+    pthread_cond_signal(&c->arrived);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += ANSWER_TIMEOUT_S;
@@ -257,6 +259,7 @@ static int init(void *ctx, const skippr_host *host)
     c->once = SKIPPR_HOST_HAS(host, flags) && (host->flags & SKIPPR_HOST_ONCE);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    pthread_cond_init(&c->arrived, NULL);
     c->mu_init = 1;
     snprintf(c->unit, sizeof c->unit, "http:%s", c->listen);
     char hostpart[256];
@@ -311,6 +314,7 @@ static void destroy(void *ctx)
     if (c->mu_init) {
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv);
+        pthread_cond_destroy(&c->arrived);
     }
 }
 
@@ -365,12 +369,13 @@ static int src_poll(void *ctx, int timeout_ms)
     }
     pthread_mutex_lock(&c->mu);
     if (!c->head) {
-        /* Nothing queued: wait a little (at most timeout_ms) for more. */
-        pthread_mutex_unlock(&c->mu);
-        struct timespec ts = {0, (timeout_ms < 20 ? timeout_ms : 20) *
-                                     1000000L};
-        nanosleep(&ts, NULL);
-        pthread_mutex_lock(&c->mu);
+        /* Nothing queued: wait up to timeout_ms for a body. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)timeout_ms * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&c->arrived, &c->mu, &until);
     }
     req *batch = c->head;
     c->head = c->tail = NULL;
