@@ -19,6 +19,8 @@
 # 4. bench/scale.py: memory against input size (1 and 4 GiB against a
 #    256 MiB budget), and how time and RSS grow with objects and partitions.
 #    --quick skips this part (it takes several minutes and 15 GB of disk).
+# 5. bench/plugins.py: the Kafka, MQTT and HTTP plugins against local
+#    servers, next to kcat and mosquitto_pub/mosquitto_sub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=128
@@ -137,3 +139,7 @@ if [ "$QUICK" = 0 ]; then
     echo "== 4. growth: bytes, objects, partitions"
     python3 bench/scale.py
 fi
+
+echo
+echo "== 5. streaming plugins against local servers, median of 3"
+python3 bench/plugins.py --records 200000 --runs 3
