@@ -478,7 +478,8 @@ static int load_markers(ksink *c)
     rd_kafka_destroy(rk);
     if (rc)
         return rc;
-    qsort(c->committed, c->ncommitted, sizeof *c->committed, cmp_str);
+    if (c->ncommitted > 1)
+        qsort(c->committed, c->ncommitted, sizeof *c->committed, cmp_str);
     c->committed_known = 1;
     return SKIPPR_OK;
 }
@@ -496,6 +497,8 @@ static int sink_check(void *ctx, const skippr_object_info *info)
             return rc;
     }
     const char *id = info->slice_id;
+    if (c->ncommitted == 0)
+        return SKIPPR_NOENT;
     return bsearch(&id, c->committed, c->ncommitted, sizeof *c->committed,
                    cmp_str)
                ? SKIPPR_OK
