@@ -119,6 +119,8 @@ static void on_assign(ksrc *c, rd_kafka_topic_partition_list_t *parts)
                  committed);
     }
     c->ever_assigned = 1;
+    KLOG(c->host, SKIPPR_LOG_INFO, "%d partition%s assigned", parts->cnt,
+         parts->cnt == 1 ? "" : "s");
     e = rd_kafka_assign(c->rk, parts);
     if (e) {
         KLOG(c->host, SKIPPR_LOG_ERROR, "assign failed: %s",
@@ -135,6 +137,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         on_assign(c, parts);
         return;
     }
+    if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
+        KLOG(c->host, SKIPPR_LOG_INFO, "%d partition%s revoked", parts->cnt,
+             parts->cnt == 1 ? "" : "s");
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && !c->closing) {
         /* Hand over nothing half-done: what was read becomes durable and
          * committed before the partitions go. */
@@ -440,8 +445,10 @@ static int src_ack(void *ctx, const char *unit, int64_t position)
     rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, l, !c->in_revoke);
     rd_kafka_topic_partition_list_destroy(l);
     if (e && c->in_revoke)
-        KLOG(c->host, SKIPPR_LOG_WARN, "commit of %s at %" PRId64 " failed: "
-             "%s", unit, position + 1, rd_kafka_err2str(e));
+        KLOG(c->host, SKIPPR_LOG_WARN, "handing %s over without its offset "
+             "%" PRId64 " (%s): its next owner may repeat records from its "
+             "last committed offset", unit, position + 1,
+             rd_kafka_err2str(e));
     return SKIPPR_OK;
 }
 

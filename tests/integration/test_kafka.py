@@ -281,6 +281,79 @@ def test_kafka_group_commits_durable_offsets():
         ws.cleanup()
 
 
+def test_kafka_rebalance_hands_over_exactly_once():
+    """Two skipprd pipelines (own state folders) in one consumer group. The
+    first copies half the records and commits their offsets once durable;
+    the second joins, half the partitions move to it, and it starts where
+    the first left off, not at the beginning; then the rest is produced and
+    the two copy it between them: every record exactly once.
+
+    The mock cluster refuses offset commits while a rebalance is in
+    progress (a real broker takes them from the current generation), so
+    the handover happens while the first member is idle; a commit refused
+    during a revoke is logged as such."""
+    wa, wb = Workspace("kra"), Workspace("krb")
+    broker = Broker({"events": 8})
+    procs = []
+    try:
+        recs = make_records(160000, seed=8, days=2)
+        half = len(recs) // 2
+        produce(broker.bootstrap, "events", recs[:half])
+        for ws in (wa, wb):
+            kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
+                                        "topic": "events", "group_id": "g",
+                                        "kafka.session.timeout.ms": 6000}),
+                         ("File", {"path": ws.out, "prefix": SINK_PREFIX}),
+                         pipeline_extra={"buffer_threshold_seconds": 1})
+
+        def start(ws):
+            return subprocess.Popen([SKIPPRD, "sync", "--pipeline",
+                                     "gdpr_compliant_migration", "--config",
+                                     ws.config], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        procs.append(start(wa))
+        end = time.time() + 60
+        while time.time() < end and \
+                sum(output_records(wa.sink_root).values()) < half:
+            time.sleep(0.5)
+        time.sleep(3)  # its offsets reach the group
+        procs.append(start(wb))
+        time.sleep(8)  # b joins; the partitions are split
+        produce(broker.bootstrap, "events", recs[half:])
+        exp = expected(recs)
+        end = time.time() + 90
+        got = collections.Counter()
+        while time.time() < end:
+            time.sleep(2)
+            got = output_records(wa.sink_root) + output_records(wb.sink_root)
+            if sum(got.values()) >= len(recs):
+                break
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        errs = [p.communicate(timeout=60)[1].decode() for p in procs]
+        for ws in (wa, wb):  # what SIGTERM left open
+            ws.sync("--once", timeout=120)
+        got = output_records(wa.sink_root) + output_records(wb.sink_root)
+        lost, dup, unexpected = compare(exp, got)
+        check((lost, dup, unexpected) == (0, 0, 0),
+              "two members: %d lost, %d duplicated, %d unexpected\n"
+              "first:\n%s\nsecond:\n%s" % (lost, dup, unexpected,
+                                             errs[0][-1500:], errs[1][-1500:]))
+        a = sum(output_records(wa.sink_root).values())
+        check(0 < a < len(recs), "one member copied everything (%d of %d): "
+              "no rebalance happened\n%s" % (a, len(recs), errs[0][-1500:]))
+        print("  %d records exactly once across a rebalance: %d by the "
+              "first member, %d by the second" % (len(recs), a,
+                                                  len(recs) - a))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        broker.stop()
+        wa.cleanup()
+        wb.cleanup()
+
+
 def test_kafka_errors_are_clear():
     ws = Workspace("kerr")
     broker = Broker({"events": 1, "skippr.markers": 1})
@@ -335,6 +408,7 @@ def test_kafka_errors_are_clear():
 if __name__ == "__main__":
     main([test_kafka_errors_are_clear,
           test_kafka_group_commits_durable_offsets,
+          test_kafka_rebalance_hands_over_exactly_once,
           test_kafka_to_file_exactly_once_across_kills,
           test_file_to_kafka_exactly_once_across_kills,
           test_s3_to_kafka_exactly_once_across_kills])
