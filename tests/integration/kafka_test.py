@@ -36,12 +36,14 @@ class Broker:
             self.proc.wait()
 
 
-def produce(bootstrap, topic, records, key=None):
+def produce(bootstrap, topic, records, key=None, headers=()):
     """Produce each record (bytes without a newline or tab) as one
     message, keyed by key, else by its index (spreading the records
-    evenly over the partitions)."""
+    evenly over the partitions), with headers ("name=value", ...)."""
     args = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-X",
             "linger.ms=5"]
+    for h in headers:
+        args += ["-H", h]
     if key is not None:
         args += ["-k", key]
         data = b"\n".join(records) + b"\n"

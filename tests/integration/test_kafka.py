@@ -235,16 +235,18 @@ def test_kafka_to_file_exactly_once_across_kills():
 
 
 def test_kafka_group_commits_durable_offsets():
-    """Through a consumer group: the routing fields $key and $topic, offsets
-    committed to the group only for what is durable, and a restart after
-    a kill that reads nothing twice."""
+    """Through a consumer group: the routing fields $key, $topic and
+    $header.NAME, offsets committed to the group only for what is durable,
+    and a second run that reads nothing twice."""
     ws = Workspace("kgroup")
     broker = Broker({"events": 2})
     try:
         recs = [json.dumps({"event_type": "login", "n": i,
                             "timestamp": "2024-03-0%dT10:00:00Z" % (i % 3 + 1)
                             }).encode() for i in range(3000)]
-        produce(broker.bootstrap, "events", recs, key="tenant-a")
+        produce(broker.bootstrap, "events", recs[:2000], key="tenant-a")
+        produce(broker.bootstrap, "events", recs[2000:], key="tenant-b",
+                headers=["tenant=hooli"])
         kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
                                     "topic": "[events]", "group_id": "g1",
                                     "kafka.session.timeout.ms": 6000}),
@@ -252,7 +254,8 @@ def test_kafka_group_commits_durable_offsets():
         with open(ws.config) as f:
             text = f.read()
         text = text.replace("batch_partition_fields: detail.tenant_id,"
-                            "truck.tenant_id", "batch_partition_fields: $key")
+                            "truck.tenant_id",
+                            "batch_partition_fields: $header.tenant,$key")
         text = text.replace("namespace_fields: event_type",
                             "namespace_fields: $topic")
         with open(ws.config, "w") as f:
@@ -261,8 +264,10 @@ def test_kafka_group_commits_durable_offsets():
         got = collections.Counter()
         for (part, raw), n in output_records(ws.sink_root).items():
             got[raw] += n
-            check(part.startswith("events/p_$key=tenant-a/p_year=2024/"),
-                  "bad partition %s" % part)
+            want = ("events/p_$key=tenant-a/" if raw in recs[:2000] else
+                    "events/p_$header.tenant=hooli/")
+            check(part.startswith(want + "p_year=2024/"),
+                  "%s in partition %s" % (raw[:40], part))
         check(got == collections.Counter(recs),
               "group run: %d records out of %d" % (sum(got.values()),
                                                    len(recs)))
@@ -354,6 +359,36 @@ def test_kafka_rebalance_hands_over_exactly_once():
         wb.cleanup()
 
 
+def test_kafka_key_field():
+    """The sink keys messages by key_field when the record has it, else by
+    the partition key."""
+    ws = Workspace("kkey")
+    broker = Broker({"k.login": 2, "skippr.markers": 1})
+    try:
+        recs = [json.dumps({"event_type": "login", "user": {"id": "u%d" % i},
+                            "timestamp": "2024-05-01T00:00:00Z"}).encode()
+                for i in range(50)]
+        recs.append(b'{"event_type":"login","timestamp":"2024-05-01"}')
+        with open(os.path.join(ws.inp, "a.jsonl"), "wb") as f:
+            f.write(b"\n".join(recs) + b"\n")
+        kafka_config(ws, ("File", {"path": ws.inp}),
+                     ("Kafka", {"brokers": broker.bootstrap,
+                                "topic": "k.{namespace}",
+                                "key_field": "user.id"}))
+        ws.sync("--once")
+        keys = {m["payload"]: m["key"] for m in consume(broker.bootstrap,
+                                                        "k.login")}
+        check(len(keys) == len(recs), "%d of %d messages" % (len(keys),
+                                                             len(recs)))
+        for i in range(50):
+            check(keys[recs[i]] == "u%d" % i, "key %r" % keys[recs[i]])
+        check(keys[recs[50]].startswith("login/"),
+              "no key_field: key %r" % keys[recs[50]])
+    finally:
+        broker.stop()
+        ws.cleanup()
+
+
 def test_kafka_errors_are_clear():
     ws = Workspace("kerr")
     broker = Broker({"events": 1, "skippr.markers": 1})
@@ -407,6 +442,7 @@ def test_kafka_errors_are_clear():
 
 if __name__ == "__main__":
     main([test_kafka_errors_are_clear,
+          test_kafka_key_field,
           test_kafka_group_commits_durable_offsets,
           test_kafka_rebalance_hands_over_exactly_once,
           test_kafka_to_file_exactly_once_across_kills,
