@@ -47,7 +47,7 @@ static const skippr_option options[] = {
     {"timeout_seconds", SKIPPR_OPT_INT, "300", 0,
      offsetof(hpull, timeout_seconds), "Per request."},
     {"header.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(hpull, headers),
-     "Extra request headers, e.g. header.Authorization (never logged)."},
+     "Extra request headers, e.g. header.X-Api-Key (values never logged)."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static int init(void *ctx, const skippr_host *host)

@@ -47,7 +47,7 @@ static const skippr_option options[] = {
     {"timeout_seconds", SKIPPR_OPT_INT, "30", 0,
      offsetof(hsink, timeout_seconds), "Per request; then it is retried."},
     {"header.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(hsink, headers),
-     "Extra request headers, e.g. header.Authorization: Bearer x (never "
+     "Extra request headers, e.g. header.X-Api-Key: k (values never "
      "logged)."},
     {NULL, 0, NULL, 0, 0, NULL}};
 

@@ -33,7 +33,7 @@ def write(ws, text):
 
 def test_help_and_version():
     p = run(["--version"])
-    check(p.out.startswith("skipprd 0.") and "plugin ABI 1" in p.out, p.out)
+    check(p.out.startswith("skipprd 0.") and "plugin ABI 2" in p.out, p.out)
     p = run(["--help"])
     for word in ("sync --pipeline NAME", "validate", "status", "plugins",
                  "--once"):
