@@ -43,7 +43,7 @@ void mqtt_on_connect(struct mosquitto *m, void *ud, int rc, int flags,
     c->connack = rc;
 }
 
-static int64_t now_ms(void)
+int64_t mqtt_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -109,8 +109,8 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
                                   : mosquitto_strerror(rc));
         return SKIPPR_FATAL;
     }
-    int64_t end = now_ms() + timeout_ms;
-    while (c->connack < 0 && now_ms() < end) {
+    int64_t end = mqtt_now_ms() + timeout_ms;
+    while (c->connack < 0 && mqtt_now_ms() < end) {
         if (external_loop) {
             mosquitto_loop_write(c->mosq, 1);
             struct pollfd p = {mosquitto_socket(c->mosq), POLLIN, 0};

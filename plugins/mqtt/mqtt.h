@@ -69,6 +69,8 @@ void mqtt_close(mqtt_conn *c, int flush);
 /* The connect callback mqtt_connect() relies on: records the CONNACK. */
 void mqtt_on_connect(struct mosquitto *m, void *ud, int rc, int flags,
                      const mosquitto_property *props);
+/* Milliseconds on the monotonic clock. */
+int64_t mqtt_now_ms(void);
 
 extern const skippr_source_ops mqtt_source_ops;
 extern const skippr_sink_ops mqtt_sink_ops;

@@ -207,21 +207,14 @@ static int sink_write(void *ctx, void *h, const void *buf, size_t len)
     return SKIPPR_OK;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Committed once the broker acknowledged every message published. */
 static int sink_commit(void *ctx, void *h)
 {
     msink *c = ctx;
     mhandle *k = h;
-    int64_t end = now_ms() + ACK_TIMEOUT_MS;
+    int64_t end = mqtt_now_ms() + ACK_TIMEOUT_MS;
     while (atomic_load(&c->acked) < c->published && !atomic_load(&c->lost) &&
-           now_ms() < end) {
+           mqtt_now_ms() < end) {
         struct timespec ts = {0, 2000000L};
         nanosleep(&ts, NULL);
     }

@@ -54,13 +54,6 @@ static const skippr_option options[] = {
      "--once ends after this long without a message."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_message(struct mosquitto *m, void *ud,
                        const struct mosquitto_message *msg,
                        const mosquitto_property *props)
@@ -103,7 +96,7 @@ static void on_message(struct mosquitto *m, void *ud,
     }
     c->next++;
     c->emitted++;
-    c->last_msg_ms = now_ms();
+    c->last_msg_ms = mqtt_now_ms();
 }
 
 static void on_subscribe(struct mosquitto *m, void *ud, int mid, int n,
@@ -161,7 +154,7 @@ static int init(void *ctx, const skippr_host *host)
     int rc = mqtt_connect(&c->conn, 0, 1, set_callbacks, 10000);
     if (!rc)
         rc = subscribe(c);
-    c->last_msg_ms = now_ms();
+    c->last_msg_ms = mqtt_now_ms();
     return rc;
 }
 
@@ -199,11 +192,11 @@ static int src_poll(void *ctx, int timeout_ms)
                       : 0;
     }
     struct mosquitto *m = c->conn.mosq;
-    int64_t end = now_ms() + timeout_ms;
+    int64_t end = mqtt_now_ms() + timeout_ms;
     c->emitted = 0;
     int rc = SKIPPR_OK;
     while (c->emitted < BATCH && !c->failed) {
-        int64_t left = end - now_ms();
+        int64_t left = end - mqtt_now_ms();
         if (left <= 0)
             break;
         /* CONNECT, SUBSCRIBE, pings; but no acknowledgement may leave
@@ -236,7 +229,7 @@ static int src_poll(void *ctx, int timeout_ms)
     }
     mosquitto_loop_write(m, 1);
     if (c->once && c->subscribed &&
-        now_ms() - c->last_msg_ms >= c->idle_timeout_seconds * 1000)
+        mqtt_now_ms() - c->last_msg_ms >= c->idle_timeout_seconds * 1000)
         return SKIPPR_END;
     return SKIPPR_OK;
 }
