@@ -11,6 +11,7 @@ import datetime
 import gzip
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -422,6 +423,27 @@ def kill_until_resumed(ws, limit=30):
             break
     p = ws.sync("--once")
     return resumed + ("resuming unit" in p.err)
+
+
+def kill_at_random(ws, kills, low, high, once=False, env=None, seed=11):
+    """Start ws's pipeline (`sync`, or `sync --once`) `kills` times, each
+    run SIGKILLed after a random delay in [low, high) s unless it ended
+    first. Returns how many runs were killed."""
+    rng = random.Random(seed)
+    killed = 0
+    for _ in range(kills):
+        p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
+                              "gdpr_compliant_migration", "--config",
+                              ws.config] + (["--once"] if once else []),
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=env)
+        try:
+            p.wait(rng.uniform(low, high))
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            killed += 1
+    return killed
 
 
 def files_snapshot(root):

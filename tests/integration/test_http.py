@@ -18,8 +18,6 @@ import collections
 import http.client
 import json
 import os
-import random
-import signal
 import subprocess
 import sys
 import threading
@@ -27,8 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from skippr_test import (SKIPPRD, SINK_PREFIX, SOURCE_PREFIX, SOURCE_DIR,  # noqa: E402
-                         Workspace, check, dead_letters, expected_key, main,
-                         output_records)
+                         Workspace, check, dead_letters, expected_key,
+                         kill_at_random, main, output_records)
 from test_kafka import kafka_config, make_records  # noqa: E402
 from test_mqtt import free_port  # noqa: E402
 
@@ -78,15 +76,7 @@ def test_http_push_loses_nothing_across_kills():
                 time.sleep(0.05)
     t = threading.Thread(target=client)
     t.start()
-    rng = random.Random(5)
-    for _ in range(KILLS):
-        p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
-                              "gdpr_compliant_migration", "--config",
-                              ws.config], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 0.9))
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+    kill_at_random(ws, KILLS, 0.3, 0.9, seed=5)
     # The last server runs until the client is done and 2 s more.
     p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
                           "gdpr_compliant_migration", "--config", ws.config,
@@ -215,18 +205,7 @@ def test_file_to_http_across_kills_and_failures():
     try:
         recs = file_to_http(ws, recv)
         recv.control(fail_rate=0.2, status=503)
-        rng = random.Random(6)
-        for _ in range(KILLS):
-            p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
-                                  "gdpr_compliant_migration", "--config",
-                                  ws.config, "--once"],
-                                 stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-            try:
-                p.wait(rng.uniform(0.2, 0.8))
-            except subprocess.TimeoutExpired:
-                p.send_signal(signal.SIGKILL)
-                p.wait()
+        kill_at_random(ws, KILLS, 0.2, 0.8, once=True, seed=6)
         r = ws.sync("--once", timeout=300)
         check("s3cr3t" not in r.err, "the token was logged")
         keys, repeats = check_delivery(recv, recs)

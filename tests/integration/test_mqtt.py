@@ -16,8 +16,6 @@ every copy of a record carrying the same skippr-record id.
 import collections
 import json
 import os
-import random
-import signal
 import socket
 import subprocess
 import sys
@@ -26,8 +24,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from skippr_test import (SKIPPRD, SINK_PREFIX, SOURCE_PREFIX, Workspace,  # noqa: E402
-                         check, expected_key, main, output_records)
+from skippr_test import (SINK_PREFIX, SOURCE_PREFIX, Workspace,  # noqa: E402
+                         check, expected_key, kill_at_random, main,
+                         output_records)
 from test_kafka import kafka_config, make_records  # noqa: E402
 
 KILLS = 10
@@ -82,23 +81,6 @@ def publish(broker, topic, records):
     check(p.returncode == 0, "mosquitto_pub: %s" % p.stderr.decode())
 
 
-def kill_loop(ws, kills, low, high, once=False):
-    """Start skipprd (continuously) and SIGKILL it after a random delay,
-    kills times."""
-    rng = random.Random(11)
-    for _ in range(kills):
-        p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
-                              "gdpr_compliant_migration", "--config",
-                              ws.config] + (["--once"] if once else []),
-                             stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        try:
-            p.wait(rng.uniform(low, high))
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-
-
 def test_mqtt_to_file_at_least_once_across_kills():
     ws = Workspace("m2f")
     broker = Mosquitto()
@@ -118,7 +100,7 @@ def test_mqtt_to_file_at_least_once_across_kills():
                 time.sleep(0.1)
         t = threading.Thread(target=publisher)
         t.start()
-        kill_loop(ws, KILLS, 0.3, 1.0)
+        kill_at_random(ws, KILLS, 0.3, 1.0)
         t.join()
         ws.sync("--once", timeout=300)
         got = output_records(ws.sink_root)
@@ -159,7 +141,7 @@ def test_file_to_mqtt_at_least_once_across_kills():
                      ("MQTT", {"broker": broker.address,
                                "topic": "out/{partition}"}),
                      pipeline_extra={"upload_concurrency": 2})
-        kill_loop(ws, KILLS, 0.2, 0.8, once=True)
+        kill_at_random(ws, KILLS, 0.2, 0.8, once=True)
         ws.sync("--once", timeout=300)
         time.sleep(1)
         sub.terminate()
