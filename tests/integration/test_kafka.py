@@ -161,9 +161,10 @@ def copy_to_kafka_across_kills(ws, broker, s3=None):
               "slice %s committed by several attempts" % sl)
         check(sorted(r for _, r in recs) == list(range(len(recs))),
               "slice %s records are not numbered 0..n-1" % sl)
-    print("  %d records exactly once after %d kills; %d slices; %d "
-          "messages of aborted transactions hidden" %
-          (sum(exp.values()), len(seen) - 1, len(per_slice), aborted))
+    print("  %d records exactly once after %d kills (%d distinct progress "
+          "points); %d slices; %d messages of aborted transactions hidden" %
+          (sum(exp.values()), len(seen) - 1, len(set(seen)), len(per_slice),
+           aborted))
     p = ws.sync("--once", env=env)
     check(" 0 records" in p.err and "0 objects written" in p.err,
           "a further run did work:\n" + p.err)
@@ -205,8 +206,10 @@ def test_kafka_to_file_exactly_once_across_kills():
                                      "buffer_threshold_seconds": 1})
 
         def durable():
-            """Records durable so far: in the WAL's open slices (as
-            `skipprd status` reads them) and in written objects."""
+            """(records durable so far: in the WAL's open slices, as
+            `skipprd status` reads them, and in written objects; records
+            in written objects). The second part keeps moving while the
+            WAL is written out after everything was read."""
             p = run(["status", "--pipeline", "gdpr_compliant_migration",
                      "--config", ws.config], check_rc=False)
             m = re.search(r"slices open: +\d+ \((\d+) records", p.out)
@@ -216,7 +219,7 @@ def test_kafka_to_file_exactly_once_across_kills():
                     if not fn.startswith("."):  # a killed run's temp file
                         with open(os.path.join(d, fn), "rb") as f:
                             written += f.read().count(b"\n")
-            return (int(m.group(1)) if m else 0) + written
+            return ((int(m.group(1)) if m else 0) + written, written)
         check(len(consume(broker.bootstrap, "events")) == len(recs),
               "the broker dropped input (its 5 MB per partition limit)")
         seen = kill_runs(ws, KILLS, 0.15, 0.5, durable)
@@ -227,8 +230,9 @@ def test_kafka_to_file_exactly_once_across_kills():
               (lost, dup, unexpected, sum(exp.values())))
         p = ws.sync("--once")
         check(" 0 records" in p.err, "a second --once read again:\n" + p.err)
-        print("  %d records exactly once after %d kills" %
-              (sum(exp.values()), len(seen) - 1))
+        print("  %d records exactly once after %d kills (%d distinct "
+              "progress points)" % (sum(exp.values()), len(seen) - 1,
+                                    len(set(seen))))
     finally:
         broker.stop()
         ws.cleanup()
