@@ -4,9 +4,10 @@
  * A slice always yields the same records in the same order, so its parts
  * and their keys are the same on every attempt, in this run or after a
  * crash: a receiver that remembers keys stores each part once. Without
- * that it is at least once. 2xx is success; 5xx, 429, timeouts and
- * connection failures are retried (by the engine, with backoff); other
- * 4xx are fatal, with the receiver's answer in the log. Extra headers
+ * that it is at least once. 2xx is success; 5xx, 429, 408, timeouts and
+ * connection failures are retried, first here for that one POST
+ * (max_attempts, with backoff), then by the engine for the whole object;
+ * other 4xx are fatal, with the receiver's answer in the log. Extra headers
  * (header.NAME options) are sent as given and never logged.
  */
 #include <curl/curl.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "http.h"
 
@@ -23,6 +25,7 @@ typedef struct hsink {
     const char *content_type;
     int64_t batch_bytes;
     int64_t timeout_seconds;
+    int64_t max_attempts;
     const skippr_kv *headers;
     /* state */
     const skippr_host *host;
@@ -46,6 +49,9 @@ static const skippr_option options[] = {
      "A POST carries records up to about this many bytes."},
     {"timeout_seconds", SKIPPR_OPT_INT, "30", 0,
      offsetof(hsink, timeout_seconds), "Per request; then it is retried."},
+    {"max_attempts", SKIPPR_OPT_INT, "5", 0, offsetof(hsink, max_attempts),
+     "Tries of one POST (5xx, 429, timeouts) before the engine retries the "
+     "whole object."},
     {"header.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(hsink, headers),
      "Extra request headers, e.g. header.X-Api-Key: k (values never "
      "logged)."},
@@ -67,6 +73,10 @@ static int init(void *ctx, const skippr_host *host)
 {
     hsink *c = ctx;
     c->host = host;
+    if (c->max_attempts < 1 || c->max_attempts > 100) {
+        HLOG(host, SKIPPR_LOG_ERROR, "max_attempts must be 1 to 100");
+        return SKIPPR_INVAL;
+    }
     if (strncmp(c->url, "http://", 7) && strncmp(c->url, "https://", 8)) {
         HLOG(host, SKIPPR_LOG_ERROR, "url must start with http:// or "
              "https://");
@@ -102,8 +112,8 @@ static void destroy(void *ctx)
         curl_easy_cleanup(c->curl);
 }
 
-/* POST one part. */
-static int post(hsink *c, hpart *p)
+/* POST one part, once. */
+static int post_once(hsink *c, hpart *p)
 {
     char key[128];
     snprintf(key, sizeof key, "Idempotency-Key: %s-%d", p->slice, p->part);
@@ -152,6 +162,26 @@ static int post(hsink *c, hpart *p)
     }
     HLOG(c->host, SKIPPR_LOG_ERROR, "POST %s: %ld %s", c->url, status, answer);
     return SKIPPR_FATAL;
+}
+
+/* POST one part, retrying what may succeed later with backoff (100 ms
+ * doubling to 2 s), so that one refused request does not cost the whole
+ * object's earlier parts. */
+static int post(hsink *c, hpart *p)
+{
+    int rc = SKIPPR_RETRY;
+    for (int64_t a = 0; a < c->max_attempts; a++) {
+        if (a) {
+            if (c->host->should_stop(c->host))
+                return SKIPPR_STOPPED;
+            long ms = 100L << (a < 5 ? a - 1 : 4);
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if ((rc = post_once(c, p)) != SKIPPR_RETRY)
+            return rc;
+    }
+    return rc;
 }
 
 static int sink_open(void *ctx, const skippr_object_info *info, void **h)

@@ -160,7 +160,7 @@ class Receiver:
         self.proc.wait(10)
 
 
-def file_to_http(ws, recv):
+def file_to_http(ws, recv, attempts=5):
     recs = make_records(20000, seed=6, days=2)
     folder = os.path.join(ws.inp, SOURCE_PREFIX)
     os.makedirs(folder)
@@ -170,6 +170,7 @@ def file_to_http(ws, recv):
     kafka_config(ws, ("File", {"path": ws.inp, "prefix": SOURCE_PREFIX}),
                  ("HTTP", {"url": "http://127.0.0.1:%d/in" % recv.port,
                            "batch_bytes": 16384,
+                           "max_attempts": attempts,
                            "header.Authorization": "Bearer s3cr3t-t0ken"}),
                  pipeline_extra={"upload_concurrency": 2})
     return recs
@@ -221,7 +222,7 @@ def test_full_receiver_is_backpressure_then_an_error():
     ws = Workspace("full")
     recv = Receiver(ws.root)
     try:
-        recs = file_to_http(ws, recv)
+        recs = file_to_http(ws, recv, attempts=2)
         recv.control(fail_rate=1.0, status=429)
         r = ws.sync("--once", check_rc=False, timeout=300)
         check(r.returncode != 0 and "429" in r.err and "giving up" in r.err,
