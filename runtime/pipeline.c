@@ -63,8 +63,9 @@ typedef struct lane lane;
 
 /* A streaming source's unit (a topic-partition) as the engine tracks it. */
 typedef struct stream_unit {
-    char *id;          /* owned */
-    sk_unit_rec *rec;  /* the ledger's; its offset is the next position */
+    sk_unit_rec *rec;  /* the ledger's (never finished, so never freed
+                        * before the engine); its offset is the next
+                        * position, its id the unit's */
     int64_t acked;     /* offset already acked to the source */
 } stream_unit;
 
@@ -706,6 +707,14 @@ static void backoff_sleep(int attempt)
     nanosleep(&ts, NULL);
 }
 
+/* A sink that takes records, not files (Kafka, MQTT, HTTP). */
+static int sink_takes_records(const sk_instance *sink)
+{
+    const skippr_sink_ops *ops = sink->plugin->sink;
+    return SKIPPR_OPS_HAS(skippr_sink_ops, ops, flags) &&
+           (ops->flags & SKIPPR_SINK_RECORDS);
+}
+
 /* Write one object with retries. mode as writer.dead_mode. */
 static int put_object(uploader *u, sk_slice *s, const char *key,
                       const char *slice_id, uint64_t size, uint32_t crc,
@@ -721,8 +730,7 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
     snprintf(ns, sizeof ns, "%.*s", (int)SK_MIN(nsl, SK_SEGMENT_MAX), s->key);
     skippr_object_info info = {key, slice_id, size, crc, ctype,
                                s->key, ns, s->records};
-    int records_mode = SKIPPR_OPS_HAS(skippr_sink_ops, ops, flags) &&
-                       (ops->flags & SKIPPR_SINK_RECORDS);
+    int records_mode = sink_takes_records(sink);
     int rc = SKIPPR_FATAL;
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         if (attempt) {
@@ -1242,14 +1250,6 @@ static void lane_skip_bom(lane *l)
 }
 
 /* The copy this pipeline can make of a unit of format fmt, or why not. */
-/* A sink that takes records, not files (Kafka, MQTT, HTTP). */
-static int sink_takes_records(const sk_instance *sink)
-{
-    const skippr_sink_ops *ops = sink->plugin->sink;
-    return SKIPPR_OPS_HAS(skippr_sink_ops, ops, flags) &&
-           (ops->flags & SKIPPR_SINK_RECORDS);
-}
-
 static const char *format_problem(const engine *e, int fmt)
 {
     if (sink_takes_records(e->sink) &&
@@ -2045,7 +2045,7 @@ static int copy_pass(engine *e)
 static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
 {
     for (size_t i = 0; i < e->nsunits; i++)
-        if (strcmp(e->sunits[i].id, id) == 0)
+        if (strcmp(e->sunits[i].rec->id, id) == 0)
             return &e->sunits[i];
     const sk_unit_rec *known = NULL;
     if ((*rc = sk_ledger_lookup(e->st->ledger, id, &known)))
@@ -2056,15 +2056,12 @@ static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
                       sizeof *e->sunits, 16))
         return NULL;
     sk_unit_rec *r = sk_ledger_touch(e->st->ledger, id, "", -1);
-    char *copy = sk_strdup(id);
-    if (!r || !copy) {
-        sk_free(copy);
+    if (!r)
         return NULL;
-    }
     if (r->offset < offset)
         r->offset = offset;
     stream_unit *u = &e->sunits[e->nsunits++];
-    *u = (stream_unit){copy, r, r->offset};
+    *u = (stream_unit){r, r->offset};
     *rc = SKIPPR_OK;
     return u;
 }
@@ -2202,9 +2199,9 @@ static int stream_sync(void *ud)
         stream_unit *u = &e->sunits[i];
         if (u->rec->offset <= u->acked)
             continue;
-        if ((rc = ops->ack(e->src->ctx, u->id, u->rec->offset - 1))) {
+        if ((rc = ops->ack(e->src->ctx, u->rec->id, u->rec->offset - 1))) {
             plugin_failed(e->src, "%s: ack of %s failed: %s", e->src->label,
-                          u->id, skippr_status_str(rc));
+                          u->rec->id, skippr_status_str(rc));
             return rc;
         }
         u->acked = u->rec->offset;
@@ -2384,8 +2381,6 @@ static void engine_free(engine *e)
     sk_free(e->csv_cols);
     sk_buf_free(&e->slice_key);
     sk_buf_free(&e->sscratch);
-    for (size_t i = 0; i < e->nsunits; i++)
-        sk_free(e->sunits[i].id);
     sk_free(e->sunits);
     todo_clear(e);
     sk_free(e->todo);
