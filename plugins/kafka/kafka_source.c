@@ -186,8 +186,9 @@ static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         c->host->counter_add(c->host, "offset_commits", 1);
 }
 
-/* --once: every partition's high watermark now. */
-static int read_watermarks(ksrc *c)
+/* Every partition of the topics (a group-less source assigns them all),
+ * and for --once each one's high watermark now. */
+static int read_partitions(ksrc *c)
 {
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = rd_kafka_metadata(c->rk, 1, NULL, &md,
@@ -223,6 +224,8 @@ static int read_watermarks(ksrc *c)
             memcpy(kp->topic, name, len + 1);
             kp->partition = md->topics[t].partitions[i].id;
             kp->next = -1;
+            if (!c->once)
+                continue;
             int64_t low = 0;
             e = rd_kafka_query_watermark_offsets(c->rk, name, kp->partition,
                                                  &low, &kp->high,
@@ -277,7 +280,7 @@ static int init(void *ctx, const skippr_host *host)
     int rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic,
                                 META_TIMEOUT_MS);
     if (!rc)
-        rc = read_watermarks(c);
+        rc = read_partitions(c);
     if (rc || c->no_group)
         return rc; /* without a group, the first poll() assigns */
     size_t n = 1;
@@ -360,8 +363,9 @@ static int emit_message(ksrc *c, const rd_kafka_message_t *m)
         .nheaders = nh,
     };
     int rc = c->host->emit(c->host, &msg);
-    kpart *kp = find_part(c, topic, m->partition);
-    if (!rc && kp && m->offset + 1 > kp->next)
+    /* Only --once needs each partition's progress (once_done()). */
+    kpart *kp = c->once && !rc ? find_part(c, topic, m->partition) : NULL;
+    if (kp && m->offset + 1 > kp->next)
         kp->next = m->offset + 1;
     return rc;
 }
