@@ -35,6 +35,7 @@
 #define LANES_PER_THREAD 3        /* units in flight per worker */
 #define MAX_LANES 64
 #define LEDGER_HELD 4096          /* finished units held in memory */
+#define DOC_MAX_BYTES (1u << 30)  /* a streaming document (skippr_message) */
 
 /* ---- framing tasks ------------------------------------------------------ */
 
@@ -153,6 +154,10 @@ struct engine {
     size_t nsunits, sunits_cap;
     sk_buf sscratch;          /* decoded field values of one message */
     uint64_t duplicates;      /* messages dropped as already durable */
+    lane *doc_lane;           /* frames documents (SKIPPR_MSG_DOCUMENT) */
+    sk_unit_rec doc_rec;      /* the doc lane's scratch unit record */
+    const skippr_message *doc_msg; /* the document being framed */
+    uint64_t doc_dead;        /* its records dead-lettered so far */
 };
 
 /* A plugin call failed: an error line, unless the plugin already logged
@@ -474,6 +479,15 @@ static int dead_letter(engine *e, const char *unit, uint64_t offset,
     if (!rc)
         rc = sk_state_append(e->st, s, bytes, len);
     sk_buf_free(&meta);
+    const skippr_message *m = e->doc_msg;
+    if (!rc && m && e->doc_dead++ == 0 && m->problem && m->problem_cap) {
+        /* The document's sender is told about its first bad record. */
+        size_t line = 1;
+        for (uint64_t i = 0; i < offset && i < m->len; i++)
+            line += ((const uint8_t *)m->data)[i] == '\n';
+        snprintf(m->problem, m->problem_cap,
+                 "line %zu (byte %" PRIu64 "): %s", line, offset, reason);
+    }
     if (!rc) {
         e->dead++;
         sk_debug("dead letter: %s at offset %" PRIu64 " (%zu bytes): %s",
@@ -1224,6 +1238,7 @@ struct lane {
     sk_task inflate;   /* compressed units: decompress, then frame */
     sk_group g;
     int busy;          /* submitted, not yet applied */
+    int doc;           /* frames streaming documents: u is no ledger's */
 };
 
 static void run_task(engine *e, sk_task *t, sk_group *g)
@@ -1423,15 +1438,20 @@ static void unit_failed(engine *e, const char *id, uint64_t offset, int rc)
 /* A unit's format: the source's format option; else, for a unit resumed
  * mid-way, what its ledger record says; else the extension of its name
  * (under .gz or .zst); else SK_FORMAT_AUTO, and lane_sniff decides. */
-static int lane_format(lane *l, const todo *t)
+static void lane_reset_format(lane *l)
 {
-    engine *e = l->e;
     l->fmt_error = NULL;
     sk_csv_framer_free(&l->csv);
-    sk_csv_framer_init(&l->csv, e->src->csv_delim);
+    sk_csv_framer_init(&l->csv, l->e->src->csv_delim);
     sk_xml_framer_free(&l->xml);
     sk_xml_framer_init(&l->xml);
     l->skip_until = 0;
+}
+
+static int lane_format(lane *l, const todo *t)
+{
+    engine *e = l->e;
+    lane_reset_format(l);
     switch (e->src->format) {
     case SK_FORMAT_CSV: l->fmt = SK_FORMAT_CSV; break;
     case SK_FORMAT_XML: l->fmt = SK_FORMAT_XML; break;
@@ -1751,7 +1771,8 @@ static int lane_apply(lane *l, int *finished)
     }
     u->flags |= SK_UNIT_DONE;
     u->dirty = 1;
-    e->units_done++;
+    if (!l->doc)
+        e->units_done++;
     *finished = 1;
     return SKIPPR_OK;
 }
@@ -1845,6 +1866,40 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
     return rc;
 }
 
+/* A zeroed lane's buffers; its window holds up to win_max bytes.
+ * lane_free() releases them, also after a failure here. */
+static int lane_init(engine *e, lane *l, size_t win_max)
+{
+    l->e = e;
+    sk_buf_init(&l->win, win_max);
+    l->r.raw = sk_malloc(RAW_READ);
+    l->pieces = sk_calloc(MAX_PIECES, sizeof *l->pieces);
+    if (!l->r.raw || !l->pieces)
+        return SKIPPR_NOMEM;
+    for (int k = 0; k < MAX_PIECES; k++) {
+        l->pieces[k].e = e;
+        sk_memo_init(&l->pieces[k].memo, e->win_max);
+        sk_buf_init(&l->pieces[k].scratch, e->win_max);
+    }
+    return SKIPPR_OK;
+}
+
+static void lane_free(lane *l)
+{
+    for (int k = 0; l->pieces && k < MAX_PIECES; k++) {
+        sk_free(l->pieces[k].recs);
+        sk_free(l->pieces[k].groups);
+        sk_memo_free(&l->pieces[k].memo);
+        sk_buf_free(&l->pieces[k].scratch);
+        sk_csv_decoder_free(l->pieces[k].csvdec);
+    }
+    sk_csv_framer_free(&l->csv);
+    sk_xml_framer_free(&l->xml);
+    sk_free(l->pieces);
+    sk_free(l->r.raw);
+    sk_buf_free(&l->win);
+}
+
 static int lanes_init(engine *e)
 {
     /* LANES_PER_THREAD per thread plus one, so that workers frame while
@@ -1865,40 +1920,21 @@ static int lanes_init(engine *e)
         return SKIPPR_NOMEM;
     e->nlanes = n;
     for (size_t i = 0; i < n; i++) {
-        lane *l = &e->lanes[i];
-        l->e = e;
-        sk_buf_init(&l->win, e->win_max);
-        l->r.raw = sk_malloc(RAW_READ);
-        l->pieces = sk_calloc(MAX_PIECES, sizeof *l->pieces);
-        if (!l->r.raw || !l->pieces)
-            return SKIPPR_NOMEM;
-        for (int k = 0; k < MAX_PIECES; k++) {
-            l->pieces[k].e = e;
-            sk_memo_init(&l->pieces[k].memo, e->win_max);
-            sk_buf_init(&l->pieces[k].scratch, e->win_max);
-        }
+        int rc = lane_init(e, &e->lanes[i], e->win_max);
+        if (rc)
+            return rc;
     }
     return SKIPPR_OK;
 }
 
 static void lanes_free(engine *e)
 {
-    for (size_t i = 0; i < e->nlanes; i++) {
-        lane *l = &e->lanes[i];
-        for (int k = 0; l->pieces && k < MAX_PIECES; k++) {
-            sk_free(l->pieces[k].recs);
-            sk_free(l->pieces[k].groups);
-            sk_memo_free(&l->pieces[k].memo);
-            sk_buf_free(&l->pieces[k].scratch);
-            sk_csv_decoder_free(l->pieces[k].csvdec);
-        }
-        sk_csv_framer_free(&l->csv);
-        sk_xml_framer_free(&l->xml);
-        sk_free(l->pieces);
-        sk_free(l->r.raw);
-        sk_buf_free(&l->win);
-    }
+    for (size_t i = 0; i < e->nlanes; i++)
+        lane_free(&e->lanes[i]);
     sk_free(e->lanes);
+    if (e->doc_lane)
+        lane_free(e->doc_lane);
+    sk_free(e->doc_lane);
 }
 
 /* ---- listing ------------------------------------------------------------- */
@@ -2145,6 +2181,101 @@ static int stream_record(engine *e, const skippr_message *m)
     return SKIPPR_OK;
 }
 
+/* The format a document message names, SK_FORMAT_AUTO for none, or -1
+ * for a name the engine does not know. */
+static int document_format(const engine *e, const skippr_message *m)
+{
+    const char *f = m->format;
+    if (!f || !*f)
+        return e->src->format == SK_FORMAT_JSONL ? SK_FORMAT_JSON
+                                                 : (int)e->src->format;
+    if (strcmp(f, "json") == 0 || strcmp(f, "jsonl") == 0 ||
+        strcmp(f, "ndjson") == 0)
+        return SK_FORMAT_JSON;
+    if (strcmp(f, "csv") == 0)
+        return SK_FORMAT_CSV;
+    if (strcmp(f, "xml") == 0)
+        return SK_FORMAT_XML;
+    return -1;
+}
+
+/* A document message (an HTTP body of NDJSON, CSV or XML): framed, peeked
+ * and routed by the lane code that copies files, in one piece on this
+ * thread. Every record shares the message's position; bad ones are
+ * dead-lettered under "<unit>#<position>" at their byte offset. */
+static int stream_document(engine *e, const skippr_message *m)
+{
+    int fmt = document_format(e, m);
+    if (fmt < 0) {
+        sk_error("%s: a document of unknown format '%s'", e->src->label,
+                 m->format);
+        return SKIPPR_INVAL;
+    }
+    if (m->len == 0)
+        return SKIPPR_OK; /* nothing to frame, nothing to reject */
+    if (m->len > DOC_MAX_BYTES) {
+        sk_error("%s: a document of %zu bytes; at most %u are taken",
+                 e->src->label, m->len, DOC_MAX_BYTES);
+        return SKIPPR_RANGE;
+    }
+    if (!e->doc_lane) {
+        if (!(e->doc_lane = sk_calloc(1, sizeof *e->doc_lane)))
+            return SKIPPR_NOMEM;
+        int rc = lane_init(e, e->doc_lane, DOC_MAX_BYTES);
+        if (rc)
+            return rc;
+        e->doc_lane->doc = 1;
+    }
+    lane *l = e->doc_lane;
+    char id[600];
+    int n = snprintf(id, sizeof id, "%s#%" PRId64, m->unit, m->position);
+    if (n < 0 || (size_t)n >= sizeof id)
+        return SKIPPR_RANGE;
+    todo t = {id, "", (int64_t)m->len, 0, 0};
+    lane_reset_format(l);
+    l->fmt = fmt;
+    int rc = fmt == SK_FORMAT_AUTO ? SKIPPR_OK : lane_format_known(l);
+    if (rc)
+        return rc;
+    e->doc_rec = (sk_unit_rec){0};
+    l->t = &t;
+    l->u = &e->doc_rec;
+    sk_buf_reset(&l->win);
+    if ((rc = sk_buf_append(&l->win, m->data, m->len)))
+        return rc;
+    l->base = 0;
+    l->first = 1;
+    l->final = 1;
+    l->made = m->len;
+    l->target = m->len + 1; /* never "widen the window" */
+    sk_json_framer_init(&l->fr);
+    sk_group_init(&l->g);
+    e->doc_msg = m;
+    e->doc_dead = 0;
+    lane_skip_bom(l);
+    lane_frame(l, 0);
+    int finished = 0;
+    if (l->fmt_error) {
+        /* The sender's mistake (CSV for a Kafka sink, say), not the
+         * pipeline's: the document is set aside whole. */
+        e->bytes_in += m->len;
+        e->bytes_since_commit += m->len;
+        rc = dead_letter(e, id, 0, m->data, m->len, l->fmt_error);
+        finished = 1;
+    } else {
+        rc = lane_apply(l, &finished);
+    }
+    e->doc_msg = NULL;
+    l->t = NULL;
+    l->u = NULL;
+    if (!rc && !finished) {
+        sk_error("%s: document %s was not framed to its end", e->src->label,
+                 id);
+        rc = SKIPPR_CORRUPT;
+    }
+    return rc;
+}
+
 static int stream_emit(void *ud, const skippr_message *m)
 {
     engine *e = ud;
@@ -2157,16 +2288,23 @@ static int stream_emit(void *ud, const skippr_message *m)
     stream_unit *u = stream_unit_get(e, m->unit, &rc);
     if (!u)
         return rc;
+    int doc = m->struct_size >= offsetof(skippr_message, problem_cap) +
+                                    sizeof m->problem_cap &&
+              (m->flags & SKIPPR_MSG_DOCUMENT);
+    if (doc && m->problem && m->problem_cap)
+        m->problem[0] = '\0';
     if (m->position < u->rec->offset) {
         e->duplicates++;
         return SKIPPR_OK;
     }
-    if ((rc = stream_record(e, m)))
+    if ((rc = doc ? stream_document(e, m) : stream_record(e, m)))
         return rc;
     u->rec->offset = m->position + 1;
     u->rec->dirty = 1;
-    e->bytes_in += m->len;
-    e->bytes_since_commit += m->len;
+    if (!doc) { /* a document's bytes were counted by lane_apply */
+        e->bytes_in += m->len;
+        e->bytes_since_commit += m->len;
+    }
     return SKIPPR_OK;
 }
 
@@ -2336,10 +2474,14 @@ static int formats_init(engine *e)
     }
     sk_buf_init(&e->slice_key, (size_t)1 << 20);
     sk_buf_init(&e->sscratch, (size_t)e->cfg->max_record_bytes + 64);
-    if (e->streaming && (e->src->format == SK_FORMAT_CSV ||
-                         e->src->format == SK_FORMAT_XML)) {
-        sk_error("%s: a streaming source's messages are JSON records; "
-                 "format %s is for files", e->src->label,
+    const skippr_source_ops *sops = e->src->plugin->source;
+    int documents = e->streaming &&
+                    SKIPPR_OPS_HAS(skippr_source_ops, sops, flags) &&
+                    (sops->flags & SKIPPR_SOURCE_DOCUMENTS);
+    if (e->streaming && !documents && (e->src->format == SK_FORMAT_CSV ||
+                                       e->src->format == SK_FORMAT_XML)) {
+        sk_error("%s: this source's messages are JSON records; format %s "
+                 "is for files and documents", e->src->label,
                  e->src->format == SK_FORMAT_CSV ? "csv" : "xml");
         return SKIPPR_INVAL;
     }

@@ -107,9 +107,10 @@ typedef struct skippr_header {
     size_t len;
 } skippr_header;
 
-/* A message from a streaming source (Kafka, MQTT, HTTP push): one record.
- * Everything is borrowed: the engine copies what it keeps before emit()
- * returns. Set struct_size to sizeof(skippr_message). */
+/* A message from a streaming source (Kafka, MQTT, HTTP push): one record,
+ * or with SKIPPR_MSG_DOCUMENT a whole document of records. Everything is
+ * borrowed: the engine copies what it keeps before emit() returns. Set
+ * struct_size to sizeof(skippr_message). */
 typedef struct skippr_message {
     uint32_t struct_size;
     const char *unit;     /* e.g. "topic/3"; progress is tracked per unit */
@@ -121,7 +122,22 @@ typedef struct skippr_message {
     const char *topic;    /* routing field $topic; may be NULL */
     const skippr_header *headers; /* routing fields $header.NAME */
     size_t nheaders;
+    /* Appended within ABI 2: read only when struct_size covers them. */
+    uint32_t flags;       /* SKIPPR_MSG_* */
+    const char *format;   /* a document's format: "json" (NDJSON or an
+                           * array), "csv" or "xml"; NULL: the source's
+                           * format option, else the data decides */
+    char *problem;        /* a document: the engine writes here why its
+                           * first set-aside record was set aside ("" when
+                           * none was); may be NULL */
+    size_t problem_cap;
 } skippr_message;
+
+/* skippr_message.flags: data is a whole document (an HTTP body), framed
+ * like a file of its format: many records, all at the message's position.
+ * Records that cannot be read are dead-lettered, the others kept. Only
+ * sources with SKIPPR_SOURCE_DOCUMENTS may emit documents. */
+#define SKIPPR_MSG_DOCUMENT 1u
 
 /* Services the engine offers one instance. The pointer passed to init() stays
  * valid until destroy() returns. Every function is safe to call from any
@@ -228,7 +244,13 @@ typedef struct skippr_source_ops {
      * must work the same whether or not a unit was hinted. The array and
      * its strings are borrowed for the call. */
     int (*prefetch)(void *ctx, const skippr_unit *units, size_t n);
+    /* Appended within ABI 2: SKIPPR_SOURCE_* bits. */
+    uint32_t flags;
 } skippr_source_ops;
+
+/* skippr_source_ops.flags: a streaming source that emits documents
+ * (SKIPPR_MSG_DOCUMENT), so the source's format may be csv or xml. */
+#define SKIPPR_SOURCE_DOCUMENTS 1u
 
 /* ------------------------------------------------------------------------ */
 /* Sinks                                                                    */

@@ -1,30 +1,32 @@
-/* The HTTP push source: clients POST NDJSON and get 200 only once every
- * record of the body is durable.
+/* The HTTP push source: clients POST NDJSON, CSV or XML and get 200 only
+ * once every record of the body is durable.
  *
  * libmicrohttpd serves on its own threads, one per connection. A handler
  * collects the body (413 over max_body_bytes, 401 without the bearer
  * token, 404 off path, 503 with Retry-After while more than
  * max_queued_bytes wait), queues it and waits. poll(), on the engine's
- * thread, emits each queued body's lines as records, makes them durable
- * (host->sync) and only then wakes the handlers: 200, or 400 naming the
- * first line that is not JSON (such lines are dead-lettered, the others
- * kept). A crash before the answer leaves the client without a 200, so a
- * client that retries until it gets one loses nothing; it may send a body
- * twice (at least once).
+ * thread, emits each queued body as one document (SKIPPR_MSG_DOCUMENT)
+ * that the engine frames like a file: the format comes from the
+ * Content-Type, else the source's format option, else the body's first
+ * byte. Then it makes them durable (host->sync) and only then wakes the
+ * handlers: 200, or 400 naming the first record that could not be read
+ * (such records are dead-lettered, the others kept). A crash before the
+ * answer leaves the client without a 200, so a client that retries until
+ * it gets one loses nothing; it may send a body twice (at least once).
  *
- * Records form one unit, "http:<listen>", numbered in arrival order.
+ * Bodies form one unit, "http:<listen>", numbered in arrival order.
  * --once ends after idle_timeout_seconds without a request.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "http.h"
@@ -41,9 +43,10 @@ typedef struct req {
     size_t len, cap;
     int too_big;
     int denied;     /* 401 */
+    const char *format; /* from the Content-Type; NULL: not known */
     req_state state;
     int status;     /* the answer, once done */
-    char reason[256];
+    char reason[512];
 } req;
 
 typedef struct hpush {
@@ -65,7 +68,7 @@ typedef struct hpush {
     int64_t queued;     /* their bytes */
     int stopping;       /* answers 503 from now on */
     char unit[300];
-    int64_t next;       /* position of the next record; -1 unknown */
+    int64_t next;       /* position of the next body; -1 unknown */
     int once;
     int64_t last_req_ms;
 } hpush;
@@ -120,6 +123,32 @@ static int authorized(const hpush *c, struct MHD_Connection *conn)
     return h && strncmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, c->token) == 0;
 }
 
+/* The body format a Content-Type names ("json", "csv", "xml"), or NULL
+ * when it names none of them (absent, text/plain, ...). */
+static const char *content_format(struct MHD_Connection *conn)
+{
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 "Content-Type");
+    if (!ct)
+        return NULL;
+    static const struct {
+        const char *type, *format;
+    } known[] = {{"application/x-ndjson", "json"},
+                 {"application/ndjson", "json"},
+                 {"application/jsonl", "json"},
+                 {"application/json", "json"},
+                 {"text/csv", "csv"},
+                 {"application/csv", "csv"},
+                 {"application/xml", "xml"},
+                 {"text/xml", "xml"}};
+    size_t n = strcspn(ct, "; \t");
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strlen(known[i].type) == n &&
+            strncasecmp(ct, known[i].type, n) == 0)
+            return known[i].format;
+    return NULL;
+}
+
 /* Queue a complete body and wait until poll() answered it. */
 static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
 {
@@ -170,7 +199,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
         for (req *q = c->head; q; q = q->next)
             c->tail = q;
     }
-    char reason[256];
+    char reason[sizeof r->reason];
     snprintf(reason, sizeof reason, "%s", r->reason);
     pthread_mutex_unlock(&c->mu);
     if (status == MHD_HTTP_OK)
@@ -198,6 +227,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
         if (!r)
             return MHD_NO;
         r->denied = !authorized(c, conn);
+        r->format = content_format(conn);
         *con_cls = r;
         return MHD_YES;
     }
@@ -261,6 +291,10 @@ static int init(void *ctx, const skippr_host *host)
     pthread_cond_init(&c->cv, NULL);
     pthread_cond_init(&c->arrived, NULL);
     c->mu_init = 1;
+    if (c->max_body_bytes <= 0 || c->max_body_bytes > ((int64_t)1 << 30)) {
+        HLOG(host, SKIPPR_LOG_ERROR, "max_body_bytes must be 1 B .. 1 GiB");
+        return SKIPPR_INVAL;
+    }
     snprintf(c->unit, sizeof c->unit, "http:%s", c->listen);
     char hostpart[256];
     const char *colon = strrchr(c->listen, ':');
@@ -318,42 +352,25 @@ static void destroy(void *ctx)
     }
 }
 
-/* Emit one body's lines; the first line that is not JSON is the reason
- * for a 400 (the engine dead-letters it; the others are kept). */
+/* Emit one body as a document; the engine frames it and notes in
+ * r->reason why its first bad record was set aside. */
 static int emit_body(hpush *c, req *r, int *bad)
 {
-    size_t lineno = 0;
-    *bad = 0;
-    for (size_t pos = 0; pos < r->len;) {
-        const char *s = r->body + pos;
-        const char *nl = memchr(s, '\n', r->len - pos);
-        size_t n = nl ? (size_t)(nl - s) : r->len - pos;
-        pos += n + (nl != NULL);
-        lineno++;
-        if (n && s[n - 1] == '\r')
-            n--;
-        size_t k = 0;
-        while (k < n && (s[k] == ' ' || s[k] == '\t'))
-            k++;
-        if (k == n)
-            continue; /* blank line */
-        if (!*bad) {
-            json_error_t e;
-            json_t *j = json_loadb(s, n, JSON_DECODE_ANY, &e);
-            if (!j) {
-                *bad = 1;
-                snprintf(r->reason, sizeof r->reason, "line %zu is not JSON "
-                         "(%s); it was set aside, the other lines were "
-                         "stored", lineno, e.text);
-            }
-            json_decref(j);
-        }
-        skippr_message m = {.struct_size = sizeof m, .unit = c->unit,
-                            .position = c->next, .data = s, .len = n};
-        int rc = c->host->emit(c->host, &m);
-        if (rc)
-            return rc;
-        c->next++;
+    skippr_message m = {.struct_size = sizeof m, .unit = c->unit,
+                        .position = c->next, .data = r->body, .len = r->len,
+                        .flags = SKIPPR_MSG_DOCUMENT, .format = r->format,
+                        .problem = r->reason,
+                        .problem_cap = sizeof r->reason};
+    r->reason[0] = '\0';
+    int rc = c->host->emit(c->host, &m);
+    if (rc)
+        return rc;
+    c->next++;
+    *bad = r->reason[0] != '\0';
+    if (*bad) {
+        size_t n = strlen(r->reason);
+        snprintf(r->reason + n, sizeof r->reason - n,
+                 "; it was set aside, the other records were stored");
     }
     return SKIPPR_OK;
 }
@@ -432,4 +449,5 @@ const skippr_source_ops http_push_ops = {
     .destroy = destroy,
     .poll = src_poll,
     .ack = src_ack,
+    .flags = SKIPPR_SOURCE_DOCUMENTS,
 };
