@@ -1,12 +1,14 @@
 /* The HTTP pull source: each URL is a unit, like an object in a bucket.
  *
  * list() asks each URL for its ETag (or Last-Modified) and length with a
- * HEAD request; the engine skips a URL it has finished with the same
- * version, and reports one whose version changed. open() GETs the body
- * from an offset with a Range request and If-Match on the ETag, so a
- * resumed unit reads on from where the WAL says, from the same version;
- * read() streams it through libcurl's multi interface, holding at most
- * one buffer. Paged endpoints are not followed.
+ * HEAD request (a GET cut off after the headers where HEAD is refused);
+ * the engine skips a URL it has finished with the same version, and
+ * reports one whose version changed. With follow_next, each answer's
+ * `Link: <...>; rel="next"` is followed and every page is a unit of its
+ * own. open() GETs the body from an offset with a Range request and
+ * If-Match on the ETag, so a resumed unit reads on from where the WAL
+ * says, from the same version; read() streams it through libcurl's multi
+ * interface, holding at most one buffer.
  */
 #include <ctype.h>
 #include <curl/curl.h>
@@ -14,14 +16,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <skippr/plugin.h>
 
 #define HLOG(host, level, ...) (host)->log((host), (level), __VA_ARGS__)
 #define BUF_CAP (1u << 20) /* bytes held per open stream, at most */
+#define URL_MAX 4096       /* longest URL taken, with the NUL */
 
 typedef struct hpull {
     const char *urls;
+    int follow_next;
+    int64_t max_pages;
     int64_t timeout_seconds;
     const skippr_kv *headers;
     const skippr_host *host;
@@ -44,6 +50,11 @@ typedef struct hstream {
 static const skippr_option options[] = {
     {"urls", SKIPPR_OPT_STRING, NULL, 1, offsetof(hpull, urls),
      "URL to read, or a list of them; each is a unit."},
+    {"follow_next", SKIPPR_OPT_BOOL, "false", 0, offsetof(hpull, follow_next),
+     "Follow Link: <...>; rel=\"next\" from each URL; each page is a "
+     "unit."},
+    {"max_pages", SKIPPR_OPT_INT, "100000", 0, offsetof(hpull, max_pages),
+     "With follow_next: more pages than this from one URL is an error."},
     {"timeout_seconds", SKIPPR_OPT_INT, "300", 0,
      offsetof(hpull, timeout_seconds), "Per request."},
     {"header.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(hpull, headers),
@@ -75,13 +86,82 @@ static void destroy(void *ctx)
 typedef struct head_info {
     char version[256];
     int64_t size;
+    char next[URL_MAX]; /* Link rel="next" target as sent; "" if none */
+    int next_too_long;
 } head_info;
 
-/* ETag, else Last-Modified, from the headers. */
+/* Does a Link parameter list (after the <target>) say rel="next"? rel may
+ * hold several space-separated relation types, quoted or not. */
+static int rel_next(const char *p, size_t n)
+{
+    for (size_t i = 0; i + 4 <= n; i++) {
+        if (strncasecmp(p + i, "rel", 3) != 0 ||
+            (i && !(p[i - 1] == ';' || isspace((unsigned char)p[i - 1]))))
+            continue;
+        size_t k = i + 3;
+        while (k < n && isspace((unsigned char)p[k]))
+            k++;
+        if (k >= n || p[k] != '=')
+            continue;
+        k++;
+        while (k < n && isspace((unsigned char)p[k]))
+            k++;
+        int quoted = k < n && p[k] == '"';
+        k += quoted;
+        while (k < n && p[k] != ';' && (quoted ? p[k] != '"' : 1)) {
+            while (k < n && isspace((unsigned char)p[k]))
+                k++;
+            size_t w = k;
+            while (w < n && !isspace((unsigned char)p[w]) && p[w] != '"' &&
+                   p[w] != ';')
+                w++;
+            if (w - k == 4 && strncasecmp(p + k, "next", 4) == 0)
+                return 1;
+            if (!quoted)
+                break;
+            k = w;
+        }
+    }
+    return 0;
+}
+
+/* The rel="next" target of a Link header's value (RFC 8288: one or more
+ * `<target>; params`, comma-separated). */
+static void link_next(head_info *h, const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        const char *lt = memchr(p + i, '<', n - i);
+        if (!lt)
+            return;
+        const char *gt = memchr(lt, '>', (size_t)(p + n - lt));
+        if (!gt)
+            return;
+        size_t pstart = (size_t)(gt - p) + 1, pend = pstart;
+        int inq = 0;
+        while (pend < n && (inq || p[pend] != ',')) {
+            inq ^= p[pend] == '"';
+            pend++;
+        }
+        if (rel_next(p + pstart, pend - pstart)) {
+            size_t tl = (size_t)(gt - lt) - 1;
+            if (tl >= sizeof h->next)
+                h->next_too_long = 1;
+            else
+                snprintf(h->next, sizeof h->next, "%.*s", (int)tl, lt + 1);
+            return;
+        }
+        i = pend + 1;
+    }
+}
+
+/* ETag, else Last-Modified, and Link rel="next", from the headers. */
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     head_info *h = ud;
     size_t len = size * n;
+    if (len > 5 && strncasecmp(p, "Link:", 5) == 0)
+        link_next(h, p + 5, len - 5);
     int etag = len > 5 && strncasecmp(p, "ETag:", 5) == 0;
     int lm = len > 14 && strncasecmp(p, "Last-Modified:", 14) == 0;
     if (etag || (lm && !h->version[0])) {
@@ -97,15 +177,30 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-static int head(hpull *c, const char *url, head_info *h)
+/* A GET that wants only the headers: the body is refused at its first
+ * bytes (libcurl then ends the transfer with CURLE_WRITE_ERROR). */
+static size_t no_body(char *p, size_t size, size_t n, void *ud)
+{
+    (void)p;
+    (void)size;
+    (void)n;
+    (void)ud;
+    return 0;
+}
+
+/* The headers of url, by HEAD or (get) by a GET cut off after them. */
+static int head(hpull *c, const char *url, head_info *h, int get)
 {
     CURL *e = curl_easy_init();
     if (!e)
         return SKIPPR_NOMEM;
-    h->version[0] = '\0';
+    memset(h, 0, sizeof *h);
     h->size = -1;
     curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    if (get)
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, no_body);
+    else
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->base);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, h);
@@ -118,26 +213,135 @@ static int head(hpull *c, const char *url, head_info *h)
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
     curl_easy_cleanup(e);
-    if (rc != CURLE_OK) {
-        HLOG(c->host, SKIPPR_LOG_ERROR, "HEAD %s: %s", url,
+    const char *verb = get ? "GET" : "HEAD";
+    if (rc != CURLE_OK && !(get && rc == CURLE_WRITE_ERROR && status)) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "%s %s: %s", verb, url,
              curl_easy_strerror(rc));
         return SKIPPR_RETRY;
     }
+    if (status == 405 && !get)
+        return head(c, url, h, 1); /* HEAD refused: ask with a GET */
     if (status == 404) {
         HLOG(c->host, SKIPPR_LOG_ERROR, "%s: 404 not found", url);
         return SKIPPR_NOENT;
     }
-    if (status >= 400 && status != 405) {
-        HLOG(c->host, SKIPPR_LOG_ERROR, "HEAD %s: %ld", url, status);
+    if (status >= 400) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "%s %s: %ld", verb, url, status);
         return status >= 500 || status == 429 ? SKIPPR_RETRY : SKIPPR_FATAL;
     }
-    h->size = status == 405 ? -1 : (int64_t)len;
+    if (h->next_too_long) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "%s: its next page's URL is over "
+             "%d bytes", url, URL_MAX - 1);
+        return SKIPPR_FATAL;
+    }
+    h->size = (int64_t)len;
     return SKIPPR_OK;
 }
 
-static int cmp_str(const void *a, const void *b)
+/* A unit found by list(): a URL (owned) with what its headers said. */
+typedef struct page {
+    char *url;
+    char version[256];
+    int64_t size;
+} page;
+
+typedef struct page_list {
+    page *v;
+    size_t n, cap;
+} page_list;
+
+static int pages_add(page_list *l, const char *url, const head_info *h)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 64;
+        page *nv = realloc(l->v, nc * sizeof *nv);
+        if (!nv)
+            return SKIPPR_NOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    page *p = &l->v[l->n];
+    if (!(p->url = strdup(url)))
+        return SKIPPR_NOMEM;
+    snprintf(p->version, sizeof p->version, "%s", h ? h->version : "");
+    p->size = h ? h->size : -1;
+    l->n++;
+    return SKIPPR_OK;
+}
+
+static void pages_free(page_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].url);
+    free(l->v);
+}
+
+static int cmp_page(const void *a, const void *b)
+{
+    return strcmp(((const page *)a)->url, ((const page *)b)->url);
+}
+
+/* target resolved against base (a relative Link is usual) into out. */
+static int resolve(hpull *c, const char *base, const char *target,
+                   char out[URL_MAX])
+{
+    CURLU *u = curl_url();
+    if (!u)
+        return SKIPPR_NOMEM;
+    char *full = NULL;
+    int rc = SKIPPR_OK;
+    if (curl_url_set(u, CURLUPART_URL, base, 0) != CURLUE_OK ||
+        curl_url_set(u, CURLUPART_URL, target, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, &full, 0) != CURLUE_OK) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "%s: its next page '%s' is no URL",
+             base, target);
+        rc = SKIPPR_FATAL;
+    } else if (strlen(full) >= URL_MAX) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "%s: its next page's URL is over "
+             "%d bytes", base, URL_MAX - 1);
+        rc = SKIPPR_FATAL;
+    } else {
+        snprintf(out, URL_MAX, "%s", full);
+    }
+    curl_free(full);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* url and, with follow_next, every page after it, into l (headed). */
+static int add_pages(hpull *c, const char *url, page_list *l)
+{
+    char cur[URL_MAX];
+    if (strlen(url) >= sizeof cur) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "a URL is over %d bytes",
+             URL_MAX - 1);
+        return SKIPPR_INVAL;
+    }
+    snprintf(cur, sizeof cur, "%s", url);
+    size_t first = l->n;
+    for (int64_t k = 0;; k++) {
+        if (k >= c->max_pages) {
+            HLOG(c->host, SKIPPR_LOG_ERROR, "%s: more than max_pages (%" PRId64
+                 ") pages", url, c->max_pages);
+            return SKIPPR_RANGE;
+        }
+        head_info h;
+        int rc = head(c, cur, &h, 0);
+        if (!rc)
+            rc = pages_add(l, cur, &h);
+        if (rc || !c->follow_next || !h.next[0])
+            return rc;
+        char next[URL_MAX];
+        if ((rc = resolve(c, cur, h.next, next)))
+            return rc;
+        for (size_t i = first; i < l->n; i++)
+            if (strcmp(l->v[i].url, next) == 0) {
+                HLOG(c->host, SKIPPR_LOG_ERROR, "%s: the next pages lead "
+                     "back to %s", url, next);
+                return SKIPPR_FATAL;
+            }
+        memcpy(cur, next, sizeof cur);
+    }
 }
 
 static int list(void *ctx, const char *start_after, skippr_unit_cb cb,
@@ -147,25 +351,36 @@ static int list(void *ctx, const char *start_after, skippr_unit_cb cb,
     char *copy = strdup(c->urls);
     if (!copy)
         return SKIPPR_NOMEM;
-    char *urls[1024];
-    size_t n = 0;
-    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && n < 1024;
-         t = strtok_r(NULL, ",", &save))
-        urls[n++] = t;
-    qsort(urls, n, sizeof *urls, cmp_str);
+    page_list given = {0}, units = {0};
     int rc = SKIPPR_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
-        if ((start_after && strcmp(urls[i], start_after) <= 0) ||
-            (i && strcmp(urls[i], urls[i - 1]) == 0))
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && !rc;
+         t = strtok_r(NULL, ",", &save))
+        rc = pages_add(&given, t, NULL);
+    free(copy);
+    if (!rc)
+        qsort(given.v, given.n, sizeof *given.v, cmp_page);
+    /* Without follow_next only the URLs after start_after are asked; with
+     * it every chain is walked, since a page may sort anywhere. */
+    for (size_t i = 0; i < given.n && !rc; i++) {
+        const char *u = given.v[i].url;
+        if ((i && strcmp(u, given.v[i - 1].url) == 0) ||
+            (!c->follow_next && start_after && strcmp(u, start_after) <= 0))
             continue;
-        head_info h;
-        if ((rc = head(c, urls[i], &h)))
-            break;
-        skippr_unit u = {urls[i], h.version, h.size};
+        rc = add_pages(c, u, &units);
+    }
+    if (!rc)
+        qsort(units.v, units.n, sizeof *units.v, cmp_page);
+    for (size_t i = 0; i < units.n && !rc; i++) {
+        const page *p = &units.v[i];
+        if ((i && strcmp(p->url, units.v[i - 1].url) == 0) ||
+            (start_after && strcmp(p->url, start_after) <= 0))
+            continue;
+        skippr_unit u = {p->url, p->version, p->size};
         if (cb(cb_data, &u))
             break;
     }
-    free(copy);
+    pages_free(&given);
+    pages_free(&units);
     return rc;
 }
 

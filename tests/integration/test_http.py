@@ -392,10 +392,53 @@ def test_http_pull_resumes_and_skips_done_urls():
         ws.cleanup()
 
 
+def test_http_pull_follows_next_pages():
+    """follow_next walks Link rel="next" (relative, after a rel="first",
+    from a server that refuses HEAD): every page is a unit, copied once;
+    a page added later is the only new unit of the next run."""
+    ws = Workspace("pages")
+    files = os.path.join(ws.root, "files")
+    os.makedirs(files)
+    recs = make_records(13000, seed=9, days=2)
+    for k in range(13):
+        with open(os.path.join(files, "feed-%d" % (k + 1)), "wb") as f:
+            f.write(b"\n".join(recs[k * 1000:(k + 1) * 1000]) + b"\n")
+    last = os.path.join(files, "feed-13")
+    os.rename(last, last + ".later")
+    recv = Receiver(ws.root, files)
+    try:
+        kafka_config(ws, ("HTTPPull", {
+            "urls": "http://127.0.0.1:%d/pages/feed" % recv.port,
+            "follow_next": "true"}),
+            ("File", {"path": ws.out, "prefix": SINK_PREFIX}))
+        p = ws.sync("--once")
+        check("12 units copied" in p.err, "not 12 pages:\n" + p.err)
+        exp = collections.Counter((expected_key(json.loads(r)), r)
+                                  for r in recs[:12000])
+        got = output_records(ws.sink_root)
+        check(got == exp, "pages: %d lost, %d extra" %
+              (sum((exp - got).values()), sum((got - exp).values())))
+        os.rename(last + ".later", last)
+        p = ws.sync("--once")
+        check("1 units copied, 12 already done" in p.err,
+              "the new page was not the only unit copied:\n" + p.err)
+        exp = collections.Counter((expected_key(json.loads(r)), r)
+                                  for r in recs)
+        got = output_records(ws.sink_root)
+        check(got == exp, "after a new page: %d lost, %d extra" %
+              (sum((exp - got).values()), sum((got - exp).values())))
+        print("  13 pages, %d records exactly once; the 13th page alone "
+              "copied when it appeared" % len(recs))
+    finally:
+        recv.stop()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     main([test_http_push_answers,
           test_http_push_csv_and_xml_bodies,
           test_http_push_loses_nothing_across_kills,
           test_file_to_http_across_kills_and_failures,
           test_full_receiver_is_backpressure_then_an_error,
-          test_http_pull_resumes_and_skips_done_urls])
+          test_http_pull_resumes_and_skips_done_urls,
+          test_http_pull_follows_next_pages])

@@ -14,6 +14,10 @@ with that status (stored nothing); {"fail_rate": 0} heals it.
 GET and HEAD /files/NAME serve FILES/NAME with an ETag (its SHA-1),
 Range: bytes=N- (206) and If-Match (412 when the ETag differs), like an
 object store.
+
+GET /pages/NAME?page=N serves FILES/NAME-N the same way, with
+`Link: <NAME?page=1>; rel="first", <?page=N+1>; rel="next"` while
+FILES/NAME-(N+1) exists; HEAD there is refused (405), as some APIs do.
 """
 import hashlib
 import json
@@ -42,7 +46,19 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(text)
 
     def serve_file(self, with_body):
-        name = self.path[len("/files/"):]
+        link = None
+        if self.path.startswith("/pages/"):
+            if not with_body:
+                return self.reply(405, b"GET only\n")
+            name, _, query = self.path[len("/pages/"):].partition("?page=")
+            n = int(query or "1")
+            if os.path.isfile(os.path.join(sys.argv[2], "%s-%d" % (name,
+                                                                  n + 1))):
+                link = '<%s?page=1>; rel="first", <?page=%d>; rel="next"' % (
+                    name, n + 1)
+            name = "%s-%d" % (name, n)
+        else:
+            name = self.path[len("/files/"):]
         path = os.path.join(sys.argv[2], name) if len(sys.argv) > 2 else ""
         if "/" in name or not os.path.isfile(path):
             return self.reply(404, b"not found\n")
@@ -59,6 +75,8 @@ class Handler(BaseHTTPRequestHandler):
         body = data[start:]
         self.send_response(status)
         self.send_header("ETag", etag)
+        if link:
+            self.send_header("Link", link)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if with_body:
