@@ -50,6 +50,17 @@ int64_t mqtt_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* libmosquitto's own error lines (an OpenSSL reason such as "certificate
+ * verify failed"): the last is kept for the connect error. They name no
+ * credentials. */
+static void on_log(struct mosquitto *m, void *ud, int level, const char *s)
+{
+    (void)m;
+    mqtt_conn *c = ud;
+    if (level == MOSQ_LOG_ERR && s)
+        snprintf(c->lib_error, sizeof c->lib_error, "%s", s);
+}
+
 int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
                  void (*set_callbacks)(struct mosquitto *), int timeout_ms)
 {
@@ -90,6 +101,7 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
         }
     }
     set_callbacks(c->mosq);
+    mosquitto_log_callback_set(c->mosq, on_log);
     c->connack = -1;
     /* MQTT v5 ends a session at disconnect unless it is given an expiry:
      * a persistent one lasts a week without skippr. */
@@ -104,9 +116,10 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
     mosquitto_property_free_all(&props);
     if (rc) {
         MLOG(c->host, SKIPPR_LOG_ERROR, "cannot connect to the MQTT broker "
-             "%s:%d: %s", c->hostname, c->port,
+             "%s:%d: %s%s%s", c->hostname, c->port,
              rc == MOSQ_ERR_ERRNO ? "connection refused or unreachable"
-                                  : mosquitto_strerror(rc));
+                                  : mosquitto_strerror(rc),
+             c->lib_error[0] ? " " : "", c->lib_error);
         return SKIPPR_FATAL;
     }
     int64_t end = mqtt_now_ms() + timeout_ms;
@@ -124,9 +137,10 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
     }
     if (c->connack != 0) {
         MLOG(c->host, SKIPPR_LOG_ERROR, "the MQTT broker %s:%d refused the "
-             "connection: %s", c->hostname, c->port,
+             "connection: %s%s%s", c->hostname, c->port,
              c->connack < 0 ? (rc ? mosquitto_strerror(rc) : "no answer")
-                            : mosquitto_reason_string(c->connack));
+                            : mosquitto_reason_string(c->connack),
+             c->lib_error[0] ? " " : "", c->lib_error);
         return SKIPPR_FATAL;
     }
     return SKIPPR_OK;

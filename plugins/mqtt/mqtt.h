@@ -30,6 +30,7 @@ typedef struct mqtt_conn {
     int port;
     int tls;
     int connack;           /* -1 waiting, else the CONNACK reason code */
+    char lib_error[256];   /* libmosquitto's last error line (TLS: why) */
 } mqtt_conn;
 
 /* The options table rows for mqtt_conn, to put first in a side's table
