@@ -257,23 +257,17 @@ fail:
     return NULL;
 }
 
-int sk_yaml_load(const char *path, sk_yaml_doc **out, sk_cfg_err *err)
+/* The YAML of file f, or (f NULL) of data[0..len), named path in errors. */
+static int yaml_load(const char *path, FILE *f, const void *data, size_t len,
+                     sk_yaml_doc **out, sk_cfg_err *err)
 {
     int rc = SKIPPR_INVAL;
     builder b = {0};
-    FILE *f = NULL;
     int parser_ready = 0;
     sk_yaml_doc *doc = sk_calloc(1, sizeof *doc);
     if (!doc || !(doc->path = sk_strdup(path))) {
         snprintf(err->msg, sizeof err->msg, "out of memory");
         rc = SKIPPR_NOMEM;
-        goto out;
-    }
-    f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path,
-                 strerror(errno));
-        rc = SKIPPR_NOENT;
         goto out;
     }
     if (!yaml_parser_initialize(&b.parser)) {
@@ -282,7 +276,10 @@ int sk_yaml_load(const char *path, sk_yaml_doc **out, sk_cfg_err *err)
         goto out;
     }
     parser_ready = 1;
-    yaml_parser_set_input_file(&b.parser, f);
+    if (f)
+        yaml_parser_set_input_file(&b.parser, f);
+    else
+        yaml_parser_set_input_string(&b.parser, data, len);
     b.doc = doc;
     b.err = err;
     /* STREAM_START, DOCUMENT_START, root node, DOCUMENT_END, STREAM_END */
@@ -325,10 +322,27 @@ int sk_yaml_load(const char *path, sk_yaml_doc **out, sk_cfg_err *err)
 out:
     if (parser_ready)
         yaml_parser_delete(&b.parser);
-    if (f)
-        fclose(f);
     sk_yaml_free(doc);
     return rc;
+}
+
+int sk_yaml_load(const char *path, sk_yaml_doc **out, sk_cfg_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path,
+                 strerror(errno));
+        return SKIPPR_NOENT;
+    }
+    int rc = yaml_load(path, f, NULL, 0, out, err);
+    fclose(f);
+    return rc;
+}
+
+int sk_yaml_load_mem(const char *name, const void *data, size_t len,
+                     sk_yaml_doc **out, sk_cfg_err *err)
+{
+    return yaml_load(name, NULL, data, len, out, err);
 }
 
 int sk_parse_size(const char *s, int64_t *out)
