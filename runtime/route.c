@@ -99,6 +99,8 @@ static size_t escape_bounded(uint8_t *out, size_t limit, const uint8_t *v,
 
 int sk_escape_append(sk_buf *out, const uint8_t *v, size_t n)
 {
+    if (n == 0)
+        return SKIPPR_OK; /* out->data may still be NULL */
     if (n > out->max / 3)
         return SKIPPR_RANGE;
     int rc = sk_buf_reserve(out, 3 * n);

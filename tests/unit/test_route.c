@@ -42,6 +42,18 @@ static void test_escape(void **state)
     assert_string_equal(esc("\xc0\xaf", 2), "%C0%AF"); /* overlong '/' */
 }
 
+/* fuzz_escape found it: an empty value escaped into a buffer that had
+ * no memory yet added 0 to a NULL pointer (UBSan). */
+static void test_fuzz_escape_empty_into_empty_buffer(void **state)
+{
+    (void)state;
+    sk_buf b;
+    sk_buf_init(&b, 1 << 20);
+    assert_int_equal(sk_escape_append(&b, (const uint8_t *)"", 0), 0);
+    assert_int_equal(b.len, 0);
+    sk_buf_free(&b);
+}
+
 static void test_segment_bound(void **state)
 {
     (void)state;
@@ -182,6 +194,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_fuzz_escape_empty_into_empty_buffer),
         cmocka_unit_test(test_segment_bound),
         cmocka_unit_test(test_seed_layout),
         cmocka_unit_test(test_namespace_dots),
