@@ -80,6 +80,7 @@ struct sk_wal {
     uint64_t *segs; /* sorted live segment numbers */
     uint64_t *sizes;
     size_t nsegs;
+    size_t segs_cap, sizes_cap; /* grown together, up to MAX_SEGS */
     int fd;         /* active segment, -1 before the first append */
     uint64_t active;
     uint64_t active_size; /* including buffered bytes */
@@ -100,6 +101,22 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Room for one more segment in segs and sizes. */
+static int segs_grow(sk_wal *w)
+{
+    if (w->nsegs >= MAX_SEGS) {
+        sk_error("WAL folder %s holds more than %d segments", w->dir,
+                 MAX_SEGS);
+        return SKIPPR_RANGE;
+    }
+    if (sk_array_grow(&w->segs, w->nsegs, &w->segs_cap, sizeof *w->segs,
+                      16) ||
+        sk_array_grow(&w->sizes, w->nsegs, &w->sizes_cap, sizeof *w->sizes,
+                      16))
+        return SKIPPR_NOMEM;
+    return SKIPPR_OK;
+}
+
 static int list_segments(sk_wal *w)
 {
     DIR *d = opendir(w->dir);
@@ -114,17 +131,17 @@ static int list_segments(sk_wal *w)
         char tail[8];
         if (sscanf(e->d_name, "wal-%16" SCNx64 ".%7s", &n, tail) == 2 &&
             strcmp(tail, "log") == 0 && strlen(e->d_name) == 24) {
-            if (w->nsegs == MAX_SEGS) {
+            int rc = segs_grow(w);
+            if (rc) {
                 closedir(d);
-                sk_error("WAL folder %s holds more than %d segments", w->dir,
-                         MAX_SEGS);
-                return SKIPPR_RANGE;
+                return rc;
             }
             w->segs[w->nsegs++] = n;
         }
     }
     closedir(d);
-    qsort(w->segs, w->nsegs, sizeof *w->segs, cmp_u64);
+    if (w->nsegs > 1)
+        qsort(w->segs, w->nsegs, sizeof *w->segs, cmp_u64);
     for (size_t i = 0; i < w->nsegs; i++) {
         char path[PATH_MAX];
         struct stat st;
@@ -143,9 +160,7 @@ int sk_wal_open(const char *dir, sk_wal **out)
     w->fd = -1;
     sk_buf_init(&w->wbuf, WRITE_BUF);
     w->dir = sk_strdup(dir);
-    w->segs = sk_calloc(MAX_SEGS, sizeof *w->segs);
-    w->sizes = sk_calloc(MAX_SEGS, sizeof *w->sizes);
-    if (!w->dir || !w->segs || !w->sizes)
+    if (!w->dir)
         goto fail;
     rc = sk_io_mkdir_p(dir, 0755);
     if (rc)
@@ -263,6 +278,18 @@ int sk_wal_replay(sk_wal *w, sk_wal_cb cb, void *ud)
             }
             off += fl;
         }
+        if (off < len && frame_ok(buf, len, off, 0, 0)) {
+            /* A whole frame, but not the next in sequence: frames went
+             * missing before it (a damaged older segment), which no crash
+             * can cause. */
+            sk_error("WAL corrupt: segment %s has frame %" PRIu64 " at "
+                     "offset %zu where frame %" PRIu64 " should follow; "
+                     "frames are missing before it. Keep a copy of the state "
+                     "folder for inspection.", path,
+                     sk_get_u64(buf + off + 8), off, seq + 1);
+            sk_free(buf);
+            return SKIPPR_CORRUPT;
+        }
         if (off < len) {
             int last = s + 1 == w->nsegs;
             if (!last || valid_frame_after(buf, len, off + 1)) {
@@ -317,14 +344,13 @@ static int flush_buf(sk_wal *w)
 
 static int open_active(sk_wal *w)
 {
-    if (w->nsegs == MAX_SEGS) {
-        sk_error("too many WAL segments in %s", w->dir);
-        return SKIPPR_RANGE;
-    }
+    int rc = segs_grow(w);
+    if (rc)
+        return rc;
     char path[PATH_MAX];
     seg_path(w, w->active, path, sizeof path);
-    int rc = sk_io_open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644,
-                        &w->fd);
+    rc = sk_io_open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644,
+                    &w->fd);
     if (rc)
         return rc;
     rc = sk_io_fsync_dir(w->dir);

@@ -174,6 +174,35 @@ static void test_old_segment_corruption_reported(void **state)
     assert_int_equal(rc, SKIPPR_CORRUPT);
 }
 
+/* fuzz_wal found it: an older segment cut short at a frame boundary left
+ * the newest segment's only frame out of sequence, which replay took for
+ * a torn tail and cut, losing it silently. A whole frame that is not the
+ * next in sequence is corruption. */
+static void test_fuzz_wal_sequence_gap_is_corruption(void **state)
+{
+    (void)state;
+    char w[300];
+    snprintf(w, sizeof w, "%s/gap", dir);
+    sk_wal *wal;
+    assert_int_equal(sk_wal_open(w, &wal), 0);
+    for (int i = 0; i < 4; i++) {
+        uint8_t b[4];
+        sk_put_u32(b, (uint32_t)(1000 + i));
+        sk_iov part = {b, 4};
+        assert_int_equal(sk_wal_append(wal, SK_WAL_DONE, &part, 1, NULL), 0);
+        if (i == 2)
+            assert_int_equal(sk_wal_rotate(wal), 0);
+    }
+    assert_int_equal(sk_wal_sync(wal), 0);
+    sk_wal_close(wal);
+    patch(w, 1, 2 * (SK_WAL_HEADER + 4), 1); /* segment 1 loses frame 3 */
+    off_t before = seg_size(w, 2);
+    int rc;
+    assert_int_equal(replay_count(w, &rc), 2);
+    assert_int_equal(rc, SKIPPR_CORRUPT);
+    assert_int_equal(seg_size(w, 2), before); /* nothing was cut */
+}
+
 static int count_records(void *ud, const uint8_t *rec, size_t len)
 {
     (void)rec;
@@ -340,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_torn_tail_cut),
         cmocka_unit_test(test_middle_corruption_reported),
         cmocka_unit_test(test_old_segment_corruption_reported),
+        cmocka_unit_test(test_fuzz_wal_sequence_gap_is_corruption),
         cmocka_unit_test(test_uncommitted_blocks_do_not_count),
         cmocka_unit_test(test_seal_survives_and_done_forgets),
         cmocka_unit_test(test_gc_keeps_recovery_consistent),
