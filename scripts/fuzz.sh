@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets with clang (ASan + UBSan) and run each for a
-# bounded time, seeded from the conformance data. A crash fails the run and
+# bounded time, seeded from the conformance data and the example configs. A crash fails the run and
 # leaves its input under build-fuzz/crashes/.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]
 set -euo pipefail
@@ -9,10 +9,10 @@ SECS=${1:-30}
 B=build-fuzz
 CC=clang cmake -S . -B "$B" -DSKIPPR_FUZZ=ON -DSKIPPR_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$B" -j"$(nproc)" --target fuzz_csv fuzz_convert fuzz_xml >/dev/null
+cmake --build "$B" -j"$(nproc)" --target fuzz_csv fuzz_convert fuzz_xml fuzz_json fuzz_time fuzz_escape fuzz_yaml fuzz_wal >/dev/null
 TESTDATA=${SKIPPR_TESTDATA:-../shared/testdata}
 mkdir -p "$B/crashes"
-for t in fuzz_csv fuzz_convert fuzz_xml; do
+for t in fuzz_csv fuzz_convert fuzz_xml fuzz_json fuzz_time fuzz_escape fuzz_yaml fuzz_wal; do
     corpus="$B/corpus/$t"
     mkdir -p "$corpus"
     # Seeds: csv-spectrum's files and a few JSON test cases, each behind a
@@ -31,7 +31,24 @@ for t in fuzz_csv fuzz_convert fuzz_xml; do
         for f in "$TESTDATA"/JSONTestSuite/test_parsing/y_object*.json; do
             { printf '\000'; cat "$f"; } >"$corpus/$(basename "$f")"
         done
+        if [ "$t" = fuzz_json ]; then # every case: accepted, refused, either
+            for f in "$TESTDATA"/JSONTestSuite/test_parsing/*.json; do
+                { printf '\001'; cat "$f"; } >"$corpus/$(basename "$f")"
+            done
+        fi
     fi
+    case "$t" in
+    fuzz_yaml)
+        find examples tests -name '*.yml' -size -64k | while read -r f; do
+            cp "$f" "$corpus/$(echo "$f" | tr / _)"
+        done ;;
+    fuzz_time)
+        for s in 2021-10-03T01:02:03Z '2021-10-03 01:02:03.5+02:00' \
+                 2021-10-03t01:02z 1633222923 1633222923123 \
+                 1633222923123456789 0000-01-01T00:00:00-01:00; do
+            printf '%s' "$s" >"$corpus/$(printf '%s' "$s" | md5sum | cut -c1-8)"
+        done ;;
+    esac
     echo "== $t: ${SECS}s"
     rc=0
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
