@@ -456,8 +456,26 @@ def files_snapshot(root):
     return snap
 
 
+def run_seed(default=None):
+    """The seed a randomized test uses: `--seed N` on the command line (see
+    main), else SKIPPR_SEED, else `default`, else a fresh one. Tests print
+    it, so a failure can be run again exactly."""
+    s = os.environ.get("SKIPPR_SEED")
+    if s:
+        return int(s)
+    return default if default is not None else random.randrange(1 << 30)
+
+
 def main(tests):
-    """Run test functions; print a summary line; exit non-zero on failure."""
+    """Run test functions; print a summary line; exit non-zero on failure.
+    Arguments: `--seed N` fixes run_seed(); `-k NAME` runs only the tests
+    whose names contain NAME."""
+    args = sys.argv[1:]
+    if "--seed" in args:
+        os.environ["SKIPPR_SEED"] = args[args.index("--seed") + 1]
+    if "-k" in args:
+        name = args[args.index("-k") + 1]
+        tests = [t for t in tests if name in t.__name__]
     failed = 0
     for t in tests:
         start = time.time()
