@@ -78,6 +78,7 @@ typedef struct sk_pipeline_cfg {
     int64_t list_batch;         /* units listed per round */
     int64_t upload_concurrency; /* sealed slices written at once */
     int64_t wal_zstd_level;     /* 0: WAL blocks plain; 1-19: zstd level */
+    int64_t retry_backoff_ms;   /* a sink's first retry waits about this */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;
