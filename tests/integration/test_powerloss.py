@@ -3,7 +3,7 @@
 lost and nothing duplicated when a crash also drops every write that was
 not made durable.
 
-tests/tools/powerloss.c (LD_PRELOAD) models the state dir and the sink
+tests/tools/faultfs.c (LD_PRELOAD) models the state dir and the sink
 folder: at the Nth file operation it undoes what a disk could lose (writes
 after a file's last fsync, torn or not; names made since their folder's
 last fsync, such as a created file or a rename) and kills the process.
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from skippr_test import (GEN, SKIPPRD, Workspace, assert_exact, check,  # noqa: E402
                          main, run)
 
-POWERLOSS = os.environ.get("POWERLOSS", "")
+FAULTFS = os.environ.get("FAULTFS", "")
 MIN_LOSSES = 40
 
 
@@ -36,7 +36,7 @@ def powered(ws, at, seed, report):
     for k in ("SKIPPR_CRASH", "SKIPPR_FAULT"):
         env.pop(k, None)
     env.update({
-        "LD_PRELOAD": POWERLOSS,
+        "LD_PRELOAD": FAULTFS,
         "SKIPPR_POWERLOSS_ROOTS": "%s:%s" % (ws.state, ws.out),
         "SKIPPR_POWERLOSS_AT": str(at),
         "SKIPPR_POWERLOSS_SEED": str(seed),
@@ -69,7 +69,7 @@ def last_line(path):
 
 
 def test_power_loss_anywhere():
-    check(os.path.exists(POWERLOSS), "POWERLOSS (the library) not built")
+    check(os.path.exists(FAULTFS), "FAULTFS (the library) not built")
     seed = int(os.environ.get("SKIPPR_POWERLOSS_SEED",
                               random.randrange(1 << 30)))
     rng = random.Random(seed)

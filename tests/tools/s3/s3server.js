@@ -12,13 +12,16 @@
 // Control endpoints on the proxy (not S3 paths):
 //   GET  /__stats            counts by kind, max in flight, faults injected
 //   POST /__reset            zero the counters
-//   POST /__faults  {rate, kinds, seed, complete_error_rate, only}   kinds:
+//   POST /__faults  {rate, kinds, seed, complete_error_rate, only, nth,
+//                   persist}   kinds:
 //                   503, 500, reset, truncate, complete_error, lost_reply
 //                   (the request is carried out, then the connection is
 //                   cut before the answer); rate 0 turns faults off;
 //                   complete_error_rate applies to CompleteMultipartUpload
 //                   requests only; `only`, a list of request kinds, limits
-//                   faults to those kinds
+//                   faults to those kinds; nth > 0 fails the nth faultable
+//                   request from now on with kinds[0] (and, with persist,
+//                   every later one) instead of failing at random
 // PutObject and CompleteMultipartUpload with If-None-Match: * answer 412
 // PreconditionFailed when the key exists, as AWS does (s3rver ignores the
 // header); the proxy remembers the keys written through it.
@@ -53,6 +56,7 @@ let inflight = 0;
 let maxInflight = 0;
 let injected = {};
 let faults = { rate: 0, kinds: [], seed: 1, complete_error_rate: 0 };
+let faultable_seen = 0; // faultable requests since the last /__faults
 const uploads = new Map(); // uploadId -> { bucket, key, initiated }
 const written = new Set(); // "bucket/key" of objects written through here
 let preconditionFailed = 0;
@@ -187,9 +191,10 @@ async function main() {
       req.on('data', (d) => { body += d; });
       req.on('end', () => {
         faults = Object.assign({ rate: 0, kinds: [], seed: 1, complete_error_rate: 0,
-                                 only: null },
+                                 only: null, nth: 0, persist: false },
                                JSON.parse(body || '{}'));
         rngState = (faults.seed >>> 0) || 1;
+        faultable_seen = 0;
         json(res, 200, faults);
       });
       return;
@@ -259,6 +264,12 @@ async function main() {
     const faultable = !faults.only || faults.only.includes(kind);
     if (!faultable) {
       // no fault for this kind of request
+    } else if (faults.nth > 0) {
+      faultable_seen++;
+      if (faultable_seen === faults.nth ||
+          (faults.persist && faultable_seen > faults.nth)) {
+        fault = faults.kinds[0] || '500';
+      }
     } else if (kind === 'complete_multipart' && faults.complete_error_rate > 0 &&
         rnd() < faults.complete_error_rate) {
       fault = 'complete_error';

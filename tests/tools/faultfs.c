@@ -1,18 +1,27 @@
-/* Power loss for tests, in the manner of SQLite's crash VFS: an LD_PRELOAD
- * library that lets a process write as usual but remembers, for every
- * file and folder under the modelled roots, what is not yet durable. At
- * the chosen operation it "loses power": it puts the roots back into a
- * state a real disk could have been left in, then kills the process.
+/* File-system faults for tests, an LD_PRELOAD library: power loss in the
+ * manner of SQLite's crash VFS, and failing operations for fault loops.
+ *
+ * It lets a process write as usual but remembers, for every file and
+ * folder under the modelled roots, what is not yet durable. At the chosen
+ * operation it "loses power": it puts the roots back into a state a real
+ * disk could have been left in, then kills the process. Or it makes the
+ * Nth operation of one kind fail with EIO, once or from then on.
  *
  *   SKIPPR_POWERLOSS_ROOTS   folders to model, ':'-separated (absolute)
  *   SKIPPR_POWERLOSS_AT      lose power just before the Nth modelled
  *                            operation (1-based); 0 or unset: never
  *   SKIPPR_POWERLOSS_SEED    chooses what of the unsynced state survives
- *   SKIPPR_POWERLOSS_REPORT  a line is appended here: "ops N" at a normal
- *                            exit, or what the power loss did
+ *   SKIPPR_IOFAULT           KIND:N[:persist]: the Nth modelled operation
+ *                            of KIND (open, write, fsync, rename, unlink,
+ *                            mkdir) fails with EIO and is not done; with
+ *                            persist every later one of KIND fails too
+ *   SKIPPR_POWERLOSS_REPORT  lines are appended here: "ops N open N write
+ *                            N ..." at a normal exit, "fault KIND N" when
+ *                            a fault first fires, or what a power loss did
  *
- * Modelled operations: write and pwrite to a file under a root, ftruncate,
- * creating a file, mkdir, rename, unlink, fsync/fdatasync and syncfs.
+ * Modelled operations: opening a file under a root for writing (open),
+ * write, pwrite and ftruncate (write), fsync, fdatasync and syncfs
+ * (fsync), rename, unlink and mkdir.
  *
  * The model (POSIX without the kindnesses of ext4):
  *  - A file's data is durable up to its last fsync (or fdatasync). Of its
@@ -65,6 +74,12 @@
 
 typedef enum { U_WRITE, U_CREATE, U_MKDIR, U_RENAME, U_UNLINK } ukind;
 
+/* Operation kinds, for fault injection and the counts. */
+typedef enum { F_OPEN, F_WRITE, F_FSYNC, F_RENAME, F_UNLINK, F_MKDIR,
+               F_KINDS } fkind;
+static const char *const fkind_names[F_KINDS] = {"open", "write", "fsync",
+                                                 "rename", "unlink", "mkdir"};
+
 typedef struct undo {
     ukind kind;
     int durable;
@@ -97,6 +112,11 @@ static struct {
     unsigned long long seed;
     char report[PATH_MAX];
     long ops;
+    long kind_ops[F_KINDS];
+    int fault_kind; /* -1: no fault */
+    long fault_at;
+    int fault_persist;
+    long faults; /* fired so far */
     int lost; /* power is gone: every thread waits for the SIGKILL */
     undo *log;
     size_t nlog, caplog;
@@ -227,6 +247,21 @@ __attribute__((constructor)) static void init(void)
     const char *seed = getenv("SKIPPR_POWERLOSS_SEED");
     S.seed = (seed ? strtoull(seed, NULL, 10) : 1) * 0x9E3779B97F4A7C15ULL |
              1;
+    S.fault_kind = -1;
+    const char *f = getenv("SKIPPR_IOFAULT");
+    if (f && *f) {
+        char kind[16] = "", persist[16] = "";
+        long n = 0;
+        if (sscanf(f, "%15[a-z]:%ld:%15s", kind, &n, persist) < 2 || n < 1)
+            die("SKIPPR_IOFAULT '%s': want KIND:N[:persist]", f);
+        for (int k = 0; k < F_KINDS; k++)
+            if (strcmp(kind, fkind_names[k]) == 0)
+                S.fault_kind = k;
+        if (S.fault_kind < 0)
+            die("SKIPPR_IOFAULT: unknown kind '%s'", kind);
+        S.fault_at = n;
+        S.fault_persist = strcmp(persist, "persist") == 0;
+    }
     const char *rep = getenv("SKIPPR_POWERLOSS_REPORT");
     if (rep)
         snprintf(S.report, sizeof S.report, "%s", rep);
@@ -238,7 +273,10 @@ __attribute__((destructor)) static void fini(void)
 {
     if (!S.ready || S.lost)
         return;
-    report("ops %ld\n", S.ops);
+    report("ops %ld open %ld write %ld fsync %ld rename %ld unlink %ld mkdir "
+           "%ld faults %ld\n", S.ops, S.kind_ops[F_OPEN], S.kind_ops[F_WRITE],
+           S.kind_ops[F_FSYNC], S.kind_ops[F_RENAME], S.kind_ops[F_UNLINK],
+           S.kind_ops[F_MKDIR], S.faults);
     for (size_t i = 0; i < S.nlog; i++)
         if (S.log[i].shadow)
             real_unlink(S.log[i].shadow);
@@ -529,13 +567,24 @@ static void lose_power(const char *what, const char *path)
         pause();
 }
 
-/* Count one modelled operation; power goes before the chosen one. Called
- * with mu held. */
-static void tick(const char *what, const char *path)
+/* Count one modelled operation; power goes before the chosen one.
+ * Returns non-zero when the operation is to fail with EIO instead (errno
+ * is set). Called with mu held. */
+static int tick(fkind kind, const char *what, const char *path)
 {
     S.ops++;
+    long n = ++S.kind_ops[kind];
     if (S.at > 0 && S.ops == S.at)
         lose_power(what, path);
+    if ((int)kind == S.fault_kind &&
+        (n == S.fault_at || (S.fault_persist && n > S.fault_at))) {
+        if (S.faults++ == 0)
+            report("fault %s %ld (%s %s)\n", fkind_names[kind], n, what,
+                   path ? path : "");
+        errno = EIO;
+        return 1;
+    }
+    return 0;
 }
 
 static void lock(void)
@@ -582,8 +631,12 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
     if (flags & O_CREAT) {
         struct stat st;
         creating = stat(abs, &st) != 0;
-        if (creating || (flags & O_TRUNC))
-            tick(creating ? "create" : "truncate", abs);
+    }
+    if ((flags & (O_CREAT | O_TRUNC)) || (flags & O_ACCMODE) != O_RDONLY) {
+        if (tick(F_OPEN, creating ? "create" : "open", abs)) {
+            unlock();
+            return -1;
+        }
     }
     if (!creating && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY) {
         /* O_TRUNC of an existing file: a write that empties it. */
@@ -664,7 +717,8 @@ static long ours(int fd)
 static undo *before_write(int fd, off_t off, size_t n)
 {
     size_t fi = (size_t)S.fd_file[fd] - 1;
-    tick("write", S.files[fi].path);
+    if (tick(F_WRITE, "write", S.files[fi].path))
+        return NULL;
     struct stat st;
     if (fstat(fd, &st) != 0)
         die("fstat: %s", strerror(errno));
@@ -702,6 +756,10 @@ ssize_t write(int fd, const void *buf, size_t n)
         return real_write(fd, buf, n);
     lock();
     undo *u = before_write(fd, -1, n);
+    if (!u) {
+        unlock();
+        return -1;
+    }
     size_t idx = (size_t)(u - S.log);
     ssize_t w = real_write(fd, buf, n);
     S.log[idx].len = w > 0 ? (size_t)w : 0;
@@ -717,6 +775,10 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
         return real_pwrite(fd, buf, n, off);
     lock();
     undo *u = before_write(fd, off, n);
+    if (!u) {
+        unlock();
+        return -1;
+    }
     size_t idx = (size_t)(u - S.log);
     ssize_t w = real_pwrite(fd, buf, n, off);
     S.log[idx].len = w > 0 ? (size_t)w : 0;
@@ -738,13 +800,19 @@ int ftruncate(int fd, off_t size)
     if (fstat(fd, &st) != 0)
         die("fstat: %s", strerror(errno));
     size_t fi = (size_t)S.fd_file[fd] - 1;
-    tick("ftruncate", S.files[fi].path);
     if (size < st.st_size) {
         /* the cut bytes come back if this is undone */
         undo *u = before_write(fd, size, (size_t)(st.st_size - size));
-        S.ops--; /* before_write counted it again */
+        if (!u) {
+            unlock();
+            return -1;
+        }
         u->len = 0;
     } else {
+        if (tick(F_WRITE, "ftruncate", S.files[fi].path)) {
+            unlock();
+            return -1;
+        }
         undo *u = log_add(U_WRITE);
         u->file = fi;
         u->off = st.st_size;
@@ -781,8 +849,12 @@ static int do_sync(int fd, int (*fn)(int), const char *what)
     if (!ours(fd))
         return fn(fd);
     lock();
-    tick(what, S.fd_file[fd] > 0 ? S.files[S.fd_file[fd] - 1].path
-                                 : S.fd_dir[fd]);
+    if (tick(F_FSYNC, what, S.fd_file[fd] > 0
+                                ? S.files[S.fd_file[fd] - 1].path
+                                : S.fd_dir[fd])) {
+        unlock();
+        return -1;
+    }
     int rc = fn(fd);
     if (rc == 0)
         made_durable(fd);
@@ -801,7 +873,10 @@ int syncfs(int fd)
     if (!S.ready)
         return real_syncfs(fd);
     lock();
-    tick("syncfs", NULL);
+    if (tick(F_FSYNC, "syncfs", NULL)) {
+        unlock();
+        return -1;
+    }
     int rc = real_syncfs(fd);
     if (rc == 0)
         for (size_t i = 0; i < S.nlog; i++)
@@ -820,7 +895,10 @@ static int do_rename(int ofd, const char *from, int nfd, const char *to)
     if (under_root(a) != under_root(b))
         die("rename across the modelled roots: %s -> %s", a, b);
     lock();
-    tick("rename", b);
+    if (tick(F_RENAME, "rename", b)) {
+        unlock();
+        return -1;
+    }
     struct stat st;
     char *shadow = NULL;
     if (stat(b, &st) == 0 && S_ISREG(st.st_mode))
@@ -871,7 +949,10 @@ int unlink(const char *path)
     if (!S.ready || (absolute(AT_FDCWD, path, abs), !under_root(abs)))
         return real_unlink(path);
     lock();
-    tick("unlink", abs);
+    if (tick(F_UNLINK, "unlink", abs)) {
+        unlock();
+        return -1;
+    }
     struct stat st;
     char *shadow = NULL;
     if (lstat(abs, &st) == 0 && S_ISREG(st.st_mode))
@@ -901,7 +982,10 @@ int mkdir(const char *path, mode_t mode)
     if (!S.ready || (absolute(AT_FDCWD, path, abs), !under_root(abs)))
         return real_mkdir(path, mode);
     lock();
-    tick("mkdir", abs);
+    if (tick(F_MKDIR, "mkdir", abs)) {
+        unlock();
+        return -1;
+    }
     int rc = real_mkdir(path, mode);
     if (rc == 0) {
         undo *u = log_add(U_MKDIR);
