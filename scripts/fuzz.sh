@@ -2,17 +2,24 @@
 # Build the libFuzzer targets with clang (ASan + UBSan) and run each for a
 # bounded time, seeded from the conformance data and the example configs. A crash fails the run and
 # leaves its input under build-fuzz/crashes/.
-#   scripts/fuzz.sh [SECONDS_PER_TARGET]
+#   scripts/fuzz.sh [SECONDS_PER_TARGET [RUNS_PER_TARGET [TARGET...]]]
+# With RUNS, each target stops after that many executions (or SECONDS):
+# the long run recorded in docs/RELIABILITY.md is
+#   scripts/fuzz.sh 7200 10000000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-30}
+RUNS=${2:-0}
+shift $(( $# > 2 ? 2 : $# ))
+TARGETS=${*:-fuzz_csv fuzz_convert fuzz_xml fuzz_json fuzz_time fuzz_escape fuzz_yaml fuzz_wal}
 B=build-fuzz
 CC=clang cmake -S . -B "$B" -DSKIPPR_FUZZ=ON -DSKIPPR_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$B" -j"$(nproc)" --target fuzz_csv fuzz_convert fuzz_xml fuzz_json fuzz_time fuzz_escape fuzz_yaml fuzz_wal >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$B" -j"$(nproc)" --target $TARGETS >/dev/null
 TESTDATA=${SKIPPR_TESTDATA:-../shared/testdata}
 mkdir -p "$B/crashes"
-for t in fuzz_csv fuzz_convert fuzz_xml fuzz_json fuzz_time fuzz_escape fuzz_yaml fuzz_wal; do
+for t in $TARGETS; do
     corpus="$B/corpus/$t"
     mkdir -p "$corpus"
     # Seeds: csv-spectrum's files and a few JSON test cases, each behind a
@@ -49,10 +56,11 @@ for t in fuzz_csv fuzz_convert fuzz_xml fuzz_json fuzz_time fuzz_escape fuzz_yam
             printf '%s' "$s" >"$corpus/$(printf '%s' "$s" | md5sum | cut -c1-8)"
         done ;;
     esac
-    echo "== $t: ${SECS}s"
+    echo "== $t: ${SECS}s$([ "$RUNS" -gt 0 ] && echo " or $RUNS runs")"
     rc=0
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        "$B/tests/fuzz/$t" -max_total_time="$SECS" -max_len=65536 \
+        "$B/tests/fuzz/$t" -max_total_time="$SECS" -runs="$([ "$RUNS" -gt 0 ] && echo "$RUNS" || echo -1)" \
+        -max_len=65536 \
         -artifact_prefix="$B/crashes/$t-" -print_final_stats=1 \
         "$corpus" >"$B/$t.log" 2>&1 || rc=$?
     grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$B/$t.log" || true
