@@ -507,7 +507,7 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         "max_object_bytes", "wal_disk_budget", "memory_budget",
         "max_record_bytes", "poll_interval_seconds", "commit_interval_ms",
         "list_batch", "upload_concurrency", "wal_zstd_level", "validate",
-        "retry_backoff_ms", "transform", NULL};
+        "retry_backoff_ms", "max_inflate_ratio", "transform", NULL};
     static const char *const transform_keys[] = {
         "namespace_fields", "batch_partition_fields", "batch_time_fields",
         "batch_time_unit", "time_partition_prefix", NULL};
@@ -590,6 +590,7 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
     out->list_batch = 4096;
     out->upload_concurrency = 8;
     out->retry_backoff_ms = 100;
+    out->max_inflate_ratio = 100;
     if (get_int(doc, pipe, "buffer_threshold_seconds", 0, 7 * 86400, 0,
                 &out->buffer_threshold_seconds, err) ||
         get_int(doc, pipe, "max_object_bytes", 1024, 5LL << 40, 1,
@@ -611,7 +612,9 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         get_int(doc, pipe, "wal_zstd_level", 0, 19, 0, &out->wal_zstd_level,
                 err) ||
         get_int(doc, pipe, "retry_backoff_ms", 0, 60000, 0,
-                &out->retry_backoff_ms, err))
+                &out->retry_backoff_ms, err) ||
+        get_int(doc, pipe, "max_inflate_ratio", 0, 1000000, 0,
+                &out->max_inflate_ratio, err))
         return SKIPPR_INVAL;
     const sk_ynode *val = sk_ymap_get(pipe, "validate");
     if (val) {

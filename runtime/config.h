@@ -79,6 +79,8 @@ typedef struct sk_pipeline_cfg {
     int64_t upload_concurrency; /* sealed slices written at once */
     int64_t wal_zstd_level;     /* 0: WAL blocks plain; 1-19: zstd level */
     int64_t retry_backoff_ms;   /* a sink's first retry waits about this */
+    int64_t max_inflate_ratio;  /* decompressed : compressed bytes past
+                                 * 64 MiB, at most; 0: no limit */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;

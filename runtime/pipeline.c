@@ -36,6 +36,8 @@
 #define MAX_LANES 64
 #define LEDGER_HELD 4096          /* finished units held in memory */
 #define DOC_MAX_BYTES (1u << 30)  /* a streaming document (skippr_message) */
+#define INFLATE_FREE (64u << 20)  /* decompressed bytes never held to the
+                                   * max_inflate_ratio */
 
 /* ---- framing tasks ------------------------------------------------------ */
 
@@ -1131,6 +1133,9 @@ typedef struct reader {
     int raw_eof;
     int done;          /* no more decompressed bytes */
     const char *error; /* decompression failure */
+    uint64_t in_total, out_total; /* compressed bytes used, bytes made */
+    int64_t max_ratio; /* max_inflate_ratio; 0: none */
+    int bomb;          /* out_total outgrew max_ratio x in_total */
 } reader;
 
 /* Read source bytes into dst until cap or the end of the unit. */
@@ -1174,7 +1179,14 @@ static void reader_inflate(reader *r, uint8_t *dst, size_t cap, size_t *n)
                                cap - *n, &made, r->raw_eof, &why);
         r->raw_pos += used;
         *n += made;
-        if (rc) {
+        r->in_total += used;
+        r->out_total += made;
+        if (r->max_ratio > 0 && r->out_total > INFLATE_FREE &&
+            r->out_total / (r->in_total ? r->in_total : 1) >=
+                (uint64_t)r->max_ratio) {
+            r->bomb = 1; /* lane_apply fails the unit */
+            r->done = 1;
+        } else if (rc) {
             r->error = why;
             r->done = 1;
         } else if (r->raw_eof && used == 0 && made == 0) {
@@ -1509,8 +1521,8 @@ static int lane_open(lane *l, todo *t)
     l->u = u;
     reader *r = &l->r;
     uint8_t *raw = r->raw;
-    *r = (reader){ops, e->src->ctx, NULL, SK_COMP_NONE, NULL, raw,
-                  0, 0, 0, 0, NULL};
+    *r = (reader){.ops = ops, .ctx = e->src->ctx, .comp = SK_COMP_NONE,
+                  .raw = raw, .max_ratio = e->cfg->max_inflate_ratio};
     int rc = lane_format(l, t);
     if (rc)
         return rc;
@@ -1615,6 +1627,15 @@ static int lane_apply(lane *l, int *finished)
     const char *unit_id = l->t->id;
     e->bytes_in += l->made;
     e->bytes_since_commit += l->made;
+    if (l->r.bomb) {
+        sk_error("%s: unit %s decompresses to more than %" PRId64 " times "
+                 "its compressed size (%" PRIu64 " bytes from %" PRIu64 "): "
+                 "a decompression bomb? It was not copied; raise the "
+                 "pipeline's max_inflate_ratio (0: no limit) to copy it",
+                 e->src->label, unit_id, e->cfg->max_inflate_ratio,
+                 l->r.out_total, l->r.in_total);
+        return SKIPPR_RANGE;
+    }
     if (l->fmt_error) {
         sk_error("%s: unit %s: %s", e->src->label, unit_id, l->fmt_error);
         return SKIPPR_INVAL;
