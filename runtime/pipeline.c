@@ -431,6 +431,15 @@ static void piece_run(piece *p)
             break;
         }
     }
+    if (p->final && p->to == p->len && !p->need_more && !p->failed &&
+        fr.in_array && pos >= p->len) {
+        /* The unit ends inside its top-level array: its elements were
+         * copied, but a missing ']' usually means the object was cut
+         * short, so it is said where dead letters are counted. */
+        if (piece_push(p, p->len, p->len, "the top-level array is not "
+                       "closed: the object may have been cut short") >= 0)
+            sk_json_framer_init(&fr);
+    }
     for (size_t i = 0; i < p->ngroups; i++)
         p->groups[i].xpow = sk_crc32c_xpow(p->groups[i].out_bytes);
     p->stop = pos;
@@ -1644,6 +1653,7 @@ static int lane_apply(lane *l, int *finished)
     sk_json_framer cur = l->fr;
     sk_csv_framer ccur = l->csv;
     int need_more = 0;
+    int cut_noted = 0; /* a dead letter already gives l->r.error */
     for (size_t i = 0; i < l->npieces; i++) {
         piece *p = &l->pieces[i];
         if (p->from != expect || p->fr_in.in_array != cur.in_array ||
@@ -1669,6 +1679,7 @@ static int lane_apply(lane *l, int *finished)
             const char *why = l->r.error && l->final && o->end == len
                                   ? l->r.error
                                   : o->reason;
+            cut_noted |= why == l->r.error;
             int rc = dead_letter(e, unit_id, l->base + o->start,
                                  buf + o->start, o->end - o->start, why);
             if (rc)
@@ -1780,17 +1791,23 @@ static int lane_apply(lane *l, int *finished)
         if ((rc = dead_letter(e, unit_id, l->base, l->win.data, l->win.len,
                               l->r.error ? l->r.error : "truncated record")))
             return rc;
+        cut_noted = l->r.error != NULL;
         l->base += l->win.len;
         l->win.len = 0;
         u->offset = (int64_t)l->base;
     }
     if (!l->final || (need_more && l->win.len > 0))
         return SKIPPR_OK;
-    if (l->r.error && l->win.len == 0) {
-        /* The stream broke between records: note it with an empty span. */
+    if (l->r.error && l->win.len == 0 && !cut_noted) {
+        /* The stream broke between records: the rest cannot be read.
+         * An empty dead letter at the break says so where dead letters
+         * are counted and kept, not only in the log. */
         sk_warn("%s: unit %s: %s at decompressed offset %" PRIu64
                 "; records before it were copied", e->src->label, unit_id,
                 l->r.error, l->base);
+        if ((rc = dead_letter(e, unit_id, l->base, l->win.data, 0,
+                              l->r.error)))
+            return rc;
     }
     u->flags |= SK_UNIT_DONE;
     u->dirty = 1;
