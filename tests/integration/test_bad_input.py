@@ -5,13 +5,66 @@ count dead-lettered.
 
 Cases: truncated JSON, garbage bytes, invalid UTF-8 inside a string, a
 single 50 MiB record (over max_record_bytes), a record cut off at the end of
-an object, and a truncated gzip stream.
+an object, and a truncated gzip stream. Then every file of JSONTestSuite's
+test_parsing, each its own object: every byte ends up in a copied record, a
+dead letter, or is whitespace or array punctuation. And hostile objects: a
+100 MiB record, 100,000 levels of nesting, 1 MiB of binary garbage, NUL
+bytes, a truncated zstd stream, and a gzip bomb, which stops the run with
+an error naming it (max_inflate_ratio) instead of filling the disk.
 """
+import concurrent.futures
 import gzip
+import json
 import os
+import random
+import shutil
+import subprocess
 
-from skippr_test import (Workspace, assert_exact, check, dead_letters, frame,
-                         main)
+from skippr_test import (SKIPPRD, SOURCE_DIR, Workspace, assert_exact, check,
+                         dead_letters, frame, main, output_records)
+
+TESTDATA = os.environ.get("SKIPPR_TESTDATA",
+                          os.path.join(SOURCE_DIR, "..", "shared", "testdata"))
+FOLDER = "ill-just-dump-this-here/2021/10/03"
+
+
+def copy_one(ws, name, data):
+    """A fresh copy of one object; returns (exit, stderr, output records
+    [(partition, bytes)], dead letters [(meta, bytes)])."""
+    for d in (ws.inp, ws.out, ws.state):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(ws.inp, FOLDER))
+    with open(os.path.join(ws.inp, FOLDER, name), "wb") as f:
+        f.write(data)
+    p = subprocess.run([SKIPPRD, "sync", "--pipeline",
+                        "gdpr_compliant_migration", "--config", ws.config,
+                        "--once"], capture_output=True, timeout=120)
+    out = []
+    if os.path.isdir(ws.sink_root):
+        out = [k for k, n in output_records(ws.sink_root).items()
+               for _ in range(n)]
+    dl = dead_letters(ws.sink_root) if os.path.isdir(ws.sink_root) else []
+    return p.returncode, p.stderr.decode("utf-8", "replace"), out, dl
+
+
+def residue(data, out, dl):
+    """What of data is in no copied record and no dead letter; checks that
+    each dead letter is the bytes at its offset."""
+    used = bytearray(len(data))
+    for meta, b in dl:
+        o = meta["offset"]
+        check(data[o:o + meta["length"]] == b,
+              "dead letter at %d is not the input's bytes" % o)
+        used[o:o + len(b)] = b"\x01" * len(b)
+    for _, rec in sorted(out, key=lambda r: -len(r[1])):
+        at = data.find(rec)
+        while at >= 0 and any(used[at:at + len(rec)]):
+            at = data.find(rec, at + 1)
+        check(at >= 0, "copied record %r is not in the input" % rec[:80])
+        used[at:at + len(rec)] = b"\x01" * len(rec)
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    return bytes(c for i, c in enumerate(data[start:], start)
+                 if not used[i])
 
 GOOD = [b'{"event_type":"ok","timestamp":"2021-10-03","detail":{"tenant_id":'
         b'"acme"},"i":%d}' % i for i in range(40)]
@@ -112,5 +165,113 @@ def test_empty_and_whitespace_objects():
         ws.cleanup()
 
 
+def test_json_test_suite_in_equals_out_plus_dead():
+    suite = os.path.join(TESTDATA, "JSONTestSuite", "test_parsing")
+    check(os.path.isdir(suite), "JSONTestSuite not found at %s" % suite)
+    names = sorted(os.listdir(suite))
+    stats = {"y": [0, 0], "n": [0, 0], "i": [0, 0]}
+    accepted_n = []
+
+    def one(name):
+        ws = Workspace("jts")
+        try:
+            ws.write_config()
+            with open(os.path.join(suite, name), "rb") as f:
+                data = f.read()
+            rc, err, out, dl = copy_one(ws, "case.json", data)
+            check(rc == 0, "%s: exit %d: %s" % (name, rc, err[-500:]))
+            rest = residue(data, out, dl)
+            check(all(c in b" \t\r\n[],:" for c in rest) or not rest,
+                  "%s: bytes in no record and no dead letter: %r" % (
+                      name, rest[:80]))
+            if name.startswith("y_"):
+                check(not dl, "%s: valid JSON dead-lettered: %r" % (
+                    name, [m["reason"] for m, _ in dl]))
+                for _, rec in out:
+                    json.loads(rec)
+            return name, len(out), len(dl)
+        finally:
+            ws.cleanup()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for name, n_out, n_dl in pool.map(one, names):
+            k = name[0]
+            stats[k][0] += 1
+            stats[k][1] += n_dl > 0
+            if k == "n" and n_dl == 0:
+                accepted_n.append(name)
+    print("  %d cases: y %d (0 dead-lettered), n %d (%d with dead letters), "
+          "i %d (%d with dead letters); every byte accounted for" % (
+              len(names), stats["y"][0], stats["n"][0], stats["n"][1],
+              stats["i"][0], stats["i"][1]))
+    if accepted_n:
+        # A stream of values (Firehose concatenation) makes a few of them
+        # valid input here: e.g. "[1]]" is a record and a stray bracket.
+        print("  n_ cases copied without a dead letter: %s" %
+              ", ".join(accepted_n))
+
+
+def test_hostile_objects():
+    ws = Workspace("hostile")
+    try:
+        ws.write_config()
+        rng = random.Random(99)
+        good = b'{"event_type":"ok","timestamp":"2021-10-03","i":1}\n'
+        cases = [
+            ("big-100MiB", good + b'{"event_type":"big","pad":"' +
+             b"x" * (100 << 20) + b'"}\n' + good, "max_record_bytes"),
+            ("nested-100k", good + b"[" * 100000 + b"]" * 100000 + b"\n" +
+             good, "nest"),
+            ("garbage-1MiB", good + bytes(rng.randrange(256)
+                                          for _ in range(1 << 20)) + b"\n" +
+             good, None),
+            ("nul-bytes", good + b"\x00" * 4096 + b"\n" + good, None),
+        ]
+        for name, data, why in cases:
+            rc, err, out, dl = copy_one(ws, name, data)
+            check(rc == 0, "%s: exit %d: %s" % (name, rc, err[-500:]))
+            rest = residue(data, out, dl)
+            check(all(c in b" \t\r\n[]," for c in rest),
+                  "%s: %d bytes unaccounted: %r" % (name, len(rest),
+                                                   rest[:40]))
+            check(len(out) >= 2, "%s: the good records around it were "
+                  "not copied (%d)" % (name, len(out)))
+            check(dl, "%s: nothing dead-lettered" % name)
+            if why:
+                check(any(why in m["reason"] for m, _ in dl),
+                      "%s: reasons %r" % (name, [m["reason"] for m, _ in dl]))
+            print("  %s: %d records copied, %d dead letters (%d bytes)" % (
+                name, len(out), len(dl), sum(len(b) for _, b in dl)))
+        # A zstd stream cut short: the records before the cut are copied,
+        # the cut one is dead-lettered with the reason.
+        plain = b"".join(b'{"event_type":"z","timestamp":"2021-10-03",'
+                         b'"i":%d}\n' % i for i in range(20000))
+        z = subprocess.run(["zstd", "-q", "-c"], input=plain,
+                           capture_output=True, check=True).stdout
+        rc, err, out, dl = copy_one(ws, "cut.zst", z[:len(z) // 2])
+        check(rc == 0, "cut zstd: %s" % err[-500:])
+        check(len(dl) == 1 and "zstd" in dl[0][0]["reason"] and
+              plain[dl[0][0]["offset"]:].startswith(dl[0][1]),
+              "cut zstd: %r" % [m for m, _ in dl])
+        check(all(r in plain for _, r in out) and out, "cut zstd: records")
+        print("  truncated zstd: %d records before the cut copied, the cut "
+              "one dead-lettered (%s)" % (len(out), dl[0][0]["reason"]))
+        # A gzip bomb: 1 GiB of zeros in ~1 MiB stops the run, named.
+        bomb = subprocess.run(
+            "head -c 1073741824 /dev/zero | gzip -9", shell=True,
+            capture_output=True, check=True).stdout
+        rc, err, out, dl = copy_one(ws, "bomb.gz", bomb)
+        check(rc != 0 and "bomb.gz" in err and "decompression bomb" in err,
+              "gzip bomb: exit %d: %s" % (rc, err[-1000:]))
+        check(sum(len(b) for _, b in dl) < (64 << 20),
+              "the bomb filled the dead letters")
+        print("  gzip bomb (%d KiB -> 1 GiB): the run stopped with: %s" % (
+            len(bomb) >> 10, [ln for ln in err.splitlines()
+                              if "bomb" in ln][0][:160]))
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_dead_letters_byte_for_byte, test_empty_and_whitespace_objects])
+    main([test_dead_letters_byte_for_byte, test_empty_and_whitespace_objects,
+          test_json_test_suite_in_equals_out_plus_dead,
+          test_hostile_objects])
