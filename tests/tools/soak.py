@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Soak: skipprd in continuous mode, S3 to S3 against the test server,
+for MINUTES (10) with new objects arriving all along and faults on (2% of
+requests answer 500 or lose their connection). skipprd's RSS is printed
+every minute; at the end the input stops, skipprd catches up and is
+stopped with SIGTERM, and the output must hold every record exactly once.
+
+    scripts/setup.sh build && SKIPPRD=build/runtime/skipprd \\
+        python3 tests/tools/soak.py [--minutes N] [--seed N]
+
+Not part of the test suite (it runs for minutes); its figures are
+recorded in docs/RELIABILITY.md.
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from s3_test import S3Server  # noqa: E402
+from skippr_test import (SINK_PREFIX, SKIPPRD, SOURCE_PREFIX,  # noqa: E402
+                         Workspace, compare, expected_key)
+from test_kafka import kafka_config, make_records  # noqa: E402
+
+
+def rss_mib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fault-rate", type=float, default=0.02)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    ws = Workspace("soak")
+    s3 = S3Server(["src", "dst"])
+    expected = collections.Counter()
+    lock = threading.Lock()
+    stop = threading.Event()
+    added = [0, 0]  # objects, records
+
+    def producer():
+        k = 0
+        while not stop.is_set():
+            n = rng.randrange(200, 2000)
+            recs = make_records(n, seed=a.seed * 100000 + k, days=3)
+            key = "%s/2024/03/%02d/obj-%06d.jsonl" % (SOURCE_PREFIX,
+                                                      1 + k % 3, k)
+            s3.client.put_object(Bucket="src", Key=key,
+                                 Body=b"\n".join(recs) + b"\n")
+            with lock:
+                for r in recs:
+                    expected[(expected_key(json.loads(r)), r)] += 1
+                added[0] += 1
+                added[1] += n
+            k += 1
+            stop.wait(rng.uniform(0.2, 1.0))
+
+    try:
+        kafka_config(ws, ("S3", {"s3_bucket": "src",
+                                 "s3_prefix": SOURCE_PREFIX}),
+                     ("S3", {"s3_bucket": "dst", "s3_prefix": SINK_PREFIX}),
+                     pipeline_extra={"poll_interval_seconds": 1,
+                                     "buffer_threshold_seconds": 30,
+                                     "retry_backoff_ms": 20})
+        s3.faults(a.fault_rate, ["500", "reset"], seed=a.seed)
+        env = dict(os.environ, **s3.env())
+        log = open(os.path.join(ws.root, "skipprd.log"), "wb")
+        p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
+                              "gdpr_compliant_migration", "--config",
+                              ws.config, "--no-progress"], env=env,
+                             stdout=log, stderr=log)
+        t = threading.Thread(target=producer)
+        t.start()
+        start = time.time()
+        rss = []
+        for minute in range(1, int(a.minutes) + 1):
+            while time.time() < start + 60 * minute:
+                if p.poll() is not None:
+                    raise SystemExit("skipprd exited (%d) during the soak; "
+                                     "see %s" % (p.returncode, log.name))
+                time.sleep(1)
+            r = rss_mib(p.pid)
+            rss.append(r)
+            with lock:
+                print("minute %2d: RSS %6.1f MiB; %d objects, %d records "
+                      "added so far" % (minute, r, added[0], added[1]),
+                      flush=True)
+        stop.set()
+        t.join()
+        # Catch up: wait until the bucket holds everything (or 5 min).
+        want = sum(expected.values())
+        deadline = time.time() + 300
+        got = collections.Counter()
+        while time.time() < deadline:
+            time.sleep(10)
+            s3.faults(0, [])
+            got = s3.records("dst", SINK_PREFIX + "/")
+            s3.faults(a.fault_rate, ["500", "reset"], seed=a.seed)
+            if sum(got.values()) >= want:
+                break
+        p.send_signal(signal.SIGTERM)
+        p.wait(120)
+        s3.faults(0, [])
+        injected = s3.stats().get("injected", {})
+        got = s3.records("dst", SINK_PREFIX + "/")
+        lost, dup, unexpected = compare(expected, got)
+        print("soak: %.1f min, %d objects, %d records; RSS first %.1f, "
+              "min %.1f, max %.1f, last %.1f MiB; faults injected %s; "
+              "skipprd exit %d after SIGTERM; lost %d, duplicated %d, "
+              "unexpected %d" % (
+                  a.minutes, added[0], want, rss[0], min(rss), max(rss),
+                  rss[-1], json.dumps(injected), p.returncode, lost, dup,
+                  unexpected))
+        if (lost, dup, unexpected) != (0, 0, 0) or p.returncode != 0:
+            raise SystemExit("soak: FAILED")
+    finally:
+        stop.set()
+        s3.close()
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main()
