@@ -20,6 +20,8 @@
 
 #include <skippr/plugin.h>
 
+#include "curl_tls.h"
+
 #define HLOG(host, level, ...) (host)->log((host), (level), __VA_ARGS__)
 #define BUF_CAP (1u << 20) /* bytes held per open stream, at most */
 #define URL_MAX 4096       /* longest URL taken, with the NUL */
@@ -30,6 +32,7 @@ typedef struct hpull {
     int64_t max_pages;
     int64_t timeout_seconds;
     const skippr_kv *headers;
+    const char *ca_file;
     const skippr_host *host;
     struct curl_slist *base;
 } hpull;
@@ -57,6 +60,9 @@ static const skippr_option options[] = {
      "With follow_next: more pages than this from one URL is an error."},
     {"timeout_seconds", SKIPPR_OPT_INT, "300", 0,
      offsetof(hpull, timeout_seconds), "Per request."},
+    {"ca_file", SKIPPR_OPT_STRING, NULL, 0, offsetof(hpull, ca_file),
+     "CA certificates (PEM) that an https server's certificate must chain "
+     "to; default: the system's. Verification is always on."},
     {"header.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(hpull, headers),
      "Extra request headers, e.g. header.X-Api-Key (values never logged)."},
     {NULL, 0, NULL, 0, 0, NULL}};
@@ -207,6 +213,10 @@ static int head(hpull *c, const char *url, head_info *h, int get)
     curl_easy_setopt(e, CURLOPT_TIMEOUT, (long)c->timeout_seconds);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    if (c->ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    char why[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
     CURLcode rc = curl_easy_perform(e);
     long status = 0;
     curl_off_t len = -1;
@@ -214,6 +224,11 @@ static int head(hpull *c, const char *url, head_info *h, int get)
     curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
     curl_easy_cleanup(e);
     const char *verb = get ? "GET" : "HEAD";
+    if (http_tls_refused(rc)) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "%s %s: %s (%s); give the server's "
+             "CA as ca_file", verb, url, curl_easy_strerror(rc), why);
+        return SKIPPR_FATAL;
+    }
     if (rc != CURLE_OK && !(get && rc == CURLE_WRITE_ERROR && status)) {
         HLOG(c->host, SKIPPR_LOG_ERROR, "%s %s: %s", verb, url,
              curl_easy_strerror(rc));
@@ -471,6 +486,8 @@ static int src_open(void *ctx, const skippr_unit *unit, int64_t offset,
     curl_easy_setopt(s->easy, CURLOPT_TIMEOUT, (long)c->timeout_seconds);
     curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(s->easy, CURLOPT_FOLLOWLOCATION, 1L);
+    if (c->ca_file)
+        curl_easy_setopt(s->easy, CURLOPT_CAINFO, c->ca_file);
     curl_multi_add_handle(s->multi, s->easy);
     *stream = s;
     return SKIPPR_OK;
@@ -518,6 +535,12 @@ static int src_read(void *ctx, void *stream, void *buf, size_t cap,
             curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
             if (status >= 400)
                 return status_error(c, status, url ? url : "?");
+            if (http_tls_refused(m->data.result)) {
+                HLOG(c->host, SKIPPR_LOG_ERROR, "GET %s: %s; give the "
+                     "server's CA as ca_file", url ? url : "?",
+                     curl_easy_strerror(m->data.result));
+                return SKIPPR_FATAL;
+            }
             if (m->data.result != CURLE_OK) {
                 HLOG(c->host, SKIPPR_LOG_ERROR, "GET %s: %s", url ? url : "?",
                      curl_easy_strerror(m->data.result));

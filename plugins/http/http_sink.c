@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "curl_tls.h"
 #include "http.h"
 
 typedef struct hsink {
@@ -27,6 +28,7 @@ typedef struct hsink {
     int64_t timeout_seconds;
     int64_t max_attempts;
     const skippr_kv *headers;
+    const char *ca_file;
     /* state */
     const skippr_host *host;
     CURL *curl;
@@ -52,6 +54,9 @@ static const skippr_option options[] = {
     {"max_attempts", SKIPPR_OPT_INT, "5", 0, offsetof(hsink, max_attempts),
      "Tries of one POST (5xx, 429, timeouts) before the engine retries the "
      "whole object."},
+    {"ca_file", SKIPPR_OPT_STRING, NULL, 0, offsetof(hsink, ca_file),
+     "CA certificates (PEM) that an https server's certificate must chain "
+     "to; default: the system's. Verification is always on."},
     {"header.", SKIPPR_OPT_PREFIX, NULL, 0, offsetof(hsink, headers),
      "Extra request headers, e.g. header.X-Api-Key: k (values never "
      "logged)."},
@@ -138,13 +143,24 @@ static int post_once(hsink *c, hpart *p)
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_answer);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
+    if (c->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    char why[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
     CURLcode e = curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(all);
+    if (http_tls_refused(e)) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "POST %s: %s (%s); give the "
+             "server's CA as ca_file", c->url, curl_easy_strerror(e), why);
+        return SKIPPR_FATAL; /* no retry makes a certificate valid */
+    }
     if (e != CURLE_OK) {
-        HLOG(c->host, SKIPPR_LOG_WARN, "POST %s: %s", c->url,
-             curl_easy_strerror(e));
+        HLOG(c->host, SKIPPR_LOG_WARN, "POST %s: %s%s%s%s", c->url,
+             curl_easy_strerror(e), why[0] ? " (" : "", why,
+             why[0] ? ")" : "");
         return SKIPPR_RETRY;
     }
     if (status >= 200 && status < 300) {

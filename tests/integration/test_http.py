@@ -251,11 +251,14 @@ def test_http_push_answers():
 
 
 class Receiver:
-    def __init__(self, root, files=None):
+    def __init__(self, root, files=None, tls=None):
+        """tls: (cert, key) to serve HTTPS."""
         self.log = os.path.join(root, "received.jsonl")
         open(self.log, "w").close()
         self.proc = subprocess.Popen([sys.executable, RECEIVER, self.log] +
-                                     ([files] if files else []),
+                                     ([files] if files else []) +
+                                     (["--tls", tls[0], tls[1]] if tls
+                                      else []),
                                      stdout=subprocess.PIPE)
         self.port = int(self.proc.stdout.readline().split()[1])
 

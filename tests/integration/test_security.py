@@ -11,8 +11,12 @@
   over max_body_bytes with a wrong token is answered 401, not 413.
 - Plugins load only from absolute plugin_dirs and the install dir: a
   relative entry is refused.
-(TLS verification: test_s3_tls.py and test_mqtt.py; keys made from data
-staying under the prefix: test_lock_and_paths.py and fuzz_escape.)
+- TLS verification is on by default: the HTTP sink and HTTPPull refuse a
+  local HTTPS server whose certificate a test CA signed, at once and
+  saying why, and work once ca_file names that CA. (S3: test_s3_tls.py;
+  MQTT: test_mqtt.py.)
+(Keys made from data staying under the prefix: test_lock_and_paths.py and
+fuzz_escape.)
 """
 import os
 import secrets
@@ -27,7 +31,7 @@ from skippr_test import (SINK_PREFIX, SKIPPRD, SOURCE_PREFIX,  # noqa: E402
                          Workspace, check, main, run)
 from test_http import Receiver, post  # noqa: E402
 from test_kafka import kafka_config, make_records  # noqa: E402
-from test_mqtt import Mosquitto, free_port  # noqa: E402
+from test_mqtt import Mosquitto, free_port, make_tls  # noqa: E402
 
 
 def secret(label):
@@ -227,7 +231,65 @@ def test_plugins_only_from_absolute_dirs():
         ws.cleanup()
 
 
+def test_tls_verified_for_http():
+    ws = Workspace("httptls")
+    tls = os.path.join(ws.root, "tls")
+    os.makedirs(tls)
+    ca, cert, key = make_tls(tls)
+    files = os.path.join(ws.root, "files")
+    os.makedirs(files)
+    recs = make_records(2000, seed=23)
+    with open(os.path.join(files, "a.jsonl"), "wb") as f:
+        f.write(b"\n".join(recs) + b"\n")
+    recv = Receiver(ws.root, files, tls=(cert, key))
+    try:
+        write_input(ws, 2000)
+        url = "https://127.0.0.1:%d" % recv.port
+        for ca_file in (None, ca):
+            sink = {"url": url + "/in", "batch_bytes": 65536}
+            if ca_file:
+                sink["ca_file"] = ca_file
+            kafka_config(ws, ("File", {"path": ws.inp,
+                                       "prefix": SOURCE_PREFIX}),
+                         ("HTTP", sink))
+            subprocess.run(["rm", "-rf", ws.state])
+            start = time.time()
+            p = run(["sync", "--pipeline", "gdpr_compliant_migration",
+                     "--config", ws.config, "--once"], check_rc=False)
+            if ca_file is None:
+                check(p.returncode != 0 and "certificate" in p.err and
+                      "ca_file" in p.err and time.time() - start < 20,
+                      "an unknown CA was not refused at once:\n" + p.err)
+                refused = [ln for ln in p.err.splitlines()
+                           if "certificate" in ln][0]
+            else:
+                check(p.returncode == 0, "with ca_file: " + p.err[-2000:])
+                got = sum(len([ln for ln in x["body"].split("\n") if ln])
+                          for x in recv.posts())
+                check(got == 2000, "HTTPS sink delivered %d of 2000" % got)
+        for ca_file in (None, ca):
+            src = {"urls": url + "/files/a.jsonl"}
+            if ca_file:
+                src["ca_file"] = ca_file
+            kafka_config(ws, ("HTTPPull", src),
+                         ("File", {"path": ws.out, "prefix": SINK_PREFIX}))
+            subprocess.run(["rm", "-rf", ws.state])
+            p = run(["sync", "--pipeline", "gdpr_compliant_migration",
+                     "--config", ws.config, "--once"], check_rc=False)
+            if ca_file is None:
+                check(p.returncode != 0 and "certificate" in p.err,
+                      "HTTPPull took an unknown CA:\n" + p.err)
+            else:
+                check(p.returncode == 0 and " 2000 records" in p.err,
+                      "HTTPPull with ca_file: " + p.err[-2000:])
+        print("  HTTPS sink and HTTPPull: refused without ca_file (%s), "
+              "2000 records each with it" % refused.split(": ", 2)[-1][:110])
+    finally:
+        recv.stop()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_no_secret_in_any_log,
+    main([test_no_secret_in_any_log, test_tls_verified_for_http,
           test_push_refuses_before_reading_the_body,
           test_plugins_only_from_absolute_dirs])

@@ -2,7 +2,7 @@
 """An HTTP receiver for the tests: stores every POST it accepts and can
 fail on command.
 
-    http_receiver.py LOG [FILES]
+    http_receiver.py LOG [FILES] [--tls CERT KEY]
 
 Listens on 127.0.0.1 (an ephemeral port, printed as "listening PORT"),
 appends one JSON line per accepted POST to LOG: {"path", "key" (the
@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import random
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -120,6 +121,12 @@ class Server(ThreadingHTTPServer):
 
 def main():
     srv = Server(("127.0.0.1", 0), Handler)
+    if "--tls" in sys.argv:  # HTTPS with that certificate and key
+        i = sys.argv.index("--tls")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[i + 1], sys.argv[i + 2])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+        del sys.argv[i:i + 3]
     print("listening %d" % srv.server_address[1], flush=True)
     srv.serve_forever()
 
