@@ -460,6 +460,8 @@ def run_seed(default=None):
     """The seed a randomized test uses: `--seed N` on the command line (see
     main), else SKIPPR_SEED, else `default`, else a fresh one. Tests print
     it, so a failure can be run again exactly."""
+    if "--seed" in sys.argv:  # read here too: tests may ask before main()
+        return int(sys.argv[sys.argv.index("--seed") + 1])
     s = os.environ.get("SKIPPR_SEED")
     if s:
         return int(s)
