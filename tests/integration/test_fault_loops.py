@@ -116,6 +116,8 @@ def test_file_fault_loops():
         rc, err, _, text = faulted(ws, None, report)
         check(rc == 0, "counting run: %s" % err)
         counts = dict(re.findall(r"(\w+) (\d+)", text))
+        print("  operations in a whole copy: %s" % ", ".join(
+            "%s %s" % (k, counts[k]) for k in KINDS))
         total_runs = 0
         summary = []
         for kind in KINDS:
