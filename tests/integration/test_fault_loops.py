@@ -28,6 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from skippr_test import (GEN, SKIPPRD, Workspace, check, compare,  # noqa: E402
                          expected_records, main, output_records)
+from test_powerloss import reset  # noqa: E402
 
 FAULTFS = os.environ.get("FAULTFS", "")
 KINDS = ["open", "write", "fsync", "rename", "unlink", "mkdir"]
@@ -40,14 +41,6 @@ def steps(last):
         yield n
         n = n + 1 if n < 10 else max(n + 1, n * 8 // 5)
     yield last + 1
-
-
-def reset(ws):
-    for d in (ws.state, ws.out, ws.state + ".powerloss",
-              ws.out + ".powerloss"):
-        shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(ws.state)
-    os.makedirs(ws.out)
 
 
 def faulted(ws, fault, report, crash=None):

@@ -149,14 +149,13 @@ static void test_middle_corruption_reported(void **state)
     assert_int_equal(seg_size(w, 1), before); /* nothing cut */
 }
 
-static void test_old_segment_corruption_reported(void **state)
+/* n frames 1000.. into a new WAL at w: the first three in segment 1,
+ * the rest in segment 2. */
+static void write_two_segments(const char *w, int n)
 {
-    (void)state;
-    char w[300];
-    snprintf(w, sizeof w, "%s/d", dir);
     sk_wal *wal;
     assert_int_equal(sk_wal_open(w, &wal), 0);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < n; i++) {
         uint8_t b[4];
         sk_put_u32(b, (uint32_t)(1000 + i));
         sk_iov part = {b, 4};
@@ -166,6 +165,14 @@ static void test_old_segment_corruption_reported(void **state)
     }
     assert_int_equal(sk_wal_sync(wal), 0);
     sk_wal_close(wal);
+}
+
+static void test_old_segment_corruption_reported(void **state)
+{
+    (void)state;
+    char w[300];
+    snprintf(w, sizeof w, "%s/d", dir);
+    write_two_segments(w, 6);
     int rc;
     assert_int_equal(replay_count(w, &rc), 6);
     assert_int_equal(rc, 0);
@@ -183,18 +190,7 @@ static void test_fuzz_wal_sequence_gap_is_corruption(void **state)
     (void)state;
     char w[300];
     snprintf(w, sizeof w, "%s/gap", dir);
-    sk_wal *wal;
-    assert_int_equal(sk_wal_open(w, &wal), 0);
-    for (int i = 0; i < 4; i++) {
-        uint8_t b[4];
-        sk_put_u32(b, (uint32_t)(1000 + i));
-        sk_iov part = {b, 4};
-        assert_int_equal(sk_wal_append(wal, SK_WAL_DONE, &part, 1, NULL), 0);
-        if (i == 2)
-            assert_int_equal(sk_wal_rotate(wal), 0);
-    }
-    assert_int_equal(sk_wal_sync(wal), 0);
-    sk_wal_close(wal);
+    write_two_segments(w, 4);
     patch(w, 1, 2 * (SK_WAL_HEADER + 4), 1); /* segment 1 loses frame 3 */
     off_t before = seg_size(w, 2);
     int rc;
