@@ -38,7 +38,7 @@ def copy_one(ws, name, data):
         f.write(data)
     p = subprocess.run([SKIPPRD, "sync", "--pipeline",
                         "gdpr_compliant_migration", "--config", ws.config,
-                        "--once"], capture_output=True, timeout=120)
+                        "--once"], capture_output=True, timeout=900)
     out = []
     if os.path.isdir(ws.sink_root):
         out = [k for k, n in output_records(ws.sink_root).items()
