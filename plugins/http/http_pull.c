@@ -21,6 +21,7 @@
 #include <skippr/plugin.h>
 
 #include "curl_tls.h"
+#include "curl_trace.h"
 
 #define HLOG(host, level, ...) (host)->log((host), (level), __VA_ARGS__)
 #define BUF_CAP (1u << 20) /* bytes held per open stream, at most */
@@ -215,6 +216,7 @@ static int head(hpull *c, const char *url, head_info *h, int get)
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     if (c->ca_file)
         curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    skippr_curl_trace(e, c->host);
     char why[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
     CURLcode rc = curl_easy_perform(e);
@@ -488,6 +490,7 @@ static int src_open(void *ctx, const skippr_unit *unit, int64_t offset,
     curl_easy_setopt(s->easy, CURLOPT_FOLLOWLOCATION, 1L);
     if (c->ca_file)
         curl_easy_setopt(s->easy, CURLOPT_CAINFO, c->ca_file);
+    skippr_curl_trace(s->easy, c->host);
     curl_multi_add_handle(s->multi, s->easy);
     *stream = s;
     return SKIPPR_OK;

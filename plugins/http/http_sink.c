@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "curl_tls.h"
+#include "curl_trace.h"
 #include "http.h"
 
 typedef struct hsink {
@@ -145,6 +146,7 @@ static int post_once(hsink *c, hpart *p)
     curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
     if (c->ca_file)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    skippr_curl_trace(h, c->host);
     char why[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
     CURLcode e = curl_easy_perform(h);

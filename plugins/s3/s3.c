@@ -44,6 +44,7 @@
 
 #include <skippr/plugin.h>
 
+#include "curl_trace.h"
 #include "sigv4.h"
 
 #define MAX_BODY (16u << 20) /* bound on any buffered response body */
@@ -378,6 +379,7 @@ static void easy_setup(const s3_ctx *c, CURL *h, const char *url,
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, c->verify_tls ? 2L : 0L);
     if (c->r_ca)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->r_ca);
+    skippr_curl_trace(h, c->host);
 }
 
 /* A transport failure: SKIPPR_RETRY when another attempt may succeed;

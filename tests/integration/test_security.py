@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Security checks.
 
-- No secret reaches a log line at any level (-vv, debug): an S3 session
-  token, an HTTP sink's Authorization header (also on refused and retried
+- No secret reaches a log line at any level (-vv, debug, with libcurl's
+  verbose trace on: SKIPPR_CURL_VERBOSE=1): an S3 session token, an HTTP sink's Authorization header (also on refused and retried
   POSTs), the push source's bearer token (also when a client sends a wrong
   one), an HTTPPull API key, a Kafka SASL password and an MQTT password
   (also when the broker refuses it). `skipprd validate` and `plugins`
@@ -39,7 +39,9 @@ def secret(label):
 
 
 def sync_vv(ws, env=None, once=True, timeout=120):
-    e = dict(os.environ)
+    """A fresh run (no state from the one before) at -vv."""
+    subprocess.run(["rm", "-rf", ws.state])
+    e = dict(os.environ, SKIPPR_CURL_VERBOSE="1")
     e.update(env or {})
     p = subprocess.run([SKIPPRD, "sync", "--pipeline",
                         "gdpr_compliant_migration", "--config", ws.config,
@@ -79,6 +81,10 @@ def test_no_secret_in_any_log():
                          pipeline_extra={"retry_backoff_ms": 5})
             rc, out = sync_vv(ws, dict(s3.env(), AWS_SESSION_TOKEN=token))
             no_secret(out, [token], "S3 sink")
+            check("curl > Authorization: [hidden]" in out and
+                  "curl > X-Amz-Security-Token: [hidden]" in out.replace(
+                      "x-amz-security-token", "X-Amz-Security-Token"),
+                  "libcurl's trace was not on, or showed credentials")
             seen.append("S3 session token (20%% faults, exit %d, %d log "
                         "lines)" % (rc, out.count("\n")))
         finally:
@@ -97,9 +103,10 @@ def test_no_secret_in_any_log():
                          pipeline_extra={"retry_backoff_ms": 5})
             rc, out = sync_vv(ws)
             no_secret(out, [auth], "HTTP sink")
+            check("curl > Authorization: [hidden]" in out and
+                  "curl > X-Api-Key: [hidden]" in out,
+                  "the HTTP sink's trace was not on")
             seen.append("HTTP sink headers (30%% 503s, exit %d)" % rc)
-            for d in ("state",):
-                subprocess.run(["rm", "-rf", os.path.join(ws.root, d)])
             # validate and plugins print no secret either
             p = run(["validate", "--config", ws.config, "-v", "-v"],
                     check_rc=False)
