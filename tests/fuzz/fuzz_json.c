@@ -34,10 +34,13 @@ static int ws(uint8_t c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* A jansson error that is about a number's size, not its grammar. */
+/* A jansson error that is about its own limits, not JSON's grammar: a
+ * number's size, or a \u0000 in an object key (which jansson cannot
+ * store even with JSON_ALLOW_NUL). */
 static int size_only(const json_error_t *e)
 {
-    return strstr(e->text, "too big") || strstr(e->text, "overflow");
+    return strstr(e->text, "too big") || strstr(e->text, "overflow") ||
+           strstr(e->text, "NUL byte in object key");
 }
 
 static json_t *path_get(json_t *root, size_t i)
