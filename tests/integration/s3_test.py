@@ -99,6 +99,22 @@ class S3Server:
             list(pool.map(put, paths))
         return len(paths)
 
+    def put_visible_at_once(self, staging, bucket, key, body):
+        """PUT body as bucket/key so that a concurrent LIST or GET never
+        sees it half written. s3rver writes an object's file as the body
+        arrives and lists it meanwhile, with the size written so far (real
+        S3 shows an object only once complete). So the object is PUT into
+        the `staging` bucket, then its files are renamed into `bucket`,
+        the data file last."""
+        self.client.put_object(Bucket=staging, Key=key, Body=body)
+        src = os.path.join(self.dir, staging, key)
+        dst = os.path.join(self.dir, bucket, key)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        for suffix in ("._S3rver_metadata.json", "._S3rver_object.md5",
+                       "._S3rver_object"):
+            if os.path.exists(src + suffix):
+                os.rename(src + suffix, dst + suffix)
+
     def sync(self, config, env=None, unset=(), timeout=600):
         """Run `skipprd sync -p p --once -c config` against this server:
         the inherited environment less the names in `unset`, then env(),

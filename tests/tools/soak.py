@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from s3_test import S3Server  # noqa: E402
 from skippr_test import (SINK_PREFIX, SKIPPRD, SOURCE_PREFIX,  # noqa: E402
-                         Workspace, compare, expected_key)
+                         Workspace, compare, expected_key, frame)
 from test_kafka import kafka_config, make_records  # noqa: E402
 
 
@@ -50,7 +50,7 @@ def main():
     a = ap.parse_args()
     rng = random.Random(a.seed)
     ws = Workspace("soak")
-    s3 = S3Server(["src", "dst"])
+    s3 = S3Server(["src", "dst", "staging"])
     expected = collections.Counter()
     lock = threading.Lock()
     stop = threading.Event()
@@ -63,8 +63,8 @@ def main():
             recs = make_records(n, seed=a.seed * 100000 + k, days=3)
             key = "%s/2024/03/%02d/obj-%06d.jsonl" % (SOURCE_PREFIX,
                                                       1 + k % 3, k)
-            s3.client.put_object(Bucket="src", Key=key,
-                                 Body=b"\n".join(recs) + b"\n")
+            s3.put_visible_at_once("staging", "src", key,
+                                   b"\n".join(recs) + b"\n")
             with lock:
                 for r in recs:
                     expected[(expected_key(json.loads(r)), r)] += 1
@@ -122,7 +122,22 @@ def main():
                              last.stderr.decode()[-2000:])
         s3.faults(0, [])
         injected = s3.stats().get("injected", {})
-        got = s3.records("dst", SINK_PREFIX + "/")
+        got = collections.Counter()
+        broken = []
+        for key, data in s3.objects("dst", SINK_PREFIX + "/").items():
+            folder = key[len(SINK_PREFIX) + 1:].rsplit("/", 1)[0]
+            try:
+                for raw, _ in frame(data):
+                    got[(folder, raw)] += 1
+            except ValueError as e:
+                broken.append(key)
+                print("soak: object %s is not JSON lines (%s); %d bytes, "
+                      "near the error: %r" % (key, e, len(data),
+                                              data[max(0, e.pos - 80):
+                                                   e.pos + 80]
+                                              if hasattr(e, "pos") else b""))
+        if broken:
+            raise SystemExit("soak: %d broken objects" % len(broken))
         lost, dup, unexpected = compare(expected, got)
         print("soak: %.1f min, %d objects, %d records; RSS first %.1f, "
               "min %.1f, max %.1f, last %.1f MiB; faults injected %s; "
