@@ -255,10 +255,13 @@ def test_hostile_objects():
         check(all(r in plain for _, r in out) and out, "cut zstd: records")
         print("  truncated zstd: %d records before the cut copied, the cut "
               "one dead-lettered (%s)" % (len(out), dl[0][0]["reason"]))
-        # A gzip bomb: 1 GiB of zeros in ~1 MiB stops the run, named.
+        # A gzip bomb: 1 GiB of blank lines in ~1 MiB stops the run,
+        # named. (Blank lines, not zeros: the cap is what is tested, and
+        # 64 MiB of NULs dead-lettered window by window takes a quarter of
+        # an hour under ASan's quarantine; NUL bytes have their own case.)
         bomb = subprocess.run(
-            "head -c 1073741824 /dev/zero | gzip -9", shell=True,
-            capture_output=True, check=True).stdout
+            "head -c 1073741824 /dev/zero | tr '\\0' '\\n' | gzip -9",
+            shell=True, capture_output=True, check=True).stdout
         rc, err, out, dl = copy_one(ws, "bomb.gz", bomb)
         check(rc != 0 and "bomb.gz" in err and "decompression bomb" in err,
               "gzip bomb: exit %d: %s" % (rc, err[-1000:]))
