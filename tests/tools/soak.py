@@ -63,8 +63,15 @@ def main():
             recs = make_records(n, seed=a.seed * 100000 + k, days=3)
             key = "%s/2024/03/%02d/obj-%06d.jsonl" % (SOURCE_PREFIX,
                                                       1 + k % 3, k)
-            s3.put_visible_at_once("staging", "src", key,
-                                   b"\n".join(recs) + b"\n")
+            for attempt in range(50):  # the injected faults hit us too
+                try:
+                    s3.put_visible_at_once("staging", "src", key,
+                                           b"\n".join(recs) + b"\n")
+                    break
+                except Exception:  # noqa: BLE001 - any failed PUT: again
+                    time.sleep(0.1)
+            else:
+                raise SystemExit("soak: could not add %s" % key)
             with lock:
                 for r in recs:
                     expected[(expected_key(json.loads(r)), r)] += 1
