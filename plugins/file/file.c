@@ -167,7 +167,8 @@ static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
     names ns = {0};
     int rc = walk(c, "", &ns);
     if (rc == SKIPPR_OK) {
-        qsort(ns.v, ns.n, sizeof *ns.v, cmp_str);
+        if (ns.n > 1) /* ns.v is NULL in an empty folder */
+            qsort(ns.v, ns.n, sizeof *ns.v, cmp_str);
         for (size_t i = 0; i < ns.n; i++) {
             if (start_after && strcmp(ns.v[i], start_after) <= 0)
                 continue;

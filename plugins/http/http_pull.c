@@ -374,7 +374,7 @@ static int list(void *ctx, const char *start_after, skippr_unit_cb cb,
          t = strtok_r(NULL, ",", &save))
         rc = pages_add(&given, t, NULL);
     free(copy);
-    if (!rc)
+    if (!rc && given.n > 1) /* .v is NULL while empty */
         qsort(given.v, given.n, sizeof *given.v, cmp_page);
     /* Without follow_next only the URLs after start_after are asked; with
      * it every chain is walked, since a page may sort anywhere. */
@@ -385,7 +385,7 @@ static int list(void *ctx, const char *start_after, skippr_unit_cb cb,
             continue;
         rc = add_pages(c, u, &units);
     }
-    if (!rc)
+    if (!rc && units.n > 1)
         qsort(units.v, units.n, sizeof *units.v, cmp_page);
     for (size_t i = 0; i < units.n && !rc; i++) {
         const page *p = &units.v[i];

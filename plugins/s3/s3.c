@@ -1230,7 +1230,8 @@ static int list_wave(s3_ctx *c, lprefix *w, size_t n)
 static int emit(lentry *v, size_t n, const char *after, skippr_unit_cb cb,
                 void *cb_data)
 {
-    qsort(v, n, sizeof *v, lentry_cmp);
+    if (n > 1) /* v is NULL when a listing found nothing */
+        qsort(v, n, sizeof *v, lentry_cmp);
     for (size_t i = 0; i < n; i++) {
         if (after && strcmp(v[i].key, after) <= 0)
             continue;

@@ -102,5 +102,27 @@ def test_listing_in_batches():
         ws.cleanup()
 
 
+def test_empty_listings():
+    """A prefix with nothing under it lists nothing, in both listing
+    modes, for S3 and File sources: 0 units, exit 0. (The soak under UBSan
+    found qsort given the NULL of an empty listing, in both plugins.)"""
+    ws = Workspace("s3empty")
+    s3 = S3Server(["src", "dst"])
+    try:
+        for mode in ({"name": "serial", "list_concurrency": 1},
+                     {"name": "wide", "list_concurrency": 8}):
+            counts = run(ws, s3, mode, "")
+            check(counts.get("list", 0) >= 1, "no listing: %r" % counts)
+        os.makedirs(os.path.join(ws.inp, SOURCE_PREFIX))
+        ws.write_config()
+        p = ws.sync("--once")
+        check("0 units copied" in p.err, p.err)
+        print("  empty S3 prefix (serial and wide listing) and empty "
+              "folder: 0 units, exit 0")
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_listing_in_batches])
+    main([test_listing_in_batches, test_empty_listings])
