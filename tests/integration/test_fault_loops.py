@@ -28,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from skippr_test import (GEN, SKIPPRD, Workspace, check, compare,  # noqa: E402
                          expected_records, main, output_records)
-from test_powerloss import reset  # noqa: E402
+from test_powerloss import faultfs_sync, reset  # noqa: E402
 
 FAULTFS = os.environ.get("FAULTFS", "")
 KINDS = ["open", "write", "fsync", "rename", "unlink", "mkdir"]
@@ -44,25 +44,16 @@ def steps(last):
 
 
 def faulted(ws, fault, report, crash=None):
-    """One sync --once under faultfs; returns (exit, stderr, fired)."""
-    env = dict(os.environ)
-    for k in ("SKIPPR_CRASH", "SKIPPR_FAULT", "SKIPPR_IOFAULT"):
-        env.pop(k, None)
-    env.update({"LD_PRELOAD": FAULTFS,
-                "SKIPPR_POWERLOSS_ROOTS": "%s:%s" % (ws.state, ws.out),
-                "SKIPPR_POWERLOSS_REPORT": report,
-                "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
-                ":verify_asan_link_order=0"})
+    """One sync --once under faultfs with SKIPPR_IOFAULT=fault (and
+    SKIPPR_CRASH=crash); returns (exit, stderr, fired, report text)."""
+    settings = {}
     if fault:
-        env["SKIPPR_IOFAULT"] = fault
+        settings["SKIPPR_IOFAULT"] = fault
     if crash:
-        env["SKIPPR_CRASH"] = crash
+        settings["SKIPPR_CRASH"] = crash
     if os.path.exists(report):
         os.unlink(report)
-    p = subprocess.run([SKIPPRD, "sync", "--pipeline",
-                        "gdpr_compliant_migration", "--config", ws.config,
-                        "--once", "-q"], env=env, capture_output=True,
-                       timeout=300)
+    p = faultfs_sync(ws, report, settings)
     err = p.stderr.decode("utf-8", "replace")
     text = open(report).read() if os.path.exists(report) else ""
     return p.returncode, err, "fault " in text, text

@@ -30,24 +30,34 @@ FAULTFS = os.environ.get("FAULTFS", "")
 MIN_LOSSES = 40
 
 
-def powered(ws, at, seed, report):
-    """One sync --once under the power-loss library; returns its exit."""
+def faultfs_sync(ws, report, settings):
+    """One `sync --once -q` of ws under tests/tools/faultfs.c, modelling
+    its state and sink folders, with the library's other SKIPPR_*
+    settings (and SKIPPR_CRASH) from `settings`; none is inherited.
+    Returns the CompletedProcess."""
     env = dict(os.environ)
-    for k in ("SKIPPR_CRASH", "SKIPPR_FAULT"):
+    for k in ("SKIPPR_CRASH", "SKIPPR_FAULT", "SKIPPR_IOFAULT",
+              "SKIPPR_POWERLOSS_AT", "SKIPPR_POWERLOSS_SEED"):
         env.pop(k, None)
     env.update({
         "LD_PRELOAD": FAULTFS,
         "SKIPPR_POWERLOSS_ROOTS": "%s:%s" % (ws.state, ws.out),
-        "SKIPPR_POWERLOSS_AT": str(at),
-        "SKIPPR_POWERLOSS_SEED": str(seed),
         "SKIPPR_POWERLOSS_REPORT": report,
         # the library comes before the sanitizer runtime in an ASan build
         "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
         ":verify_asan_link_order=0"})
-    p = subprocess.run([SKIPPRD, "sync", "--pipeline",
-                        "gdpr_compliant_migration", "--config", ws.config,
-                        "--once", "-q"], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=300)
+    env.update(settings)
+    return subprocess.run([SKIPPRD, "sync", "--pipeline",
+                           "gdpr_compliant_migration", "--config", ws.config,
+                           "--once", "-q"], env=env, capture_output=True,
+                          timeout=300)
+
+
+def powered(ws, at, seed, report):
+    """One sync --once that loses power at operation `at`; returns its
+    exit."""
+    p = faultfs_sync(ws, report, {"SKIPPR_POWERLOSS_AT": str(at),
+                                  "SKIPPR_POWERLOSS_SEED": str(seed)})
     if p.returncode not in (0, -signal.SIGKILL):
         raise AssertionError("run at %d failed (%d): %s" % (
             at, p.returncode, p.stderr.decode()[-3000:]))
