@@ -32,14 +32,20 @@ from test_kafka import kafka_config, make_records  # noqa: E402
 
 
 def rss_mib(pid):
+    """(total, anonymous, file-backed) resident MiB of pid. The file-backed
+    part grows as library code pages are first touched (an error path, a
+    retry); the anonymous part is the heap, stacks and buffers."""
+    got = {}
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
+                k = line.split(":")[0]
+                if k in ("VmRSS", "RssAnon", "RssFile"):
+                    got[k] = int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return float("nan")
+    return tuple(got.get(k, float("nan"))
+                 for k in ("VmRSS", "RssAnon", "RssFile"))
 
 
 def main():
@@ -97,18 +103,20 @@ def main():
         t = threading.Thread(target=producer)
         t.start()
         start = time.time()
-        rss = []
+        rss, anons = [], []
         for minute in range(1, int(a.minutes) + 1):
             while time.time() < start + 60 * minute:
                 if p.poll() is not None:
                     raise SystemExit("skipprd exited (%d) during the soak; "
                                      "see %s" % (p.returncode, log.name))
                 time.sleep(1)
-            r = rss_mib(p.pid)
+            r, anon, filed = rss_mib(p.pid)
             rss.append(r)
+            anons.append(anon)
             with lock:
-                print("minute %2d: RSS %6.1f MiB; %d objects, %d records "
-                      "added so far" % (minute, r, added[0], added[1]),
+                print("minute %2d: RSS %6.1f MiB (anonymous %.1f, files "
+                      "%.1f); %d objects, %d records added so far" % (
+                          minute, r, anon, filed, added[0], added[1]),
                       flush=True)
         stop.set()
         t.join()
@@ -147,12 +155,12 @@ def main():
             raise SystemExit("soak: %d broken objects" % len(broken))
         lost, dup, unexpected = compare(expected, got)
         print("soak: %.1f min, %d objects, %d records; RSS first %.1f, "
-              "min %.1f, max %.1f, last %.1f MiB; faults injected %s; "
-              "skipprd exit %d after SIGTERM; lost %d, duplicated %d, "
-              "unexpected %d" % (
+              "min %.1f, max %.1f, last %.1f MiB (anonymous first %.1f, "
+              "last %.1f); faults injected %s; skipprd exit %d after "
+              "SIGTERM; lost %d, duplicated %d, unexpected %d" % (
                   a.minutes, added[0], want, rss[0], min(rss), max(rss),
-                  rss[-1], json.dumps(injected), p.returncode, lost, dup,
-                  unexpected))
+                  rss[-1], anons[0], anons[-1], json.dumps(injected),
+                  p.returncode, lost, dup, unexpected))
         if (lost, dup, unexpected) != (0, 0, 0) or p.returncode != 0:
             raise SystemExit("soak: FAILED")
     finally:
