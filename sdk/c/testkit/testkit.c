@@ -1,0 +1,970 @@
+/* skippr-testkit: loads a sink plugin and runs the conformance battery that
+ * the engine's exactly-once protocol relies on.
+ *
+ *   skippr-testkit PLUGIN.so [-o KEY=VALUE]... [--read CMD]
+ *                  [--big-mib N] [--instances N] [-v]
+ *
+ * The testkit plays the engine: it allocates instance contexts, fills the
+ * options table from -o (or the defaults), and drives object_open / write /
+ * commit / abort / check exactly as the engine does, including a process
+ * that dies mid-object. What a sink stored is observed two ways:
+ * - object_check(), when the sink has it;
+ * - --read CMD, a shell command that prints the bytes stored under the key
+ *   in $SKIPPR_KEY (e.g. `tar -xOf out.tar "$SKIPPR_KEY"`). Without it the
+ *   byte-level checks are skipped, and the report says so.
+ *
+ * Each check prints "ok N - what" or "not ok N - what: why" on stderr (the
+ * plugin may own stdout); the exit status is 0 when every check passed, 1
+ * when one failed and 2 when the plugin could not be loaded or run.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <skippr/plugin.h>
+
+#include "crc32c.h"
+
+#define LINE 100              /* every generated record is this long */
+#define MAX_OPTS 128
+#define MEMORY_BUDGET (16 << 20) /* host->memory_budget given to the sink */
+#define MAX_RETRIES 5
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kv {
+    char *key, *value;
+} kv;
+
+static struct {
+    const char *plugin_path;
+    kv opts[MAX_OPTS];
+    size_t nopts;
+    const char *read_cmd;
+    int64_t big_mib;
+    int instances;
+    int verbose;
+} g = {.big_mib = 256, .instances = 4};
+
+static const skippr_plugin *plugin;
+static const skippr_sink_ops *sink;
+static int checks, failures;
+static atomic_long retries;
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: skippr-testkit PLUGIN.so [-o KEY=VALUE]... [--read CMD]\n"
+            "                      [--big-mib N] [--instances N] [-v]\n"
+            "  -o KEY=VALUE   a sink option, as under the sink in YAML\n"
+            "  --read CMD     shell command printing the bytes stored under\n"
+            "                 the key in $SKIPPR_KEY (byte-level checks)\n"
+            "  --big-mib N    size of the large-object check (256)\n"
+            "  --instances N  instances writing at once (4)\n"
+            "  -v             show the plugin's log and --read's errors\n");
+    exit(2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reporting                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The failure of the check being run: its first message wins. */
+static char why[1024];
+
+static void fail(const char *fmt, ...) SKIPPR_PRINTF(1, 2);
+static void fail(const char *fmt, ...)
+{
+    if (why[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+}
+
+static void report(const char *what)
+{
+    checks++;
+    if (why[0]) {
+        failures++;
+        fprintf(stderr, "not ok %d - %s: %s\n", checks, what, why);
+    } else {
+        fprintf(stderr, "ok %d - %s\n", checks, what);
+    }
+    why[0] = '\0';
+}
+
+static void skip(const char *what, const char *reason)
+{
+    checks++;
+    fprintf(stderr, "ok %d - %s # SKIP %s\n", checks, what, reason);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Instances: what the engine does around init() and destroy()               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct instance {
+    skippr_host host;
+    void *ctx;
+    atomic_int errors_logged;
+    /* Strings and kv arrays written into ctx; the testkit's. */
+    void *owned[MAX_OPTS];
+    size_t nowned;
+} instance;
+
+static void host_log(const skippr_host *h, int level, const char *fmt, ...)
+{
+    instance *in = h->impl;
+    if (level == SKIPPR_LOG_ERROR)
+        atomic_fetch_add(&in->errors_logged, 1);
+    if (!g.verbose)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    fprintf(stderr, "    %s: %s: %s\n", plugin->name,
+            level >= 0 && level <= 3 ? names[level] : "?", line);
+}
+
+static void host_counter_add(const skippr_host *h, const char *name,
+                             int64_t delta)
+{
+    (void)h;
+    (void)name;
+    (void)delta;
+}
+
+static int host_should_stop(const skippr_host *h)
+{
+    (void)h;
+    return 0;
+}
+
+static const char *opt_value(const char *name)
+{
+    for (size_t i = g.nopts; i-- > 0;)
+        if (strcmp(g.opts[i].key, name) == 0)
+            return g.opts[i].value;
+    return NULL;
+}
+
+static int keep(instance *in, void *p)
+{
+    if (!p || in->nowned == MAX_OPTS) {
+        free(p);
+        return -1;
+    }
+    in->owned[in->nowned++] = p;
+    return 0;
+}
+
+/* Fill ctx from -o values and defaults, as the engine does; override, when
+ * not NULL, replaces the value of one option. Returns 0, or -1 with *err. */
+static int fill_options(instance *in, const char *override_name,
+                        const char *override_value, char *err, size_t errlen)
+{
+    for (const skippr_option *o = sink->options; o && o->name; o++) {
+        char *field = (char *)in->ctx + o->offset;
+        if (o->type == SKIPPR_OPT_PREFIX) {
+            size_t n = 0, plen = strlen(o->name);
+            for (size_t i = 0; i < g.nopts; i++)
+                n += strncmp(g.opts[i].key, o->name, plen) == 0;
+            skippr_kv *arr = calloc(n + 1, sizeof *arr);
+            if (keep(in, arr)) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            n = 0;
+            for (size_t i = 0; i < g.nopts; i++)
+                if (strncmp(g.opts[i].key, o->name, plen) == 0)
+                    arr[n++] = (skippr_kv){g.opts[i].key + plen,
+                                           g.opts[i].value};
+            memcpy(field, &arr, sizeof arr);
+            continue;
+        }
+        const char *v = override_name && strcmp(o->name, override_name) == 0
+                            ? override_value
+                            : opt_value(o->name);
+        if (!v)
+            v = o->default_value;
+        if (!v) {
+            if (o->required) {
+                snprintf(err, errlen, "option '%s' is required: pass "
+                         "-o %s=VALUE", o->name, o->name);
+                return -1;
+            }
+            continue;
+        }
+        char *end;
+        switch (o->type) {
+        case SKIPPR_OPT_STRING:
+        case SKIPPR_OPT_SECRET: {
+            char *s = strdup(v);
+            if (keep(in, s)) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            memcpy(field, &s, sizeof s);
+            break;
+        }
+        case SKIPPR_OPT_INT: {
+            errno = 0;
+            long long x = strtoll(v, &end, 10);
+            if (errno || end == v || *end) {
+                snprintf(err, errlen, "option '%s': '%s' is not an integer",
+                         o->name, v);
+                return -1;
+            }
+            int64_t x64 = x;
+            memcpy(field, &x64, sizeof x64);
+            break;
+        }
+        case SKIPPR_OPT_BOOL: {
+            int b;
+            if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"))
+                b = 1;
+            else if (!strcmp(v, "false") || !strcmp(v, "no") ||
+                     !strcmp(v, "0"))
+                b = 0;
+            else {
+                snprintf(err, errlen, "option '%s': '%s' is not true or "
+                         "false", o->name, v);
+                return -1;
+            }
+            memcpy(field, &b, sizeof b);
+            break;
+        }
+        default:
+            snprintf(err, errlen, "option '%s' has unknown type %d", o->name,
+                     (int)o->type);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void instance_free(instance *in)
+{
+    if (!in)
+        return;
+    if (in->ctx && sink->destroy)
+        sink->destroy(in->ctx);
+    free(in->ctx);
+    for (size_t i = 0; i < in->nowned; i++)
+        free(in->owned[i]);
+    free(in);
+}
+
+/* A new instance, init() called; *rc is init's status. NULL (with why set)
+ * when the testkit itself could not build it. Caller owns: instance_free. */
+static instance *instance_new(const char *override_name,
+                              const char *override_value, int *rc)
+{
+    instance *in = calloc(1, sizeof *in);
+    if (!in) {
+        fail("out of memory");
+        return NULL;
+    }
+    in->ctx = calloc(1, sink->ctx_size ? sink->ctx_size : 1);
+    if (!in->ctx) {
+        free(in);
+        fail("out of memory for a %zu-byte context", sink->ctx_size);
+        return NULL;
+    }
+    char err[256];
+    if (fill_options(in, override_name, override_value, err, sizeof err)) {
+        fail("%s", err);
+        free(in->ctx);
+        in->ctx = NULL;
+        instance_free(in);
+        return NULL;
+    }
+    in->host = (skippr_host){
+        .struct_size = sizeof(skippr_host),
+        .log = host_log,
+        .counter_add = host_counter_add,
+        .should_stop = host_should_stop,
+        .impl = in,
+        .memory_budget = MEMORY_BUDGET,
+        .flags = 0, /* commit() itself must make objects durable */
+    };
+    *rc = sink->init(in->ctx, &in->host);
+    return in;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Objects: deterministic bytes, computable at any offset                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct object {
+    char key[256];
+    char slice_id[64];
+    char partition[192];
+    uint64_t lines;
+    uint32_t seed;
+    uint64_t size;
+    uint32_t crc;
+} object;
+
+/* Line i of an object: exactly LINE bytes, the last a newline. */
+static void gen_line(const object *o, uint64_t i, char out[LINE])
+{
+    int n = snprintf(out, LINE, "{\"object\":\"%08" PRIx32 "\",\"line\":%"
+                     PRIu64 ",\"pad\":\"", o->seed, i);
+    memset(out + n, 'a' + (int)((o->seed + i) % 26), LINE - 3 - (size_t)n);
+    out[LINE - 3] = '"';
+    out[LINE - 2] = '}';
+    out[LINE - 1] = '\n';
+}
+
+/* Bytes [off, off + len) of the object. */
+static void gen_bytes(const object *o, uint64_t off, char *buf, size_t len)
+{
+    char line[LINE];
+    while (len > 0) {
+        uint64_t i = off / LINE, in = off % LINE;
+        gen_line(o, i, line);
+        size_t n = LINE - in < len ? LINE - in : len;
+        memcpy(buf, line + in, n);
+        buf += n;
+        off += n;
+        len -= n;
+    }
+}
+
+static void object_make(object *o, const char *scenario, int n,
+                        uint64_t lines)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = (uint32_t)(n * 2654435761u) ^ (uint32_t)strlen(scenario);
+    snprintf(o->partition, sizeof o->partition,
+             "testkit/p_scenario=%s/p_n=%d", scenario, n);
+    snprintf(o->key, sizeof o->key, "%s/apply-testkit-%010d.jsonl",
+             o->partition, n);
+    snprintf(o->slice_id, sizeof o->slice_id, "testkit-%08" PRIx32, o->seed);
+    o->lines = lines;
+    o->size = lines * LINE;
+    char buf[1 << 16];
+    uint32_t crc = 0;
+    for (uint64_t off = 0; off < o->size; off += sizeof buf) {
+        size_t len = o->size - off < sizeof buf ? (size_t)(o->size - off)
+                                                : sizeof buf;
+        gen_bytes(o, off, buf, len);
+        crc = sk_crc32c(crc, buf, len);
+    }
+    o->crc = crc;
+}
+
+static skippr_object_info object_info(const object *o)
+{
+    return (skippr_object_info){
+        .key = o->key,
+        .slice_id = o->slice_id,
+        .size = o->size,
+        .crc32c = o->crc,
+        .content_type = "application/x-ndjson",
+        .partition = o->partition,
+        .namespace_name = "testkit",
+        .records = o->lines,
+    };
+}
+
+static int known_status(int rc)
+{
+    return rc <= 0 && strcmp(skippr_status_name(rc), "UNKNOWN") != 0;
+}
+
+/* Write bytes [0, upto) of o on an open handle: in chunks of varying size,
+ * or one record per call for a SKIPPR_SINK_RECORDS sink. */
+static int write_range(instance *in, void *h, const object *o, uint64_t upto)
+{
+    int records = SKIPPR_OPS_HAS(skippr_sink_ops, sink, flags) &&
+                  (sink->flags & SKIPPR_SINK_RECORDS);
+    static const size_t sizes[] = {1, 7, 100, 4096, 65536, 1 << 20};
+    char *buf = malloc(1 << 20);
+    if (!buf)
+        return SKIPPR_NOMEM;
+    int rc = SKIPPR_OK;
+    uint64_t off = 0;
+    for (size_t k = 0; off < upto && rc == SKIPPR_OK; k++) {
+        size_t len = records ? LINE : sizes[k % 6];
+        if (len > upto - off)
+            len = (size_t)(upto - off);
+        gen_bytes(o, off, buf, len);
+        size_t wlen = records && buf[len - 1] == '\n' ? len - 1 : len;
+        rc = sink->object_write(in->ctx, h, buf, wlen);
+        off += len;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Write the whole object and commit it, as the engine does: on RETRY,
+ * abort and start again (a few times). Returns the last status. */
+static int put_object(instance *in, const object *o)
+{
+    skippr_object_info info = object_info(o);
+    int rc = SKIPPR_RETRY;
+    for (int attempt = 0; attempt < MAX_RETRIES && rc == SKIPPR_RETRY;
+         attempt++) {
+        if (attempt) {
+            atomic_fetch_add(&retries, 1);
+            nanosleep(&(struct timespec){0, 10000000L * attempt}, NULL);
+        }
+        void *h = NULL;
+        rc = sink->object_open(in->ctx, &info, &h);
+        if (rc != SKIPPR_OK)
+            continue;
+        rc = write_range(in, h, o, o->size);
+        if (rc == SKIPPR_OK)
+            rc = sink->object_commit(in->ctx, h);
+        else
+            sink->object_abort(in->ctx, h);
+    }
+    if (!known_status(rc))
+        fail("'%s' returned %d, which is not a skippr status", o->key, rc);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Observing what the sink stored                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum seen { SEEN_EXACT, SEEN_NONE, SEEN_OTHER, SEEN_ERROR } seen;
+
+/* Run --read for o's key and compare its output with o's bytes, streaming.
+ * desc gets a description of a difference. */
+static seen read_back(const object *o, char *desc, size_t desclen)
+{
+    int fd[2];
+    if (pipe(fd)) {
+        snprintf(desc, desclen, "pipe: %s", strerror(errno));
+        return SEEN_ERROR;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(desc, desclen, "fork: %s", strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return SEEN_ERROR;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        if (!g.verbose) { /* "not found" is an expected answer */
+            int null = open("/dev/null", O_WRONLY);
+            if (null >= 0)
+                dup2(null, 2);
+        }
+        setenv("SKIPPR_KEY", o->key, 1);
+        execl("/bin/sh", "sh", "-c", g.read_cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char got[1 << 16], want[1 << 16];
+    uint64_t off = 0, first_diff = UINT64_MAX;
+    ssize_t n;
+    while ((n = read(fd[0], got, sizeof got)) > 0 ||
+           (n < 0 && errno == EINTR)) {
+        if (n < 0)
+            continue;
+        if (first_diff == UINT64_MAX && off < o->size) {
+            size_t len = (uint64_t)n < o->size - off ? (size_t)n
+                                                     : (size_t)(o->size - off);
+            gen_bytes(o, off, want, len);
+            for (size_t i = 0; i < len; i++)
+                if (got[i] != want[i]) {
+                    first_diff = off + i;
+                    break;
+                }
+        }
+        off += (uint64_t)n;
+    }
+    close(fd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    int exit_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (off == 0 && (!exit_ok || o->size > 0)) {
+        snprintf(desc, desclen, "nothing stored under the key");
+        return SEEN_NONE;
+    }
+    if (off == o->size && first_diff == UINT64_MAX && exit_ok)
+        return SEEN_EXACT;
+    if (off == 2 * o->size && first_diff == UINT64_MAX)
+        snprintf(desc, desclen, "%" PRIu64 " bytes stored under the key, "
+                 "twice the object: it is there twice", off);
+    else if (first_diff != UINT64_MAX)
+        snprintf(desc, desclen, "%" PRIu64 " bytes stored, expected %" PRIu64
+                 "; they differ from byte %" PRIu64 "%s", off, o->size,
+                 first_diff, off > o->size
+                     ? " (more than the object: a write added to what an "
+                       "earlier attempt left, instead of replacing it)"
+                     : "");
+    else
+        snprintf(desc, desclen, "%" PRIu64 " bytes stored, expected %" PRIu64
+                 "%s", off, o->size, exit_ok ? "" : " (the command failed)");
+    return SEEN_OTHER;
+}
+
+/* o must be stored exactly once, as far as the sink lets us see. */
+static void expect_stored(instance *in, const object *o, const char *after)
+{
+    if (sink->object_check) {
+        skippr_object_info info = object_info(o);
+        int rc = sink->object_check(in->ctx, &info);
+        if (rc != SKIPPR_OK)
+            fail("after %s, object_check('%s') returned %s, expected OK",
+                 after, o->key, skippr_status_name(rc));
+    }
+    if (g.read_cmd) {
+        char desc[256];
+        if (read_back(o, desc, sizeof desc) != SEEN_EXACT)
+            fail("after %s, '%s': %s", after, o->key, desc);
+    }
+}
+
+static void expect_absent(instance *in, const object *o, const char *after)
+{
+    if (sink->object_check) {
+        skippr_object_info info = object_info(o);
+        int rc = sink->object_check(in->ctx, &info);
+        if (rc != SKIPPR_NOENT)
+            fail("after %s, object_check('%s') returned %s, expected NOENT",
+                 after, o->key, skippr_status_name(rc));
+    }
+    if (g.read_cmd) {
+        char desc[256];
+        seen s = read_back(o, desc, sizeof desc);
+        if (s != SEEN_NONE)
+            fail("after %s, '%s' should not be stored, but %s", after,
+                 o->key, s == SEEN_EXACT ? "it is, whole" : desc);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The checks                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void check_descriptor(void)
+{
+    if (!sink->init || !sink->object_open || !sink->object_write ||
+        !sink->object_commit || !sink->object_abort)
+        fail("init, object_open, object_write, object_commit and "
+             "object_abort are all required");
+    if (sink->struct_size < offsetof(skippr_sink_ops, sync))
+        fail("sink ops are %u bytes, smaller than ABI %u's",
+             sink->struct_size, SKIPPR_ABI_VERSION);
+    for (const skippr_option *o = sink->options; o && o->name; o++) {
+        size_t size = o->type == SKIPPR_OPT_INT    ? sizeof(int64_t)
+                      : o->type == SKIPPR_OPT_BOOL ? sizeof(int)
+                                                   : sizeof(void *);
+        if (o->type < SKIPPR_OPT_STRING || o->type > SKIPPR_OPT_PREFIX)
+            fail("option '%s' has unknown type %d", o->name, (int)o->type);
+        else if (o->offset + size > sink->ctx_size)
+            fail("option '%s' is written at offset %zu, past the %zu-byte "
+                 "context (ctx_size)", o->name, o->offset, sink->ctx_size);
+        if (!o->doc || !*o->doc)
+            fail("option '%s' has no doc sentence for the reference",
+                 o->name);
+        if (o->required && o->default_value)
+            fail("option '%s' is required but has a default", o->name);
+        if (o->type == SKIPPR_OPT_PREFIX &&
+            o->name[strlen(o->name) - 1] != '.')
+            fail("prefix option '%s' must end in '.'", o->name);
+        for (const skippr_option *p = sink->options; p != o; p++)
+            if (strcmp(p->name, o->name) == 0)
+                fail("option '%s' is declared twice", o->name);
+    }
+    report("descriptor and options table");
+}
+
+static int check_options(void)
+{
+    int rc;
+    instance *in = instance_new(NULL, NULL, &rc);
+    if (in && rc != SKIPPR_OK)
+        fail("init() with the given options returned %s",
+             skippr_status_name(rc));
+    instance_free(in);
+    int usable = !why[0];
+    /* A required text option left empty: init() may take it, but if it
+     * refuses, it must say why (a clear error for the operator) and
+     * destroy() must cope with the half-made instance. */
+    for (const skippr_option *o = sink->options; o && o->name && usable;
+         o++) {
+        if (!o->required || o->type != SKIPPR_OPT_STRING)
+            continue;
+        in = instance_new(o->name, "", &rc);
+        if (!in)
+            break;
+        if (!known_status(rc))
+            fail("init() with an empty '%s' returned %d, not a skippr "
+                 "status", o->name, rc);
+        else if (rc != SKIPPR_OK && atomic_load(&in->errors_logged) == 0)
+            fail("init() refused an empty '%s' (%s) without logging why",
+                 o->name, skippr_status_name(rc));
+        instance_free(in);
+    }
+    report("options: init with the given options; refusals are logged");
+    return usable;
+}
+
+static void check_write_commit(void)
+{
+    int rc;
+    instance *in = instance_new(NULL, NULL, &rc);
+    if (!in)
+        goto out;
+    object o;
+    object_make(&o, "write", 1, 1000);
+    rc = put_object(in, &o);
+    if (rc != SKIPPR_OK) {
+        fail("writing '%s' (%" PRIu64 " bytes) returned %s", o.key, o.size,
+             skippr_status_name(rc));
+        goto out;
+    }
+    expect_stored(in, &o, "a commit");
+    if (sink->object_check && !why[0]) {
+        skippr_object_info info = object_info(&o);
+        info.crc32c ^= 1;
+        rc = sink->object_check(in->ctx, &info);
+        if (rc != SKIPPR_CHANGED)
+            fail("object_check with another CRC for the same key returned "
+                 "%s, expected CHANGED", skippr_status_name(rc));
+        object other;
+        object_make(&other, "write", 2, 10);
+        expect_absent(in, &other, "nothing was written to it");
+    }
+out:
+    instance_free(in);
+    report("open, write and commit an object");
+}
+
+/* In a child process: open o, write half of it, and die. */
+static void crash_mid_object(const object *o)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fail("fork: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        int rc;
+        instance *in = instance_new(NULL, NULL, &rc);
+        if (!in || rc)
+            _exit(3);
+        skippr_object_info info = object_info(o);
+        void *h;
+        if (sink->object_open(in->ctx, &info, &h))
+            _exit(4);
+        write_range(in, h, o, o->size / 2 / LINE * LINE + LINE / 2);
+        _exit(0); /* no commit, no abort, no destroy: a crash */
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail("the process that was to crash mid-object failed first "
+             "(status %d)", status);
+}
+
+static void check_rewrite(void)
+{
+    object o;
+    object_make(&o, "rewrite", 1, 2000);
+    crash_mid_object(&o);
+    int rc;
+    instance *in = why[0] ? NULL : instance_new(NULL, NULL, &rc);
+    if (!in || rc)
+        goto out;
+    if ((rc = put_object(in, &o)) != SKIPPR_OK)
+        fail("writing '%s' again after a crash mid-object returned %s",
+             o.key, skippr_status_name(rc));
+    else
+        expect_stored(in, &o, "a crash mid-object and a whole write");
+    instance_free(in);
+    in = NULL;
+    if (why[0])
+        goto out;
+    /* The engine died after commit() but before it recorded the object:
+     * the next run writes the same slice again, with a new instance. */
+    in = instance_new(NULL, NULL, &rc);
+    if (!in || rc)
+        goto out;
+    if ((rc = put_object(in, &o)) != SKIPPR_OK)
+        fail("committing '%s' a second time returned %s (must be OK: the "
+             "same slice id means the same bytes)", o.key,
+             skippr_status_name(rc));
+    else
+        expect_stored(in, &o, "the same slice committed twice");
+out:
+    instance_free(in);
+    report("re-write the same slice after a crash (idempotent)");
+}
+
+static void check_abort_and_retry(void)
+{
+    int rc;
+    instance *in = instance_new(NULL, NULL, &rc);
+    if (!in || rc)
+        goto out;
+    object o;
+    object_make(&o, "abort", 1, 500);
+    skippr_object_info info = object_info(&o);
+    void *h;
+    if ((rc = sink->object_open(in->ctx, &info, &h)) != SKIPPR_OK) {
+        fail("object_open returned %s", skippr_status_name(rc));
+        goto out;
+    }
+    if ((rc = write_range(in, h, &o, o.size / 2)) != SKIPPR_OK)
+        fail("object_write returned %s", skippr_status_name(rc));
+    sink->object_abort(in->ctx, h);
+    if (!why[0])
+        expect_absent(in, &o, "object_abort");
+    report("abort a partly written object");
+    if (why[0])
+        goto out2;
+    /* After a RETRY the engine aborts the handle and writes the object
+     * again from the start: the first attempt must leave no trace. */
+    if ((rc = put_object(in, &o)) != SKIPPR_OK)
+        fail("writing '%s' again after an abort returned %s", o.key,
+             skippr_status_name(rc));
+    else
+        expect_stored(in, &o, "an abort and a whole write");
+out:
+    report("retry: a whole write after an aborted one");
+out2:
+    instance_free(in);
+}
+
+static double vm_hwm_mib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            v = strtod(line + 6, NULL) / 1024.0;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static void check_big(void)
+{
+    int rc;
+    instance *in = instance_new(NULL, NULL, &rc);
+    if (!in || rc)
+        goto out;
+    object o;
+    object_make(&o, "big", 1, (uint64_t)g.big_mib * (1 << 20) / LINE);
+    /* Reset the high-water mark, so it measures this object alone. */
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+    double before = vm_hwm_mib();
+    if ((rc = put_object(in, &o)) != SKIPPR_OK) {
+        fail("writing a %" PRId64 " MiB object returned %s", g.big_mib,
+             skippr_status_name(rc));
+        goto out;
+    }
+    double grew = vm_hwm_mib() - before;
+    double bound = 2.0 * MEMORY_BUDGET / (1 << 20) + 8;
+    if (before >= 0 && grew > bound)
+        fail("memory grew by %.1f MiB while a %" PRId64 " MiB object was "
+             "written (bound %.0f MiB, twice host->memory_budget + 8): a "
+             "sink must stream objects, not hold them", grew, g.big_mib,
+             bound);
+    else
+        fprintf(stderr, "    %" PRId64 " MiB object: memory grew by %.1f "
+                "MiB\n", g.big_mib, grew);
+    if (!why[0])
+        expect_stored(in, &o, "a large object");
+out:
+    instance_free(in);
+    report("a large object in bounded memory");
+}
+
+typedef struct worker {
+    pthread_t t;
+    int n;
+    int rc;
+    char why[512];
+} worker;
+
+#define OBJECTS_PER_INSTANCE 8
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    int rc;
+    instance *in = instance_new(NULL, NULL, &rc);
+    w->rc = in ? rc : SKIPPR_NOMEM;
+    for (int k = 0; k < OBJECTS_PER_INSTANCE && w->rc == SKIPPR_OK; k++) {
+        object o;
+        object_make(&o, "instances", w->n * 100 + k, 300 + 37 * k);
+        w->rc = put_object(in, &o);
+        if (w->rc)
+            snprintf(w->why, sizeof w->why, "instance %d writing '%s' "
+                     "returned %s", w->n, o.key, skippr_status_name(w->rc));
+    }
+    instance_free(in);
+    return NULL;
+}
+
+static void check_instances(void)
+{
+    worker *ws = calloc((size_t)g.instances, sizeof *ws);
+    if (!ws) {
+        fail("out of memory");
+        report("several instances at once");
+        return;
+    }
+    int started = 0;
+    for (int i = 0; i < g.instances; i++) {
+        ws[i].n = i;
+        if (pthread_create(&ws[i].t, NULL, worker_main, &ws[i]))
+            break;
+        started++;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(ws[i].t, NULL);
+    for (int i = 0; i < started; i++)
+        if (ws[i].rc)
+            fail("%s", ws[i].why[0] ? ws[i].why : "init() failed");
+    int rc;
+    instance *in = why[0] ? NULL : instance_new(NULL, NULL, &rc);
+    for (int i = 0; in && !rc && i < started && !why[0]; i++)
+        for (int k = 0; k < OBJECTS_PER_INSTANCE; k++) {
+            object o;
+            object_make(&o, "instances", i * 100 + k, 300 + 37 * k);
+            expect_stored(in, &o, "instances wrote at once");
+        }
+    instance_free(in);
+    free(ws);
+    char what[96];
+    snprintf(what, sizeof what, "%d instances writing %d objects each at "
+             "once", g.instances, OBJECTS_PER_INSTANCE);
+    report(what);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void parse_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") && i + 1 < argc) {
+            char *eq = strchr(argv[++i], '=');
+            if (!eq || eq == argv[i] || g.nopts == MAX_OPTS)
+                usage();
+            g.opts[g.nopts].key = strndup(argv[i], (size_t)(eq - argv[i]));
+            g.opts[g.nopts].value = strdup(eq + 1);
+            if (!g.opts[g.nopts].key || !g.opts[g.nopts].value) {
+                fprintf(stderr, "skippr-testkit: out of memory\n");
+                exit(2);
+            }
+            g.nopts++;
+        } else if (!strcmp(a, "--read") && i + 1 < argc) {
+            g.read_cmd = argv[++i];
+        } else if (!strcmp(a, "--big-mib") && i + 1 < argc) {
+            g.big_mib = strtoll(argv[++i], NULL, 10);
+            if (g.big_mib < 1 || g.big_mib > 65536)
+                usage();
+        } else if (!strcmp(a, "--instances") && i + 1 < argc) {
+            g.instances = atoi(argv[++i]);
+            if (g.instances < 1 || g.instances > 64)
+                usage();
+        } else if (!strcmp(a, "-v")) {
+            g.verbose = 1;
+        } else if (a[0] != '-' && !g.plugin_path) {
+            g.plugin_path = a;
+        } else {
+            usage();
+        }
+    }
+    if (!g.plugin_path)
+        usage();
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    void *dl = dlopen(g.plugin_path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        fprintf(stderr, "skippr-testkit: cannot load %s: %s\n",
+                g.plugin_path, dlerror());
+        return 2;
+    }
+    skippr_plugin_entry_fn entry;
+    void *sym = dlsym(dl, SKIPPR_PLUGIN_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry);
+    if (!sym || !(plugin = entry())) {
+        fprintf(stderr, "skippr-testkit: %s exports no %s (use "
+                "SKIPPR_PLUGIN_DEFINE)\n", g.plugin_path,
+                SKIPPR_PLUGIN_ENTRY_SYMBOL);
+        return 2;
+    }
+    if (plugin->abi_version != SKIPPR_ABI_VERSION ||
+        plugin->struct_size < sizeof(skippr_plugin)) {
+        fprintf(stderr, "skippr-testkit: %s is built for ABI %u (this "
+                "testkit: %u); rebuild it against this SDK\n",
+                g.plugin_path, plugin->abi_version, SKIPPR_ABI_VERSION);
+        return 2;
+    }
+    if (!plugin->sink) {
+        fprintf(stderr, "skippr-testkit: %s (%s) is not a sink\n",
+                g.plugin_path, plugin->name ? plugin->name : "?");
+        return 2;
+    }
+    sink = plugin->sink;
+    fprintf(stderr, "# skippr-testkit: %s (%s %s), ABI %u%s\n",
+            g.plugin_path, plugin->name, plugin->version ? plugin->version : "",
+            plugin->abi_version,
+            g.read_cmd ? "" : "; no --read: stored bytes are not compared");
+    check_descriptor();
+    if (why[0] || !check_options()) {
+        fprintf(stderr, "# the plugin cannot be set up; later checks "
+                "skipped\n");
+    } else {
+        check_write_commit();
+        check_rewrite();
+        check_abort_and_retry();
+        check_big();
+        check_instances();
+        if (!g.read_cmd && !sink->object_check)
+            skip("stored bytes", "neither --read nor object_check: what "
+                 "the sink stored was never looked at");
+    }
+    fprintf(stderr, "# %d checks, %d failed; %ld writes retried after "
+            "RETRY\n", checks, failures, atomic_load(&retries));
+    for (size_t i = 0; i < g.nopts; i++) {
+        free(g.opts[i].key);
+        free(g.opts[i].value);
+    }
+    /* dl stays loaded: the plugin's static data may be in use by atexit
+     * handlers of its libraries. */
+    return failures ? 1 : 0;
+}
