@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""The plugin author's kit, used as an author would: install the SDK with
+`cmake --install`, build the example Tar sink out of tree against it (CMake
+package) and the template (pkg-config), run the testkit on them, watch the
+testkit fail a sink that is not idempotent, and copy a pipeline through
+the out-of-tree plugin with skipprd."""
+import collections
+import os
+import re
+import subprocess
+import tarfile
+
+from skippr_test import (SKIPPRD, Workspace, check, expected_records, frame,
+                         main)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
+BUILD = os.path.dirname(os.path.dirname(SKIPPRD))
+TESTKIT = os.environ.get("TESTKIT",
+                         os.path.join(BUILD, "sdk", "c", "skippr-testkit"))
+BROKEN = os.environ.get("BROKEN_SINK",
+                        os.path.join(BUILD, "tests", "skippr_broken_sink.so"))
+
+
+def sh(args, **kw):
+    p = subprocess.run(args, capture_output=True, text=True, **kw)
+    check(p.returncode == 0, "%s failed (%d):\n%s%s" % (
+        " ".join(args), p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+    return p
+
+
+def install_sdk(ws):
+    prefix = os.path.join(ws.root, "prefix")
+    sh(["cmake", "--install", BUILD, "--prefix", prefix])
+    for f in ("include/skippr/plugin.h", "bin/skippr-testkit",
+              "lib/cmake/skippr/skipprConfig.cmake",
+              "lib/pkgconfig/skippr.pc", "share/skippr/template/my_sink.c"):
+        check(os.path.exists(os.path.join(prefix, f)), "%s not installed" % f)
+    return prefix
+
+
+def build_tar_sink(ws, prefix):
+    """The example, configured in a fresh folder against the prefix only."""
+    bt = os.path.join(ws.root, "tar-build")
+    sh(["cmake", "-S", os.path.join(SOURCE, "examples", "tar-sink"),
+        "-B", bt, "-DCMAKE_PREFIX_PATH=" + prefix])
+    sh(["cmake", "--build", bt])
+    so = os.path.join(bt, "skippr_tar.so")
+    check(os.path.exists(so), "no %s" % so)
+    return bt, so
+
+
+def test_example_plugin_out_of_tree_passes_testkit():
+    ws = Workspace("sdk-tar")
+    try:
+        prefix = install_sdk(ws)
+        bt, so = build_tar_sink(ws, prefix)
+        # The example's own ctest runs the installed testkit on it.
+        sh(["ctest", "--test-dir", bt, "--output-on-failure"])
+        archive = os.path.join(ws.root, "kit.tar")
+        p = subprocess.run(
+            [os.path.join(prefix, "bin", "skippr-testkit"), so,
+             "-o", "path=" + archive, "--big-mib", "64",
+             "--read", "tar -xOf '%s' \"$SKIPPR_KEY\"" % archive],
+            capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "testkit failed the Tar sink:\n" + p.stderr)
+        check("# 8 checks, 0 failed" in p.stderr, p.stderr)
+        check(re.search(r"64 MiB object: memory grew by [0-9.]+ MiB",
+                        p.stderr), p.stderr)
+        # The archive is a plain tar: the standard reader lists every
+        # object once.
+        with tarfile.open(archive) as t:
+            names = t.getnames()
+        check(len(names) == len(set(names)) == 1 + 1 + 1 + 1 + 4 * 8,
+              "archive members: %d (%d distinct)" % (len(names),
+                                                     len(set(names))))
+    finally:
+        ws.cleanup()
+
+
+def test_template_builds_with_pkg_config_and_passes():
+    ws = Workspace("sdk-template")
+    try:
+        prefix = install_sdk(ws)
+        env = dict(os.environ,
+                   PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+        cflags = sh(["pkg-config", "--cflags", "skippr"], env=env).stdout
+        inc = cflags.split()[0][2:]
+        check(os.path.samefile(inc, os.path.join(prefix, "include")), cflags)
+        kit = sh(["pkg-config", "--variable=testkit", "skippr"],
+                 env=env).stdout.strip()
+        check(os.path.samefile(kit, os.path.join(prefix, "bin",
+                                                 "skippr-testkit")), kit)
+        so = os.path.join(ws.root, "skippr_my_sink.so")
+        sh(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared",
+            "-fPIC"] + cflags.split() +
+           [os.path.join(prefix, "share", "skippr", "template", "my_sink.c"),
+            "-o", so])
+        p = subprocess.run([kit, so, "--big-mib", "2"], capture_output=True,
+                           text=True, timeout=120)
+        check(p.returncode == 0, "testkit failed the template:\n" + p.stderr)
+        # Nothing could be read back from stdout: the kit says so.
+        check("# SKIP neither --read nor object_check" in p.stderr, p.stderr)
+        # The template's own CMake project builds from the installed copy.
+        bt = os.path.join(ws.root, "tpl-build")
+        sh(["cmake", "-S", os.path.join(prefix, "share", "skippr",
+                                        "template"),
+            "-B", bt, "-DCMAKE_PREFIX_PATH=" + prefix])
+        sh(["cmake", "--build", bt])
+        check(os.path.exists(os.path.join(bt, "skippr_my_sink.so")),
+              "template build made no plugin")
+    finally:
+        ws.cleanup()
+
+
+def test_testkit_fails_a_sink_that_is_not_idempotent():
+    ws = Workspace("sdk-broken")
+    try:
+        out = os.path.join(ws.root, "objs")
+        os.makedirs(out)
+        read = "cat '%s'/\"$(printf %%s \"$SKIPPR_KEY\" | tr / _)\"" % out
+        p = subprocess.run([TESTKIT, BROKEN, "-o", "dir=" + out,
+                            "--big-mib", "4", "--read", read],
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 1, "exit %d, expected 1:\n%s" % (
+            p.returncode, p.stderr))
+        lines = p.stderr.splitlines()
+        bad = [l for l in lines if l.startswith("not ok")]
+        check(len(bad) == 1 and bad[0].startswith(
+            "not ok 4 - re-write the same slice after a crash"),
+              "expected only the re-write check to fail:\n" + p.stderr)
+        check("instead of replacing it" in bad[0], bad[0])
+        for n in (3, 5, 6, 7):  # the rest of the sink is right
+            check(any(l.startswith("ok %d " % n) for l in lines),
+                  "check %d did not pass:\n%s" % (n, p.stderr))
+        # A missing required option is named, not guessed.
+        p = subprocess.run([TESTKIT, BROKEN], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 1 and "option 'dir' is required: pass -o "
+              "dir=VALUE" in p.stderr, p.stderr)
+        p = subprocess.run([TESTKIT, os.path.join(ws.root, "none.so")],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 2 and "cannot load" in p.stderr, p.stderr)
+    finally:
+        ws.cleanup()
+
+
+def test_builtin_file_sink_passes_testkit():
+    ws = Workspace("sdk-file")
+    try:
+        so = os.path.join(BUILD, "plugins", "skippr_file.so")
+        p = subprocess.run(
+            [TESTKIT, so, "-o", "path=" + ws.out, "-o", "prefix=kit",
+             "--big-mib", "64", "--read",
+             "cat '%s/kit/'\"$SKIPPR_KEY\"" % ws.out],
+            capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "testkit failed the File sink:\n" + p.stderr)
+    finally:
+        ws.cleanup()
+
+
+def test_skipprd_copies_through_the_out_of_tree_plugin():
+    ws = Workspace("sdk-e2e")
+    try:
+        prefix = install_sdk(ws)
+        bt, _ = build_tar_sink(ws, prefix)
+        ws.generate(objects=12, records=400, seed=31)
+        cfg = ws.write_config()
+        archive = os.path.join(ws.root, "out.tar")
+        with open(cfg) as f:
+            text = f.read()
+        head, sinks = text.split("data_sinks:\n")
+        head = head.replace("skippr:\n", "skippr:\n  plugin_dirs: [%s]\n"
+                            % bt, 1)
+        sinks = ("  tenant_layout:\n    Tar:\n      path: %s\n" % archive)
+        with open(cfg, "w") as f:
+            f.write(head + "data_sinks:\n" + sinks)
+        p = sh([SKIPPRD, "plugins", "--config", cfg])
+        check(os.path.join(bt, "skippr_tar.so") in p.stdout, p.stdout)
+        for _ in range(2):  # the second run finds everything done
+            sh([SKIPPRD, "sync", "--pipeline", "gdpr_compliant_migration",
+                "--once", "--config", cfg])
+        got = collections.Counter()
+        with tarfile.open(archive) as t:
+            names = t.getnames()
+            check(len(names) == len(set(names)), "a member twice")
+            for m in t.getmembers():
+                folder = m.name.rsplit("/", 1)[0]
+                for raw, _ in frame(t.extractfile(m).read()):
+                    got[(folder, raw)] += 1
+        want = expected_records(ws.inp)
+        check(got == want, "archive records differ: %d kinds missing, %d "
+              "extra" % (len(want - got), len(got - want)))
+        check(sum(want.values()) > 12 * 300, "input %d" % sum(want.values()))
+    finally:
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_example_plugin_out_of_tree_passes_testkit,
+          test_template_builds_with_pkg_config_and_passes,
+          test_testkit_fails_a_sink_that_is_not_idempotent,
+          test_builtin_file_sink_passes_testkit,
+          test_skipprd_copies_through_the_out_of_tree_plugin])
