@@ -32,6 +32,10 @@ def sh(args, **kw):
 def install_sdk(ws):
     prefix = os.path.join(ws.root, "prefix")
     sh(["cmake", "--install", BUILD, "--prefix", prefix])
+    # Nothing may land outside the prefix (an absolute DESTINATION would).
+    with open(os.path.join(BUILD, "install_manifest.txt")) as f:
+        outside = [l.strip() for l in f if not l.startswith(prefix + "/")]
+    check(not outside, "installed outside the prefix: %s" % outside[:5])
     for f in ("include/skippr/plugin.h", "bin/skippr-testkit",
               "lib/cmake/skippr/skipprConfig.cmake",
               "lib/pkgconfig/skippr.pc", "share/skippr/template/my_sink.c"):

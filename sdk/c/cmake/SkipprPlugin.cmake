@@ -4,8 +4,8 @@
 # skippr_add_plugin(NAME SOURCE...)
 #   Builds the plugin skippr_NAME.so: a MODULE library, C11, with every
 #   symbol hidden but the entry point (SKIPPR_PLUGIN_DEFINE exports it).
-#   When SKIPPR_PLUGIN_OUTPUT_DIR is set the .so lands there; when
-#   SKIPPR_PLUGIN_INSTALL_DIR is set, `cmake --install` puts it there
+#   When SKIPPR_ADD_PLUGIN_OUTPUT_DIR is set the .so lands there; when
+#   SKIPPR_ADD_PLUGIN_INSTALL_DIR is set, `cmake --install` puts it there
 #   (point it at ${SKIPPR_PLUGIN_DIR} to install beside skipprd's own).
 function(skippr_add_plugin name)
   add_library(${name} MODULE ${ARGN})
@@ -13,12 +13,12 @@ function(skippr_add_plugin name)
   set_target_properties(${name} PROPERTIES
     PREFIX "skippr_" C_VISIBILITY_PRESET hidden
     C_STANDARD 11 C_STANDARD_REQUIRED ON)
-  if(SKIPPR_PLUGIN_OUTPUT_DIR)
+  if(SKIPPR_ADD_PLUGIN_OUTPUT_DIR)
     set_target_properties(${name} PROPERTIES
-      LIBRARY_OUTPUT_DIRECTORY ${SKIPPR_PLUGIN_OUTPUT_DIR})
+      LIBRARY_OUTPUT_DIRECTORY ${SKIPPR_ADD_PLUGIN_OUTPUT_DIR})
   endif()
-  if(SKIPPR_PLUGIN_INSTALL_DIR)
-    install(TARGETS ${name} LIBRARY DESTINATION ${SKIPPR_PLUGIN_INSTALL_DIR})
+  if(SKIPPR_ADD_PLUGIN_INSTALL_DIR)
+    install(TARGETS ${name} LIBRARY DESTINATION ${SKIPPR_ADD_PLUGIN_INSTALL_DIR})
   endif()
 endfunction()
 
