@@ -1,5 +1,6 @@
 /* skipprd: the command line. */
 #include <getopt.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,9 @@ static const char usage[] =
     "  validate [--pipeline NAME]      check the config and plugin options\n"
     "  status --pipeline NAME          show units done, slices buffered and\n"
     "                                  pending, and whether it is running\n"
-    "  plugins                         list the plugins found and their\n"
-    "                                  options\n"
+    "  plugins [--json]                list the plugins found and their\n"
+    "                                  options (--json: as data, for\n"
+    "                                  tools such as the config reference)\n"
     "\n"
     "options:\n"
     "  -c, --config FILE   config file (default: $SKIPPR_CONFIG, else\n"
@@ -70,7 +72,78 @@ static void print_options(const char *title, const skippr_option *o)
     SK_UNUSED(title);
 }
 
-static int cmd_plugins(const sk_yaml_doc *doc)
+static const char *opt_type_name(skippr_opt_type t)
+{
+    return t == SKIPPR_OPT_INT      ? "int"
+           : t == SKIPPR_OPT_BOOL   ? "bool"
+           : t == SKIPPR_OPT_PREFIX ? "map"
+           : t == SKIPPR_OPT_SECRET ? "secret"
+                                    : "string";
+}
+
+/* Append an options table to arr; common marks the engine's options that
+ * every source or sink takes. Returns 0, or -1 when out of memory. */
+static int json_options(json_t *arr, const skippr_option *o, int common)
+{
+    for (; o && o->name; o++) {
+        json_t *j = json_pack("{s:s, s:s, s:s?, s:b, s:s, s:b}", "name",
+                              o->name, "type", opt_type_name(o->type),
+                              "default", o->default_value, "required",
+                              o->required != 0, "doc", o->doc ? o->doc : "",
+                              "common", common);
+        if (!j || json_array_append_new(arr, j))
+            return -1;
+    }
+    return 0;
+}
+
+/* skipprd plugins --json: every plugin's descriptor and options tables as
+ * one JSON document on stdout, in the registry's order. */
+static int print_plugins_json(const sk_registry *reg)
+{
+    json_t *plugins = json_array();
+    int bad = !plugins;
+    for (size_t i = 0; !bad && i < reg->n; i++) {
+        const skippr_plugin *d = reg->libs[i].desc;
+        json_t *p = json_pack("{s:s, s:s, s:s, s:s}", "name", d->name,
+                              "version", d->version ? d->version : "",
+                              "description",
+                              d->description ? d->description : "", "path",
+                              reg->libs[i].path);
+        const skippr_option *own[2] = {
+            d->source ? d->source->options : NULL,
+            d->sink ? d->sink->options : NULL};
+        const skippr_option *common[2] = {sk_common_source_options,
+                                          sk_common_sink_options};
+        const char *role[2] = {"source", "sink"};
+        int has[2] = {d->source != NULL, d->sink != NULL};
+        bad = !p || json_array_append_new(plugins, p);
+        for (int r = 0; r < 2 && !bad; r++) {
+            if (!has[r])
+                continue;
+            json_t *opts = json_array();
+            bad = !opts || json_object_set_new(p, role[r], opts) ||
+                  json_options(opts, own[r], 0) ||
+                  json_options(opts, common[r], 1);
+        }
+    }
+    json_t *doc = bad ? NULL
+                      : json_pack("{s:s, s:i, s:o}", "skipprd",
+                                  SKIPPR_VERSION_STRING, "abi",
+                                  (int)SKIPPR_ABI_VERSION, "plugins",
+                                  plugins);
+    if (!doc) {
+        json_decref(plugins);
+        fprintf(stderr, "skipprd: error: out of memory\n");
+        return 1;
+    }
+    int rc = json_dumpf(doc, stdout, JSON_INDENT(1)) ? 1 : 0;
+    putchar('\n');
+    json_decref(doc);
+    return rc;
+}
+
+static int cmd_plugins(const sk_yaml_doc *doc, int as_json)
 {
     sk_registry reg;
     sk_cfg_err err;
@@ -80,6 +153,11 @@ static int cmd_plugins(const sk_yaml_doc *doc)
     if (sk_registry_load(&reg, doc, dirs, &err)) {
         fprintf(stderr, "skipprd: error: %s\n", err.msg);
         return 1;
+    }
+    if (as_json) {
+        int rc = print_plugins_json(&reg);
+        sk_registry_close(&reg);
+        return rc;
     }
     if (reg.n == 0)
         printf("no plugins found\n");
@@ -173,7 +251,7 @@ static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS };
+    enum { OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON };
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
         {"pipeline", required_argument, NULL, 'p'},
@@ -182,12 +260,13 @@ int main(int argc, char **argv)
         {"verbose", no_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0}};
     const char *config = getenv("SKIPPR_CONFIG");
     const char *pipeline = NULL;
-    int once = 0, threads = 0, no_progress = 0;
+    int once = 0, threads = 0, no_progress = 0, as_json = 0;
     int c;
     while ((c = getopt_long(argc, argv, "c:p:t:vqh", longopts, NULL)) != -1) {
         switch (c) {
@@ -204,6 +283,7 @@ int main(int argc, char **argv)
         case 'v': sk_log_level++; break;
         case 'q': sk_log_level = SKIPPR_LOG_ERROR; break;
         case OPT_NO_PROGRESS: no_progress = 1; break;
+        case OPT_JSON: as_json = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         case OPT_VERSION:
             printf("skipprd %s (plugin ABI %u)\n", SKIPPR_VERSION_STRING,
@@ -231,7 +311,7 @@ int main(int argc, char **argv)
         sk_yaml_doc *doc = NULL;
         if (access(config, F_OK) == 0 && load(config, &doc))
             return 1;
-        int rc = cmd_plugins(doc);
+        int rc = cmd_plugins(doc, as_json);
         sk_yaml_free(doc);
         return rc;
     }
