@@ -9,7 +9,8 @@ PACKAGES=(build-essential cmake pkg-config python3 zstd
           libcurl4-openssl-dev libssl-dev libxml2-dev libcsv-dev python3-boto3
           openssl clang libclang-rt-14-dev libxml2-utils
           librdkafka-dev kcat libmosquitto-dev mosquitto mosquitto-clients
-          libmicrohttpd-dev python3-yaml python3-venv python3-pip)
+          libmicrohttpd-dev python3-yaml python3-venv python3-pip
+          groff-base)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -38,7 +38,8 @@ def install_sdk(ws):
     check(not outside, "installed outside the prefix: %s" % outside[:5])
     for f in ("include/skippr/plugin.h", "bin/skippr-testkit",
               "lib/cmake/skippr/skipprConfig.cmake",
-              "lib/pkgconfig/skippr.pc", "share/skippr/template/my_sink.c"):
+              "lib/pkgconfig/skippr.pc", "share/skippr/template/my_sink.c",
+              "share/man/man1/skipprd.1"):
         check(os.path.exists(os.path.join(prefix, f)), "%s not installed" % f)
     return prefix
 
