@@ -106,7 +106,8 @@ class _Endpoint:
         self.options = self._check(options)
 
     def _table(self):
-        return _options.PLUGINS.get(self.plugin, {}).get(self.role)
+        own = _options.PLUGINS.get(self.plugin, {}).get(self.role)
+        return None if own is None else own + _options.COMMON[self.role]
 
     def _check(self, options):
         table = self._table()
@@ -199,7 +200,8 @@ class DataSink(_Endpoint):
 def _endpoint_class(base, plugin, cls_name, what):
     def __init__(self, name, **options):
         base.__init__(self, plugin, name, **options)
-    table = _options.PLUGINS.get(plugin, {}).get(base.role, [])
+    table = (_options.PLUGINS.get(plugin, {}).get(base.role, []) +
+             _options.COMMON[base.role])
     doc = "%s (plugin %s). Options:\n%s" % (what, plugin, "\n".join(
         "  %s (%s%s): %s" % (o[0].rstrip(".") + ("={...}" if o[1] == "map"
                                                   else ""),
