@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "route.h"
+#include "size.h" /* sk_parse_size */
 
 typedef enum sk_ykind { SK_Y_SCALAR, SK_Y_MAP, SK_Y_SEQ } sk_ykind;
 
@@ -95,7 +96,5 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
 size_t sk_config_pipeline_names(const sk_yaml_doc *doc, const char **names,
                                 size_t cap);
 
-/* Parse sizes like "64MiB", "1GiB", "512k" or plain integers. */
-int sk_parse_size(const char *s, int64_t *out);
 
 #endif
