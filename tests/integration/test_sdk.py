@@ -164,6 +164,41 @@ def test_builtin_file_sink_passes_testkit():
         ws.cleanup()
 
 
+def test_s3_sink_passes_testkit_through_faults():
+    """The S3 sink against s3rver with 3% of requests failing (500 or a
+    cut connection) and no retries of its own: every fault reaches the
+    testkit as RETRY, which aborts and writes again as the engine does,
+    and every check still sees each object stored once."""
+    from s3_test import S3Server
+    s3 = S3Server(["kit"])
+    try:
+        s3.faults(0.03, ["500", "reset"], seed=5)
+        # Reads meet the injected faults too: try again on anything but
+        # 200 (the bytes) and 404 (not there).
+        read = ('t=$(mktemp); for i in 1 2 3 4 5 6 7 8; do '
+                'c=$(curl -s -o "$t" -w "%%{http_code}" '
+                '"%s/kit/pre/$SKIPPR_KEY"); '
+                '[ "$c" = 200 ] && { cat "$t"; rm -f "$t"; exit 0; }; '
+                '[ "$c" = 404 ] && break; done; rm -f "$t"; exit 1'
+                % s3.endpoint)
+        p = subprocess.run(
+            [TESTKIT, os.path.join(BUILD, "plugins", "skippr_s3.so"),
+             "-o", "s3_bucket=kit", "-o", "s3_prefix=pre",
+             "-o", "max_attempts=1", "--big-mib", "64", "--read", read],
+            env=dict(os.environ, **s3.env()), capture_output=True,
+            text=True, timeout=600)
+        injected = sum(s3.stats().get("injected", {}).values())
+        check(p.returncode == 0, "testkit failed the S3 sink:\n" + p.stderr)
+        m = re.search(r"# 8 checks, 0 failed; (\d+) calls retried", p.stderr)
+        check(m and injected > 0 and int(m.group(1)) > 0,
+              "no fault reached the sink as RETRY (%d injected):\n%s" % (
+                  injected, p.stderr))
+        print("  %d faults injected, %s calls retried after RETRY" % (
+            injected, m.group(1)))
+    finally:
+        s3.close()
+
+
 def test_skipprd_copies_through_the_out_of_tree_plugin():
     ws = Workspace("sdk-e2e")
     try:
@@ -206,4 +241,5 @@ if __name__ == "__main__":
           test_template_builds_with_pkg_config_and_passes,
           test_testkit_fails_a_sink_that_is_not_idempotent,
           test_builtin_file_sink_passes_testkit,
+          test_s3_sink_passes_testkit_through_faults,
           test_skipprd_copies_through_the_out_of_tree_plugin])

@@ -34,11 +34,12 @@
 #include <skippr/plugin.h>
 
 #include "crc32c.h"
+#include "size.h"
 
 #define LINE 100              /* every generated record is this long */
 #define MAX_OPTS 128
 #define MEMORY_BUDGET (16 << 20) /* host->memory_budget given to the sink */
-#define MAX_RETRIES 5
+#define MAX_RETRIES 8 /* as many tries as the engine gives a write */
 
 /* ------------------------------------------------------------------------ */
 /* Command line                                                              */
@@ -212,7 +213,6 @@ static int fill_options(instance *in, const char *override_name,
             }
             continue;
         }
-        char *end;
         switch (o->type) {
         case SKIPPR_OPT_STRING:
         case SKIPPR_OPT_SECRET: {
@@ -225,14 +225,12 @@ static int fill_options(instance *in, const char *override_name,
             break;
         }
         case SKIPPR_OPT_INT: {
-            errno = 0;
-            long long x = strtoll(v, &end, 10);
-            if (errno || end == v || *end) {
-                snprintf(err, errlen, "option '%s': '%s' is not an integer",
-                         o->name, v);
+            int64_t x64;
+            if (sk_parse_size(v, &x64)) {
+                snprintf(err, errlen, "option '%s': '%s' is not a whole "
+                         "number or a size such as 16MiB", o->name, v);
                 return -1;
             }
-            int64_t x64 = x;
             memcpy(field, &x64, sizeof x64);
             break;
         }
@@ -525,12 +523,27 @@ static seen read_back(const object *o, char *desc, size_t desclen)
     return SEEN_OTHER;
 }
 
+/* object_check, asked again (as the engine does) while it says RETRY. */
+static int check_object(instance *in, const skippr_object_info *info)
+{
+    int rc = SKIPPR_RETRY;
+    for (int attempt = 0; attempt < MAX_RETRIES && rc == SKIPPR_RETRY;
+         attempt++) {
+        if (attempt) {
+            atomic_fetch_add(&retries, 1);
+            nanosleep(&(struct timespec){0, 10000000L * attempt}, NULL);
+        }
+        rc = sink->object_check(in->ctx, info);
+    }
+    return rc;
+}
+
 /* o must be stored exactly once, as far as the sink lets us see. */
 static void expect_stored(instance *in, const object *o, const char *after)
 {
     if (sink->object_check) {
         skippr_object_info info = object_info(o);
-        int rc = sink->object_check(in->ctx, &info);
+        int rc = check_object(in, &info);
         if (rc != SKIPPR_OK)
             fail("after %s, object_check('%s') returned %s, expected OK",
                  after, o->key, skippr_status_name(rc));
@@ -546,7 +559,7 @@ static void expect_absent(instance *in, const object *o, const char *after)
 {
     if (sink->object_check) {
         skippr_object_info info = object_info(o);
-        int rc = sink->object_check(in->ctx, &info);
+        int rc = check_object(in, &info);
         if (rc != SKIPPR_NOENT)
             fail("after %s, object_check('%s') returned %s, expected NOENT",
                  after, o->key, skippr_status_name(rc));
@@ -646,7 +659,7 @@ static void check_write_commit(void)
     if (sink->object_check && !why[0]) {
         skippr_object_info info = object_info(&o);
         info.crc32c ^= 1;
-        rc = sink->object_check(in->ctx, &info);
+        rc = check_object(in, &info);
         if (rc != SKIPPR_CHANGED)
             fail("object_check with another CRC for the same key returned "
                  "%s, expected CHANGED", skippr_status_name(rc));
@@ -958,7 +971,7 @@ int main(int argc, char **argv)
             skip("stored bytes", "neither --read nor object_check: what "
                  "the sink stored was never looked at");
     }
-    fprintf(stderr, "# %d checks, %d failed; %ld writes retried after "
+    fprintf(stderr, "# %d checks, %d failed; %ld calls retried after "
             "RETRY\n", checks, failures, atomic_load(&retries));
     for (size_t i = 0; i < g.nopts; i++) {
         free(g.opts[i].key);
