@@ -1,5 +1,8 @@
 #include "common.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,6 +274,13 @@ uint64_t sk_hash_fast(const void *p, size_t n)
     return mix64(h ^ tail ^ ((uint64_t)n << 56));
 }
 #endif
+
+void sk_release_free_memory(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
 
 uint64_t sk_now_ns(void)
 {

@@ -126,4 +126,10 @@ uint64_t sk_hash_fast(const void *p, size_t n);
 /* Monotonic clock in nanoseconds. */
 uint64_t sk_now_ns(void);
 
+/* Give memory that malloc holds free back to the system (glibc's
+ * malloc_trim; nothing elsewhere). A long-running process calls it when
+ * idle: buffers of many sizes come and go, and without it the freed
+ * pages stay resident, so RSS creeps although live memory is flat. */
+void sk_release_free_memory(void);
+
 #endif

@@ -141,6 +141,7 @@ struct engine {
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
     uint64_t last_seal_check_ns;
+    uint64_t seal_checks; /* streaming: free memory is released every 10th */
     /* formats */
     const char *const *paths; /* the router's peek paths */
     size_t npaths;
@@ -2421,6 +2422,8 @@ static int stream_run(engine *e)
             e->last_seal_check_ns = now;
             if ((rc = flush_slices(e, 0)))
                 return rc;
+            if (++e->seal_checks % 10 == 0)
+                sk_release_free_memory();
         }
     }
     return stream_sync(e);
@@ -2647,6 +2650,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         }
         if ((rc = flush_slices(&e, 0)))
             goto out;
+        sk_release_free_memory(); /* idle until the next poll */
         /* Wait for the next poll, checking for stop and due slices. */
         for (int64_t t = 0; t < cfg->poll_interval_seconds * 10 &&
                             !sk_stop_requested; t++) {
