@@ -26,12 +26,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$JOBS" -L integration
 
-echo "== threads under TSan: the scheduler, S3 read-ahead, parallel uploads"
+echo "== threads under TSan: the scheduler, S3 read-ahead, parallel uploads, the testkit"
 cmake -S . -B build-tsan -DSKIPPR_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-tsan -j"$JOBS" >/dev/null
 TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
     ctest --test-dir build-tsan --output-on-failure \
-    -R 'unit\.test_(deque|pool)$|integration\.test_(seed_files|s3_seed|s3_listing)$'
+    -R 'unit\.test_(deque|pool)$|sdk\.testkit_file|integration\.test_(seed_files|s3_seed|s3_listing)$'
 
 echo "== fuzz targets (libFuzzer, ASan + UBSan), bounded"
 scripts/fuzz.sh 30

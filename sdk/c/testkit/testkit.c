@@ -82,18 +82,22 @@ static void usage(void)
 /* Reporting                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* The failure of the check being run: its first message wins. */
+/* The failure of the check being run: its first message wins. Worker
+ * threads of the instances check may fail at once, hence the lock. */
 static char why[1024];
+static pthread_mutex_t why_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void fail(const char *fmt, ...) SKIPPR_PRINTF(1, 2);
 static void fail(const char *fmt, ...)
 {
-    if (why[0])
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
+    pthread_mutex_lock(&why_lock);
+    if (!why[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&why_lock);
 }
 
 static void report(const char *what)
