@@ -809,6 +809,14 @@ static void check_big(void)
     }
     double grew = vm_hwm_mib() - before;
     double bound = 2.0 * MEMORY_BUDGET / (1 << 20) + 8;
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer keeps freed blocks in quarantine, so a sink that
+     * frees its part buffers still looks as if it held them: the figure is
+     * shown, the bound is not applied. */
+    bound = 1e12;
+    fprintf(stderr, "    (AddressSanitizer build: memory bound not "
+            "applied)\n");
+#endif
     if (before >= 0 && grew > bound)
         fail("memory grew by %.1f MiB while a %" PRId64 " MiB object was "
              "written (bound %.0f MiB, twice host->memory_budget + 8): a "
