@@ -323,7 +323,7 @@ def test_kafka_rebalance_hands_over_exactly_once():
         procs.append(start(wa))
         end = time.time() + 60
         while time.time() < end and \
-                sum(output_records(wa.sink_root).values()) < half:
+                sum(output_records(wa.sink_root, live=True).values()) < half:
             time.sleep(0.5)
         time.sleep(3)  # its offsets reach the group
         procs.append(start(wb))
@@ -334,7 +334,8 @@ def test_kafka_rebalance_hands_over_exactly_once():
         got = collections.Counter()
         while time.time() < end:
             time.sleep(2)
-            got = output_records(wa.sink_root) + output_records(wb.sink_root)
+            got = (output_records(wa.sink_root, live=True) +
+                   output_records(wb.sink_root, live=True))
             if sum(got.values()) >= len(recs):
                 break
         for p in procs:
