@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "route.h"
-#include "size.h" /* sk_parse_size */
+#include "optval.h" /* sk_parse_size */
 
 typedef enum sk_ykind { SK_Y_SCALAR, SK_Y_MAP, SK_Y_SEQ } sk_ykind;
 
@@ -95,6 +95,5 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
 /* Names of all pipelines in file order; borrowed from doc. */
 size_t sk_config_pipeline_names(const sk_yaml_doc *doc, const char **names,
                                 size_t cap);
-
 
 #endif

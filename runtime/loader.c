@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,24 +430,6 @@ static char *join_list(const sk_ynode *v, const char **why)
     return (char *)b.data;
 }
 
-static int parse_bool(const char *s, int *out)
-{
-    static const char *const yes[] = {"true", "yes", "on", "1"};
-    static const char *const no[] = {"false", "no", "off", "0"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcmp(s, yes[i]) == 0) {
-            *out = 1;
-            return 0;
-        }
-        if (strcmp(s, no[i]) == 0) {
-            *out = 0;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-
 static int fill_option(sk_instance *inst, const skippr_option *o,
                        const char *value, const sk_yaml_doc *doc,
                        const sk_ynode *at, sk_cfg_err *err)
@@ -465,22 +446,16 @@ static int fill_option(sk_instance *inst, const skippr_option *o,
     }
     case SKIPPR_OPT_INT: {
         int64_t v;
-        if (sk_parse_size(value, &v) != 0) {
-            char *end;
-            errno = 0;
-            long long ll = strtoll(value, &end, 10);
-            if (end == value || *end || errno)
-                return sk_cfg_fail(err, doc, at, "%s: option %s wants an "
-                                   "integer, not '%s'", inst->label, o->name,
-                                   value);
-            v = ll;
-        }
+        if (sk_parse_int_value(value, &v))
+            return sk_cfg_fail(err, doc, at, "%s: option %s wants an "
+                               "integer, not '%s'", inst->label, o->name,
+                               value);
         memcpy(base, &v, sizeof v);
         return SKIPPR_OK;
     }
     case SKIPPR_OPT_BOOL: {
         int b;
-        if (parse_bool(value, &b))
+        if (sk_parse_bool(value, &b))
             return sk_cfg_fail(err, doc, at, "%s: option %s wants true or "
                                "false, not '%s'", inst->label, o->name, value);
         memcpy(base, &b, sizeof b);

@@ -155,7 +155,9 @@ def test_builtin_file_sink_passes_testkit():
     try:
         so = os.path.join(BUILD, "plugins", "skippr_file.so")
         p = subprocess.run(
+            # "on" is a boolean to the engine, so to the testkit too.
             [TESTKIT, so, "-o", "path=" + ws.out, "-o", "prefix=kit",
+             "-o", "fsync=on",
              "--big-mib", "64", "--read",
              "cat '%s/kit/'\"$SKIPPR_KEY\"" % ws.out],
             capture_output=True, text=True, timeout=300)

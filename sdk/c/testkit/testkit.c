@@ -34,7 +34,7 @@
 #include <skippr/plugin.h>
 
 #include "crc32c.h"
-#include "size.h"
+#include "optval.h"
 
 #define LINE 100              /* every generated record is this long */
 #define MAX_OPTS 128
@@ -230,7 +230,7 @@ static int fill_options(instance *in, const char *override_name,
         }
         case SKIPPR_OPT_INT: {
             int64_t x64;
-            if (sk_parse_size(v, &x64)) {
+            if (sk_parse_int_value(v, &x64)) {
                 snprintf(err, errlen, "option '%s': '%s' is not a whole "
                          "number or a size such as 16MiB", o->name, v);
                 return -1;
@@ -240,12 +240,7 @@ static int fill_options(instance *in, const char *override_name,
         }
         case SKIPPR_OPT_BOOL: {
             int b;
-            if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"))
-                b = 1;
-            else if (!strcmp(v, "false") || !strcmp(v, "no") ||
-                     !strcmp(v, "0"))
-                b = 0;
-            else {
+            if (sk_parse_bool(v, &b)) {
                 snprintf(err, errlen, "option '%s': '%s' is not true or "
                          "false", o->name, v);
                 return -1;

@@ -1,4 +1,4 @@
-#include "size.h"
+#include "optval.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,4 +35,34 @@ int sk_parse_size(const char *s, int64_t *out)
         return -1;
     *out = v * mul;
     return 0;
+}
+
+int sk_parse_int_value(const char *s, int64_t *out)
+{
+    if (sk_parse_size(s, out) == 0)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int sk_parse_bool(const char *s, int *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -1;
 }
