@@ -413,6 +413,14 @@ static int write_range(instance *in, void *h, const object *o, uint64_t upto)
     return rc;
 }
 
+/* Before the attempt-th try of a call that said RETRY: count it, and back
+ * off a little longer each time, as the engine does. */
+static void retry_pause(int attempt)
+{
+    atomic_fetch_add(&retries, 1);
+    nanosleep(&(struct timespec){0, 10000000L * attempt}, NULL);
+}
+
 /* Write the whole object and commit it, as the engine does: on RETRY,
  * abort and start again (a few times). Returns the last status. */
 static int put_object(instance *in, const object *o)
@@ -421,10 +429,8 @@ static int put_object(instance *in, const object *o)
     int rc = SKIPPR_RETRY;
     for (int attempt = 0; attempt < MAX_RETRIES && rc == SKIPPR_RETRY;
          attempt++) {
-        if (attempt) {
-            atomic_fetch_add(&retries, 1);
-            nanosleep(&(struct timespec){0, 10000000L * attempt}, NULL);
-        }
+        if (attempt)
+            retry_pause(attempt);
         void *h = NULL;
         rc = sink->object_open(in->ctx, &info, &h);
         if (rc != SKIPPR_OK)
@@ -528,10 +534,8 @@ static int check_object(instance *in, const skippr_object_info *info)
     int rc = SKIPPR_RETRY;
     for (int attempt = 0; attempt < MAX_RETRIES && rc == SKIPPR_RETRY;
          attempt++) {
-        if (attempt) {
-            atomic_fetch_add(&retries, 1);
-            nanosleep(&(struct timespec){0, 10000000L * attempt}, NULL);
-        }
+        if (attempt)
+            retry_pause(attempt);
         rc = sink->object_check(in->ctx, info);
     }
     return rc;
