@@ -32,15 +32,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 os.environ.setdefault("SKIPPR_SOURCE_DIR", ROOT)
 
-from skippr_test import SKIPPRD, expected_key, expected_records  # noqa: E402
-
-SEED_TRANSFORM = {"namespace_fields": "event_type",
-                  "batch_partition_fields": "detail.tenant_id,truck.tenant_id",
-                  "batch_time_fields": "timestamp", "batch_time_unit": "day",
-                  "time_partition_prefix": "p_"}
-SOURCE_PREFIX = "ill-just-dump-this-here"
-EVENT_TYPES = ["login", "logout", "purchase", "page_view", "truck_ping",
-               "error", "signup"]
+from skippr_test import (SKIPPRD, compare as count_differences,  # noqa: E402
+                         expected_key, expected_records)
+from test_kafka import EVENT_TYPES, make_records  # noqa: E402
 
 
 class Example:
@@ -117,12 +111,12 @@ class Example:
 
 
 def compare(want, got, where):
-    lost = sum((want - got).values())
-    extra = sum((got - want).values())
+    """The number of records, when got holds each of want exactly once."""
+    lost, dup, unexpected = count_differences(want, got)
     n = sum(want.values())
-    if lost or extra:
-        raise SystemExit("FAILED: %s: %d of %d records missing, %d "
-                         "unexpected or repeated" % (where, lost, n, extra))
+    if lost or dup or unexpected:
+        raise SystemExit("FAILED: %s: %d of %d records lost, %d repeated, "
+                         "%d unexpected" % (where, lost, n, dup, unexpected))
     return n
 
 
@@ -152,19 +146,6 @@ def run_file_to_bucket(ex):
                 n, inp, len(s3.objects("your-output-bucket", "by-tenant/"))))
 
 
-def kafka_records(n):
-    """n JSON events across 7 types, 8 tenants and 10 days."""
-    out = []
-    for i in range(n):
-        out.append(json.dumps({
-            "event_type": EVENT_TYPES[i % 7], "id": i,
-            "detail": {"tenant_id": "t%d" % (i * 7 % 8)},
-            "timestamp": "2024-03-%02dT%02d:%02d:00Z" % (1 + i % 10, i % 24,
-                                                        i % 60)},
-            separators=(",", ":")).encode())
-    return out
-
-
 TRANSFORM_NO_PREFIX = {"namespace_fields": "event_type",
                        "batch_partition_fields": "detail.tenant_id",
                        "batch_time_fields": "timestamp",
@@ -177,7 +158,7 @@ def run_bucket_to_kafka(ex):
     topics = ["events." + t for t in EVENT_TYPES]
     broker = ex.kafka(dict({t: 4 for t in topics}, **{"skippr.markers": 1}))
     s3 = ex.s3(["my-source-bucket"])
-    recs = kafka_records(ex.records)
+    recs = make_records(ex.records, days=10)
     want = collections.Counter()
     per = 500
     for k in range(0, len(recs), per):
@@ -200,7 +181,7 @@ def run_kafka_to_bucket(ex):
     from kafka_test import produce
     broker = ex.kafka({"events": 4})
     s3 = ex.s3(["your-output-bucket"])
-    recs = kafka_records(ex.records)
+    recs = make_records(ex.records, days=10)
     produce(broker.bootstrap, "events", recs)
     want = collections.Counter()
     for r in recs:
