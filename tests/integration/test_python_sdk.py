@@ -142,6 +142,9 @@ def test_bad_options_fail_in_python():
             ('DataSourceFile(name="x")', "File source 'x' needs path"),
             ('DataSinkFile(name="x", path="/o", fsync="yes")',
              "File option 'fsync' is true or false, not 'yes'"),
+            ('DataSinkS3(name="x", s3_bucket="b", part_size="5T")',
+             "S3 option 'part_size' is a whole number (or a size such as "
+             "'16MiB'), not '5T'"),
             ('DataSinkHTTP(name="h", url="http://x", header="k")',
              "option 'header' takes a dict"),
             ('Pipeline(name="p", source=DataSourceFile(name="a", path="/i"),'
@@ -168,6 +171,7 @@ def test_bad_options_fail_in_python():
                 name="p", source=DataSourceHTTPPull(name="a",
                                                     urls="http://x/a"),
                 sink=DataSinkHTTP(name="b", url="http://y",
+                                  batch_bytes="2MB",
                                   header={"X-Api-Key": "k"})))
             c.add_pipeline(Pipeline(
                 name="q", source=DataSourceFile(name="f", path="/in"),
@@ -176,6 +180,7 @@ def test_bad_options_fail_in_python():
         check(p.returncode == 0, p.stderr)
         d = yaml.safe_load(p.stdout)
         check(d["data_sinks"]["b"]["HTTP"]["header.X-Api-Key"] == "k" and
+              d["data_sinks"]["b"]["HTTP"]["batch_bytes"] == "2MB" and
               d["data_sinks"]["t"] == {"Tar": {"path": "/out.tar"}} and
               d["skippr"]["plugin_dirs"] == ["/opt/plugins"], p.stdout)
     finally:

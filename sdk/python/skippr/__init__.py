@@ -110,28 +110,25 @@ class _Endpoint:
         return None if own is None else own + _options.COMMON[self.role]
 
     def _check(self, options):
+        """Options as skipprd's YAML takes them. A plugin this SDK does not
+        know (table None) gets them unchecked, a dict as a map option."""
         table = self._table()
+        by_name = {o[0]: o for o in table or ()}
+        prefixes = {o[0][:-1]: o for o in table or () if o[1] == "map"}
         out = {}
-        if table is None:  # a plugin this SDK does not know: pass through
-            for k, v in options.items():
-                if isinstance(v, dict):
-                    for sub, sv in v.items():
-                        out["%s.%s" % (k, sub)] = _scalar(sv)
-                elif v is not None:
-                    out[k] = _scalar(v)
-            return out
-        by_name = {o[0]: o for o in table}
-        prefixes = {o[0][:-1]: o for o in table if o[1] == "map"}
         for k, v in options.items():
             if v is None:
                 continue
-            if k in prefixes:
+            if k in prefixes or (table is None and isinstance(v, dict)):
                 if not isinstance(v, dict):
                     raise TypeError("%s %s option %r takes a dict (it "
                                     "becomes %s.KEY: VALUE)" % (
                                         self.plugin, self.role, k, k))
                 for sub, sv in v.items():
                     out["%s.%s" % (k, sub)] = _scalar(sv)
+                continue
+            if table is None:
+                out[k] = _scalar(v)
                 continue
             opt = by_name.get(k)
             if opt is None:
@@ -140,7 +137,7 @@ class _Endpoint:
                 raise TypeError("%s %s has no option %r; its options: %s" % (
                     self.plugin, self.role, k, ", ".join(valid)))
             out[k] = _typed(self.plugin, k, opt[1], v)
-        missing = [o[0] for o in table if o[3] and o[0] not in out]
+        missing = [o[0] for o in table or () if o[3] and o[0] not in out]
         if missing:
             raise TypeError("%s %s %r needs %s" % (
                 self.plugin, self.role, self.name, ", ".join(missing)))
@@ -158,7 +155,9 @@ def _scalar(v):
     return v
 
 
-_SIZE = re.compile(r"^\s*\d+\s*([kKMGT]|KiB|MiB|GiB|TiB)?\s*$")
+# What skipprd takes for an int option (runtime/optval.c): a whole number,
+# or a size with one of its suffixes.
+_INT = re.compile(r"\s*([-+]?\d+|\+?\d+ *(k|K|KB|KiB|M|MB|MiB|G|GB|GiB|TiB))")
 
 
 def _typed(plugin, key, kind, v):
@@ -170,7 +169,7 @@ def _typed(plugin, key, kind, v):
     elif kind == "int":
         if isinstance(v, bool) or not (
                 isinstance(v, int) or (isinstance(v, str) and
-                                       _SIZE.match(v))):
+                                       _INT.fullmatch(v))):
             raise TypeError("%s option %r is a whole number (or a size "
                             "such as '16MiB'), not %r" % (plugin, key, v))
     elif not isinstance(v, (str, int, float)) or isinstance(v, bool):
