@@ -278,6 +278,42 @@ static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
     return 0;
 }
 
+static void release(tar_ctx *c, tar_obj *o)
+{
+    flock(c->fd, LOCK_UN);
+    free(o);
+}
+
+/* Under the lock: the member's pax header (path, comment, size) and its
+ * file header, at o->start; o->data is where its bytes go. */
+static int write_headers(tar_ctx *c, const skippr_object_info *info,
+                         const char *comment, tar_obj *o)
+{
+    char pax[8192], sz[32];
+    size_t plen = 0;
+    snprintf(sz, sizeof sz, "%" PRIu64, info->size);
+    if (pax_record(pax, sizeof pax, &plen, "path", info->key) ||
+        pax_record(pax, sizeof pax, &plen, "comment", comment) ||
+        pax_record(pax, sizeof pax, &plen, "size", sz)) {
+        c->host->log(c->host, SKIPPR_LOG_ERROR, "key too long for a pax "
+                     "header: %s", info->key);
+        return SKIPPR_FATAL;
+    }
+    uint64_t pax_blocks = round_up(plen);
+    char *head = calloc(1, 2 * BLOCK + pax_blocks);
+    if (!head)
+        return SKIPPR_NOMEM;
+    ustar_header(head, "PaxHeaders/skippr", 'x', plen);
+    memcpy(head + BLOCK, pax, plen);
+    ustar_header(head + BLOCK + pax_blocks, info->key, '0', info->size);
+    int rc = pwrite_all(c->fd, head, 2 * BLOCK + pax_blocks, o->start)
+                 ? io_error(c, "write")
+                 : SKIPPR_OK;
+    free(head);
+    o->data = o->start + 2 * BLOCK + (off_t)pax_blocks;
+    return rc;
+}
+
 static int object_open(void *ctx, const skippr_object_info *info, void **h)
 {
     tar_ctx *c = ctx;
@@ -290,51 +326,16 @@ static int object_open(void *ctx, const skippr_object_info *info, void **h)
     }
     char comment[256];
     comment_for(info, comment, sizeof comment);
-    found f;
-    if (scan(c, info->key, comment, &o->start, &f)) {
-        int rc = io_error(c, "read");
-        flock(c->fd, LOCK_UN);
-        free(o);
-        return rc;
-    }
+    found f = FOUND_NONE;
+    int rc = scan(c, info->key, comment, &o->start, &f) ? io_error(c, "read")
+                                                        : SKIPPR_OK;
     o->size = info->size;
     o->present = f == FOUND_SAME;
-    if (!o->present) {
-        /* pax header (path, comment, size), then the file's header. */
-        char pax[8192], sz[32];
-        size_t plen = 0;
-        snprintf(sz, sizeof sz, "%" PRIu64, info->size);
-        if (pax_record(pax, sizeof pax, &plen, "path", info->key) ||
-            pax_record(pax, sizeof pax, &plen, "comment", comment) ||
-            pax_record(pax, sizeof pax, &plen, "size", sz)) {
-            c->host->log(c->host, SKIPPR_LOG_ERROR, "key too long for a "
-                         "pax header: %s", info->key);
-            flock(c->fd, LOCK_UN);
-            free(o);
-            return SKIPPR_FATAL;
-        }
-        char hdr[BLOCK];
-        uint64_t pax_blocks = round_up(plen);
-        char *head = calloc(1, 2 * BLOCK + pax_blocks);
-        if (!head) {
-            flock(c->fd, LOCK_UN);
-            free(o);
-            return SKIPPR_NOMEM;
-        }
-        ustar_header(hdr, "PaxHeaders/skippr", 'x', plen);
-        memcpy(head, hdr, BLOCK);
-        memcpy(head + BLOCK, pax, plen);
-        ustar_header(hdr, info->key, '0', info->size);
-        memcpy(head + BLOCK + pax_blocks, hdr, BLOCK);
-        int bad = pwrite_all(c->fd, head, 2 * BLOCK + pax_blocks, o->start);
-        free(head);
-        if (bad) {
-            int rc = io_error(c, "write");
-            flock(c->fd, LOCK_UN);
-            free(o);
-            return rc;
-        }
-        o->data = o->start + 2 * BLOCK + (off_t)pax_blocks;
+    if (!rc && !o->present)
+        rc = write_headers(c, info, comment, o);
+    if (rc) {
+        release(c, o);
+        return rc;
     }
     *h = o;
     return SKIPPR_OK;
@@ -354,12 +355,6 @@ static int object_write(void *ctx, void *h, const void *buf, size_t len)
         return io_error(c, "write");
     o->written += len;
     return SKIPPR_OK;
-}
-
-static void release(tar_ctx *c, tar_obj *o)
-{
-    flock(c->fd, LOCK_UN);
-    free(o);
 }
 
 static int object_commit(void *ctx, void *h)
