@@ -138,6 +138,21 @@ def test_testkit_fails_a_sink_that_is_not_idempotent():
         for n in (3, 5, 6, 7):  # the rest of the sink is right
             check(any(l.startswith("ok %d " % n) for l in lines),
                   "check %d did not pass:\n%s" % (n, p.stderr))
+        # A sink whose init() starts refusing after the first two: every
+        # later check says it had no instance, none passes by default.
+        p = subprocess.run([TESTKIT, BROKEN, "-o", "dir=" + out,
+                            "-o", "fail_init_after=2", "--big-mib", "4",
+                            "--read", read], capture_output=True, text=True,
+                           timeout=120)
+        lines = p.stderr.splitlines()
+        check(p.returncode == 1 and
+              any(l.startswith("not ok 3 - open, write and commit an "
+                               "object: init() with the given options "
+                               "returned FATAL") for l in lines) and
+              not any(l.startswith("ok %d " % n)
+                      for l in lines for n in range(3, 9)),
+              "a refused init() did not fail every later check:\n" +
+              p.stderr)
         # A missing required option is named, not guessed.
         p = subprocess.run([TESTKIT, BROKEN], capture_output=True,
                            text=True, timeout=60)

@@ -1,7 +1,9 @@
 /* A deliberately broken sink, for the testkit's own test: it appends each
  * object to a file named after its key and never truncates, so writing a
  * slice again after a crash stores it twice (or after the torn half of
- * the first attempt). skippr-testkit must fail it, saying so. */
+ * the first attempt). skippr-testkit must fail it, saying so. With
+ * fail_init_after N, every init() after the Nth in a process is refused:
+ * each check that needs an instance must then say so. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,7 +16,10 @@
 typedef struct broken_ctx {
     const skippr_host *host;
     const char *dir;
+    int64_t fail_init_after;
 } broken_ctx;
+
+static int inits; /* init() calls in this process */
 
 typedef struct broken_obj {
     int fd;
@@ -24,12 +29,20 @@ typedef struct broken_obj {
 static const skippr_option options[] = {
     {"dir", SKIPPR_OPT_STRING, NULL, 1, offsetof(broken_ctx, dir),
      "Folder for the objects, one file per key ('/' becomes '_')."},
+    {"fail_init_after", SKIPPR_OPT_INT, "0", 0,
+     offsetof(broken_ctx, fail_init_after),
+     "Refuse every init() after this many (0: never)."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static int init(void *ctx, const skippr_host *host)
 {
     broken_ctx *c = ctx;
     c->host = host;
+    if (c->fail_init_after && ++inits > c->fail_init_after) {
+        host->log(host, SKIPPR_LOG_ERROR, "init() number %d refused on "
+                  "purpose", inits);
+        return SKIPPR_FATAL;
+    }
     if (!*c->dir) {
         host->log(host, SKIPPR_LOG_ERROR, "option 'dir' is empty");
         return SKIPPR_INVAL;

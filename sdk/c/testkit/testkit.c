@@ -306,6 +306,21 @@ static instance *instance_new(const char *override_name,
     return in;
 }
 
+/* A new instance with the given options, ready to write: NULL, with the
+ * check's failure set, when it could not be made or init() refused. */
+static instance *instance_up(void)
+{
+    int rc;
+    instance *in = instance_new(NULL, NULL, &rc);
+    if (in && rc != SKIPPR_OK) {
+        fail("init() with the given options returned %s",
+             skippr_status_name(rc));
+        instance_free(in);
+        in = NULL;
+    }
+    return in;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Objects: deterministic bytes, computable at any offset                    */
 /* ------------------------------------------------------------------------ */
@@ -646,13 +661,12 @@ static int check_options(void)
 
 static void check_write_commit(void)
 {
-    int rc;
-    instance *in = instance_new(NULL, NULL, &rc);
+    instance *in = instance_up();
     if (!in)
         goto out;
     object o;
     object_make(&o, "write", 1, 1000);
-    rc = put_object(in, &o);
+    int rc = put_object(in, &o);
     if (rc != SKIPPR_OK) {
         fail("writing '%s' (%" PRIu64 " bytes) returned %s", o.key, o.size,
              skippr_status_name(rc));
@@ -700,8 +714,10 @@ static void crash_mid_object(const object *o)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail("the process that was to crash mid-object failed first "
-             "(status %d)", status);
+        fail("the process that was to crash mid-object failed first (%s "
+             "%d: 3 is init(), 4 object_open())",
+             WIFEXITED(status) ? "exit" : "signal",
+             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
 static void check_rewrite(void)
@@ -709,10 +725,10 @@ static void check_rewrite(void)
     object o;
     object_make(&o, "rewrite", 1, 2000);
     crash_mid_object(&o);
-    int rc;
-    instance *in = why[0] ? NULL : instance_new(NULL, NULL, &rc);
-    if (!in || rc)
+    instance *in = why[0] ? NULL : instance_up();
+    if (!in)
         goto out;
+    int rc;
     if ((rc = put_object(in, &o)) != SKIPPR_OK)
         fail("writing '%s' again after a crash mid-object returned %s",
              o.key, skippr_status_name(rc));
@@ -724,8 +740,7 @@ static void check_rewrite(void)
         goto out;
     /* The engine died after commit() but before it recorded the object:
      * the next run writes the same slice again, with a new instance. */
-    in = instance_new(NULL, NULL, &rc);
-    if (!in || rc)
+    if (!(in = instance_up()))
         goto out;
     if ((rc = put_object(in, &o)) != SKIPPR_OK)
         fail("committing '%s' a second time returned %s (must be OK: the "
@@ -740,36 +755,34 @@ out:
 
 static void check_abort_and_retry(void)
 {
-    int rc;
-    instance *in = instance_new(NULL, NULL, &rc);
-    if (!in || rc)
-        goto out;
+    instance *in = instance_up();
     object o;
     object_make(&o, "abort", 1, 500);
-    skippr_object_info info = object_info(&o);
-    void *h;
-    if ((rc = sink->object_open(in->ctx, &info, &h)) != SKIPPR_OK) {
-        fail("object_open returned %s", skippr_status_name(rc));
-        goto out;
+    int rc;
+    if (in) {
+        skippr_object_info info = object_info(&o);
+        void *h;
+        if ((rc = sink->object_open(in->ctx, &info, &h)) != SKIPPR_OK) {
+            fail("object_open returned %s", skippr_status_name(rc));
+        } else {
+            if ((rc = write_range(in, h, &o, o.size / 2)) != SKIPPR_OK)
+                fail("object_write returned %s", skippr_status_name(rc));
+            sink->object_abort(in->ctx, h);
+            if (!why[0])
+                expect_absent(in, &o, "object_abort");
+        }
     }
-    if ((rc = write_range(in, h, &o, o.size / 2)) != SKIPPR_OK)
-        fail("object_write returned %s", skippr_status_name(rc));
-    sink->object_abort(in->ctx, h);
-    if (!why[0])
-        expect_absent(in, &o, "object_abort");
     report("abort a partly written object");
-    if (why[0])
-        goto out2;
     /* After a RETRY the engine aborts the handle and writes the object
      * again from the start: the first attempt must leave no trace. */
-    if ((rc = put_object(in, &o)) != SKIPPR_OK)
+    if (!in)
+        fail("no instance to write with (see the check above)");
+    else if ((rc = put_object(in, &o)) != SKIPPR_OK)
         fail("writing '%s' again after an abort returned %s", o.key,
              skippr_status_name(rc));
     else
         expect_stored(in, &o, "an abort and a whole write");
-out:
     report("retry: a whole write after an aborted one");
-out2:
     instance_free(in);
 }
 
@@ -788,9 +801,8 @@ static double vm_hwm_mib(void)
 
 static void check_big(void)
 {
-    int rc;
-    instance *in = instance_new(NULL, NULL, &rc);
-    if (!in || rc)
+    instance *in = instance_up();
+    if (!in)
         goto out;
     object o;
     object_make(&o, "big", 1, (uint64_t)g.big_mib * (1 << 20) / LINE);
@@ -801,7 +813,8 @@ static void check_big(void)
         fclose(f);
     }
     double before = vm_hwm_mib();
-    if ((rc = put_object(in, &o)) != SKIPPR_OK) {
+    int rc = put_object(in, &o);
+    if (rc != SKIPPR_OK) {
         fail("writing a %" PRId64 " MiB object returned %s", g.big_mib,
              skippr_status_name(rc));
         goto out;
@@ -878,9 +891,8 @@ static void check_instances(void)
     for (int i = 0; i < started; i++)
         if (ws[i].rc)
             fail("%s", ws[i].why[0] ? ws[i].why : "init() failed");
-    int rc;
-    instance *in = why[0] ? NULL : instance_new(NULL, NULL, &rc);
-    for (int i = 0; in && !rc && i < started && !why[0]; i++)
+    instance *in = why[0] ? NULL : instance_up();
+    for (int i = 0; in && i < started && !why[0]; i++)
         for (int k = 0; k < OBJECTS_PER_INSTANCE; k++) {
             object o;
             object_make(&o, "instances", i * 100 + k, 300 + 37 * k);
