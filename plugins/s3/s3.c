@@ -62,6 +62,10 @@ typedef struct s3_ctx {
     char *r_ca; /* ca_bundle, else AWS_CA_BUNDLE; NULL: the system's */
     int path_style;
     CURL *curl;
+    /* source: listing handles, kept so that connections are reused across
+     * waves and polls (list_concurrency of them, made on first use) */
+    CURLM *lmulti;
+    CURL **leasy;
     /* source: fetching ahead on an I/O thread */
     int64_t concurrency, prefetch_bytes, list_concurrency;
     struct prefetcher *pf;
@@ -606,6 +610,12 @@ static int init(void *ctx, const skippr_host *host)
         LOG(c, SKIPPR_LOG_ERROR, "concurrency must be 1 to 4096");
         return SKIPPR_INVAL;
     }
+    if (c->list_concurrency == 0)
+        c->list_concurrency = 32; /* sinks do not declare the option */
+    if (c->list_concurrency < 1 || c->list_concurrency > 1024) {
+        LOG(c, SKIPPR_LOG_ERROR, "list_concurrency must be 1 to 1024");
+        return SKIPPR_INVAL;
+    }
     if (c->prefetch_bytes == 0)
         c->prefetch_bytes = SKIPPR_HOST_HAS(host, memory_budget) &&
                                     host->memory_budget > 0
@@ -630,6 +640,12 @@ static void destroy(void *ctx)
     pf_stop(c);
     if (c->curl)
         curl_easy_cleanup(c->curl);
+    for (int64_t i = 0; c->leasy && i < c->list_concurrency; i++)
+        if (c->leasy[i])
+            curl_easy_cleanup(c->leasy[i]);
+    free(c->leasy);
+    if (c->lmulti)
+        curl_multi_cleanup(c->lmulti);
     free(c->replace_key);
     free(c->r_ca);
     free(c->r_region);
@@ -808,7 +824,12 @@ static int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
             free(pf);
             return SKIPPR_NOMEM;
         }
+        /* Keep as many idle connections as may be in use: curl's default
+         * cache shrinks with the handles in flight, and each batch would
+         * otherwise open its connections anew. */
         curl_multi_setopt(pf->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                          (long)c->concurrency);
+        curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
                           (long)c->concurrency);
         pthread_mutex_init(&pf->mu, NULL);
         pthread_cond_init(&pf->cv, NULL);
@@ -1143,24 +1164,36 @@ static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
     lp->r.body.max = MAX_BODY;
     lp->attempts++;
     if (prepare(c, "GET", NULL, q, nq, NULL, 0, NULL, 0, url, sizeof url,
-                &lp->hdrs) != SKIPPR_OK ||
-        !(lp->easy = lp->easy ? lp->easy : curl_easy_init()))
+                &lp->hdrs) != SKIPPR_OK)
         return;
     easy_setup(c, lp->easy, url, lp->hdrs, &lp->r);
     curl_easy_setopt(lp->easy, CURLOPT_PRIVATE, lp);
     curl_multi_add_handle(m, lp->easy);
 }
 
-/* List a wave of prefixes concurrently, each to its end. */
+/* List a wave of prefixes (at most list_concurrency) concurrently, each to
+ * its end, on the instance's listing handles. */
 static int list_wave(s3_ctx *c, lprefix *w, size_t n)
 {
-    CURLM *m = curl_multi_init();
-    if (!m)
+    if (!c->lmulti) {
+        if (!(c->lmulti = curl_multi_init()))
+            return SKIPPR_NOMEM;
+        curl_multi_setopt(c->lmulti, CURLMOPT_MAXCONNECTS,
+                          (long)c->list_concurrency);
+    }
+    if (!c->leasy &&
+        !(c->leasy = calloc((size_t)c->list_concurrency, sizeof *c->leasy)))
         return SKIPPR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!c->leasy[i] && !(c->leasy[i] = curl_easy_init()))
+            return SKIPPR_NOMEM;
+    CURLM *m = c->lmulti;
     int rc = SKIPPR_OK;
     size_t left = n;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        w[i].easy = c->leasy[i];
         lprefix_start(c, m, &w[i]);
+    }
     while (left > 0 && rc == SKIPPR_OK) {
         int still = 0;
         curl_multi_perform(m, &still);
@@ -1212,16 +1245,14 @@ static int list_wave(s3_ctx *c, lprefix *w, size_t n)
         }
     }
     for (size_t i = 0; i < n; i++) {
-        if (w[i].easy) {
-            curl_multi_remove_handle(m, w[i].easy);
-            curl_easy_cleanup(w[i].easy);
-            w[i].easy = NULL;
-        }
+        /* Removing a handle that is not in the multi is harmless; the
+         * handle and its connection stay for the next wave. */
+        curl_multi_remove_handle(m, w[i].easy);
+        w[i].easy = NULL;
         curl_slist_free_all(w[i].hdrs);
         w[i].hdrs = NULL;
         buf_free(&w[i].r.body);
     }
-    curl_multi_cleanup(m);
     return rc;
 }
 
@@ -1318,23 +1349,32 @@ static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
             w[wn++].prefix = cps[i++];
         rc = list_wave(c, w, wn);
         /* The wave's keys plus the direct objects sorting before the next
-         * wave, reported in order. */
-        lentry *all = NULL;
-        size_t na = 0, acap = 0;
+         * wave, reported in order. The entries move into `all`: their
+         * strings are not copied, and their old slots are left empty. */
         const char *end = i < ncp ? cps[i] : NULL;
-        for (; !rc && di < nd && (!end || strcmp(direct[di].key, end) < 0);
-             di++)
-            if (lentry_push(&all, &na, &acap, direct[di].key, direct[di].etag,
-                            direct[di].size))
-                rc = SKIPPR_NOMEM;
-        for (size_t k = 0; !rc && k < wn; k++)
-            for (size_t e = 0; !rc && e < w[k].n; e++)
-                if (lentry_push(&all, &na, &acap, w[k].v[e].key,
-                                w[k].v[e].etag, w[k].v[e].size))
-                    rc = SKIPPR_NOMEM;
-        if (!rc)
+        size_t dend = di, na = 0;
+        while (dend < nd && (!end || strcmp(direct[dend].key, end) < 0))
+            dend++;
+        na = dend - di;
+        for (size_t k = 0; k < wn; k++)
+            na += w[k].n;
+        lentry *all = NULL;
+        if (!rc && na && !(all = calloc(na, sizeof *all)))
+            rc = SKIPPR_NOMEM;
+        if (!rc) {
+            size_t a = 0;
+            for (; di < dend; di++) {
+                all[a++] = direct[di];
+                direct[di].key = direct[di].etag = NULL;
+            }
+            for (size_t k = 0; k < wn; k++) {
+                for (size_t e = 0; e < w[k].n; e++)
+                    all[a++] = w[k].v[e];
+                w[k].n = 0;
+            }
             stopped = emit(all, na, after, cb, cb_data);
-        lentries_free(all, na);
+            lentries_free(all, na);
+        }
         for (size_t k = 0; k < wn; k++)
             lentries_free(w[k].v, w[k].n);
         free(w);

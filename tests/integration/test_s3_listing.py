@@ -50,6 +50,7 @@ data_sources:
       s3_prefix: %s
       start_after: "%s"
       list_concurrency: %d
+      concurrency: 4
 data_sinks:
   b:
     S3:
@@ -60,7 +61,9 @@ data_sinks:
     s3.reset_stats()
     p = s3.sync(config, timeout=300)
     check(p.returncode == 0, p.stderr[-2000:])
-    return s3.stats()["counts"]
+    stats = s3.stats()
+    stats["counts"]["connections"] = stats["connections"]
+    return stats["counts"]
 
 
 def test_listing_in_batches():
@@ -94,9 +97,10 @@ def test_listing_in_batches():
                   not again.get("upload_part"),
                   "%s: the second run read or wrote: %s" %
                   (mode["name"], again))
-            print("  %s: %d objects in %d batches, %d list requests" %
-                  (mode["name"], wanted, -(-wanted // BATCH),
-                   counts.get("list", 0)))
+            print("  %s: %d objects in %d batches, %d list requests, %d "
+                  "connections" % (mode["name"], wanted, -(-wanted // BATCH),
+                                   counts.get("list", 0),
+                                   counts["connections"]))
     finally:
         s3.close()
         ws.cleanup()

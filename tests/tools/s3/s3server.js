@@ -10,7 +10,8 @@
 // certificate (s3rver behind it stays plain HTTP).
 // Prints one JSON line when ready: {"endpoint": "http://127.0.0.1:PORT"}.
 // Control endpoints on the proxy (not S3 paths):
-//   GET  /__stats            counts by kind, max in flight, faults injected
+//   GET  /__stats            counts by kind, max in flight, faults injected,
+//                            connections accepted (this request's included)
 //   POST /__reset            zero the counters
 //   POST /__faults  {rate, kinds, seed, complete_error_rate, only, nth,
 //                   persist}   kinds:
@@ -54,6 +55,7 @@ if (!dir) {
 let counts = {};
 let inflight = 0;
 let maxInflight = 0;
+let connections = 0;
 let injected = {};
 let faults = { rate: 0, kinds: [], seed: 1, complete_error_rate: 0 };
 let faultable_seen = 0; // faultable requests since the last /__faults
@@ -179,11 +181,13 @@ async function main() {
   const proxy = makeServer((req, res) => {
     if (req.url.startsWith('/__stats')) {
       return json(res, 200, { counts, max_inflight: maxInflight, inflight,
+                              connections,
                               injected, open_uploads: uploads.size,
                               precondition_failed: preconditionFailed });
     }
     if (req.url.startsWith('/__reset')) {
       counts = {}; maxInflight = 0; injected = {}; preconditionFailed = 0;
+      connections = 0;
       return json(res, 200, { ok: true });
     }
     if (req.url.startsWith('/__faults')) {
@@ -340,6 +344,7 @@ async function main() {
     req.pipe(up);
   });
   proxy.keepAliveTimeout = 30000;
+  proxy.on('connection', () => { connections++; });
   proxy.listen(0, '127.0.0.1', () => {
     const { port } = proxy.address();
     const scheme = tlsCert ? 'https' : 'http';
