@@ -1968,6 +1968,23 @@ static int lanes_init(engine *e)
     return SKIPPR_OK;
 }
 
+/* Between polls of the continuous mode, when every lane is idle: give
+ * back what the lanes' buffers grew to (windows, pieces, framers), so that
+ * memory follows the work of the last poll rather than the largest unit
+ * seen since the start. The lanes are made anew, their buffers empty. */
+static int lanes_shed(engine *e)
+{
+    for (size_t i = 0; i < e->nlanes; i++)
+        if (e->lanes[i].t || e->lanes[i].busy)
+            return SKIPPR_OK;
+    for (size_t i = 0; i < e->nlanes; i++)
+        lane_free(&e->lanes[i]);
+    sk_free(e->lanes);
+    e->lanes = NULL;
+    e->nlanes = 0;
+    return lanes_init(e);
+}
+
 static void lanes_free(engine *e)
 {
     for (size_t i = 0; i < e->nlanes; i++)
@@ -2650,7 +2667,10 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         }
         if ((rc = flush_slices(&e, 0)))
             goto out;
-        sk_release_free_memory(); /* idle until the next poll */
+        /* Idle until the next poll. */
+        if (!e.streaming && (rc = lanes_shed(&e)))
+            goto out;
+        sk_release_free_memory();
         /* Wait for the next poll, checking for stop and due slices. */
         for (int64_t t = 0; t < cfg->poll_interval_seconds * 10 &&
                             !sk_stop_requested; t++) {
