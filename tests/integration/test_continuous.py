@@ -40,6 +40,13 @@ def rss_anon_kib(pid):
     return 0
 
 
+def sanitized(pid):
+    """An ASan build keeps freed memory in quarantine: RSS says nothing
+    about what the engine gave back."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def units_done(ws):
     out = run(["status", "--pipeline", "gdpr_compliant_migration",
                "--config", ws.config]).out
@@ -116,6 +123,7 @@ def test_objects_arriving_between_polls():
                 sampling.set()
                 t.join()
                 figures.append((peak[0], rss_anon_kib(p.pid)))
+            asan = sanitized(p.pid)
             p.send_signal(signal.SIGTERM)
             p.wait(60)
             check(p.returncode == 0, "SIGTERM: exit %d: %s" %
@@ -132,6 +140,9 @@ def test_objects_arriving_between_polls():
             print("  round %d (%s): anonymous RSS peak %.1f MiB, idle after "
                   "%.1f MiB" % (k, ROUNDS[k], top / 1024.0, idle / 1024.0))
         top, idle = figures[0]
+        if asan:
+            print("  an ASan build: the memory check is skipped")
+            return
         # The large round filled 8 MiB windows; idle, they are given back.
         check(top - idle > 8 * 1024,
               "the large round's memory was kept: peak %d KiB, idle %d KiB"
