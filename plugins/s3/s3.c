@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <libxml/xmlreader.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1041,60 +1042,120 @@ static void lentries_free(lentry *v, size_t n)
     free(v);
 }
 
+/* The text of the element the reader is on, up to its end tag, into out
+ * (cap bytes with the NUL); the reader is left on the end tag. Returns 0,
+ * or -1 when the text does not fit or the XML ends first. */
+static int reader_text(xmlTextReaderPtr rd, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    if (xmlTextReaderIsEmptyElement(rd))
+        return 0;
+    int depth = xmlTextReaderDepth(rd);
+    while (xmlTextReaderRead(rd) == 1) {
+        int t = xmlTextReaderNodeType(rd);
+        if (t == XML_READER_TYPE_END_ELEMENT &&
+            xmlTextReaderDepth(rd) == depth)
+            return 0;
+        if (t != XML_READER_TYPE_TEXT && t != XML_READER_TYPE_CDATA &&
+            t != XML_READER_TYPE_WHITESPACE &&
+            t != XML_READER_TYPE_SIGNIFICANT_WHITESPACE)
+            continue;
+        const char *v = (const char *)xmlTextReaderConstValue(rd);
+        size_t l = v ? strlen(v) : 0;
+        if (l >= cap - n)
+            return -1;
+        memcpy(out + n, v, l);
+        n += l;
+        out[n] = '\0';
+    }
+    return -1;
+}
+
+/* One <Contents> entry read: add it to v unless it is a folder marker. */
+static int page_entry(lentry **v, size_t *n, size_t *cap, const char *key,
+                      char *etag, const char *size)
+{
+    size_t kl = strlen(key);
+    if (!kl)
+        return -1; /* S3 has no empty key */
+    if (key[kl - 1] == '/' && atoll(size) == 0)
+        return 0; /* a "folder" marker */
+    char *e = etag;
+    size_t el = strlen(e);
+    if (el >= 2 && e[0] == '"' && e[el - 1] == '"') {
+        e[el - 1] = '\0';
+        e++;
+    }
+    return lentry_push(v, n, cap, key, e, atoll(size));
+}
+
 /* Parse one ListObjectsV2 page: Contents into v, CommonPrefixes into cps
- * (when cps is not NULL). Returns 0, or -1 on bad XML or no memory. */
+ * (when cps is not NULL). Returns 0, or -1 on bad XML or no memory.
+ *
+ * The page is read with libxml2's streaming reader, not into a tree: a
+ * page of 1,000 keys makes a tree of about 1.7 MB, which every poll of the
+ * continuous mode would build once per page of the bucket. */
 static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
                       char ***cps, size_t *ncp, char *token, size_t tcap,
                       int *truncated)
 {
-    xmlDoc *doc = xmlReadMemory(body->p ? body->p : "", (int)body->n, NULL,
-                                NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
-    if (!doc)
+    xmlTextReaderPtr rd = xmlReaderForMemory(body->p ? body->p : "",
+                                             (int)body->n, NULL, NULL,
+                                             XML_PARSE_NONET);
+    if (!rd)
         return -1;
-    xmlNode *root = xmlDocGetRootElement(doc);
-    int rc = 0;
-    for (xmlNode *k = root ? root->children : NULL; k && !rc; k = k->next) {
-        if (k->type != XML_ELEMENT_NODE)
+    char key[2048], etag[256], size[32], trunc[16] = "";
+    int rc = 0, r = -1;
+    int in = 0; /* 1: within <Contents>, 2: within <CommonPrefixes> */
+    token[0] = '\0';
+    while (!rc && (r = xmlTextReaderRead(rd)) == 1) {
+        int t = xmlTextReaderNodeType(rd), d = xmlTextReaderDepth(rd);
+        if (t == XML_READER_TYPE_END_ELEMENT && d == 1 && in) {
+            if (in == 1) {
+                rc = page_entry(v, n, cap, key, etag, size);
+            } else {
+                char **np = realloc(*cps, (*ncp + 1) * sizeof *np);
+                if (!np || !(np[*ncp] = strdup(key)))
+                    rc = -1;
+                if (np)
+                    *cps = np;
+                if (!rc)
+                    (*ncp)++;
+            }
+            in = 0;
             continue;
-        char key[2048], etag[256], size[32];
-        if (strcmp((const char *)k->name, "Contents") == 0) {
-            child_text(k, "Key", key, sizeof key);
-            child_text(k, "ETag", etag, sizeof etag);
-            child_text(k, "Size", size, sizeof size);
-            size_t kl = strlen(key);
-            if (kl && key[kl - 1] == '/' && atoll(size) == 0)
-                continue; /* a "folder" marker */
-            char *e = etag;
-            size_t el = strlen(e);
-            if (el >= 2 && e[0] == '"' && e[el - 1] == '"') {
-                e[el - 1] = '\0';
-                e++;
-            }
-            rc = lentry_push(v, n, cap, key, e, atoll(size));
-        } else if (cps &&
-                   strcmp((const char *)k->name, "CommonPrefixes") == 0) {
-            child_text(k, "Prefix", key, sizeof key);
-            char **np = realloc(*cps, (*ncp + 1) * sizeof *np);
-            if (!np) {
-                rc = -1;
-                break;
-            }
-            *cps = np;
-            if (!(np[*ncp] = strdup(key))) {
-                rc = -1;
-                break;
-            }
-            (*ncp)++;
+        }
+        if (t != XML_READER_TYPE_ELEMENT || d < 1 || d > 2)
+            continue;
+        const char *name = (const char *)xmlTextReaderConstLocalName(rd);
+        if (!name)
+            continue;
+        if (d == 1) {
+            in = 0;
+            key[0] = etag[0] = size[0] = '\0';
+            if (strcmp(name, "Contents") == 0)
+                in = xmlTextReaderIsEmptyElement(rd) ? 0 : 1;
+            else if (cps && strcmp(name, "CommonPrefixes") == 0)
+                in = xmlTextReaderIsEmptyElement(rd) ? 0 : 2;
+            else if (strcmp(name, "IsTruncated") == 0)
+                rc = reader_text(rd, trunc, sizeof trunc);
+            else if (strcmp(name, "NextContinuationToken") == 0)
+                rc = reader_text(rd, token, tcap);
+        } else if (in == 1 && strcmp(name, "Key") == 0) {
+            rc = reader_text(rd, key, sizeof key);
+        } else if (in == 1 && strcmp(name, "ETag") == 0) {
+            rc = reader_text(rd, etag, sizeof etag);
+        } else if (in == 1 && strcmp(name, "Size") == 0) {
+            rc = reader_text(rd, size, sizeof size);
+        } else if (in == 2 && strcmp(name, "Prefix") == 0) {
+            rc = reader_text(rd, key, sizeof key);
         }
     }
-    char trunc[16] = "";
-    token[0] = '\0';
-    if (root) {
-        child_text(root, "IsTruncated", trunc, sizeof trunc);
-        child_text(root, "NextContinuationToken", token, tcap);
-    }
+    if (!rc && r != 0)
+        rc = -1; /* the XML is malformed */
+    xmlFreeTextReader(rd);
     *truncated = strcmp(trunc, "true") == 0 && *token;
-    xmlFreeDoc(doc);
     return rc;
 }
 

@@ -128,5 +128,47 @@ def test_empty_listings():
         ws.cleanup()
 
 
+AWKWARD_KEYS = [
+    "2021/10/03/a&b.json",
+    "2021/10/03/<tag>.json",
+    "2021/10/03/quote\"s'.json",
+    "2021/10/03/\u00fc \u00f1 \u65e5\u672c.json",
+    "2021/10/03/ /in-a-space-folder.json",
+    "2021/10/04/%2Fencoded.json",
+    "2021/10/04/  leading-spaces.json",
+    "2021/10/04/]]>cdata-end.json",
+]
+
+
+def test_awkward_keys():
+    """Keys that XML must escape (& < > " '), non-ASCII, a folder named
+    by one space, %2F and ]]> come back from the listing whole: each
+    object is read once and its record copied, in both listing modes."""
+    ws = Workspace("s3keys")
+    s3 = S3Server(["src", "dst"])
+    try:
+        sent = set()
+        for i, k in enumerate(AWKWARD_KEYS):
+            rec = b'{"event_type":"odd","id":%d}' % i
+            sent.add(rec)
+            s3.client.put_object(Bucket="src", Key=SOURCE_PREFIX + "/" + k,
+                                 Body=rec + b"\n")
+        for mode in ({"name": "serial", "list_concurrency": 1},
+                     {"name": "wide", "list_concurrency": 8}):
+            counts = run(ws, s3, mode, "")
+            check(counts.get("get") == len(AWKWARD_KEYS),
+                  "%s: %d keys, %s GETs" % (mode["name"], len(AWKWARD_KEYS),
+                                             counts.get("get")))
+            got = s3.records("dst", mode["name"] + "/")
+            check(set(raw for _, raw in got) == sent and
+                  sum(got.values()) == len(sent),
+                  "%s: records differ: %r" % (mode["name"], got))
+        print("  %d awkward keys listed and copied once, serial and wide" %
+              len(AWKWARD_KEYS))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_listing_in_batches, test_empty_listings])
+    main([test_listing_in_batches, test_empty_listings, test_awkward_keys])
