@@ -53,6 +53,12 @@ def main():
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fault-rate", type=float, default=0.02)
+    ap.add_argument("--preload", type=int, default=0, metavar="N",
+                    help="objects in the bucket before skipprd starts, so "
+                    "that every poll lists at least N keys")
+    ap.add_argument("--source-option", action="append", default=[],
+                    metavar="K=V", help="an S3 source option, e.g. "
+                    "list_concurrency=1")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     ws = Workspace("soak")
@@ -62,33 +68,44 @@ def main():
     stop = threading.Event()
     added = [0, 0]  # objects, records
 
+    def add_object(k, small=False):
+        n = rng.randrange(5, 20) if small else rng.randrange(200, 2000)
+        recs = make_records(n, seed=a.seed * 100000 + k, days=3)
+        key = "%s/2024/03/%02d/obj-%06d.jsonl" % (SOURCE_PREFIX,
+                                                  1 + k % 3, k)
+        for attempt in range(50):  # the injected faults hit us too
+            try:
+                s3.put_visible_at_once("staging", "src", key,
+                                       b"\n".join(recs) + b"\n")
+                break
+            except Exception:  # noqa: BLE001 - any failed PUT: again
+                time.sleep(0.1)
+        else:
+            raise SystemExit("soak: could not add %s" % key)
+        with lock:
+            for r in recs:
+                expected[(expected_key(json.loads(r)), r)] += 1
+            added[0] += 1
+            added[1] += n
+
     def producer():
-        k = 0
+        k = a.preload
         while not stop.is_set():
-            n = rng.randrange(200, 2000)
-            recs = make_records(n, seed=a.seed * 100000 + k, days=3)
-            key = "%s/2024/03/%02d/obj-%06d.jsonl" % (SOURCE_PREFIX,
-                                                      1 + k % 3, k)
-            for attempt in range(50):  # the injected faults hit us too
-                try:
-                    s3.put_visible_at_once("staging", "src", key,
-                                           b"\n".join(recs) + b"\n")
-                    break
-                except Exception:  # noqa: BLE001 - any failed PUT: again
-                    time.sleep(0.1)
-            else:
-                raise SystemExit("soak: could not add %s" % key)
-            with lock:
-                for r in recs:
-                    expected[(expected_key(json.loads(r)), r)] += 1
-                added[0] += 1
-                added[1] += n
+            add_object(k)
             k += 1
             stop.wait(rng.uniform(0.2, 1.0))
 
     try:
-        kafka_config(ws, ("S3", {"s3_bucket": "src",
-                                 "s3_prefix": SOURCE_PREFIX}),
+        source = {"s3_bucket": "src", "s3_prefix": SOURCE_PREFIX}
+        for kv in a.source_option:
+            k, _, v = kv.partition("=")
+            source[k] = v
+        for k in range(a.preload):
+            add_object(k, small=True)
+        if a.preload:
+            print("preloaded %d objects, %d records" % tuple(added),
+                  flush=True)
+        kafka_config(ws, ("S3", source),
                      ("S3", {"s3_bucket": "dst", "s3_prefix": SINK_PREFIX}),
                      pipeline_extra={"poll_interval_seconds": 1,
                                      "buffer_threshold_seconds": 30,
