@@ -67,6 +67,7 @@ def main():
     lock = threading.Lock()
     stop = threading.Event()
     added = [0, 0]  # objects, records
+    origin = collections.defaultdict(list)  # expected record -> its keys
 
     def add_object(k, small=False):
         n = rng.randrange(5, 20) if small else rng.randrange(200, 2000)
@@ -85,6 +86,7 @@ def main():
         with lock:
             for r in recs:
                 expected[(expected_key(json.loads(r)), r)] += 1
+                origin[(expected_key(json.loads(r)), r)].append(key)
             added[0] += 1
             added[1] += n
 
@@ -171,6 +173,15 @@ def main():
         if broken:
             raise SystemExit("soak: %d broken objects" % len(broken))
         lost, dup, unexpected = compare(expected, got)
+        if lost:
+            short = collections.Counter()
+            for rec, n in expected.items():
+                if got[rec] < n:
+                    for key in origin[rec]:
+                        short[key] += 1
+            print("soak: objects with records missing (up to 20): %s" %
+                  ", ".join("%s (%d)" % kv for kv in
+                            sorted(short.items())[:20]))
         print("soak: %.1f min, %d objects, %d records; RSS first %.1f, "
               "min %.1f, max %.1f, last %.1f MiB (anonymous first %.1f, "
               "last %.1f); faults injected %s; skipprd exit %d after "
