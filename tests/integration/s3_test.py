@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import tempfile
+import time
 import urllib.request
 
 import boto3
@@ -110,10 +111,20 @@ class S3Server:
         src = os.path.join(self.dir, staging, key)
         dst = os.path.join(self.dir, bucket, key)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        for suffix in ("._S3rver_metadata.json", "._S3rver_object.md5",
-                       "._S3rver_object"):
-            if os.path.exists(src + suffix):
-                os.rename(src + suffix, dst + suffix)
+        suffixes = ("._S3rver_metadata.json", "._S3rver_object.md5",
+                    "._S3rver_object")
+        # s3rver may answer the PUT before its last file is in place (seen
+        # under CPU load: an object whose data file was never moved, so it
+        # was never listed, and the soak counted its records lost). Wait
+        # for all three, and fail loudly rather than lose one.
+        deadline = time.time() + 30
+        while not all(os.path.exists(src + x) for x in suffixes):
+            if time.time() > deadline:
+                raise RuntimeError("s3rver did not write %s/%s" %
+                                   (staging, key))
+            time.sleep(0.01)
+        for suffix in suffixes:
+            os.rename(src + suffix, dst + suffix)
 
     def sync(self, config, env=None, unset=(), timeout=600):
         """Run `skipprd sync -p p --once -c config` against this server:
