@@ -64,7 +64,7 @@ typedef struct s3_ctx {
     int path_style;
     CURL *curl;
     /* source: listing handles, kept so that connections are reused across
-     * waves and polls (list_concurrency of them, made on first use) */
+     * listings and polls (list_concurrency of them, made on first use) */
     CURLM *lmulti;
     CURL **leasy;
     /* source: fetching ahead on an I/O thread */
@@ -123,8 +123,9 @@ static const skippr_option source_options[] = {
         "Memory for objects fetched ahead; more waits (backpressure). 0: "
         "half the pipeline's memory_budget."),
     OPT("list_concurrency", SKIPPR_OPT_INT, "32", 0, list_concurrency,
-        "Sub-prefixes (found with Delimiter '/') listed at once; 1 lists "
-        "one page after another."),
+        "Sub-prefixes (found with Delimiter '/') listed at once, each "
+        "holding at most a page of keys ahead; 1 lists one page after "
+        "another."),
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static const skippr_option sink_options[] = {
@@ -978,25 +979,41 @@ static const char *child_text(xmlNode *n, const char *name, char *out,
 
 /* ---- parallel listing ----------------------------------------------------
  *
- * A huge prefix is listed by many requests at once: a listing with
+ * A huge prefix is listed by many requests at once. A listing with
  * Delimiter '/' finds the sub-prefixes (descending while a level has only
- * one, as in year/month/day layouts), then the sub-prefixes are listed
- * concurrently in waves of list_concurrency, each one page after another,
- * and their keys are reported in order. start_after skips whole
- * sub-prefixes below it, so later batches do not re-list what was
- * reported. A server whose Delimiter answer is empty gets the plain,
- * serial listing instead, so nothing can be skipped by a server that
+ * one, as in year/month/day layouts). Then a window of up to
+ * list_concurrency sub-prefixes is listed concurrently, each one page after
+ * another. Keys are reported in order: those of the window's first
+ * sub-prefix as its pages arrive; when it ends, the window slides on by
+ * one. A sub-prefix ahead of the first holds at most one page and then
+ * waits, so memory stays within list_concurrency pages however many keys
+ * the prefix has. The keys of one sub-prefix sort together (a key beside
+ * the sub-prefixes has no '/' after the level, so it cannot fall among
+ * them), which is what lets each be reported whole, in turn.
+ *
+ * start_after skips whole sub-prefixes below it and starts the one it falls
+ * in at start_after, so later batches do not re-list what was reported. A
+ * server whose Delimiter answer is empty, or a level with more than
+ * LIST_LEVEL_MAX entries, gets the plain, serial listing instead (which
+ * holds one page at a time), so nothing can be skipped by a server that
  * ignores delimiters.
  */
+#define LIST_LEVEL_MAX 100000 /* entries of one Delimiter level held */
+
 typedef struct lentry {
-    char *key, *etag;
+    char *key, *etag; /* one allocation: etag follows key's NUL */
     int64_t size;
 } lentry;
 
+enum { LP_BUSY, LP_WAITING, LP_DONE };
+
+/* A sub-prefix of the window: its request on one of the listing handles,
+ * and the keys read but not yet reported. */
 typedef struct lprefix {
-    char *prefix;
+    const char *prefix; /* borrowed from the level's list */
+    const char *from;   /* start-after of its first page, or NULL */
     char token[2048];
-    int attempts;
+    int attempts, state;
     lentry *v;
     size_t n, cap;
     CURL *easy;
@@ -1020,25 +1037,30 @@ static int lentry_push(lentry **v, size_t *n, size_t *cap, const char *key,
         *v = nv;
         *cap = nc;
     }
-    lentry *e = &(*v)[*n];
-    e->key = strdup(key);
-    e->etag = strdup(etag);
-    e->size = size;
-    if (!e->key || !e->etag) {
-        free(e->key);
-        free(e->etag);
+    size_t kl = strlen(key), el = strlen(etag);
+    char *p = malloc(kl + el + 2);
+    if (!p)
         return -1;
-    }
+    memcpy(p, key, kl + 1);
+    memcpy(p + kl + 1, etag, el + 1);
+    lentry *e = &(*v)[*n];
+    e->key = p;
+    e->etag = p + kl + 1;
+    e->size = size;
     (*n)++;
     return 0;
 }
 
+/* Free the n entries' strings; the array itself stays with the caller. */
+static void lentries_clear(lentry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].key);
+}
+
 static void lentries_free(lentry *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].key);
-        free(v[i].etag);
-    }
+    lentries_clear(v, n);
     free(v);
 }
 
@@ -1188,13 +1210,17 @@ static int list_page(s3_ctx *c, const sigv4_kv *q, size_t nq,
     return rc ? SKIPPR_FATAL : SKIPPR_OK;
 }
 
-/* One level of a delimiter listing: sub-prefixes and direct objects. */
+/* One level of a delimiter listing: sub-prefixes and direct objects.
+ * Returns SKIPPR_OK, SKIPPR_FATAL, or 1 when the level holds more than
+ * LIST_LEVEL_MAX entries (what was read stays in the arrays). */
 static int list_level(s3_ctx *c, const char *prefix, char ***cps, size_t *ncp,
                       lentry **v, size_t *n, size_t *cap)
 {
     char token[2048] = "";
     int truncated = 1;
     while (truncated) {
+        if (*ncp + *n > LIST_LEVEL_MAX)
+            return 1;
         sigv4_kv q[4];
         size_t nq = 0;
         q[nq++] = (sigv4_kv){"list-type", "2"};
@@ -1209,6 +1235,8 @@ static int list_level(s3_ctx *c, const char *prefix, char ***cps, size_t *ncp,
     return SKIPPR_OK;
 }
 
+/* Ask for lp's next page (its first: at lp->from, if set). A request that
+ * cannot be prepared is left out of the multi; list_window notices. */
 static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
 {
     sigv4_kv q[3];
@@ -1217,6 +1245,8 @@ static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
     q[nq++] = (sigv4_kv){"prefix", lp->prefix};
     if (*lp->token)
         q[nq++] = (sigv4_kv){"continuation-token", lp->token};
+    else if (lp->from)
+        q[nq++] = (sigv4_kv){"start-after", lp->from};
     char url[8192];
     curl_slist_free_all(lp->hdrs);
     lp->hdrs = NULL;
@@ -1224,97 +1254,13 @@ static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
     memset(&lp->r, 0, sizeof lp->r);
     lp->r.body.max = MAX_BODY;
     lp->attempts++;
+    lp->state = LP_BUSY;
     if (prepare(c, "GET", NULL, q, nq, NULL, 0, NULL, 0, url, sizeof url,
                 &lp->hdrs) != SKIPPR_OK)
         return;
     easy_setup(c, lp->easy, url, lp->hdrs, &lp->r);
     curl_easy_setopt(lp->easy, CURLOPT_PRIVATE, lp);
     curl_multi_add_handle(m, lp->easy);
-}
-
-/* List a wave of prefixes (at most list_concurrency) concurrently, each to
- * its end, on the instance's listing handles. */
-static int list_wave(s3_ctx *c, lprefix *w, size_t n)
-{
-    if (!c->lmulti) {
-        if (!(c->lmulti = curl_multi_init()))
-            return SKIPPR_NOMEM;
-        curl_multi_setopt(c->lmulti, CURLMOPT_MAXCONNECTS,
-                          (long)c->list_concurrency);
-    }
-    if (!c->leasy &&
-        !(c->leasy = calloc((size_t)c->list_concurrency, sizeof *c->leasy)))
-        return SKIPPR_NOMEM;
-    for (size_t i = 0; i < n; i++)
-        if (!c->leasy[i] && !(c->leasy[i] = curl_easy_init()))
-            return SKIPPR_NOMEM;
-    CURLM *m = c->lmulti;
-    int rc = SKIPPR_OK;
-    size_t left = n;
-    for (size_t i = 0; i < n; i++) {
-        w[i].easy = c->leasy[i];
-        lprefix_start(c, m, &w[i]);
-    }
-    while (left > 0 && rc == SKIPPR_OK) {
-        int still = 0;
-        curl_multi_perform(m, &still);
-        if (still > 0) {
-            curl_multi_poll(m, NULL, 0, 50, NULL);
-            curl_multi_perform(m, &still);
-        }
-        CURLMsg *msg;
-        int q;
-        int seen = 0;
-        while ((msg = curl_multi_info_read(m, &q)) && rc == SKIPPR_OK) {
-            if (msg->msg != CURLMSG_DONE)
-                continue;
-            seen++;
-            lprefix *lp = NULL;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
-                              (char **)&lp);
-            curl_multi_remove_handle(m, lp->easy);
-            CURLcode cc = msg->data.result;
-            curl_easy_getinfo(lp->easy, CURLINFO_RESPONSE_CODE,
-                              &lp->r.status);
-            int st = SKIPPR_OK;
-            if (cc != CURLE_OK)
-                st = transport_failure(c, cc, &lp->r);
-            st = verdict(c, st, &lp->r, "list", lp->prefix);
-            int truncated = 0;
-            if (st == SKIPPR_OK &&
-                parse_page(&lp->r.body, &lp->v, &lp->n, &lp->cap, NULL, NULL,
-                           lp->token, sizeof lp->token, &truncated))
-                st = SKIPPR_FATAL;
-            if (st == SKIPPR_RETRY && lp->attempts < c->max_attempts) {
-                backoff(lp->attempts);
-                lprefix_start(c, m, lp);
-            } else if (st != SKIPPR_OK) {
-                if (st == SKIPPR_RETRY)
-                    give_up(c, "list", lp->prefix, &lp->r);
-                rc = SKIPPR_FATAL;
-            } else if (truncated) {
-                lp->attempts = 0;
-                lprefix_start(c, m, lp);
-            } else {
-                left--;
-            }
-        }
-        if (still == 0 && seen == 0 && left > 0) {
-            LOG(c, SKIPPR_LOG_ERROR, "list s3://%s: a listing request could "
-                "not be started", c->bucket);
-            rc = SKIPPR_FATAL;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        /* Removing a handle that is not in the multi is harmless; the
-         * handle and its connection stay for the next wave. */
-        curl_multi_remove_handle(m, w[i].easy);
-        w[i].easy = NULL;
-        curl_slist_free_all(w[i].hdrs);
-        w[i].hdrs = NULL;
-        buf_free(&w[i].r.body);
-    }
-    return rc;
 }
 
 /* Report entries above `after`, in key order. Returns 1 if cb asked to
@@ -1362,10 +1308,164 @@ static int list_serial(s3_ctx *c, const char *prefix, const char *after,
     return SKIPPR_OK;
 }
 
+/* Handle the listing requests that finished: their pages go to their
+ * sub-prefix; a sub-prefix with more to read asks for its next page at
+ * once if it is `head` (the one being reported) or holds nothing, and
+ * otherwise waits. Returns SKIPPR_OK or SKIPPR_FATAL. */
+static int list_step(s3_ctx *c, CURLM *m, const lprefix *head)
+{
+    int still = 0, seen = 0;
+    curl_multi_perform(m, &still);
+    if (still > 0) {
+        curl_multi_poll(m, NULL, 0, 50, NULL);
+        curl_multi_perform(m, &still);
+    }
+    CURLMsg *msg;
+    int q;
+    while ((msg = curl_multi_info_read(m, &q))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        seen++;
+        lprefix *lp = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&lp);
+        CURLcode cc = msg->data.result;
+        curl_multi_remove_handle(m, lp->easy);
+        curl_easy_getinfo(lp->easy, CURLINFO_RESPONSE_CODE, &lp->r.status);
+        int st = SKIPPR_OK;
+        if (cc != CURLE_OK)
+            st = transport_failure(c, cc, &lp->r);
+        st = verdict(c, st, &lp->r, "list", lp->prefix);
+        int truncated = 0;
+        if (st == SKIPPR_OK &&
+            parse_page(&lp->r.body, &lp->v, &lp->n, &lp->cap, NULL, NULL,
+                       lp->token, sizeof lp->token, &truncated)) {
+            LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: unreadable XML answer",
+                c->bucket, lp->prefix);
+            st = SKIPPR_FATAL;
+        }
+        buf_free(&lp->r.body);
+        if (st == SKIPPR_RETRY && lp->attempts < c->max_attempts) {
+            backoff(lp->attempts);
+            lprefix_start(c, m, lp);
+        } else if (st != SKIPPR_OK) {
+            if (st == SKIPPR_RETRY)
+                give_up(c, "list", lp->prefix, &lp->r);
+            return SKIPPR_FATAL;
+        } else if (!truncated) {
+            lp->state = LP_DONE;
+        } else {
+            lp->attempts = 0;
+            if (lp == head || lp->n == 0)
+                lprefix_start(c, m, lp);
+            else
+                lp->state = LP_WAITING;
+        }
+    }
+    if (still == 0 && seen == 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "list s3://%s: a listing request could not "
+            "be started", c->bucket);
+        return SKIPPR_FATAL;
+    }
+    return SKIPPR_OK;
+}
+
+static int cps_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Counts of one window listing, for the debug log. */
+typedef struct lstats {
+    size_t reported, held, held_max;
+} lstats;
+
+/* Report the keys of cps[i..] and the direct objects (sorted, from *di on)
+ * in order, through a window of sub-prefixes listed concurrently. */
+static int list_window(s3_ctx *c, char **cps, size_t ncp, size_t i,
+                       lentry *direct, size_t nd, size_t *di,
+                       const char *after, skippr_unit_cb cb, void *cb_data,
+                       lstats *ls)
+{
+    size_t lc = (size_t)c->list_concurrency;
+    if (!c->lmulti) {
+        if (!(c->lmulti = curl_multi_init()))
+            return SKIPPR_NOMEM;
+        curl_multi_setopt(c->lmulti, CURLMOPT_MAXCONNECTS, (long)lc);
+    }
+    if (!c->leasy && !(c->leasy = calloc(lc, sizeof *c->leasy)))
+        return SKIPPR_NOMEM;
+    for (size_t k = 0; k < lc; k++)
+        if (!c->leasy[k] && !(c->leasy[k] = curl_easy_init()))
+            return SKIPPR_NOMEM;
+    lprefix *w = calloc(lc, sizeof *w); /* a ring: cps[k] in w[k % lc] */
+    if (!w)
+        return SKIPPR_NOMEM;
+    CURLM *m = c->lmulti;
+    size_t head = i, tail = i;
+    int rc = SKIPPR_OK, stopped = 0;
+    while (!rc && !stopped) {
+        while (tail < ncp && tail - head < lc) {
+            lprefix *lp = &w[tail % lc];
+            size_t pl = strlen(cps[tail]);
+            lp->prefix = cps[tail];
+            lp->from = after && strncmp(after, cps[tail], pl) == 0 ? after
+                                                                   : NULL;
+            lp->token[0] = '\0';
+            lp->attempts = 0;
+            lp->easy = c->leasy[tail % lc];
+            lprefix_start(c, m, lp);
+            tail++;
+        }
+        size_t held = 0;
+        for (size_t k = head; k < tail; k++)
+            held += w[k % lc].n;
+        ls->held = held;
+        if (held > ls->held_max)
+            ls->held_max = held;
+        /* Report what is ready, in order. */
+        while (head < tail && !stopped) {
+            lprefix *lp = &w[head % lc];
+            size_t dn = 0;
+            while (*di + dn < nd && strcmp(direct[*di + dn].key, lp->prefix) < 0)
+                dn++;
+            stopped = emit(direct + *di, dn, after, cb, cb_data);
+            *di += dn;
+            if (!stopped)
+                stopped = emit(lp->v, lp->n, after, cb, cb_data);
+            ls->reported += lp->n;
+            lentries_clear(lp->v, lp->n);
+            lp->n = 0;
+            if (stopped || lp->state == LP_BUSY)
+                break;
+            if (lp->state == LP_WAITING) {
+                lprefix_start(c, m, lp);
+                break;
+            }
+            head++; /* done: its slot takes the next sub-prefix */
+        }
+        if (stopped || head == ncp)
+            break;
+        if (head < tail)
+            rc = list_step(c, m, &w[head % lc]);
+    }
+    for (size_t k = 0; k < lc; k++) {
+        /* Removing a handle that is not in the multi is harmless; the
+         * handles and their connections stay for the next listing. */
+        if (w[k].easy)
+            curl_multi_remove_handle(m, w[k].easy);
+        curl_slist_free_all(w[k].hdrs);
+        buf_free(&w[k].r.body);
+        lentries_free(w[k].v, w[k].n);
+    }
+    free(w);
+    return rc ? rc : stopped ? 1 : SKIPPR_OK;
+}
+
 static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
                          void *cb_data)
 {
-    char *prefix = strdup(c->prefix ? c->prefix : "");
+    const char *top = c->prefix ? c->prefix : "";
+    char *prefix = strdup(top);
     char **cps = NULL;
     size_t ncp = 0;
     lentry *direct = NULL;
@@ -1384,72 +1484,42 @@ static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
         cps = NULL;
         ncp = 0;
     }
-    if (!rc && ncp == 0 && nd == 0) {
-        /* Nothing, or a server that ignores Delimiter: list plainly. */
-        free(prefix);
-        return list_serial(c, c->prefix ? c->prefix : "", after, cb, cb_data);
-    }
-    LOG(c, SKIPPR_LOG_DEBUG, "listing s3://%s/%s: %zu sub-prefixes, %zu "
-        "objects beside them", c->bucket, prefix, ncp, nd);
-    int stopped = 0;
-    size_t i = 0, di = 0;
-    while (!rc && !stopped && i < ncp) {
-        /* Skip sub-prefixes wholly at or below start_after. */
-        if (after && strcmp(cps[i], after) < 0 &&
-            strncmp(after, cps[i], strlen(cps[i])) != 0) {
+    int serial = rc == 1 || (!rc && ncp == 0 && nd == 0);
+    if (rc == 1)
+        LOG(c, SKIPPR_LOG_DEBUG, "listing s3://%s/%s: over %d entries in one "
+            "level; listing one page at a time", c->bucket, prefix,
+            LIST_LEVEL_MAX);
+    lstats ls = {0};
+    if (!serial && !rc) {
+        LOG(c, SKIPPR_LOG_DEBUG, "listing s3://%s/%s: %zu sub-prefixes, %zu "
+            "objects beside them", c->bucket, prefix, ncp, nd);
+        qsort(cps, ncp, sizeof *cps, cps_cmp);
+        if (nd > 1)
+            qsort(direct, nd, sizeof *direct, lentry_cmp);
+        /* Skip the sub-prefixes wholly at or below start_after. */
+        size_t i = 0, di = 0;
+        while (after && i < ncp && strcmp(cps[i], after) < 0 &&
+               strncmp(after, cps[i], strlen(cps[i])) != 0)
             i++;
-            continue;
-        }
-        size_t wn = 0;
-        lprefix *w = calloc((size_t)c->list_concurrency, sizeof *w);
-        if (!w) {
-            rc = SKIPPR_NOMEM;
-            break;
-        }
-        while (i < ncp && wn < (size_t)c->list_concurrency)
-            w[wn++].prefix = cps[i++];
-        rc = list_wave(c, w, wn);
-        /* The wave's keys plus the direct objects sorting before the next
-         * wave, reported in order. The entries move into `all`: their
-         * strings are not copied, and their old slots are left empty. */
-        const char *end = i < ncp ? cps[i] : NULL;
-        size_t dend = di, na = 0;
-        while (dend < nd && (!end || strcmp(direct[dend].key, end) < 0))
-            dend++;
-        na = dend - di;
-        for (size_t k = 0; k < wn; k++)
-            na += w[k].n;
-        lentry *all = NULL;
-        if (!rc && na && !(all = calloc(na, sizeof *all)))
-            rc = SKIPPR_NOMEM;
-        if (!rc) {
-            size_t a = 0;
-            for (; di < dend; di++) {
-                all[a++] = direct[di];
-                direct[di].key = direct[di].etag = NULL;
-            }
-            for (size_t k = 0; k < wn; k++) {
-                for (size_t e = 0; e < w[k].n; e++)
-                    all[a++] = w[k].v[e];
-                w[k].n = 0;
-            }
-            stopped = emit(all, na, after, cb, cb_data);
-            lentries_free(all, na);
-        }
-        for (size_t k = 0; k < wn; k++)
-            lentries_free(w[k].v, w[k].n);
-        free(w);
+        rc = list_window(c, cps, ncp, i, direct, nd, &di, after, cb, cb_data,
+                         &ls);
+        if (rc == SKIPPR_OK) /* objects after the last sub-prefix */
+            emit(direct + di, nd - di, after, cb, cb_data);
+        if (rc == 1)
+            rc = SKIPPR_OK; /* cb asked to stop */
+        LOG(c, SKIPPR_LOG_DEBUG, "listed s3://%s/%s: %zu keys from "
+            "sub-prefixes, at most %zu held at once", c->bucket, prefix,
+            ls.reported, ls.held_max);
     }
-    if (!rc && !stopped && di < nd) {
-        /* Objects after the last sub-prefix. */
-        qsort(direct + di, nd - di, sizeof *direct, lentry_cmp);
-        emit(direct + di, nd - di, after, cb, cb_data);
-    }
+    /* Nothing, a server that ignores Delimiter, or a level too big to
+     * hold: list plainly. */
     lentries_free(direct, nd);
     for (size_t k = 0; k < ncp; k++)
         free(cps[k]);
     free(cps);
     free(prefix);
+    if (serial)
+        return list_serial(c, top, after, cb, cb_data);
     return rc;
 }
 

@@ -126,15 +126,16 @@ class S3Server:
         for suffix in suffixes:
             os.rename(src + suffix, dst + suffix)
 
-    def sync(self, config, env=None, unset=(), timeout=600):
-        """Run `skipprd sync -p p --once -c config` against this server:
-        the inherited environment less the names in `unset`, then env(),
-        then `env`. Returns the CompletedProcess (text output)."""
+    def sync(self, config, env=None, unset=(), timeout=600, args=()):
+        """Run `skipprd sync -p p --once -c config [args]` against this
+        server: the inherited environment less the names in `unset`, then
+        env(), then `env`. Returns the CompletedProcess (text output)."""
         e = {k: v for k, v in os.environ.items() if k not in unset}
         e.update(self.env())
         e.update(env or {})
         return subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
-                               config], env=e, capture_output=True,
+                               config] + list(args), env=e,
+                              capture_output=True,
                               text=True, timeout=timeout)
 
     def records(self, bucket, prefix=""):

@@ -9,7 +9,9 @@ modes (list_concurrency 1, and wide with a Delimiter) must copy exactly the
 objects after start_after, each read once, and a second run must read
 nothing.
 """
+import concurrent.futures
 import os
+import re
 
 from s3_test import S3Server
 from skippr_test import (SOURCE_PREFIX, Workspace, check, expected_records,
@@ -31,7 +33,7 @@ def loose_objects(inp):
                 f.write(b'{"event_type":"loose","id":"%d-%d"}\n' % (i, n))
 
 
-def run(ws, s3, mode, start_after):
+def run(ws, s3, mode, start_after, batch=BATCH, args=()):
     config = os.path.join(ws.root, "skippr-%s.yml" % mode["name"])
     with open(config, "w") as f:
         f.write("""skippr:
@@ -56,13 +58,14 @@ data_sinks:
     S3:
       s3_bucket: dst
       s3_prefix: %s
-""" % (ws.state, mode["name"], BATCH, SOURCE_PREFIX, start_after,
+""" % (ws.state, mode["name"], batch, SOURCE_PREFIX, start_after,
             mode["list_concurrency"], mode["name"]))
     s3.reset_stats()
-    p = s3.sync(config, timeout=300)
+    p = s3.sync(config, timeout=300, args=args)
     check(p.returncode == 0, p.stderr[-2000:])
     stats = s3.stats()
     stats["counts"]["connections"] = stats["connections"]
+    stats["counts"]["log"] = p.stderr
     return stats["counts"]
 
 
@@ -128,6 +131,47 @@ def test_empty_listings():
         ws.cleanup()
 
 
+def test_big_sub_prefixes():
+    """Sub-prefixes of more than a page each, listed wide two at a time:
+    the sub-prefix ahead of the one being reported holds at most one page
+    (S3 and s3rver answer 1,000 keys a page), so the listing never holds
+    more than two pages of keys, though the prefix has three. Every key is
+    copied once, and the batches (list_batch 700) resume inside a
+    sub-prefix with start-after."""
+    ws = Workspace("s3big")
+    s3 = S3Server(["src", "dst"])
+    folders, per = 2, 1500
+    try:
+        body = b'{"event_type":"e","id":%d}\n'
+
+        def put(k):
+            s3.client.put_object(
+                Bucket="src", Key="%s/2024/03/%02d/obj-%05d.json" % (
+                    SOURCE_PREFIX, 1 + k // per, k), Body=body % k)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(put, range(folders * per)))
+        mode = {"name": "big", "list_concurrency": 2}
+        counts = run(ws, s3, mode, "", batch=700, args=("-vv",))
+        check(counts.get("get") == folders * per,
+              "%d objects, %s GETs" % (folders * per, counts.get("get")))
+        got = s3.records("dst", "big/")
+        check(len(got) == folders * per and set(got.values()) == {1},
+              "%d distinct records copied, want %d once each" %
+              (len(got), folders * per))
+        held = [int(m) for m in re.findall(r"at most (\d+) held at once",
+                                           counts["log"])]
+        check(held, "no listing figures in the debug log")
+        check(max(held) <= 2 * 1000,
+              "a listing held %d keys; two pages are 2000" % max(held))
+        print("  %d keys in %d sub-prefixes, %d batches: %d list requests, "
+              "at most %d keys held by a listing" % (
+                  folders * per, folders, len(held), counts.get("list", 0),
+                  max(held)))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 AWKWARD_KEYS = [
     "2021/10/03/a&b.json",
     "2021/10/03/<tag>.json",
@@ -171,4 +215,5 @@ def test_awkward_keys():
 
 
 if __name__ == "__main__":
-    main([test_listing_in_batches, test_empty_listings, test_awkward_keys])
+    main([test_listing_in_batches, test_empty_listings, test_awkward_keys,
+          test_big_sub_prefixes])

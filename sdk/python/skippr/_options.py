@@ -506,8 +506,9 @@ PLUGINS = {'File': {'sink': [('path',
                     'int',
                     '32',
                     False,
-                    "Sub-prefixes (found with Delimiter '/') listed at once; "
-                    '1 lists one page after another.')]},
+                    "Sub-prefixes (found with Delimiter '/') listed at once, "
+                    'each holding at most a page of keys ahead; 1 lists one '
+                    'page after another.')]},
  'Stdout': {'sink': [('header',
                       'bool',
                       'false',
