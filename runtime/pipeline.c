@@ -1968,6 +1968,16 @@ static int lanes_init(engine *e)
     return SKIPPR_OK;
 }
 
+/* Free the lanes of listed units; lanes_init() may make them again. */
+static void lanes_free(engine *e)
+{
+    for (size_t i = 0; i < e->nlanes; i++)
+        lane_free(&e->lanes[i]);
+    sk_free(e->lanes);
+    e->lanes = NULL;
+    e->nlanes = 0;
+}
+
 /* Between polls of the continuous mode, when every lane is idle: give
  * back what the lanes' buffers grew to (windows, pieces, framers), so that
  * memory follows the work of the last poll rather than the largest unit
@@ -1977,22 +1987,8 @@ static int lanes_shed(engine *e)
     for (size_t i = 0; i < e->nlanes; i++)
         if (e->lanes[i].t || e->lanes[i].busy)
             return SKIPPR_OK;
-    for (size_t i = 0; i < e->nlanes; i++)
-        lane_free(&e->lanes[i]);
-    sk_free(e->lanes);
-    e->lanes = NULL;
-    e->nlanes = 0;
+    lanes_free(e);
     return lanes_init(e);
-}
-
-static void lanes_free(engine *e)
-{
-    for (size_t i = 0; i < e->nlanes; i++)
-        lane_free(&e->lanes[i]);
-    sk_free(e->lanes);
-    if (e->doc_lane)
-        lane_free(e->doc_lane);
-    sk_free(e->doc_lane);
 }
 
 /* ---- listing ------------------------------------------------------------- */
@@ -2590,6 +2586,9 @@ static void engine_free(engine *e)
     if (e->pool)
         sk_pool_free(e->pool);
     lanes_free(e);
+    if (e->doc_lane)
+        lane_free(e->doc_lane);
+    sk_free(e->doc_lane);
     sk_router_free(e->router);
     sk_instance_free(e->src);
     for (int k = 0; k < e->nup; k++) {
