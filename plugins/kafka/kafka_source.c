@@ -12,6 +12,13 @@
  * owner starts after it. The engine also drops any redelivered message
  * below a unit's durable position.
  *
+ * The group's offsets are how another member (with its own WAL) learns
+ * what is durable, so a commit that fails is not left behind: each
+ * partition remembers what was acked and what the group confirmed, and
+ * what is missing is committed again on a later poll (at most once a
+ * second), synchronously on revocation and at close, and on assignment
+ * when the WAL is ahead of the group.
+ *
  * --once: the high watermarks of every partition are read at start; the
  * run ends when each assigned partition has been read up to its mark.
  *
@@ -24,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kafka.h"
 
@@ -36,6 +44,8 @@ typedef struct kpart {
     int32_t partition;
     int64_t high;     /* --once: the high watermark at start */
     int64_t next;     /* next offset to read; -1 unknown */
+    int64_t acked;    /* next offset after what is durable; -1 none */
+    int64_t in_group; /* the group's committed offset as last known */
     int assigned;
 } kpart;
 
@@ -56,6 +66,7 @@ typedef struct ksrc {
     size_t nparts;
     int ever_assigned;
     int no_group;  /* group_id "": every partition, assigned by us */
+    int64_t retry_ms; /* when pending commits were last sent again */
 } ksrc;
 
 static const skippr_option options[] = {
@@ -82,6 +93,53 @@ static kpart *find_part(ksrc *c, const char *topic, int32_t partition)
 static void unit_name(char *out, size_t cap, const char *topic, int32_t p)
 {
     snprintf(out, cap, "%s/%" PRId32, topic, p);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Offsets the group has taken: remember them, so they are not sent
+ * again. */
+static void confirmed(ksrc *c, const rd_kafka_topic_partition_list_t *l)
+{
+    for (int i = 0; l && i < l->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &l->elems[i];
+        kpart *kp = find_part(c, tp->topic, tp->partition);
+        if (kp && !tp->err && tp->offset > kp->in_group)
+            kp->in_group = tp->offset;
+    }
+}
+
+/* Commit, for every assigned partition, the acked offset the group has
+ * not confirmed: asynchronously (the commit callback confirms), or
+ * synchronously. Only assigned partitions: an offset of a partition that
+ * moved on could take its new owner's commits back. Returns the commit's
+ * error, or 0 (also when nothing was pending). */
+static rd_kafka_resp_err_t commit_pending(ksrc *c, int sync)
+{
+    if (c->no_group || !c->rk)
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    rd_kafka_topic_partition_list_t *l = NULL;
+    for (size_t i = 0; i < c->nparts; i++) {
+        kpart *kp = &c->parts[i];
+        if (!kp->assigned || kp->acked <= kp->in_group)
+            continue;
+        if (!l && !(l = rd_kafka_topic_partition_list_new(4)))
+            return RD_KAFKA_RESP_ERR__FAIL;
+        rd_kafka_topic_partition_list_add(l, kp->topic, kp->partition)
+            ->offset = kp->acked;
+    }
+    if (!l)
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, l, !sync);
+    if (sync && !e)
+        confirmed(c, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    return e;
 }
 
 /* Assignment: each partition starts at max(WAL position, committed
@@ -112,6 +170,9 @@ static void on_assign(ksrc *c, rd_kafka_topic_partition_list_t *parts)
             kp->assigned = 1;
             if (start > kp->next)
                 kp->next = start;
+            kp->in_group = committed;
+            if (wal > kp->acked)
+                kp->acked = wal; /* durable here: the group should know */
         }
         if (start > 0)
             KLOG(c->host, SKIPPR_LOG_INFO, "%s resumes at offset %" PRId64
@@ -126,7 +187,9 @@ static void on_assign(ksrc *c, rd_kafka_topic_partition_list_t *parts)
         KLOG(c->host, SKIPPR_LOG_ERROR, "assign failed: %s",
              rd_kafka_err2str(e));
         c->failed = SKIPPR_FATAL;
+        return;
     }
+    commit_pending(c, 0); /* a WAL ahead of the group, from a lost commit */
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -148,6 +211,11 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         c->in_revoke = 0;
         if (rc)
             c->failed = rc;
+        rd_kafka_resp_err_t e = commit_pending(c, 1);
+        if (e)
+            KLOG(c->host, SKIPPR_LOG_WARN, "handing partitions over without "
+                 "their latest offsets (%s): their next owners may repeat "
+                 "records from the last committed ones", rd_kafka_err2str(e));
     } else if (err != RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
         KLOG(c->host, SKIPPR_LOG_WARN, "rebalance: %s", rd_kafka_err2str(err));
     }
@@ -174,16 +242,16 @@ static void commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                       rd_kafka_topic_partition_list_t *offsets, void *opaque)
 {
     (void)rk;
-    (void)offsets;
     ksrc *c = opaque;
-    /* The WAL holds the truth; a lost commit only makes another member
-     * that takes the partition over start earlier (and the engine there
-     * drops nothing it does not have). */
+    /* A failed commit stays pending (acked > in_group) and is sent again
+     * by a later poll, the revocation or the close. */
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
-        KLOG(c->host, SKIPPR_LOG_WARN, "offset commit failed: %s",
-             rd_kafka_err2str(err));
-    else if (!err)
+        KLOG(c->host, SKIPPR_LOG_WARN, "offset commit failed (sent again "
+             "later): %s", rd_kafka_err2str(err));
+    else if (!err) {
+        confirmed(c, offsets);
         c->host->counter_add(c->host, "offset_commits", 1);
+    }
 }
 
 /* Every partition of the topics (a group-less source assigns them all),
@@ -223,7 +291,7 @@ static int read_partitions(ksrc *c)
             kpart *kp = &c->parts[c->nparts++];
             memcpy(kp->topic, name, len + 1);
             kp->partition = md->topics[t].partitions[i].id;
-            kp->next = -1;
+            kp->next = kp->acked = kp->in_group = -1;
             if (!c->once)
                 continue;
             int64_t low = 0;
@@ -310,6 +378,14 @@ static void destroy(void *ctx)
 {
     ksrc *c = ctx;
     if (c->rk) {
+        /* What is durable reaches the group before this member leaves,
+         * so the partitions' next owners start after it. */
+        rd_kafka_resp_err_t e = commit_pending(c, 1);
+        if (e)
+            KLOG(c->host, SKIPPR_LOG_WARN, "leaving the group without the "
+                 "latest offsets (%s): the partitions' next owners may "
+                 "repeat records from the last committed ones",
+                 rd_kafka_err2str(e));
         c->closing = 1;
         rd_kafka_consumer_close(c->rk);
         rd_kafka_destroy(c->rk);
@@ -423,6 +499,11 @@ static int src_poll(void *ctx, int timeout_ms)
     }
     if (c->failed)
         return c->failed;
+    int64_t now = now_ms();
+    if (now - c->retry_ms >= 1000) {
+        c->retry_ms = now;
+        commit_pending(c, 0);
+    }
     return c->once && once_done(c) ? SKIPPR_END : SKIPPR_OK;
 }
 
@@ -443,10 +524,15 @@ static int src_ack(void *ctx, const char *unit, int64_t position)
     long part = strtol(slash + 1, &end, 10);
     if (*end || errno || part < 0 || part > INT32_MAX)
         return SKIPPR_INVAL;
+    kpart *kp = find_part(c, topic, (int32_t)part);
+    if (kp && position + 1 > kp->acked)
+        kp->acked = position + 1;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, (int32_t)part)->offset =
         position + 1;
     rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, l, !c->in_revoke);
+    if (c->in_revoke && !e)
+        confirmed(c, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (e && c->in_revoke)
         KLOG(c->host, SKIPPR_LOG_WARN, "handing %s over without its offset "

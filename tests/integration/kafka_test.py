@@ -19,13 +19,21 @@ class Broker:
         args = [BROKER]
         for name, parts in topics.items():
             args += ["-t", "%s:%d" % (name, parts)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
         line = self.proc.stdout.readline().decode()
         if not line.startswith("bootstrap "):
             self.stop()
             raise Failure("kafka_broker did not start: %r" % line)
         self.bootstrap = line.split()[1]
+
+    def command(self, line):
+        """Send one command (see kafka_broker.c) and wait for its "ok"."""
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().decode().strip()
+        check(answer == "ok", "kafka_broker: %r answered %r" % (line, answer))
 
     def stop(self):
         self.proc.terminate()

@@ -364,6 +364,75 @@ def test_kafka_rebalance_hands_over_exactly_once():
         wb.cleanup()
 
 
+def test_kafka_failed_commits_are_sent_again():
+    """The group's offsets are how a member with another state folder
+    learns what is durable, so a refused offset commit must not be left
+    behind. The broker refuses every commit while member A copies:
+    - A's --once ends with a warning that it leaves without its offsets;
+      run again once the broker takes commits, it reads nothing and
+      commits what its WAL holds, so member B (own state, same group)
+      then reads nothing either;
+    - A, polling, copies new records while commits are refused; once they
+      are taken again its next polls commit, so after a kill -9 (no
+      goodbye commit) B still reads nothing.
+    Without the retries B would copy everything A did a second time."""
+    wa, wb = Workspace("kca"), Workspace("kcb")
+    broker = Broker({"events": 4})
+    try:
+        recs = make_records(6000, seed=12, days=2)
+        for ws in (wa, wb):
+            kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
+                                        "topic": "events", "group_id": "g",
+                                        "kafka.session.timeout.ms": 6000}),
+                         ("File", {"path": ws.out, "prefix": SINK_PREFIX}),
+                         pipeline_extra={"buffer_threshold_seconds": 1})
+        produce(broker.bootstrap, "events", recs[:3000])
+        broker.command("fail-commits 100000")
+        p = wa.sync("--once", timeout=120)
+        check("leaving the group without the latest offsets" in p.err,
+              "no warning for offsets the group refused:\n" + p.err[-1500:])
+        broker.command("clear-commits")
+        p = wa.sync("--once", timeout=120)
+        check(" 0 records" in p.err, "A's second run read again:\n" + p.err)
+        p = wb.sync("--once", timeout=120)
+        check(" 0 records" in p.err, "B read what A had copied:\n" + p.err)
+
+        broker.command("fail-commits 100000")
+        produce(broker.bootstrap, "events", recs[3000:])
+        a = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
+                              "gdpr_compliant_migration", "--config",
+                              wa.config], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        try:
+            end = time.time() + 90
+            while time.time() < end and sum(output_records(
+                    wa.sink_root, live=True).values()) < len(recs):
+                time.sleep(0.5)
+            time.sleep(2)  # the last records' commits are refused too
+            broker.command("clear-commits")
+            time.sleep(4)  # polls send them again, at most once a second
+        finally:
+            a.kill()
+            err = a.communicate(timeout=60)[1].decode()
+        check("offset commit failed (sent again later)" in err,
+              "the broker refused no commit:\n" + err[-1500:])
+        wa.sync("--once", timeout=120)  # what the kill left open
+        p = wb.sync("--once", timeout=120)
+        check(" 0 records" in p.err, "B read what A had copied while its "
+              "commits were refused:\n" + p.err)
+        got = output_records(wa.sink_root) + output_records(wb.sink_root)
+        lost, dup, unexpected = compare(expected(recs), got)
+        check((lost, dup, unexpected) == (0, 0, 0),
+              "%d lost, %d duplicated, %d unexpected" % (lost, dup,
+                                                         unexpected))
+        print("  %d records exactly once across two members while the "
+              "broker refused commits" % len(recs))
+    finally:
+        broker.stop()
+        wa.cleanup()
+        wb.cleanup()
+
+
 def test_kafka_key_field():
     """The sink keys messages by key_field when the record has it, else by
     the partition key."""
@@ -450,6 +519,7 @@ if __name__ == "__main__":
           test_kafka_key_field,
           test_kafka_group_commits_durable_offsets,
           test_kafka_rebalance_hands_over_exactly_once,
+          test_kafka_failed_commits_are_sent_again,
           test_kafka_to_file_exactly_once_across_kills,
           test_file_to_kafka_exactly_once_across_kills,
           test_s3_to_kafka_exactly_once_across_kills])

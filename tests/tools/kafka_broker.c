@@ -7,6 +7,12 @@
  * created with -t are created on first use (4 partitions, the mock's
  * default).
  *
+ * Commands on standard input, one a line (end of input is not a stop):
+ *   fail-commits N   answer the next N OffsetCommit requests with an error
+ *                    (INVALID_COMMIT_OFFSET_SIZE: no retry, no rejoin)
+ *   clear-commits    answer them normally again
+ * Each command is answered with "ok" on stdout.
+ *
  * The mock is a real protocol server (kcat and the plugin talk to it over
  * TCP), with limits the tests must respect: it keeps no transaction
  * markers, so a read_committed consumer also sees the messages of aborted
@@ -16,12 +22,42 @@
  */
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+#define API_OFFSET_COMMIT 8 /* Kafka protocol ApiKey */
+#define MAX_FAILS 100000
+
+/* Carry out one command line; unknown ones are reported on stderr. */
+static void command(rd_kafka_mock_cluster_t *mc, const char *line)
+{
+    long n = 0;
+    if (sscanf(line, "fail-commits %ld", &n) == 1 && n > 0 &&
+        n <= MAX_FAILS) {
+        rd_kafka_resp_err_t *errs = calloc((size_t)n, sizeof *errs);
+        if (!errs) {
+            fprintf(stderr, "kafka_broker: out of memory\n");
+            return;
+        }
+        for (long i = 0; i < n; i++)
+            errs[i] = RD_KAFKA_RESP_ERR_INVALID_COMMIT_OFFSET_SIZE;
+        rd_kafka_mock_push_request_errors_array(mc, API_OFFSET_COMMIT,
+                                                (size_t)n, errs);
+        free(errs);
+    } else if (strncmp(line, "clear-commits", 13) == 0) {
+        rd_kafka_mock_clear_request_errors(mc, API_OFFSET_COMMIT);
+    } else {
+        fprintf(stderr, "kafka_broker: unknown command: %s", line);
+        return;
+    }
+    printf("ok\n");
+    fflush(stdout);
+}
 
 static volatile sig_atomic_t stop;
 
@@ -91,8 +127,20 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1)
         stop = 1;
-    while (!stop)
-        usleep(100 * 1000);
+    int input = 1;
+    char line[256];
+    while (!stop) {
+        struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
+        if (!input || poll(&pfd, 1, 100) <= 0) {
+            if (!input)
+                usleep(100 * 1000);
+            continue;
+        }
+        if (fgets(line, sizeof line, stdin))
+            command(mc, line);
+        else
+            input = 0; /* end of input: serve on */
+    }
     rd_kafka_mock_cluster_destroy(mc);
     rd_kafka_destroy(rk);
     return 0;
