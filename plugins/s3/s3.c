@@ -1493,7 +1493,8 @@ static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
     if (!serial && !rc) {
         LOG(c, SKIPPR_LOG_DEBUG, "listing s3://%s/%s: %zu sub-prefixes, %zu "
             "objects beside them", c->bucket, prefix, ncp, nd);
-        qsort(cps, ncp, sizeof *cps, cps_cmp);
+        if (ncp > 1) /* cps is NULL when only objects were found */
+            qsort(cps, ncp, sizeof *cps, cps_cmp);
         if (nd > 1)
             qsort(direct, nd, sizeof *direct, lentry_cmp);
         /* Skip the sub-prefixes wholly at or below start_after. */
