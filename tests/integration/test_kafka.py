@@ -290,6 +290,25 @@ def test_kafka_group_commits_durable_offsets():
         ws.cleanup()
 
 
+def group_members(broker, workspaces):
+    """Configure each workspace (its own state folder) as a member of
+    consumer group g reading topic events, File sink, 1 s slices."""
+    for ws in workspaces:
+        kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
+                                    "topic": "events", "group_id": "g",
+                                    "kafka.session.timeout.ms": 6000}),
+                     ("File", {"path": ws.out, "prefix": SINK_PREFIX}),
+                     pipeline_extra={"buffer_threshold_seconds": 1})
+
+
+def start_member(ws):
+    """skipprd in continuous mode on ws's config; stderr piped."""
+    return subprocess.Popen([SKIPPRD, "sync", "--pipeline",
+                             "gdpr_compliant_migration", "--config",
+                             ws.config], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
 def test_kafka_rebalance_hands_over_exactly_once():
     """Two skipprd pipelines (own state folders) in one consumer group. The
     first copies half the records and commits their offsets once durable;
@@ -308,25 +327,14 @@ def test_kafka_rebalance_hands_over_exactly_once():
         recs = make_records(160000, seed=8, days=2)
         half = len(recs) // 2
         produce(broker.bootstrap, "events", recs[:half])
-        for ws in (wa, wb):
-            kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
-                                        "topic": "events", "group_id": "g",
-                                        "kafka.session.timeout.ms": 6000}),
-                         ("File", {"path": ws.out, "prefix": SINK_PREFIX}),
-                         pipeline_extra={"buffer_threshold_seconds": 1})
-
-        def start(ws):
-            return subprocess.Popen([SKIPPRD, "sync", "--pipeline",
-                                     "gdpr_compliant_migration", "--config",
-                                     ws.config], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
-        procs.append(start(wa))
+        group_members(broker, (wa, wb))
+        procs.append(start_member(wa))
         end = time.time() + 60
         while time.time() < end and \
                 sum(output_records(wa.sink_root, live=True).values()) < half:
             time.sleep(0.5)
         time.sleep(3)  # its offsets reach the group
-        procs.append(start(wb))
+        procs.append(start_member(wb))
         time.sleep(8)  # b joins; the partitions are split
         produce(broker.bootstrap, "events", recs[half:])
         exp = expected(recs)
@@ -380,12 +388,7 @@ def test_kafka_failed_commits_are_sent_again():
     broker = Broker({"events": 4})
     try:
         recs = make_records(6000, seed=12, days=2)
-        for ws in (wa, wb):
-            kafka_config(ws, ("Kafka", {"brokers": broker.bootstrap,
-                                        "topic": "events", "group_id": "g",
-                                        "kafka.session.timeout.ms": 6000}),
-                         ("File", {"path": ws.out, "prefix": SINK_PREFIX}),
-                         pipeline_extra={"buffer_threshold_seconds": 1})
+        group_members(broker, (wa, wb))
         produce(broker.bootstrap, "events", recs[:3000])
         broker.command("fail-commits 100000")
         p = wa.sync("--once", timeout=120)
@@ -399,10 +402,7 @@ def test_kafka_failed_commits_are_sent_again():
 
         broker.command("fail-commits 100000")
         produce(broker.bootstrap, "events", recs[3000:])
-        a = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
-                              "gdpr_compliant_migration", "--config",
-                              wa.config], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+        a = start_member(wa)
         try:
             end = time.time() + 90
             while time.time() < end and sum(output_records(
