@@ -2,9 +2,10 @@
 """Soak: skipprd in continuous mode, S3 to S3 against the test server,
 for MINUTES (10) with new objects arriving all along and faults on (2% of
 requests answer 500 or lose their connection). skipprd's RSS is printed
-every minute; at the end the input stops, skipprd is given 45 s to seal
-what it holds and is stopped with SIGTERM, a last `sync --once` drains
-the rest, and the output must hold every record exactly once.
+every minute, with the lowest and highest anonymous RSS of the minute
+(sampled every second); at the end the input stops, skipprd is given 45 s
+to seal what it holds and is stopped with SIGTERM, a last `sync --once`
+drains the rest, and the output must hold every record exactly once.
 
     scripts/setup.sh build && SKIPPRD=build/runtime/skipprd \\
         python3 tests/tools/soak.py [--minutes N] [--seed N]
@@ -122,21 +123,29 @@ def main():
         t = threading.Thread(target=producer)
         t.start()
         start = time.time()
-        rss, anons = [], []
+        rss, anons, floors = [], [], []
         for minute in range(1, int(a.minutes) + 1):
+            # Anonymous RSS every second: its lowest value in the minute
+            # is what skipprd keeps between bursts of work (a leak raises
+            # it); the highest includes a backlog of work in flight.
+            seen = []
             while time.time() < start + 60 * minute:
                 if p.poll() is not None:
                     raise SystemExit("skipprd exited (%d) during the soak; "
                                      "see %s" % (p.returncode, log.name))
+                seen.append(rss_mib(p.pid)[1])
                 time.sleep(1)
             r, anon, filed = rss_mib(p.pid)
+            seen.append(anon)
             rss.append(r)
             anons.append(anon)
+            floors.append(min(seen))
             with lock:
-                print("minute %2d: RSS %6.1f MiB (anonymous %.1f, files "
-                      "%.1f); %d objects, %d records added so far" % (
-                          minute, r, anon, filed, added[0], added[1]),
-                      flush=True)
+                print("minute %2d: RSS %6.1f MiB (anonymous %.1f, lowest "
+                      "%.1f and highest %.1f in the minute; files %.1f); %d "
+                      "objects, %d records added so far" % (
+                          minute, r, anon, min(seen), max(seen), filed,
+                          added[0], added[1]), flush=True)
         stop.set()
         t.join()
         # Catch up: open slices seal within buffer_threshold_seconds (30);
@@ -184,10 +193,14 @@ def main():
                             sorted(short.items())[:20]))
         print("soak: %.1f min, %d objects, %d records; RSS first %.1f, "
               "min %.1f, max %.1f, last %.1f MiB (anonymous first %.1f, "
-              "last %.1f); faults injected %s; skipprd exit %d after "
-              "SIGTERM; lost %d, duplicated %d, unexpected %d" % (
+              "last %.1f; lowest in a minute, from minute 2, %.1f to "
+              "%.1f); faults "
+              "injected %s; skipprd exit %d after SIGTERM; lost %d, "
+              "duplicated %d, unexpected %d" % (
                   a.minutes, added[0], want, rss[0], min(rss), max(rss),
-                  rss[-1], anons[0], anons[-1], json.dumps(injected),
+                  rss[-1], anons[0], anons[-1], min(floors[1:] or floors),
+                  max(floors[1:] or floors),
+                  json.dumps(injected),
                   p.returncode, lost, dup, unexpected))
         if (lost, dup, unexpected) != (0, 0, 0) or p.returncode != 0:
             raise SystemExit("soak: FAILED")
