@@ -1263,13 +1263,17 @@ static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
     curl_multi_add_handle(m, lp->easy);
 }
 
-/* Report entries above `after`, in key order. Returns 1 if cb asked to
- * stop. */
-static int emit(lentry *v, size_t n, const char *after, skippr_unit_cb cb,
-                void *cb_data)
+static void sort_entries(lentry *v, size_t n)
 {
     if (n > 1) /* v is NULL when a listing found nothing */
         qsort(v, n, sizeof *v, lentry_cmp);
+}
+
+/* Report the entries (in key order, see sort_entries()) above `after`.
+ * Returns 1 if cb asked to stop. */
+static int emit(const lentry *v, size_t n, const char *after,
+                skippr_unit_cb cb, void *cb_data)
+{
     for (size_t i = 0; i < n; i++) {
         if (after && strcmp(v[i].key, after) <= 0)
             continue;
@@ -1299,8 +1303,10 @@ static int list_serial(s3_ctx *c, const char *prefix, const char *after,
         size_t n = 0, cap = 0;
         int rc = list_page(c, q, nq, prefix, &v, &n, &cap, NULL, NULL, token,
                            sizeof token, &truncated);
-        if (!rc)
+        if (!rc) {
+            sort_entries(v, n);
             stop = emit(v, n, after, cb, cb_data);
+        }
         lentries_free(v, n);
         if (rc)
             return rc;
@@ -1376,7 +1382,7 @@ static int cps_cmp(const void *a, const void *b)
 
 /* Counts of one window listing, for the debug log. */
 typedef struct lstats {
-    size_t reported, held, held_max;
+    size_t reported, held_max;
 } lstats;
 
 /* Report the keys of cps[i..] and the direct objects (sorted, from *di on)
@@ -1419,7 +1425,6 @@ static int list_window(s3_ctx *c, char **cps, size_t ncp, size_t i,
         size_t held = 0;
         for (size_t k = head; k < tail; k++)
             held += w[k % lc].n;
-        ls->held = held;
         if (held > ls->held_max)
             ls->held_max = held;
         /* Report what is ready, in order. */
@@ -1430,8 +1435,10 @@ static int list_window(s3_ctx *c, char **cps, size_t ncp, size_t i,
                 dn++;
             stopped = emit(direct + *di, dn, after, cb, cb_data);
             *di += dn;
-            if (!stopped)
+            if (!stopped) {
+                sort_entries(lp->v, lp->n);
                 stopped = emit(lp->v, lp->n, after, cb, cb_data);
+            }
             ls->reported += lp->n;
             lentries_clear(lp->v, lp->n);
             lp->n = 0;
@@ -1489,16 +1496,15 @@ static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
         LOG(c, SKIPPR_LOG_DEBUG, "listing s3://%s/%s: over %d entries in one "
             "level; listing one page at a time", c->bucket, prefix,
             LIST_LEVEL_MAX);
-    lstats ls = {0};
     if (!serial && !rc) {
         LOG(c, SKIPPR_LOG_DEBUG, "listing s3://%s/%s: %zu sub-prefixes, %zu "
             "objects beside them", c->bucket, prefix, ncp, nd);
         if (ncp > 1) /* cps is NULL when only objects were found */
             qsort(cps, ncp, sizeof *cps, cps_cmp);
-        if (nd > 1)
-            qsort(direct, nd, sizeof *direct, lentry_cmp);
+        sort_entries(direct, nd);
         /* Skip the sub-prefixes wholly at or below start_after. */
         size_t i = 0, di = 0;
+        lstats ls = {0};
         while (after && i < ncp && strcmp(cps[i], after) < 0 &&
                strncmp(after, cps[i], strlen(cps[i])) != 0)
             i++;
