@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fault.h"
 
@@ -280,6 +282,24 @@ void sk_release_free_memory(void)
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
+}
+
+void sk_memory_stats(sk_memstats *out)
+{
+    memset(out, 0, sizeof *out);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    struct mallinfo2 mi = mallinfo2();
+    out->heap_used = (uint64_t)mi.uordblks + mi.hblkhd;
+    out->heap_held = (uint64_t)mi.arena + mi.hblkhd;
+#endif
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return;
+    unsigned long long size = 0, resident = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    if (fscanf(f, "%llu %llu", &size, &resident) == 2 && page > 0)
+        out->rss = (uint64_t)resident * (uint64_t)page;
+    fclose(f);
 }
 
 uint64_t sk_now_ns(void)

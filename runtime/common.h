@@ -132,4 +132,12 @@ uint64_t sk_now_ns(void);
  * pages stay resident, so RSS creeps although live memory is flat. */
 void sk_release_free_memory(void);
 
+/* Memory as malloc and the kernel see it, in bytes; 0 where unknown. */
+typedef struct sk_memstats {
+    uint64_t heap_used; /* handed out by malloc and not freed */
+    uint64_t heap_held; /* what malloc holds from the system */
+    uint64_t rss;       /* resident set of the process */
+} sk_memstats;
+void sk_memory_stats(sk_memstats *out);
+
 #endif

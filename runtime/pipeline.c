@@ -34,6 +34,7 @@
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
 #define LANES_PER_THREAD 3        /* units in flight per worker */
 #define MAX_LANES 64
+#define REPORT_NS 60000000000ULL /* the minute report's period */
 #define LEDGER_HELD 4096          /* finished units held in memory */
 #define DOC_MAX_BYTES (1u << 30)  /* a streaming document (skippr_message) */
 #define INFLATE_FREE (64u << 20)  /* decompressed bytes never held to the
@@ -141,6 +142,8 @@ struct engine {
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
     uint64_t last_seal_check_ns;
+    /* the minute report: when it was last made, the counters then */
+    uint64_t report_ns, report_units, report_records, report_objects;
     uint64_t seal_checks; /* streaming: free memory is released every 10th */
     /* formats */
     const char *const *paths; /* the router's peek paths */
@@ -1084,11 +1087,34 @@ out:
     return rc;
 }
 
+/* Once a minute, at info level: what the last minute copied, and memory
+ * as malloc and the kernel see it. A long run's log so shows its pace, and
+ * whether live memory stays level (heap in use) apart from what the
+ * process keeps resident. */
+static void minute_report(engine *e, uint64_t now)
+{
+    if (now - e->report_ns < REPORT_NS)
+        return;
+    e->report_ns = now;
+    sk_memstats m;
+    sk_memory_stats(&m);
+    sk_info("last minute: %" PRIu64 " units, %" PRIu64 " records, %" PRIu64
+            " objects written; memory: heap in use %.1f MiB, malloc holds "
+            "%.1f MiB, resident %.1f MiB",
+            e->units_done - e->report_units, e->records - e->report_records,
+            e->objects - e->report_objects, (double)m.heap_used / 1048576.0,
+            (double)m.heap_held / 1048576.0, (double)m.rss / 1048576.0);
+    e->report_units = e->units_done;
+    e->report_records = e->records;
+    e->report_objects = e->objects;
+}
+
 static void progress(engine *e, int force)
 {
+    uint64_t now = sk_now_ns();
+    minute_report(e, now);
     if (!e->opts->progress)
         return;
-    uint64_t now = sk_now_ns();
     if (!force && now - e->last_progress_ns < 250000000ULL)
         return;
     e->last_progress_ns = now;
@@ -2608,7 +2634,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     memset(&e, 0, sizeof e);
     e.cfg = cfg;
     e.opts = opts;
-    e.start_ns = e.last_commit_ns = sk_now_ns();
+    e.start_ns = e.last_commit_ns = e.report_ns = sk_now_ns();
     e.nthreads = cfg->threads > 64 ? 64 : cfg->threads;
     int rc;
     const char *rerr = NULL;
