@@ -284,6 +284,14 @@ void sk_release_free_memory(void)
 #endif
 }
 
+void sk_malloc_tune(void)
+{
+#ifdef __GLIBC__
+    /* Setting it also stops glibc's dynamic adjustment of it. */
+    mallopt(M_MMAP_THRESHOLD, (int)SK_MMAP_MIN);
+#endif
+}
+
 void sk_memory_stats(sk_memstats *out)
 {
     memset(out, 0, sizeof *out);

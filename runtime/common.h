@@ -132,6 +132,15 @@ uint64_t sk_now_ns(void);
  * pages stay resident, so RSS creeps although live memory is flat. */
 void sk_release_free_memory(void);
 
+/* Have malloc serve every block of SK_MMAP_MIN bytes or more from its own
+ * mapping, given back to the system when freed (glibc; nothing elsewhere).
+ * glibc otherwise raises that threshold each time such a block is freed,
+ * after which windows, blocks and upload bodies are carved from the heap,
+ * and a long run's heap grows in holes around smaller live data. Call once
+ * at start, before any thread. */
+#define SK_MMAP_MIN (128u << 10)
+void sk_malloc_tune(void);
+
 /* Memory as malloc and the kernel see it, in bytes; 0 where unknown. */
 typedef struct sk_memstats {
     uint64_t heap_used; /* handed out by malloc and not freed */

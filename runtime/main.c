@@ -251,6 +251,7 @@ static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline)
 
 int main(int argc, char **argv)
 {
+    sk_malloc_tune();
     enum { OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON };
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},

@@ -1,6 +1,8 @@
-/* Memory figures (runtime/common.c): resident pages, and the heap counting
- * live blocks. The heap checks need glibc's malloc: a sanitizer build
- * replaces it. */
+/* Memory figures and malloc's tuning (runtime/common.c): the heap counts
+ * live blocks, and once tuned, a large block freed goes back to the system
+ * even after larger ones came and went (glibc would otherwise have raised
+ * its mmap threshold and served the block from the heap). The allocator
+ * checks need glibc's malloc: a sanitizer build replaces it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,11 +64,33 @@ static void test_heap_counts_live_blocks(void **state)
     assert_true(c.heap_used <= a.heap_used + 64 * 1024);
 }
 
+static void test_tuned_malloc_returns_large_blocks(void **state)
+{
+    (void)state;
+    if (!OWN_MALLOC)
+        skip();
+    sk_malloc_tune();
+    /* Untuned, freeing this raises glibc's threshold above 4 MiB. */
+    free(touched(8 * MIB));
+    char *keep = touched(100); /* a live block above what follows */
+    sk_memstats a, b, c;
+    sk_memory_stats(&a);
+    char *p = touched(4 * MIB);
+    sk_memory_stats(&b);
+    assert_true(b.heap_held >= a.heap_held + 4 * MIB);
+    free(p);
+    sk_memory_stats(&c);
+    assert_true(c.heap_held < a.heap_held + MIB);
+    assert_true(c.rss < b.rss - 3 * MIB);
+    free(keep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resident_counts_touched_pages),
         cmocka_unit_test(test_heap_counts_live_blocks),
+        cmocka_unit_test(test_tuned_malloc_returns_large_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
