@@ -6,6 +6,9 @@ every minute, with the lowest and highest anonymous RSS of the minute
 (sampled every second); at the end the input stops, skipprd is given 45 s
 to seal what it holds and is stopped with SIGTERM, a last `sync --once`
 drains the rest, and the output must hold every record exactly once.
+skipprd's own minute report (heap in use, as malloc counts it) is printed
+next to the RSS: a leak raises the heap; RSS also moves with the pages of
+live buffers that happen to be touched.
 
     scripts/setup.sh build && SKIPPRD=build/runtime/skipprd \\
         python3 tests/tools/soak.py [--minutes N] [--seed N]
@@ -18,6 +21,7 @@ import collections
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +51,17 @@ def rss_mib(pid):
         pass
     return tuple(got.get(k, float("nan"))
                  for k in ("VmRSS", "RssAnon", "RssFile"))
+
+
+HEAP = re.compile(rb"last minute: .* heap in use ([0-9.]+) MiB, malloc "
+                  rb"holds ([0-9.]+) MiB")
+
+
+def heap_reports(path):
+    """[(heap in use, malloc holds)] MiB from skipprd's minute reports."""
+    with open(path, "rb") as f:
+        return [(float(m.group(1)), float(m.group(2)))
+                for m in HEAP.finditer(f.read())]
 
 
 def main():
@@ -140,11 +155,14 @@ def main():
             rss.append(r)
             anons.append(anon)
             floors.append(min(seen))
+            heap = heap_reports(log.name)
             with lock:
                 print("minute %2d: RSS %6.1f MiB (anonymous %.1f, lowest "
-                      "%.1f and highest %.1f in the minute; files %.1f); %d "
-                      "objects, %d records added so far" % (
+                      "%.1f and highest %.1f in the minute; files %.1f); "
+                      "heap in use %s; %d objects, %d records added so far" % (
                           minute, r, anon, min(seen), max(seen), filed,
+                          "%.1f MiB (malloc holds %.1f)" % heap[-1]
+                          if heap else "not reported yet",
                           added[0], added[1]), flush=True)
         stop.set()
         t.join()
@@ -156,6 +174,7 @@ def main():
         p.send_signal(signal.SIGTERM)
         p.wait(120)
         want = sum(expected.values())
+        heap = [h for h, _ in heap_reports(log.name)]
         last = subprocess.run([SKIPPRD, "sync", "--pipeline",
                                "gdpr_compliant_migration", "--config",
                                ws.config, "--once"], env=env,
@@ -194,12 +213,14 @@ def main():
         print("soak: %.1f min, %d objects, %d records; RSS first %.1f, "
               "min %.1f, max %.1f, last %.1f MiB (anonymous first %.1f, "
               "last %.1f; lowest in a minute, from minute 2, %.1f to "
-              "%.1f); faults "
+              "%.1f); heap in use, from minute 2, %s; faults "
               "injected %s; skipprd exit %d after SIGTERM; lost %d, "
               "duplicated %d, unexpected %d" % (
                   a.minutes, added[0], want, rss[0], min(rss), max(rss),
                   rss[-1], anons[0], anons[-1], min(floors[1:] or floors),
                   max(floors[1:] or floors),
+                  "%.1f to %.1f MiB" % (min(heap[1:]), max(heap[1:]))
+                  if len(heap) > 1 else "not reported",
                   json.dumps(injected),
                   p.returncode, lost, dup, unexpected))
         if (lost, dup, unexpected) != (0, 0, 0) or p.returncode != 0:
