@@ -219,7 +219,9 @@ def main():
                   a.minutes, added[0], want, rss[0], min(rss), max(rss),
                   rss[-1], anons[0], anons[-1], min(floors[1:] or floors),
                   max(floors[1:] or floors),
-                  "%.1f to %.1f MiB" % (min(heap[1:]), max(heap[1:]))
+                  "%.1f to %.1f MiB, median %.1f" % (
+                      min(heap[1:]), max(heap[1:]),
+                      sorted(heap[1:])[len(heap[1:]) // 2])
                   if len(heap) > 1 else "not reported",
                   json.dumps(injected),
                   p.returncode, lost, dup, unexpected))
