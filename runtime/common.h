@@ -136,9 +136,12 @@ void sk_release_free_memory(void);
  * mapping, given back to the system when freed (glibc; nothing elsewhere).
  * glibc otherwise raises that threshold each time such a block is freed,
  * after which windows, blocks and upload bodies are carved from the heap,
- * and a long run's heap grows in holes around smaller live data. Call once
- * at start, before any thread. */
-#define SK_MMAP_MIN (128u << 10)
+ * and a long run's heap grows in holes around smaller live data. 64 KiB
+ * puts each open slice's block buffer (state.c, 64 KiB) in a mapping of
+ * its own too: in the heap, a freed block's pages stayed resident for the
+ * next occupant, and RSS crept up to the heap's size. Call once at start,
+ * before any thread. */
+#define SK_MMAP_MIN (64u << 10)
 void sk_malloc_tune(void);
 
 /* Memory as malloc and the kernel see it, in bytes; 0 where unknown. */
