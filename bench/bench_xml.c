@@ -45,9 +45,11 @@ static void gen(sk_buf *b, size_t mb, size_t *n)
         int truck = strcmp(t, "truck_ping") == 0;
         char typ[64], child[64];
         int as_attr = rnd() % 2;
-        snprintf(typ, sizeof typ, as_attr ? " type=\"%s\"" : "", t);
-        snprintf(child, sizeof child,
-                 as_attr ? "" : "<event_type>%s</event_type>", t);
+        typ[0] = child[0] = '\0';
+        if (as_attr)
+            snprintf(typ, sizeof typ, " type=\"%s\"", t);
+        else
+            snprintf(child, sizeof child, "<event_type>%s</event_type>", t);
         sk_buf_printf(b, "  <event id=\"%llu\"%s>%s<timestamp>%s</timestamp>"
                       "<%s><tenant_id>%s</tenant_id><user>u%05d</user></%s>"
                       "<amount>%d.%02d</amount></event>\n",

@@ -3,7 +3,9 @@
 #   1. the normal build: unit and integration tests;
 #   2. an ASan+UBSan build: the whole suite again;
 #   3. a TSan build: the scheduler tests (deque and pool);
-#   4. the libFuzzer targets (clang, ASan + UBSan), 30 seconds each.
+#   4. the libFuzzer targets (clang, ASan + UBSan), 30 seconds each;
+#   5. every build type (Release, RelWithDebInfo, Debug, MinSizeRel) with
+#      gcc and clang, warnings as errors (scripts/build-types.sh).
 # Prints ctest's summary for each and exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,3 +37,6 @@ TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
 
 echo "== fuzz targets (libFuzzer, ASan + UBSan), bounded"
 scripts/fuzz.sh 30
+
+echo "== every build type, gcc and clang, warnings as errors"
+scripts/build-types.sh build-types

@@ -100,10 +100,13 @@ static int64_t now_ms(void)
 static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status,
                               const char *text, int retry_after)
 {
+    /* A long message is cut to the buffer; the reply stays a line. */
     char body[320];
-    snprintf(body, sizeof body, "%s\n", text);
+    int n = snprintf(body, sizeof body, "%s\n", text);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof body ? (size_t)n
+                                                     : sizeof body - 1;
     struct MHD_Response *r = MHD_create_response_from_buffer(
-        strlen(body), body, MHD_RESPMEM_MUST_COPY);
+        len, body, MHD_RESPMEM_MUST_COPY);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "text/plain");

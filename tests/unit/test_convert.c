@@ -39,8 +39,8 @@ static void test_json_to_csv(void **state)
 {
     (void)state;
     const char *recs[] = {
-        "{\"a\":\"x,y\",\"n\":1.50e3,\"t\":true,\"z\":null,"
-        "\"o\":{ \"k\" : [1, 2, \"s p\"] }}",
+        ("{\"a\":\"x,y\",\"n\":1.50e3,\"t\":true,\"z\":null,"
+         "\"o\":{ \"k\" : [1, 2, \"s p\"] }}"),
         "  {\"b\":\"q\\\"uote\\nline\",\"a\":\"caf\\u00e9\",\"a\":\"dup\"} ",
         "{}",
     };

@@ -154,6 +154,7 @@ static void test_peek(void **state)
                       "\"x\":{\"y\":[{\"z\":1}]}}";
     span s[2];
     sk_json_record r;
+    memset(&r, 0, sizeof r);
     assert_int_equal(frame_all(buf, strlen(buf), s, 2, spec, &r), 1);
     assert_int_equal(r.values[0].type, SK_JSON_NUMBER);
     assert_memory_equal(buf + r.values[0].off, "12.5e1", 6);

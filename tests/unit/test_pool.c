@@ -134,6 +134,7 @@ static void slow_fn(sk_task *t)
     volatile int x = 0;
     for (int i = 0; i < s->spin; i++)
         x += i;
+    (void)x;
     atomic_fetch_add(&s->runs, 1);
 }
 
