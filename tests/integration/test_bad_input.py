@@ -20,11 +20,10 @@ import random
 import shutil
 import subprocess
 
-from skippr_test import (SKIPPRD, SOURCE_DIR, Workspace, assert_exact, check,
-                         dead_letters, frame, main, output_records)
+from skippr_test import (SKIPPRD, Workspace, assert_exact, check,
+                         dead_letters, frame, main, output_records,
+                         shared_path)
 
-TESTDATA = os.environ.get("SKIPPR_TESTDATA",
-                          os.path.join(SOURCE_DIR, "..", "shared", "testdata"))
 FOLDER = "ill-just-dump-this-here/2021/10/03"
 
 
@@ -166,8 +165,8 @@ def test_empty_and_whitespace_objects():
 
 
 def test_json_test_suite_in_equals_out_plus_dead():
-    suite = os.path.join(TESTDATA, "JSONTestSuite", "test_parsing")
-    check(os.path.isdir(suite), "JSONTestSuite not found at %s" % suite)
+    suite = shared_path("testdata", "JSONTestSuite", "test_parsing",
+                        env="SKIPPR_TESTDATA")
     names = sorted(os.listdir(suite))
     stats = {"y": [0, 0], "n": [0, 0], "i": [0, 0]}
     accepted_n = []

@@ -11,94 +11,35 @@ import textwrap
 
 import yaml
 
-from skippr_test import SKIPPRD, Workspace, assert_exact, check, main
+from skippr_test import (SKIPPRD, Workspace, assert_exact, check, main,
+                         shared_path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SDK = os.path.normpath(os.path.join(HERE, "..", "..", "sdk", "python"))
 
-# The seed's snippet, from the import block to cfg.save, held literally.
-# No copy of the seed is in ../shared: this text is rebuilt from the names
-# issue 8 lists and from the seed's YAML below; if the real seed differs,
-# paste it here and the test says whether the SDK still fits.
-SEED_PY = '''\
-from skippr import (
-    Config,
-    LocalStorage,
-    DataSourceS3,
-    DataSinkS3,
-    Pipeline,
-    PipelineType,
-    Transform,
-    BatchTimeUnit,
-)
+# A config in the builder style with what a YAML reader could misread,
+# for the writer checks: in the venv (no PyYAML) and with PyYAML it must
+# give the same data.
+BUILDER_PY = textwrap.dedent('''\
+    from skippr import *
+    cfg = Config().workspace("w").storage(LocalStorage(state_dir="${HOME}/s"))
+    a = cfg.data_source("a", DataSourceFile(path="/in", prefix="0123"))
+    b = cfg.data_sink("b", DataSinkHTTP(url="http://x/y?a=1#f",
+                                        header={"X-K": "yes"}))
+    cfg.pipeline("p", Pipeline(data_source=a, data_sink=b,
+                               buffer_threshold_seconds=60,
+                               transform=Transform(batch_time_fields="t",
+                                   batch_time_unit=BatchTimeUnit.HOUR)))
+    cfg.save("builder.yml")
+    ''')
 
-cfg = Config(workspace="gdpr-migration", storage=LocalStorage())
 
-source = DataSourceS3(
-    name="firehose_dump",
-    s3_bucket="my-source-bucket",
-    s3_prefix="ill-just-dump-this-here",
-)
-
-sink = DataSinkS3(
-    name="tenant_partitioned",
-    s3_bucket="your-output-bucket",
-    s3_prefix="copy/phew-thats-a-month-and-a-gdpr-fine-saved",
-    format="jsonl",
-)
-
-cfg.add_pipeline(
-    Pipeline(
-        name="gdpr_compliant_migration",
-        type=PipelineType.COPY,
-        source=source,
-        sink=sink,
-        buffer_threshold_seconds=86400,
-        transform=Transform(
-            namespace_fields=["event_type"],
-            batch_partition_fields=["detail.tenant_id", "truck.tenant_id"],
-            batch_time_fields=["timestamp"],
-            batch_time_unit=BatchTimeUnit.DAY,
-            time_partition_prefix="p_",
-        ),
-    )
-)
-
-cfg.save("skippr.yml")
-'''
-
-# The seed's YAML, verbatim (as in test_s3_seed.py).
-SEED_YAML = '''\
-skippr:
-  workspace: gdpr-migration
-  skipprd_el_storage_mode: local
-
-pipelines:
-  gdpr_compliant_migration:
-    type: copy
-    data_source: data_sources.firehose_dump
-    data_sink: data_sinks.tenant_partitioned
-    buffer_threshold_seconds: 86400
-    transform:
-      namespace_fields: event_type
-      batch_partition_fields: detail.tenant_id,truck.tenant_id
-      batch_time_fields: timestamp
-      batch_time_unit: day
-      time_partition_prefix: p_
-
-data_sources:
-  firehose_dump:
-    S3:
-      s3_bucket: my-source-bucket
-      s3_prefix: ill-just-dump-this-here
-
-data_sinks:
-  tenant_partitioned:
-    S3:
-      s3_bucket: your-output-bucket
-      s3_prefix: copy/phew-thats-a-month-and-a-gdpr-fine-saved
-      format: jsonl
-'''
+def seed():
+    """The seed's snippet (text) and its YAML (data), from ../shared/seed."""
+    with open(shared_path("seed", "snippet.py")) as f:
+        py = f.read()
+    with open(shared_path("seed", "skippr.yml")) as f:
+        return py, yaml.safe_load(f)
 
 
 def run_py(code, cwd, python=sys.executable, path=SDK, env=None):
@@ -114,11 +55,12 @@ def run_py(code, cwd, python=sys.executable, path=SDK, env=None):
 def test_seed_snippet_writes_the_seed_yaml():
     ws = Workspace("pysdk-seed")
     try:
-        p = run_py(SEED_PY, ws.root)
+        seed_py, seed_yaml = seed()
+        p = run_py(seed_py, ws.root)
         check(p.returncode == 0, "the seed snippet failed:\n" + p.stderr)
         with open(os.path.join(ws.root, "skippr.yml")) as f:
             written = f.read()
-        check(yaml.safe_load(written) == yaml.safe_load(SEED_YAML),
+        check(yaml.safe_load(written) == seed_yaml,
               "the YAML differs from the seed's:\n" + written)
         # skipprd accepts it (S3 options are checked, nothing is fetched).
         v = subprocess.run([SKIPPRD, "validate", "--config", "skippr.yml"],
@@ -128,6 +70,61 @@ def test_seed_snippet_writes_the_seed_yaml():
                                                 AWS_SECRET_ACCESS_KEY="s",
                                                 AWS_REGION="us-east-1"))
         check(v.returncode == 0, "skipprd validate refused it:\n" + v.stderr)
+    finally:
+        ws.cleanup()
+
+
+def test_builder_and_keyword_styles_agree():
+    """The article's builder and the keyword style write the same data;
+    the builder's mistakes are named."""
+    ws = Workspace("pysdk-builder")
+    try:
+        p = run_py(textwrap.dedent('''\
+            import yaml
+            from skippr import *
+            b = Config().workspace("w")
+            s = b.data_source("in", DataSourceFile(path="/i"))
+            k = b.data_sink("out", DataSinkStdout())
+            b.pipeline("p", Pipeline(data_source=s, data_sink=k,
+                                     buffer_threshold_seconds=5))
+            b.pipeline("q", Pipeline(data_source="data_sources.in",
+                                     data_sink="data_sinks.out"))
+            c = Config(workspace="w")
+            c.add_pipeline(Pipeline(name="p",
+                                    source=DataSourceFile(name="in",
+                                                          path="/i"),
+                                    sink=DataSinkStdout(name="out"),
+                                    buffer_threshold_seconds=5))
+            c.add_pipeline(Pipeline(name="q", source="data_sources.in",
+                                    sink="data_sinks.out"))
+            print(b.to_dict() == c.to_dict())
+            print(yaml.safe_dump(b.to_dict()))
+            '''), ws.root)
+        check(p.returncode == 0 and p.stdout.startswith("True"),
+              p.stdout + p.stderr)
+        cases = [
+            ('c = Config(); c.pipeline("p", Pipeline(data_source='
+             'DataSourceFile(path="/i"), data_sink=DataSinkStdout())); '
+             'c.to_dict()', "a File source has no name: register it with "
+             "cfg.data_source(NAME, ...)"),
+            ('c = Config(); c.pipeline("p", Pipeline(data_source='
+             '"data_sources.x", data_sink=c.data_sink("o", '
+             'DataSinkStdout()))); c.to_dict()',
+             "pipeline 'p': no source named 'x'"),
+            ('Pipeline(data_sink=DataSinkStdout())',
+             "a pipeline needs a data_source"),
+            ('c = Config(); c.data_source("a", DataSourceFile(path="/i")); '
+             'c.data_source("a", DataSourceFile(path="/j"))',
+             "a source named 'a' is already defined"),
+            ('Config().storage("s3")', "only LocalStorage is supported"),
+            ('Config().workspace(7)', "workspace must be a non-empty string"),
+            ('Config().add_pipeline(Pipeline(data_source="data_sources.a", '
+             'data_sink="data_sinks.b"))', "the pipeline has no name"),
+        ]
+        for code, want in cases:
+            p = run_py("from skippr import *\n" + code, ws.root)
+            check(p.returncode != 0 and want in p.stderr,
+                  "%s: expected %r in:\n%s" % (code, want, p.stderr))
     finally:
         ws.cleanup()
 
@@ -204,12 +201,16 @@ def test_pip_install_offline_into_a_venv():
         # data.
         p = run_py("import yaml", ws.root, python=py, path=None)
         check(p.returncode != 0, "the venv unexpectedly has PyYAML")
-        p = run_py(SEED_PY, ws.root, python=py, path=None)
-        check(p.returncode == 0, "the seed snippet failed in the venv:\n" +
-              p.stderr)
-        with open(os.path.join(ws.root, "skippr.yml")) as f:
+        p = run_py(BUILDER_PY, ws.root)
+        check(p.returncode == 0, "the builder config failed:\n" + p.stderr)
+        with open(os.path.join(ws.root, "builder.yml")) as f:
+            with_pyyaml = yaml.safe_load(f)
+        p = run_py(BUILDER_PY, ws.root, python=py, path=None)
+        check(p.returncode == 0, "the builder config failed in the venv:\n"
+              + p.stderr)
+        with open(os.path.join(ws.root, "builder.yml")) as f:
             written = f.read()
-        check(yaml.safe_load(written) == yaml.safe_load(SEED_YAML),
+        check(yaml.safe_load(written) == with_pyyaml,
               "built-in writer's YAML differs:\n" + written)
         # Text a YAML reader could misread is quoted by the built-in writer.
         p = run_py(textwrap.dedent('''\
@@ -265,6 +266,7 @@ def test_config_run_copies_with_skipprd():
 
 if __name__ == "__main__":
     main([test_seed_snippet_writes_the_seed_yaml,
+          test_builder_and_keyword_styles_agree,
           test_bad_options_fail_in_python,
           test_pip_install_offline_into_a_venv,
           test_config_run_copies_with_skipprd])

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The seed's walkthrough, bucket to bucket, against s3rver.
 
-The YAML is the seed's, verbatim; only the endpoint and credentials come
-from the environment. The output is read back with boto3 and compared with
+The YAML is ../shared/seed/skippr.yml, unchanged; only the endpoint and
+credentials come from the environment. The records carry their time under
+the seed's batch_time_fields (time, system_datetime or date). The output is read back with boto3 and compared with
 the oracle: every record byte-equal and under its partition. A second
 --once issues no GET of a committed object and writes nothing (the proxy
 counts requests); one new object dropped in is the only one read.
@@ -14,40 +15,11 @@ import subprocess
 import sys
 
 from s3_test import S3Server
+import yaml
+
 from skippr_test import (SKIPPRD, Workspace, check, expected_records, frame,
-                         main)
+                         main, shared_path)
 
-SEED_YAML = """\
-skippr:
-  workspace: gdpr-migration
-  skipprd_el_storage_mode: local
-
-pipelines:
-  gdpr_compliant_migration:
-    type: copy
-    data_source: data_sources.firehose_dump
-    data_sink: data_sinks.tenant_partitioned
-    buffer_threshold_seconds: 86400
-    transform:
-      namespace_fields: event_type
-      batch_partition_fields: detail.tenant_id,truck.tenant_id
-      batch_time_fields: timestamp
-      batch_time_unit: day
-      time_partition_prefix: p_
-
-data_sources:
-  firehose_dump:
-    S3:
-      s3_bucket: my-source-bucket
-      s3_prefix: ill-just-dump-this-here
-
-data_sinks:
-  tenant_partitioned:
-    S3:
-      s3_bucket: your-output-bucket
-      s3_prefix: copy/phew-thats-a-month-and-a-gdpr-fine-saved
-      format: jsonl
-"""
 SINK_PREFIX = "copy/phew-thats-a-month-and-a-gdpr-fine-saved/"
 
 
@@ -86,14 +58,19 @@ def test_seed_walkthrough_bucket_to_bucket():
     ws = Workspace("s3seed")
     s3 = S3Server(["my-source-bucket", "your-output-bucket"])
     try:
-        ws.generate(objects=30, records=200, seed=17)
-        with open(os.path.join(ws.root, "skippr.yml"), "w") as f:
-            f.write(SEED_YAML)
+        with open(shared_path("seed", "skippr.yml"), "rb") as f:
+            seed_yaml = f.read()
+        transform = yaml.safe_load(seed_yaml)["pipelines"][
+            "gdpr_compliant_migration"]["transform"]
+        fields = transform["batch_time_fields"]
+        ws.generate(objects=30, records=200, seed=17, time_fields=fields)
+        with open(os.path.join(ws.root, "skippr.yml"), "wb") as f:
+            f.write(seed_yaml)
         n_obj = s3.upload_tree("my-source-bucket", ws.inp)
         s3.reset_stats()
         p = sync(ws, s3)
         first = s3.stats()["counts"]
-        want = expected_records(ws.inp)
+        want = expected_records(ws.inp, transform=transform)
         got = output_records(s3)
         lost, extra = want - got, got - want
         check(not lost and not extra, "%d lost, %d extra of %d" % (
@@ -127,7 +104,8 @@ def test_seed_walkthrough_bucket_to_bucket():
         subprocess.run([sys.executable, os.path.join(
             os.path.dirname(__file__), "..", "tools", "gen_firehose.py"),
             newdir, "--objects", "1", "--records", "100", "--seed", "99",
-            "--first-id", "900000"], check=True, stdout=subprocess.DEVNULL)
+            "--first-id", "900000", "--time-fields", fields], check=True,
+            stdout=subprocess.DEVNULL)
         s3.upload_tree("my-source-bucket", newdir)
         s3.reset_stats()
         before = output_records(s3)
@@ -136,7 +114,8 @@ def test_seed_walkthrough_bucket_to_bucket():
         third = s3.stats()["counts"]
         check(third.get("get", 0) == 1, "new object: %s" % third)
         added = output_records(s3) - before
-        check(added == expected_records(newdir), "new records differ")
+        check(added == expected_records(newdir, transform=transform),
+              "new records differ")
         print("  re-run: %s; new object: %s" % (dict(sorted(again.items())),
                                                  dict(sorted(third.items()))))
     finally:

@@ -10,7 +10,7 @@ in truck.tenant_id; timestamps come as RFC 3339 with and without offsets,
 epoch seconds, epoch milliseconds and strings of digits.
 
 usage: gen_firehose.py OUT_DIR [--objects N] [--records N] [--seed S]
-                       [--prefix P]
+                       [--prefix P] [--time-fields a,b,c]
 """
 import argparse
 import gzip
@@ -26,7 +26,7 @@ TENANTS = ["acme", "globex", "initech", "umbrella", "hooli", "stark",
            "wayne", "tyrell"]
 
 
-def make_record(rng, i, day):
+def make_record(rng, i, day, time_fields=("timestamp",)):
     et = rng.choice(EVENT_TYPES)
     sec = day + rng.randrange(86400)
     style = rng.randrange(6)
@@ -45,7 +45,8 @@ def make_record(rng, i, day):
     else:
         ts = "%04d-%02d-%02d %02d:%02d:%02d.%03d" % (ts_parts(sec) +
                                                    (rng.randrange(1000),))
-    rec = {"event_type": et, "id": i, "timestamp": ts}
+    tf = time_fields[0] if len(time_fields) == 1 else rng.choice(time_fields)
+    rec = {"event_type": et, "id": i, tf: ts}
     tenant = rng.choice(TENANTS)
     if et == "truck_ping":
         rec["truck"] = {"tenant_id": tenant, "lat": rng.uniform(-90, 90),
@@ -93,7 +94,11 @@ def main():
                                           "pretty", "array"], default="mixed")
     ap.add_argument("--plain", action="store_true",
                     help="never compress")
+    ap.add_argument("--time-fields", default="timestamp",
+                    help="comma-separated names; each record carries its "
+                         "time under one of them, at random")
     a = ap.parse_args()
+    time_fields = tuple(f.strip() for f in a.time_fields.split(","))
     rng = random.Random(a.seed)
     have_zstd = shutil.which("zstd") is not None
     base_day = 1633219200  # 2021-10-03
@@ -108,7 +113,7 @@ def main():
         n = max(1, a.records + rng.randrange(-a.records // 4 - 1, a.records // 4 + 1))
         recs = []
         for _ in range(n):
-            recs.append(make_record(rng, rid, day))
+            recs.append(make_record(rng, rid, day, time_fields))
             rid += 1
         framing = rng.choice(["lines", "lines", "concat", "concat", "crlf",
                               "pretty", "array"])

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "csvpeek.h"
+#include "testdata.h"
 
 /* One row as decoded cells (each a NUL-terminated copy). */
 typedef struct row {
@@ -298,6 +299,9 @@ static void test_csv_spectrum(void **state)
                            "escaped_quotes", "json", "location_coordinates",
                            "newlines", "newlines_crlf", "quotes_and_newlines",
                            "simple", "simple_crlf", "utf8"};
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/csv-spectrum/csvs", SKIPPR_TESTDATA);
+    testdata_require(dir);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         /* The stored *_crlf files lost their CRs to line-ending
          * normalisation, while their expected values keep "\r\n": they are

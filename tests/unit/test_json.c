@@ -22,6 +22,7 @@
 
 #include "common.h"
 #include "json.h"
+#include "testdata.h"
 
 typedef struct span {
     size_t start, end;
@@ -517,6 +518,7 @@ static void test_jsontestsuite(void **state)
     (void)state;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/JSONTestSuite/test_parsing", SKIPPR_TESTDATA);
+    testdata_require(dir);
     DIR *d = opendir(dir);
     if (!d)
         fail_msg("cannot open %s", dir);

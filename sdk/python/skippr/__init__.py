@@ -1,13 +1,24 @@
 """skippr: compose skipprd pipelines in Python and save them as YAML.
 
-    from skippr import Config, DataSourceFile, DataSinkFile, Pipeline
+The builder style, as the product's article writes it:
 
-    src = DataSourceFile(name="archive", path="/data/in")
-    dst = DataSinkFile(name="layout", path="/data/out")
-    cfg = Config(workspace="demo")
-    cfg.add_pipeline(Pipeline(name="copy_all", source=src, sink=dst))
+    from skippr import (BatchTimeUnit, Config, DataSinkS3, DataSourceS3,
+                        LocalStorage, Pipeline, PipelineType, Transform)
+
+    cfg = Config().workspace("copy-demo").storage(LocalStorage())
+    src = cfg.data_source("sample", DataSourceS3(s3_bucket="in"))
+    dst = cfg.data_sink("landing", DataSinkS3(s3_bucket="out",
+                                                format="jsonl"))
+    cfg.pipeline("copy_all", Pipeline(
+        data_source=src, data_sink=dst, type=PipelineType.COPY,
+        transform=Transform(batch_time_fields="time",
+                            batch_time_unit=BatchTimeUnit.DAY)))
     cfg.save("skippr.yml")
     cfg.run("copy_all")             # optional: runs `skipprd sync --once`
+
+The keyword style works too: endpoints and pipelines named where they are
+made (`DataSourceFile(name="a", path=...)`, `Pipeline(name="p",
+source=..., sink=...)`) and added with `cfg.add_pipeline(...)`.
 
 Every source and sink checks its options against the plugin's option table
 (generated from skipprd itself), so a misspelt option fails here, with the
@@ -94,15 +105,20 @@ class Transform:
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
+def _check_name(what, name):
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError("%s name %r: use letters, digits, '_', '-' "
+                         "and '.'" % (what, name))
+    return name
+
+
 class _Endpoint:
     role = None    # "source" or "sink"
     plugin = None  # the plugin's YAML key, e.g. "S3"
 
     def __init__(self, name, options):
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError("%s name %r: use letters, digits, '_', '-' "
-                             "and '.'" % (self.role, name))
-        self.name = name
+        # name may wait for Config.data_source()/data_sink() to give it.
+        self.name = None if name is None else _check_name(self.role, name)
         self.options = self._check(options)
 
     def _table(self):
@@ -139,8 +155,9 @@ class _Endpoint:
             out[k] = _typed(self.plugin, k, opt[1], v)
         missing = [o[0] for o in table or () if o[3] and o[0] not in out]
         if missing:
-            raise TypeError("%s %s %r needs %s" % (
-                self.plugin, self.role, self.name, ", ".join(missing)))
+            label = "" if self.name is None else " %r" % self.name
+            raise TypeError("%s %s%s needs %s" % (
+                self.plugin, self.role, label, ", ".join(missing)))
         return out
 
     def to_dict(self):
@@ -182,7 +199,7 @@ class DataSource(_Endpoint):
     DataSource("MyPlugin", name="x", option=value)."""
     role = "source"
 
-    def __init__(self, plugin, name, **options):
+    def __init__(self, plugin, name=None, **options):
         self.plugin = plugin
         super().__init__(name, options)
 
@@ -191,13 +208,13 @@ class DataSink(_Endpoint):
     """A sink of any plugin: DataSink("Tar", name="x", path="/out.tar")."""
     role = "sink"
 
-    def __init__(self, plugin, name, **options):
+    def __init__(self, plugin, name=None, **options):
         self.plugin = plugin
         super().__init__(name, options)
 
 
 def _endpoint_class(base, plugin, cls_name, what):
-    def __init__(self, name, **options):
+    def __init__(self, name=None, **options):
         base.__init__(self, plugin, name, **options)
     table = (_options.PLUGINS.get(plugin, {}).get(base.role, []) +
              _options.COMMON[base.role])
@@ -249,22 +266,26 @@ _PIPELINE_KEYS = {
 
 
 class Pipeline:
-    """One pipeline: a source, a sink, a transform and its settings."""
+    """One pipeline: a source, a sink, a transform and its settings.
 
-    def __init__(self, name, source, sink, type=PipelineType.COPY,
-                 transform=None, **settings):
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError("pipeline name %r: use letters, digits, '_', "
-                             "'-' and '.'" % (name,))
-        if not isinstance(source, DataSource):
-            raise TypeError("source must be a DataSource..., not %r" %
-                            (source,))
-        if not isinstance(sink, DataSink):
-            raise TypeError("sink must be a DataSink..., not %r" % (sink,))
-        self.name = name
+    Pipeline(data_source=src, data_sink=dst, ...) takes the references
+    Config.data_source()/data_sink() return (or their names, as
+    "data_sources.NAME"), and gets its name from Config.pipeline(name, p).
+    Pipeline(name=..., source=..., sink=...) is the keyword style, for
+    Config.add_pipeline(p)."""
+
+    def __init__(self, name=None, source=None, sink=None,
+                 type=PipelineType.COPY, transform=None, data_source=None,
+                 data_sink=None, **settings):
+        self.name = None if name is None else _check_name("pipeline", name)
+        self.source = _one_of("source", source, "data_source", data_source,
+                              DataSource, "data_sources.")
+        self.sink = _one_of("sink", sink, "data_sink", data_sink, DataSink,
+                            "data_sinks.")
         self.type = PipelineType(type)
-        self.source = source
-        self.sink = sink
+        if transform is not None and not isinstance(transform, Transform):
+            raise TypeError("transform must be a Transform, not %r" %
+                            (transform,))
         self.transform = transform
         for k, v in settings.items():
             if k not in _PIPELINE_KEYS:
@@ -275,12 +296,43 @@ class Pipeline:
 
     def to_dict(self):
         d = {"type": self.type.value,
-             "data_source": "data_sources." + self.source.name,
-             "data_sink": "data_sinks." + self.sink.name}
+             "data_source": "data_sources." + _ref_name(self.source),
+             "data_sink": "data_sinks." + _ref_name(self.sink)}
         d.update(self.settings)
         if self.transform is not None:
             d["transform"] = self.transform.to_dict()
         return d
+
+
+def _one_of(kw, a, data_kw, b, cls, ref_prefix):
+    """The endpoint given as `kw` or as `data_kw` (not both): an instance
+    of cls, or a reference string "data_sources.NAME"."""
+    if a is not None and b is not None:
+        raise TypeError("give %s or %s, not both" % (kw, data_kw))
+    v = a if a is not None else b
+    if v is None:
+        raise TypeError("a pipeline needs a %s" % data_kw)
+    if isinstance(v, str):
+        if not v.startswith(ref_prefix):
+            raise ValueError("%s %r: a reference reads %sNAME" % (
+                data_kw, v, ref_prefix))
+        _check_name(cls.role, v[len(ref_prefix):])
+        return v
+    if not isinstance(v, cls):
+        raise TypeError("%s must be a %s..., not %r" % (data_kw,
+                                                       cls.__name__, v))
+    return v
+
+
+def _ref_name(ep):
+    """An endpoint's name; a reference string's NAME."""
+    if isinstance(ep, str):
+        return ep.split(".", 1)[1]
+    if ep.name is None:
+        raise SkipprError("a %s %s has no name: register it with "
+                          "cfg.data_%s(NAME, ...) or give name=" % (
+                              ep.plugin, ep.role, ep.role))
+    return ep.name
 
 
 class LocalStorage:
@@ -292,38 +344,101 @@ class LocalStorage:
 
 
 class Config:
-    """A whole skippr.yml: settings, pipelines and their endpoints."""
+    """A whole skippr.yml: settings, pipelines and their endpoints.
+
+    Config(workspace=..., storage=...) or, as a builder,
+    Config().workspace(...).storage(...)."""
 
     def __init__(self, workspace="default", storage=None, plugin_dirs=None,
                  threads=None):
-        self.workspace = workspace
-        self.storage = storage if storage is not None else LocalStorage()
-        if not isinstance(self.storage, LocalStorage):
-            raise TypeError("storage: only LocalStorage is supported")
+        self._workspace = None
+        self._storage = None
+        self.workspace(workspace)
+        self.storage(storage if storage is not None else LocalStorage())
         self.plugin_dirs = list(plugin_dirs or [])
         for d in self.plugin_dirs:
             if not os.path.isabs(d):
                 raise ValueError("plugin_dirs must be absolute: %r" % d)
         self.threads = threads
         self.pipelines = []
+        self._endpoints = {"source": {}, "sink": {}}
+
+    def workspace(self, name):
+        """Set the workspace name; returns the config."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("workspace must be a non-empty string, not %r"
+                             % (name,))
+        self._workspace = name
+        return self
+
+    def storage(self, storage):
+        """Set where pipeline state lives; returns the config."""
+        if not isinstance(storage, LocalStorage):
+            raise TypeError("storage: only LocalStorage is supported")
+        self._storage = storage
+        return self
+
+    def data_source(self, name, source):
+        """Register a source under name; returns it, for Pipeline()."""
+        return self._register("source", name, source, DataSource)
+
+    def data_sink(self, name, sink):
+        """Register a sink under name; returns it, for Pipeline()."""
+        return self._register("sink", name, sink, DataSink)
+
+    def _register(self, role, name, ep, cls):
+        _check_name(role, name)
+        if not isinstance(ep, cls):
+            raise TypeError("data_%s(%r, ...) takes a %s..., not %r" % (
+                role, name, cls.__name__, ep))
+        if ep.name is not None and ep.name != name:
+            raise ValueError("this %s is already named %r" % (role, ep.name))
+        have = self._endpoints[role].get(name)
+        if have is not None and have is not ep:
+            raise ValueError("a %s named %r is already defined" % (role,
+                                                                  name))
+        ep.name = name
+        self._endpoints[role][name] = ep
+        return ep
+
+    def pipeline(self, name, pipeline):
+        """Add pipeline under name; returns it."""
+        if not isinstance(pipeline, Pipeline):
+            raise TypeError("pipeline(%r, ...) takes a Pipeline, not %r" % (
+                name, pipeline))
+        _check_name("pipeline", name)
+        if pipeline.name is not None and pipeline.name != name:
+            raise ValueError("this pipeline is already named %r" %
+                             pipeline.name)
+        pipeline.name = name
+        return self.add_pipeline(pipeline)
 
     def add_pipeline(self, pipeline):
-        """Add a pipeline (and its source and sink); returns it."""
+        """Add a named pipeline (and its source and sink); returns it."""
+        if pipeline.name is None:
+            raise ValueError("the pipeline has no name: use "
+                             "cfg.pipeline(NAME, p) or Pipeline(name=...)")
         if any(p.name == pipeline.name for p in self.pipelines):
             raise ValueError("pipeline %r is already defined" % pipeline.name)
         for ep in (pipeline.source, pipeline.sink):
-            other = self._endpoint(ep.role, ep.name)
+            if isinstance(ep, str):
+                continue
+            role = ep.role
+            name = _ref_name(ep)
+            other = self._endpoint(role, name)
             if other is not None and other is not ep and \
                     other.to_dict() != ep.to_dict():
                 raise ValueError("two different %ss are named %r" % (
-                    ep.role, ep.name))
+                    role, name))
         self.pipelines.append(pipeline)
         return pipeline
 
     def _endpoint(self, role, name):
+        if name in self._endpoints[role]:
+            return self._endpoints[role][name]
         for p in self.pipelines:
             ep = p.source if role == "source" else p.sink
-            if ep.name == name:
+            if not isinstance(ep, str) and ep.name == name:
                 return ep
         return None
 
@@ -334,22 +449,31 @@ class Config:
                 raise SkipprError("pipeline %r: skipprd runs only copy "
                                   "pipelines, not %s" % (p.name,
                                                          p.type.value))
-        top = {"workspace": self.workspace,
-               "skipprd_el_storage_mode": self.storage.mode}
-        if self.storage.state_dir is not None:
-            top["state_dir"] = self.storage.state_dir
+        top = {"workspace": self._workspace,
+               "skipprd_el_storage_mode": self._storage.mode}
+        if self._storage.state_dir is not None:
+            top["state_dir"] = self._storage.state_dir
         if self.plugin_dirs:
             top["plugin_dirs"] = list(self.plugin_dirs)
         if self.threads is not None:
             top["threads"] = self.threads
         d = {"skippr": top, "pipelines": {}}
-        sources, sinks = {}, {}
+        found = {"source": dict(self._endpoints["source"]),
+                 "sink": dict(self._endpoints["sink"])}
         for p in self.pipelines:
             d["pipelines"][p.name] = p.to_dict()
-            sources[p.source.name] = p.source.to_dict()
-            sinks[p.sink.name] = p.sink.to_dict()
-        d["data_sources"] = sources
-        d["data_sinks"] = sinks
+            for ep in (p.source, p.sink):
+                role = "source" if ep is p.source else "sink"
+                name = _ref_name(ep)
+                if isinstance(ep, str):
+                    if self._endpoint(role, name) is None:
+                        raise SkipprError("pipeline %r: no %s named %r" % (
+                            p.name, role, name))
+                    continue
+                found[role].setdefault(name, ep)
+        d["data_sources"] = {n: e.to_dict()
+                             for n, e in found["source"].items()}
+        d["data_sinks"] = {n: e.to_dict() for n, e in found["sink"].items()}
         return d
 
     def to_yaml(self):
