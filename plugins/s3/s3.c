@@ -19,9 +19,11 @@
  * retry after a lost answer gets 412; a HEAD then tells our own slice (done)
  * from someone else's (a fatal conflict).
  *
- * Credentials: options, then AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
- * AWS_SESSION_TOKEN, then the shared credentials file's profile
- * (AWS_PROFILE, default "default"). Region: option, AWS_REGION,
+ * Credentials: the AWS SDKs' default chain (creds.h): options,
+ * environment, the shared files' profile (static keys, role_arn with
+ * source_profile, credential_process), web identity, ECS container
+ * credentials, EC2 instance metadata; temporary ones are refreshed before
+ * they expire. Region: option, AWS_REGION,
  * AWS_DEFAULT_REGION, the config file, us-east-1. Endpoint: option,
  * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS. CA bundle: option,
  * AWS_CA_BUNDLE, else the system's. Secrets, the session
@@ -45,6 +47,7 @@
 
 #include <skippr/plugin.h>
 
+#include "creds.h"
 #include "curl_trace.h"
 #include "sigv4.h"
 
@@ -59,7 +62,8 @@ typedef struct s3_ctx {
     int verify_tls;
     int64_t part_size, read_chunk_bytes, max_attempts, timeout_seconds;
     /* resolved at init */
-    char *r_region, *r_endpoint, *r_ak, *r_sk, *r_token;
+    char *r_region, *r_endpoint;
+    s3_creds *creds; /* the credential chain's pick; refreshes itself */
     char *r_ca; /* ca_bundle, else AWS_CA_BUNDLE; NULL: the system's */
     int path_style;
     CURL *curl;
@@ -181,60 +185,6 @@ static char *env(const char *name)
     return v && *v ? strdup(v) : NULL;
 }
 
-/* Value of key in [section] of an INI file; caller frees. */
-static char *ini_get(const char *path, const char *section, const char *key)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    char line[1024], cur[256] = "";
-    char *found = NULL;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *p = line;
-        while (isspace((unsigned char)*p))
-            p++;
-        p[strcspn(p, "\r\n")] = '\0';
-        if (*p == '[') {
-            char *e = strchr(p, ']');
-            if (e) {
-                *e = '\0';
-                snprintf(cur, sizeof cur, "%s", p + 1);
-            }
-            continue;
-        }
-        if (strcmp(cur, section) != 0)
-            continue;
-        char *eq = strchr(p, '=');
-        if (!eq)
-            continue;
-        char *k = p, *ke = eq;
-        while (ke > k && isspace((unsigned char)ke[-1]))
-            ke--;
-        *ke = '\0';
-        char *v = eq + 1;
-        while (isspace((unsigned char)*v))
-            v++;
-        char *ve = v + strlen(v);
-        while (ve > v && isspace((unsigned char)ve[-1]))
-            *--ve = '\0';
-        if (strcmp(k, key) == 0)
-            found = strdup(v);
-    }
-    fclose(f);
-    return found;
-}
-
-static void aws_file(const char *env_name, const char *base, char *out,
-                     size_t cap)
-{
-    const char *e = getenv(env_name);
-    const char *home = getenv("HOME");
-    if (e && *e)
-        snprintf(out, cap, "%s", e);
-    else
-        snprintf(out, cap, "%s/.aws/%s", home ? home : "", base);
-}
-
 static void amz_now(char date[17])
 {
     time_t t = time(NULL);
@@ -337,6 +287,16 @@ static int prepare(const s3_ctx *c, const char *method, const char *key,
     if (n <= 0 || (size_t)n >= url_cap)
         return SKIPPR_FATAL;
 
+    /* A copy of the current credentials: another thread may refresh them
+     * meanwhile. Expired and not refreshable now: the caller retries. */
+    s3_cred *cred = malloc(sizeof *cred);
+    if (!cred)
+        return SKIPPR_NOMEM;
+    int crc = s3_creds_get(c->creds, cred);
+    if (crc != SKIPPR_OK) {
+        free(cred);
+        return crc;
+    }
     char date[17], payload[65], auth[1024];
     amz_now(date);
     sigv4_sha256_hex(body ? body : "", blen, payload);
@@ -345,26 +305,33 @@ static int prepare(const s3_ctx *c, const char *method, const char *key,
     sh[ns++] = (sigv4_kv){"host", host};
     sh[ns++] = (sigv4_kv){"x-amz-date", date};
     sh[ns++] = (sigv4_kv){"x-amz-content-sha256", payload};
-    if (c->r_token)
-        sh[ns++] = (sigv4_kv){"x-amz-security-token", c->r_token};
+    if (cred->token[0])
+        sh[ns++] = (sigv4_kv){"x-amz-security-token", cred->token};
     for (size_t i = 0; i < nh && ns < 24; i++)
         sh[ns++] = hdrs[i];
     sigv4_request sr = {method, path, query, nq, sh, ns, payload, date,
-                        c->r_region, "s3", c->r_ak, c->r_sk};
-    if (sigv4_authorization(&sr, auth, sizeof auth) != 0)
-        return SKIPPR_FATAL;
+                        c->r_region, "s3", cred->access_key,
+                        cred->secret_key};
+    int rc = sigv4_authorization(&sr, auth, sizeof auth) != 0 ? SKIPPR_FATAL
+                                                              : SKIPPR_OK;
     struct curl_slist *l = NULL;
-    char line[4200];
-    for (size_t i = 1; i < ns; i++) { /* curl sets Host itself */
+    char line[S3_TOKEN_MAX + 64];
+    for (size_t i = 1; rc == SKIPPR_OK && i < ns; i++) {
+        /* curl sets Host itself */
         snprintf(line, sizeof line, "%s: %s", sh[i].key, sh[i].value);
         l = curl_slist_append(l, line);
     }
-    snprintf(line, sizeof line, "Authorization: %s", auth);
-    l = curl_slist_append(l, line);
-    l = curl_slist_append(l, "Expect:");
+    if (rc == SKIPPR_OK) {
+        snprintf(line, sizeof line, "Authorization: %s", auth);
+        l = curl_slist_append(l, line);
+        l = curl_slist_append(l, "Expect:");
+    }
     OPENSSL_cleanse(auth, sizeof auth);
+    OPENSSL_cleanse(line, sizeof line);
+    s3_cred_wipe(cred);
+    free(cred);
     *list = l;
-    return SKIPPR_OK;
+    return rc;
 }
 
 /* Options shared by every transfer. */
@@ -527,34 +494,17 @@ static int init(void *ctx, const skippr_host *host)
     char *profile = c->profile ? strdup(c->profile) : env("AWS_PROFILE");
     if (!profile)
         profile = strdup("default");
-    char cred_file[1024], cfg_file[1024], section[300];
-    aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials", cred_file,
-             sizeof cred_file);
-    aws_file("AWS_CONFIG_FILE", "config", cfg_file, sizeof cfg_file);
-
-    c->r_ak = c->access_key_id ? strdup(c->access_key_id)
-                               : env("AWS_ACCESS_KEY_ID");
-    c->r_sk = c->secret_access_key ? strdup(c->secret_access_key)
-                                   : env("AWS_SECRET_ACCESS_KEY");
-    c->r_token = c->session_token ? strdup(c->session_token)
-                                  : (c->r_ak && !c->access_key_id
-                                         ? env("AWS_SESSION_TOKEN")
-                                         : NULL);
-    if (!c->r_ak || !c->r_sk) {
-        free(c->r_ak);
-        free(c->r_sk);
-        free(c->r_token);
-        c->r_ak = ini_get(cred_file, profile, "aws_access_key_id");
-        c->r_sk = ini_get(cred_file, profile, "aws_secret_access_key");
-        c->r_token = ini_get(cred_file, profile, "aws_session_token");
-    }
+    if (!profile)
+        return SKIPPR_NOMEM;
+    char cfg_file[1024], section[300];
+    s3_aws_file("AWS_CONFIG_FILE", "config", cfg_file, sizeof cfg_file);
     c->r_region = c->region ? strdup(c->region) : env("AWS_REGION");
     if (!c->r_region)
         c->r_region = env("AWS_DEFAULT_REGION");
     if (!c->r_region) {
         snprintf(section, sizeof section, "%s%s",
                  strcmp(profile, "default") ? "profile " : "", profile);
-        c->r_region = ini_get(cfg_file, section, "region");
+        c->r_region = s3_ini_get(cfg_file, section, "region");
     }
     if (!c->r_region)
         c->r_region = strdup("us-east-1");
@@ -577,12 +527,8 @@ static int init(void *ctx, const skippr_host *host)
     while (el && c->r_endpoint[el - 1] == '/')
         c->r_endpoint[--el] = '\0';
     free(profile);
-    if (!c->r_ak || !c->r_sk) {
-        LOG(c, SKIPPR_LOG_ERROR, "no credentials: set access_key_id and "
-            "secret_access_key, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-            "or a profile in %s", cred_file);
-        return SKIPPR_INVAL;
-    }
+    if (!c->r_region || !c->r_endpoint)
+        return SKIPPR_NOMEM;
     if (strcmp(c->addressing, "path") == 0)
         c->path_style = 1;
     else if (strcmp(c->addressing, "virtual") == 0)
@@ -628,6 +574,12 @@ static int init(void *ctx, const skippr_host *host)
     c->curl = curl_easy_init();
     if (!c->curl)
         return SKIPPR_NOMEM;
+    s3_creds_config cc = {host, c->access_key_id, c->secret_access_key,
+                          c->session_token, c->profile, c->r_region,
+                          c->r_ca, c->verify_tls};
+    c->creds = s3_creds_new(&cc);
+    if (!c->creds)
+        return SKIPPR_INVAL; /* logged */
     LOG(c, SKIPPR_LOG_DEBUG, "s3://%s/%s via %s (%s-style, region %s)",
         c->bucket, c->prefix, c->r_endpoint,
         c->path_style ? "path" : "virtual", c->r_region);
@@ -652,11 +604,7 @@ static void destroy(void *ctx)
     free(c->r_ca);
     free(c->r_region);
     free(c->r_endpoint);
-    if (c->r_sk)
-        OPENSSL_cleanse(c->r_sk, strlen(c->r_sk));
-    free(c->r_ak);
-    free(c->r_sk);
-    free(c->r_token);
+    s3_creds_free(c->creds);
 }
 
 /* ---- fetching ahead --------------------------------------------------------

@@ -74,6 +74,11 @@ class S3Server:
     def stats(self):
         return self._control("/__stats")
 
+    def require_tokens(self, on=True):
+        """Refuse S3 requests without a live test session token (see
+        s3server.js /__tokens and tests/tools/aws_creds.py)."""
+        return self._control("/__tokens", {"require": on})
+
     def reset_stats(self):
         return self._control("/__reset", {})
 
