@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "crc32c.h"
 #include "csvpeek.h"
 #include "decompress.h"
 
@@ -553,7 +554,7 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
     inst->host = (skippr_host){sizeof(skippr_host), host_log, host_counter_add,
                                host_should_stop, host_emit, inst,
                                memory_budget, SKIPPR_HOST_SYNCS_SINKS,
-                               host_position, host_sync};
+                               host_position, host_sync, sk_crc32c};
     if (start & SK_START_ONCE)
         inst->host.flags |= SKIPPR_HOST_ONCE;
     inst->stream = stream;

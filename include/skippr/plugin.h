@@ -176,6 +176,11 @@ typedef struct skippr_host {
      * emitted so far durable now, and ack() them before returning (a Kafka
      * source calls it when partitions are revoked). */
     int (*sync)(const struct skippr_host *host);
+    /* Appended within ABI 2 (check with SKIPPR_HOST_HAS): CRC32C
+     * (Castagnoli, as S3's x-amz-checksum-crc32c and the object info's
+     * crc32c) of n bytes at p, continuing from crc (0 to start). The
+     * engine's own implementation, hardware-assisted where it can be. */
+    uint32_t (*crc32c)(uint32_t crc, const void *p, size_t n);
 } skippr_host;
 
 /* host->flags: the engine calls skippr_sink_ops.sync() before it records

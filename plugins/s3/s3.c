@@ -10,8 +10,12 @@
  *
  * Sink. An object smaller than part_size is one PutObject; a larger one is a
  * multipart upload with part_size parts. Every request carries Content-MD5
- * and x-amz-content-sha256; the object's metadata holds the slice id and
- * the CRC32C, which object_check compares (HEAD) during recovery. Before a
+ * and x-amz-content-sha256, and (checksum_crc32c) x-amz-checksum-crc32c:
+ * the object's on PutObject and on CompleteMultipartUpload (checksum type
+ * FULL_OBJECT), each part's on UploadPart, so S3 verifies the bytes end to
+ * end and GetObjectAttributes returns the CRC. The object's metadata holds
+ * the slice id and the CRC32C, which object_check compares (HEAD) during
+ * recovery. Before a
  * multipart upload starts, earlier unfinished uploads of the same key (left
  * by a crash) are aborted. A CompleteMultipartUpload that answers 200 with
  * an <Error> body is a failure. The PUT or Complete carries If-None-Match: *
@@ -59,7 +63,7 @@ typedef struct s3_ctx {
     const char *bucket, *prefix, *start_after, *region, *endpoint;
     const char *access_key_id, *secret_access_key, *session_token, *profile;
     const char *addressing, *ca_bundle, *storage_class, *sse;
-    int verify_tls;
+    int verify_tls, checksum;
     int64_t part_size, read_chunk_bytes, max_attempts, timeout_seconds;
     /* resolved at init */
     char *r_region, *r_endpoint;
@@ -140,6 +144,11 @@ static const skippr_option sink_options[] = {
         "x-amz-storage-class of written objects."),
     OPT("server_side_encryption", SKIPPR_OPT_STRING, NULL, 0, sse,
         "x-amz-server-side-encryption of written objects (AES256, aws:kms)."),
+    OPT("checksum_crc32c", SKIPPR_OPT_BOOL, "true", 0, checksum,
+        "Send x-amz-checksum-crc32c (the object's on a PUT and on Complete, "
+        "each part's on UploadPart) so S3 verifies what arrives and "
+        "GetObjectAttributes returns it; false for servers that refuse "
+        "the headers."),
     OPT("conditional_writes", SKIPPR_OPT_BOOL, "true", 0, conditional,
         "Send If-None-Match: * so a retried write never replaces an object "
         "(one that answered 412 is compared by HEAD)."),
@@ -1633,12 +1642,14 @@ static void src_close(void *ctx, void *stream)
 
 typedef struct part {
     char etag[128];
+    char crc[16]; /* base64 CRC32C of the part; "" when not sent */
 } part;
 
 typedef struct s3_obj {
     char *key; /* prefix + object key */
     char slice[128];
     char crc[16];
+    char crc_b64[16]; /* x-amz-checksum-crc32c of the whole object, or "" */
     char ctype[64];
     buf data;       /* current part (or the whole small object) */
     char upload_id[1024];
@@ -1653,6 +1664,23 @@ static void obj_free(s3_obj *o)
     free(o->parts);
     free(o->key);
     free(o);
+}
+
+/* S3's form of a CRC32C: base64 of its 4 big-endian bytes. */
+static void crc32c_b64(uint32_t crc, char out[16])
+{
+    unsigned char be[4] = {(unsigned char)(crc >> 24),
+                           (unsigned char)(crc >> 16),
+                           (unsigned char)(crc >> 8), (unsigned char)crc};
+    EVP_EncodeBlock((unsigned char *)out, be, 4);
+}
+
+/* Whether to send CRC32C checksums: the option, and a host that computes
+ * them for the parts. */
+static int checksums(const s3_ctx *c)
+{
+    return c->checksum && SKIPPR_HOST_HAS(c->host, crc32c) &&
+           c->host->crc32c != NULL;
 }
 
 /* Headers every written object carries. */
@@ -1686,6 +1714,8 @@ static int sink_open(void *ctx, const skippr_object_info *info, void **h)
              pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
     snprintf(o->slice, sizeof o->slice, "%s", info->slice_id);
     snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
+    if (checksums(c))
+        crc32c_b64(info->crc32c, o->crc_b64);
     snprintf(o->ctype, sizeof o->ctype, "%s",
              info->content_type ? info->content_type : "application/octet-stream");
     o->data.max = (size_t)c->part_size;
@@ -1811,8 +1841,13 @@ static int upload_part(s3_ctx *c, s3_obj *o)
         if ((rc = abort_orphans(c, o)))
             return rc;
         sigv4_kv q[] = {{"uploads", ""}};
-        sigv4_kv h[8];
+        sigv4_kv h[10];
         size_t nh = object_headers(c, o, h);
+        if (*o->crc_b64) {
+            /* Parts carry their CRC32C; Complete, the whole object's. */
+            h[nh++] = (sigv4_kv){"x-amz-checksum-algorithm", "CRC32C"};
+            h[nh++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
+        }
         resp r = {0};
         rc = verdict(c, request(c, "POST", o->key, q, 1, NULL, 0, h, nh, &r),
                      &r, "start multipart upload", o->key);
@@ -1843,11 +1878,15 @@ static int upload_part(s3_ctx *c, s3_obj *o)
     char num[16], md5[32];
     snprintf(num, sizeof num, "%zu", o->nparts + 1);
     md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
+    char pcrc[16] = "";
+    if (*o->crc_b64)
+        crc32c_b64(c->host->crc32c(0, o->data.p ? o->data.p : "", o->data.n),
+                   pcrc);
     sigv4_kv q[] = {{"partNumber", num}, {"uploadId", o->upload_id}};
-    sigv4_kv h[] = {{"content-md5", md5}};
+    sigv4_kv h[] = {{"content-md5", md5}, {"x-amz-checksum-crc32c", pcrc}};
     resp r = {0};
     rc = verdict(c, request(c, "PUT", o->key, q, 2, o->data.p, o->data.n, h,
-                            1, &r), &r, "upload part", o->key);
+                            *pcrc ? 2 : 1, &r), &r, "upload part", o->key);
     if (!rc && !*r.etag) {
         LOG(c, SKIPPR_LOG_ERROR, "upload part of s3://%s/%s: no ETag",
             c->bucket, o->key);
@@ -1856,6 +1895,7 @@ static int upload_part(s3_ctx *c, s3_obj *o)
     if (!rc) {
         snprintf(o->parts[o->nparts].etag, sizeof o->parts[0].etag, "%s",
                  r.etag);
+        memcpy(o->parts[o->nparts].crc, pcrc, sizeof pcrc);
         o->nparts++;
         o->data.n = 0;
         c->host->counter_add(c->host, "parts_uploaded", 1);
@@ -1913,9 +1953,11 @@ static int sink_commit(void *ctx, void *h)
     if (!*o->upload_id) {
         char md5[32];
         md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
-        sigv4_kv hd[8];
+        sigv4_kv hd[10];
         size_t nh = object_headers(c, o, hd);
         hd[nh++] = (sigv4_kv){"content-md5", md5};
+        if (*o->crc_b64)
+            hd[nh++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
         if (o->conditional)
             hd[nh++] = (sigv4_kv){"if-none-match", "*"};
         resp r = {0};
@@ -1933,22 +1975,32 @@ static int sink_commit(void *ctx, void *h)
             x.max = 1u << 24;
             int bad = buf_put(&x, "<CompleteMultipartUpload>", 25);
             for (size_t i = 0; i < o->nparts && !bad; i++) {
-                char line[256];
+                char line[320], sum[64] = "";
+                if (*o->parts[i].crc)
+                    snprintf(sum, sizeof sum, "<ChecksumCRC32C>%s"
+                             "</ChecksumCRC32C>", o->parts[i].crc);
                 int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
-                                  "</PartNumber><ETag>\"%s\"</ETag></Part>",
-                                  i + 1, o->parts[i].etag);
+                                  "</PartNumber><ETag>\"%s\"</ETag>%s</Part>",
+                                  i + 1, o->parts[i].etag, sum);
                 bad = buf_put(&x, line, (size_t)ln);
             }
             bad = bad || buf_put(&x, "</CompleteMultipartUpload>", 26);
             sigv4_kv q[] = {{"uploadId", o->upload_id}};
-            sigv4_kv ch[] = {{"if-none-match", "*"}};
+            sigv4_kv ch[3];
+            size_t nch = 0;
+            if (*o->crc_b64) {
+                ch[nch++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
+                ch[nch++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
+            }
+            if (o->conditional)
+                ch[nch++] = (sigv4_kv){"if-none-match", "*"};
             resp r = {0};
             int settled = 0;
             rc = bad ? SKIPPR_RETRY
                      : conditional_verdict(
                            c, o,
-                           request(c, "POST", o->key, q, 1, x.p, x.n, ch,
-                                   o->conditional ? 1 : 0, &r),
+                           request(c, "POST", o->key, q, 1, x.p, x.n, ch, nch,
+                                   &r),
                            &r, "complete upload", &settled);
             if (settled && rc == SKIPPR_OK) {
                 /* Ours is already there: drop this upload's parts. */

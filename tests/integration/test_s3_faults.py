@@ -90,13 +90,22 @@ def test_multipart_file_to_bucket():
         config(ws, "file")
         s3.reset_stats()
         run(ws, s3)
-        c = s3.stats()["counts"]
+        st = s3.stats()
+        c = st["counts"]
+        # Every PUT, part and Complete carried a CRC32C the proxy checked
+        # (Complete against the parts' bytes, as S3's FULL_OBJECT does).
+        writes = c.get("put", 0) + c.get("upload_part", 0) + \
+            c.get("complete_multipart", 0)
+        check(st["checksums"] == {"verified": writes, "mismatched": 0,
+                                  "absent": 0},
+              "checksums %s for %d writes" % (st["checksums"], writes))
         check(c.get("create_multipart", 0) >= 3 and
               c.get("upload_part", 0) > c.get("create_multipart", 0) and
               c.get("complete_multipart", 0) == c.get("create_multipart", 0),
               "no multipart uploads: %s" % c)
         n = exact(ws, s3)
-        print("  %d records; requests %s" % (n, dict(sorted(c.items()))))
+        print("  %d records; requests %s; CRC32C checked on %d writes" % (
+            n, dict(sorted(c.items())), writes))
     finally:
         s3.close()
         ws.cleanup()

@@ -69,7 +69,13 @@ def test_seed_walkthrough_bucket_to_bucket():
         n_obj = s3.upload_tree("my-source-bucket", ws.inp)
         s3.reset_stats()
         p = sync(ws, s3)
-        first = s3.stats()["counts"]
+        st = s3.stats()
+        first = st["counts"]
+        # S3 verifies each object's CRC32C (x-amz-checksum-crc32c).
+        check(st["checksums"] == {"verified": first.get("put", 0),
+                                  "mismatched": 0, "absent": 0},
+              "checksums %s for %d PUTs" % (st["checksums"],
+                                            first.get("put", 0)))
         want = expected_records(ws.inp, transform=transform)
         got = output_records(s3)
         lost, extra = want - got, got - want

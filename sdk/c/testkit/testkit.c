@@ -301,6 +301,7 @@ static instance *instance_new(const char *override_name,
         .impl = in,
         .memory_budget = MEMORY_BUDGET,
         .flags = 0, /* commit() itself must make objects durable */
+        .crc32c = sk_crc32c,
     };
     *rc = sink->init(in->ctx, &in->host);
     return in;

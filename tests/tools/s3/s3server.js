@@ -23,6 +23,18 @@
 //                   faults to those kinds; nth > 0 fails the nth faultable
 //                   request from now on with kinds[0] (and, with persist,
 //                   every later one) instead of failing at random
+//   POST /__tokens  {require}  with require true, every S3 request must carry
+//                   an x-amz-security-token "skt.SOURCE.EXPIRY.N" (as
+//                   tests/tools/aws_creds.py gives out) that has not lapsed:
+//                   none answers 403 AccessDenied, a lapsed one 400
+//                   ExpiredToken; /__stats counts requests by SOURCE
+//                   (tokens) and the refusals (token_refused)
+// x-amz-checksum-crc32c is checked as S3 does (s3rver ignores it): on
+// PutObject and UploadPart against the body, on CompleteMultipartUpload
+// (x-amz-checksum-type FULL_OBJECT) against the parts' bytes in order, and
+// each part's ChecksumCRC32C in the Complete body against its upload. A
+// mismatch answers 400 BadDigest; /__stats counts `checksums` verified,
+// mismatched and absent (writes that carried none).
 // PutObject and CompleteMultipartUpload with If-None-Match: * answer 412
 // PreconditionFailed when the key exists, as AWS does (s3rver ignores the
 // header); the proxy remembers the keys written through it.
@@ -63,6 +75,41 @@ const uploads = new Map(); // uploadId -> { bucket, key, initiated }
 const written = new Set(); // "bucket/key" of objects written through here
 let preconditionFailed = 0;
 let rngState = 1;
+let requireToken = false;
+let checksums = { verified: 0, mismatched: 0, absent: 0 };
+const partBodies = new Map(); // uploadId -> Map(partNumber -> Buffer)
+
+const CRC32C_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82F63B78 : c >>> 1;
+    t[i] = c >>> 0;
+  }
+  return t;
+})();
+
+function crc32c(bufs) {
+  let c = 0xFFFFFFFF;
+  for (const b of bufs) {
+    for (let i = 0; i < b.length; i++) c = CRC32C_TABLE[(c ^ b[i]) & 0xFF] ^ (c >>> 8);
+  }
+  const v = (c ^ 0xFFFFFFFF) >>> 0;
+  const out = Buffer.alloc(4);
+  out.writeUInt32BE(v);
+  return out.toString('base64');
+}
+
+function badDigest(res, what) {
+  checksums.mismatched++;
+  const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>BadDigest</Code>' +
+               `<Message>The CRC32C you specified did not match the calculated checksum (${what}).</Message></Error>`;
+  res.writeHead(400, { 'content-type': 'application/xml',
+                       'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+let tokens = {};       // SOURCE -> requests carrying its tokens
+let tokenRefused = {}; // 'missing' | 'expired' -> requests refused
 
 function rnd() {
   // xorshift32: reproducible fault sequences from a seed.
@@ -183,11 +230,14 @@ async function main() {
       return json(res, 200, { counts, max_inflight: maxInflight, inflight,
                               connections,
                               injected, open_uploads: uploads.size,
-                              precondition_failed: preconditionFailed });
+                              precondition_failed: preconditionFailed,
+                              tokens, token_refused: tokenRefused,
+                              checksums });
     }
     if (req.url.startsWith('/__reset')) {
       counts = {}; maxInflight = 0; injected = {}; preconditionFailed = 0;
-      connections = 0;
+      connections = 0; tokens = {}; tokenRefused = {};
+      checksums = { verified: 0, mismatched: 0, absent: 0 };
       return json(res, 200, { ok: true });
     }
     if (req.url.startsWith('/__faults')) {
@@ -202,6 +252,31 @@ async function main() {
         json(res, 200, faults);
       });
       return;
+    }
+    if (req.url.startsWith('/__tokens')) {
+      let body = '';
+      req.on('data', (d) => { body += d; });
+      req.on('end', () => {
+        requireToken = !!JSON.parse(body || '{}').require;
+        json(res, 200, { require: requireToken });
+      });
+      return;
+    }
+    if (requireToken) {
+      const m = /^skt\.([a-z-]+)\.(\d+)\.\d+$/.exec(
+        req.headers['x-amz-security-token'] || '');
+      const why = !m ? 'missing' : Number(m[2]) * 1000 < Date.now() ? 'expired' : null;
+      if (why) {
+        req.resume();
+        tokenRefused[why] = (tokenRefused[why] || 0) + 1;
+        const code = why === 'missing' ? 'AccessDenied' : 'ExpiredToken';
+        const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code></Error>`;
+        res.writeHead(why === 'missing' ? 403 : 400,
+                      { 'content-type': 'application/xml',
+                        'content-length': Buffer.byteLength(body) });
+        return res.end(body);
+      }
+      tokens[m[1]] = (tokens[m[1]] || 0) + 1;
     }
     const kind = kindOf(req);
     counts[kind] = (counts[kind] || 0) + 1;
@@ -248,6 +323,7 @@ async function main() {
         return res.end(body);
       }
       uploads.delete(id);
+      partBodies.delete(id);
       res.writeHead(204);
       return res.end();
     }
@@ -302,6 +378,50 @@ async function main() {
                            'content-length': Buffer.byteLength(body) });
       return res.end(body);
     }
+    if (kind === 'put' || kind === 'upload_part' || kind === 'complete_multipart') {
+      // Writes are small in the tests: take the whole body, check its
+      // checksum, then forward it.
+      const chunks = [];
+      req.on('data', (d) => chunks.push(d));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const sent = req.headers['x-amz-checksum-crc32c'];
+        const id = u.searchParams.get('uploadId');
+        if (kind === 'upload_part') {
+          if (!partBodies.has(id)) partBodies.set(id, new Map());
+          partBodies.get(id).set(Number(u.searchParams.get('partNumber')), body);
+        }
+        if (kind === 'complete_multipart') {
+          const parts = partBodies.get(id) || new Map();
+          const xml = body.toString();
+          const re = /<Part>\s*<PartNumber>(\d+)<\/PartNumber>[\s\S]*?<\/Part>/g;
+          const bufs = [];
+          let m;
+          while ((m = re.exec(xml))) {
+            const pb = parts.get(Number(m[1])) || Buffer.alloc(0);
+            bufs.push(pb);
+            const pc = /<ChecksumCRC32C>([^<]+)<\/ChecksumCRC32C>/.exec(m[0]);
+            if (pc && pc[1] !== crc32c([pb])) return badDigest(res, 'part ' + m[1]);
+          }
+          if (sent) {
+            if (sent !== crc32c(bufs)) return badDigest(res, 'object');
+            checksums.verified++;
+          } else {
+            checksums.absent++;
+          }
+        } else if (sent) {
+          if (sent !== crc32c([body])) return badDigest(res, kind);
+          checksums.verified++;
+        } else {
+          checksums.absent++;
+        }
+        forward(body);
+      });
+      return;
+    }
+    forward(null);
+
+    function forward(body) {
     const up = http.request({ host: '127.0.0.1', port: s3port, method: req.method,
                               path: req.url, headers: req.headers }, (ur) => {
       res.writeHead(ur.statusCode, ur.headers);
@@ -316,6 +436,7 @@ async function main() {
       }
       if (ok && (kind === 'complete_multipart' || kind === 'abort_multipart')) {
         uploads.delete(u.searchParams.get('uploadId'));
+        partBodies.delete(u.searchParams.get('uploadId'));
       }
       if (ok && (kind === 'put' || kind === 'complete_multipart')) written.add(slot);
       if (ok && kind === 'delete') written.delete(slot);
@@ -341,7 +462,8 @@ async function main() {
       ur.pipe(res);
     });
     up.on('error', () => { res.socket && res.socket.destroy(); });
-    req.pipe(up);
+    if (body) up.end(body); else req.pipe(up);
+    }
   });
   proxy.keepAliveTimeout = 30000;
   proxy.on('connection', () => { connections++; });
