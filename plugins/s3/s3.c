@@ -98,7 +98,8 @@ typedef struct s3_ctx {
         "Endpoint URL, e.g. http://127.0.0.1:9000; default from "              \
         "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS."),                 \
     OPT("access_key_id", SKIPPR_OPT_SECRET, NULL, 0, access_key_id,             \
-        "Access key; default from the environment or credentials file."),     \
+        "Access key; default from the AWS credential chain (environment, "   \
+        "profile, web identity, container, instance metadata)."),     \
     OPT("secret_access_key", SKIPPR_OPT_SECRET, NULL, 0, secret_access_key,     \
         "Secret key; never logged."),                                          \
     OPT("session_token", SKIPPR_OPT_SECRET, NULL, 0, session_token,             \

@@ -345,8 +345,9 @@ PLUGINS = {'File': {'sink': [('path',
                   'secret',
                   None,
                   False,
-                  'Access key; default from the environment or credentials '
-                  'file.'),
+                  'Access key; default from the AWS credential chain '
+                  '(environment, profile, web identity, container, instance '
+                  'metadata).'),
                  ('secret_access_key',
                   'secret',
                   None,
@@ -407,6 +408,14 @@ PLUGINS = {'File': {'sink': [('path',
                   False,
                   'x-amz-server-side-encryption of written objects (AES256, '
                   'aws:kms).'),
+                 ('checksum_crc32c',
+                  'bool',
+                  'true',
+                  False,
+                  "Send x-amz-checksum-crc32c (the object's on a PUT and on "
+                  "Complete, each part's on UploadPart) so S3 verifies what "
+                  'arrives and GetObjectAttributes returns it; false for '
+                  'servers that refuse the headers.'),
                  ('conditional_writes',
                   'bool',
                   'true',
@@ -435,8 +444,9 @@ PLUGINS = {'File': {'sink': [('path',
                     'secret',
                     None,
                     False,
-                    'Access key; default from the environment or credentials '
-                    'file.'),
+                    'Access key; default from the AWS credential chain '
+                    '(environment, profile, web identity, container, instance '
+                    'metadata).'),
                    ('secret_access_key',
                     'secret',
                     None,
