@@ -461,6 +461,16 @@ size_t sk_config_pipeline_names(const sk_yaml_doc *doc, const char **names,
     return n;
 }
 
+const char *const sk_config_transform_keys[] = {
+    "namespace_fields", "batch_partition_fields", "batch_time_fields",
+    "batch_time_unit", "time_partition_prefix", NULL};
+const char *const sk_config_setting_keys[] = {
+    "buffer_threshold_seconds", "max_object_bytes", "wal_disk_budget",
+    "memory_budget", "max_record_bytes", "poll_interval_seconds",
+    "commit_interval_ms", "list_batch", "upload_concurrency",
+    "wal_zstd_level", "validate", "retry_backoff_ms", "max_inflate_ratio",
+    "multiline_records", NULL};
+
 int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
                        sk_pipeline_cfg *out, sk_cfg_err *err)
 {
@@ -469,15 +479,11 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
     static const char *const skippr_keys[] = {
         "workspace", "skipprd_el_storage_mode", "state_dir", "plugin_dirs",
         "threads", NULL};
-    static const char *const pipe_keys[] = {
-        "type", "data_source", "data_sink", "buffer_threshold_seconds",
-        "max_object_bytes", "wal_disk_budget", "memory_budget",
-        "max_record_bytes", "poll_interval_seconds", "commit_interval_ms",
-        "list_batch", "upload_concurrency", "wal_zstd_level", "validate",
-        "retry_backoff_ms", "max_inflate_ratio", "transform", NULL};
-    static const char *const transform_keys[] = {
-        "namespace_fields", "batch_partition_fields", "batch_time_fields",
-        "batch_time_unit", "time_partition_prefix", NULL};
+    /* A pipeline's keys: these four and sk_config_setting_keys. */
+    const char *pipe_keys[40] = {"type", "data_source", "data_sink",
+                                 "transform"};
+    for (size_t i = 0, k = 4; sk_config_setting_keys[i] && k + 1 < 40; i++)
+        pipe_keys[k++] = sk_config_setting_keys[i];
     const sk_ynode *root = doc->root;
     memset(out, 0, sizeof *out);
     if (check_keys(doc, root, top_keys, "the top level", err))
@@ -597,10 +603,29 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
                                "only as far as routing needs)", val->value);
     }
 
+    const sk_ynode *ml = sk_ymap_get(pipe, "multiline_records");
+    if (ml) {
+        if (want_scalar(doc, ml, "multiline_records", err))
+            return SKIPPR_INVAL;
+        if (strcmp(ml->value, "json") == 0)
+            out->multiline = SK_MULTILINE_JSON;
+        else if (strcmp(ml->value, "compact") == 0)
+            out->multiline = SK_MULTILINE_COMPACT;
+        else if (strcmp(ml->value, "dead_letter") == 0)
+            out->multiline = SK_MULTILINE_DEAD;
+        else
+            return sk_cfg_fail(err, doc, ml, "multiline_records: '%s' must "
+                               "be json (such records, unchanged, in a .json "
+                               "object beside the .jsonl one), compact "
+                               "(whitespace between tokens removed: the only "
+                               "option that changes bytes) or dead_letter",
+                               ml->value);
+    }
+
     const sk_ynode *tr = sk_ymap_get(pipe, "transform");
     if (tr && tr->kind != SK_Y_MAP)
         return sk_cfg_fail(err, doc, tr, "transform: must be a map");
-    if (tr && check_keys(doc, tr, transform_keys, "transform:", err))
+    if (tr && check_keys(doc, tr, sk_config_transform_keys, "transform:", err))
         return SKIPPR_INVAL;
     for (size_t i = 0; tr && i < tr->n; i++)
         if (want_scalar(doc, tr->items[i], tr->keys[i]->value, err))

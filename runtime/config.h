@@ -63,6 +63,14 @@ typedef struct sk_endpoint_cfg {
     const sk_ynode *at;        /* for error positions */
 } sk_endpoint_cfg;
 
+/* multiline_records: what a JSON record that spans lines becomes when the
+ * sink writes .jsonl objects, which must hold one record per line. */
+typedef enum sk_multiline {
+    SK_MULTILINE_JSON = 0, /* its bytes, in a sibling .json object */
+    SK_MULTILINE_COMPACT,  /* insignificant whitespace removed, in .jsonl */
+    SK_MULTILINE_DEAD      /* dead-lettered */
+} sk_multiline;
+
 typedef struct sk_pipeline_cfg {
     const char *name;
     const char *workspace;
@@ -82,10 +90,17 @@ typedef struct sk_pipeline_cfg {
     int64_t retry_backoff_ms;   /* a sink's first retry waits about this */
     int64_t max_inflate_ratio;  /* decompressed : compressed bytes past
                                  * 64 MiB, at most; 0: no limit */
+    sk_multiline multiline;     /* multiline_records */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;
 } sk_pipeline_cfg;
+
+/* A pipeline's scalar settings (besides type, data_source, data_sink) and
+ * its transform: keys, NULL-terminated: what sk_config_pipeline() takes
+ * and the flags of `skipprd sync --source URL ...` are named after. */
+extern const char *const sk_config_setting_keys[];
+extern const char *const sk_config_transform_keys[];
 
 /* Validate the top level and extract one pipeline. Pointers in out borrow
  * from doc. Returns SKIPPR_OK or SKIPPR_INVAL with err set. */

@@ -1087,3 +1087,26 @@ size_t sk_json_unescape(const uint8_t *raw, size_t len, uint8_t *out)
     }
     return (size_t)(o - out);
 }
+
+size_t sk_json_compact(const uint8_t *in, size_t n, uint8_t *out)
+{
+    size_t k = 0;
+    int in_str = 0, esc = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = in[i];
+        if (in_str) {
+            if (esc)
+                esc = 0;
+            else if (c == '\\')
+                esc = 1;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            continue;
+        } else if (c == '"') {
+            in_str = 1;
+        }
+        out[k++] = c;
+    }
+    return k;
+}

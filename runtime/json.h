@@ -124,6 +124,12 @@ sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
 /* Offset of the first byte after a UTF-8 BOM, if buf starts with one. */
 size_t sk_json_skip_bom(const uint8_t *buf, size_t len);
 
+/* Copy the JSON text in[0..n) to out (n bytes of room) without the
+ * whitespace between tokens (space, tab, CR, LF outside strings); strings
+ * are copied as they are. Returns the bytes written. The input is a framed
+ * record: a string left open runs to the end unchanged. */
+size_t sk_json_compact(const uint8_t *in, size_t n, uint8_t *out);
+
 /* Decode the raw text of a JSON string (without quotes) into out, which must
  * hold at least len bytes (decoding never grows the text). Returns the
  * decoded length. The input must already be validated by the framer. */

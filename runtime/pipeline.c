@@ -153,6 +153,13 @@ struct engine {
     size_t ncsv_cols;
     const char *ext;          /* data objects' extension, from the sink */
     sk_buf slice_key;         /* a CSV slice's key: route key + header id */
+    /* multiline_records: JSON records with a line feed, when the sink
+     * writes .jsonl objects (one record per line) */
+    int multiline_check;      /* the sink writes .jsonl files */
+    uint64_t multiline_json;  /* such records put in .json objects */
+    uint64_t multiline_compacted; /* such records compacted */
+    sk_buf multiline_key;     /* a .json slice's key: route key + tag */
+    sk_buf compact;           /* a compacted record */
     /* streaming sources */
     int streaming;            /* the source has poll(), not list() */
     sk_stream_hooks hooks;    /* what its host calls reach */
@@ -508,6 +515,87 @@ static int dead_letter(engine *e, const char *unit, uint64_t offset,
         sk_debug("dead letter: %s at offset %" PRIu64 " (%zu bytes): %s",
                  unit, offset, len, reason);
     }
+    return rc;
+}
+
+/* The tag after a NUL in the key of a slice of multi-line JSON records:
+ * its object sits beside the partition's .jsonl ones, named .json. */
+#define MULTILINE_TAG "json:multiline"
+
+static int slice_is_multiline(const sk_slice *s)
+{
+    size_t name = strnlen(s->key, s->key_len);
+    size_t tl = sizeof MULTILINE_TAG - 1;
+    return s->kind == SK_SLICE_DATA && s->key_len == name + 1 + tl &&
+           memcmp(s->key + name + 1, MULTILINE_TAG, tl) == 0;
+}
+
+/* The extension of slice s's object. */
+static const char *slice_ext(const engine *e, const sk_slice *s)
+{
+    if (s->kind == SK_SLICE_DEAD)
+        return ".bad";
+    return slice_is_multiline(s) ? ".json" : e->ext;
+}
+
+/* A JSON record of partition key[0..klen) (whose .jsonl slice is s) that
+ * holds a line feed, so a .jsonl object cannot hold it as one line: put it
+ * where multiline_records says. unit and offset name it in a dead letter.
+ * Counts it in e->records (or e->dead). */
+static int append_multiline(engine *e, sk_slice *s, const char *key,
+                            size_t klen, const uint8_t *rec, size_t len,
+                            const char *unit, uint64_t offset)
+{
+    int rc;
+    switch (e->cfg->multiline) {
+    case SK_MULTILINE_DEAD:
+        return dead_letter(e, unit, offset, rec, len,
+                           "the record spans lines, which a .jsonl object "
+                           "cannot hold (multiline_records: dead_letter)");
+    case SK_MULTILINE_COMPACT:
+        sk_buf_reset(&e->compact);
+        if ((rc = sk_buf_reserve(&e->compact, len)))
+            return rc;
+        rc = sk_state_append(e->st, s, e->compact.data,
+                             sk_json_compact(rec, len, e->compact.data));
+        if (!rc) {
+            e->multiline_compacted++;
+            e->records++;
+        }
+        return rc;
+    case SK_MULTILINE_JSON:
+        break;
+    }
+    sk_buf_reset(&e->multiline_key);
+    if ((rc = sk_buf_append(&e->multiline_key, key, klen)) ||
+        (rc = sk_buf_putc(&e->multiline_key, 0)) ||
+        (rc = sk_buf_append(&e->multiline_key, MULTILINE_TAG,
+                            sizeof MULTILINE_TAG - 1)))
+        return rc;
+    const char *mk = (const char *)e->multiline_key.data;
+    size_t ml = e->multiline_key.len;
+    sk_slice *js = sk_state_slice(e->st, mk, ml, sk_hash_fast(mk, ml),
+                                  SK_SLICE_DATA);
+    if (!js)
+        return SKIPPR_NOMEM;
+    if (!(rc = sk_state_append(e->st, js, rec, len))) {
+        e->multiline_json++;
+        e->records++;
+    }
+    return rc;
+}
+
+/* Append one JSON record to s, or, when it spans lines and the sink
+ * writes .jsonl, where multiline_records says. Counts it. */
+static int append_json(engine *e, sk_slice *s, const char *key, size_t klen,
+                       const uint8_t *rec, size_t len, const char *unit,
+                       uint64_t offset)
+{
+    if (e->multiline_check && memchr(rec, '\n', len))
+        return append_multiline(e, s, key, klen, rec, len, unit, offset);
+    int rc = sk_state_append(e->st, s, rec, len);
+    if (!rc)
+        e->records++;
     return rc;
 }
 
@@ -872,7 +960,8 @@ static int upload_one(uploader *u, sk_slice *s)
                             ? "text/csv"
                         : e->sink->format == SK_FORMAT_XML
                             ? "application/xml"
-                            : "application/x-ndjson");
+                        : slice_is_multiline(s) ? "application/json"
+                                                : "application/x-ndjson");
     }
     return rc;
 }
@@ -1046,9 +1135,7 @@ static int flush_slices(engine *e, int force)
         size_t tl = xml_trailer(s, tail, sizeof tail);
         if (ck == SK_CONV_NONE) {
             /* The records and newlines (and an XML root's close tag) */
-            rc = sk_state_seal(st, s, s->kind == SK_SLICE_DEAD ? ".bad"
-                                                               : e->ext,
-                               tail, tl);
+            rc = sk_state_seal(st, s, slice_ext(e, s), tail, tl);
         } else {
             /* A converted object: measure what delivery will write. */
             writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, 0,
@@ -1651,6 +1738,17 @@ static void lane_close(lane *l)
 
 /* Pipeline thread: wait for the lane's tasks, then append its records in
  * order. Sets *finished when the unit is done. */
+/* Whether a record of group g (in buf) holds a line feed. */
+static int group_spans_lines(const piece *p, const group *g,
+                             const uint8_t *buf)
+{
+    for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next)
+        if (memchr(buf + p->recs[r].start, '\n',
+                   p->recs[r].end - p->recs[r].start))
+            return 1;
+    return 0;
+}
+
 static int lane_apply(lane *l, int *finished)
 {
     engine *e = l->e;
@@ -1757,6 +1855,20 @@ static int lane_apply(lane *l, int *finished)
                                                   p->xml_out.head_len);
                 if (rc)
                     return rc;
+            }
+            if (e->multiline_check && !p->csv && !p->xml &&
+                group_spans_lines(p, g, buf)) {
+                /* Records one by one, their CRC computed as appended. */
+                for (uint32_t r = g->first; r != NO_REC;
+                     r = p->recs[r].next) {
+                    const rec_out *o = &p->recs[r];
+                    int rc = append_json(e, s, key, klen, buf + o->start,
+                                         o->end - o->start, unit_id,
+                                         l->base + o->start);
+                    if (rc)
+                        return rc;
+                }
+                continue;
             }
             for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next) {
                 const rec_out *o = &p->recs[r];
@@ -2255,10 +2367,8 @@ static int stream_record(engine *e, const skippr_message *m)
                                  SK_SLICE_DATA);
     if (!s)
         return SKIPPR_NOMEM;
-    if ((rc = sk_state_append(e->st, s, buf, len)))
-        return rc;
-    e->records++;
-    return SKIPPR_OK;
+    return append_json(e, s, key, klen, buf, len, m->unit,
+                       (uint64_t)m->position);
 }
 
 /* The format a document message names, SK_FORMAT_AUTO for none, or -1
@@ -2547,6 +2657,8 @@ static int formats_init(engine *e)
     e->ext = e->sink->format == SK_FORMAT_CSV   ? ".csv"
              : e->sink->format == SK_FORMAT_XML ? ".xml"
                                                 : ".jsonl";
+    e->multiline_check = strcmp(e->ext, ".jsonl") == 0 &&
+                         !sink_takes_records(e->sink);
     e->xml_spec = sk_xml_spec_new(e->paths, e->npaths,
                                   e->src->xml_record_element);
     if (!e->xml_spec) {
@@ -2555,6 +2667,8 @@ static int formats_init(engine *e)
         return SKIPPR_INVAL;
     }
     sk_buf_init(&e->slice_key, (size_t)1 << 20);
+    sk_buf_init(&e->multiline_key, (size_t)1 << 20);
+    sk_buf_init(&e->compact, (size_t)e->cfg->max_record_bytes + 1);
     sk_buf_init(&e->sscratch, (size_t)e->cfg->max_record_bytes + 64);
     const skippr_source_ops *sops = e->src->plugin->source;
     int documents = e->streaming &&
@@ -2604,6 +2718,8 @@ static void engine_free(engine *e)
         sk_free(e->csv_cols[i]);
     sk_free(e->csv_cols);
     sk_buf_free(&e->slice_key);
+    sk_buf_free(&e->multiline_key);
+    sk_buf_free(&e->compact);
     sk_buf_free(&e->sscratch);
     sk_free(e->sunits);
     todo_clear(e);
@@ -2737,6 +2853,11 @@ out:
                 rc ? "stopped" : "done", e.units_done, e.skipped_done,
                 e.skipped_changed, e.records, e.dead, e.objects,
                 (double)e.bytes_in / 1e6, secs);
+        if (e.multiline_json || e.multiline_compacted)
+            sk_info("records spanning lines: %" PRIu64 " in .json objects "
+                    "beside the .jsonl ones, %" PRIu64 " compacted "
+                    "(multiline_records)", e.multiline_json,
+                    e.multiline_compacted);
     }
     if (e.src)
         sk_instance_log_counters(e.src);

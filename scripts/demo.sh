@@ -13,6 +13,8 @@ build/runtime/skipprd sync --pipeline gdpr_compliant_migration --once \
     --config examples/gdpr-files/skippr.yml
 out="$SKIPPR_DEMO_DIR/out/copy/phew-thats-a-month-and-a-gdpr-fine-saved"
 echo
-echo "output: $(find "$out" -type f -name '*.jsonl' | wc -l) objects under $out, e.g."
+echo "output: $(find "$out" -type f -name '*.jsonl' | wc -l) JSON Lines objects (.jsonl)," \
+     "$(find "$out" -type f -name '*.json' | wc -l) beside them for records that span lines (.json),"
+echo "under $out, e.g."
 find "$out" -type f -name '*.jsonl' | sort | head -5 | sed "s|$SKIPPR_DEMO_DIR/||"
 echo "run it again: nothing is re-read; drop new files into $SKIPPR_DEMO_DIR/in to copy just those."

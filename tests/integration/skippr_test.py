@@ -36,7 +36,9 @@ SEED_TRANSFORM = {
 }
 SINK_PREFIX = "copy/phew-thats-a-month-and-a-gdpr-fine-saved"
 SOURCE_PREFIX = "ill-just-dump-this-here"
-OBJECT_NAME = re.compile(r"^apply-[0-9a-f]{16}-[0-9]{10}\.jsonl$")
+# .jsonl objects hold one record per line; .json ones, beside them, hold
+# the records that span lines (multiline_records: json).
+OBJECT_NAME = re.compile(r"^apply-[0-9a-f]{16}-[0-9]{10}\.jsonl?$")
 
 
 class Failure(Exception):
@@ -387,7 +389,13 @@ def output_records(sink_root, live=False):
             with open(os.path.join(dirpath, fn), "rb") as f:
                 data = f.read()
             check(data.endswith(b"\n"), "%s does not end with a newline" % fn)
+            lines = fn.endswith(".jsonl")
             for raw, _ in frame(data):
+                # JSON Lines: no record of a .jsonl object spans lines, and
+                # a .json object holds only records that do.
+                check((b"\n" in raw) != lines, "%s in %s/%s" % (
+                    "a record spanning lines" if lines else
+                    "a one-line record", rel, fn))
                 c[(rel, raw)] += 1
     return c
 

@@ -48,7 +48,8 @@ def output_records(s3):
     for key, data in s3.objects("your-output-bucket", SINK_PREFIX).items():
         rel = key[len(SINK_PREFIX):]
         folder, name = rel.rsplit("/", 1)
-        check(name.startswith("apply-") and name.endswith(".jsonl"), key)
+        check(name.startswith("apply-") and
+              (name.endswith(".jsonl") or name.endswith(".json")), key)
         for raw, _ in frame(data):
             got[(folder, raw)] += 1
     return got
@@ -90,7 +91,7 @@ def test_seed_walkthrough_bucket_to_bucket():
                                     Key=key)["Body"].read()
         meta = head["Metadata"]
         check(re.match(r"^[0-9a-f]{16}-[0-9]{10}$", meta.get("skippr-slice", ""))
-              and key.endswith("apply-%s.jsonl" % meta["skippr-slice"]),
+              and re.search(r"apply-%s\.jsonl?$" % meta["skippr-slice"], key),
               "slice id metadata: %s for %s" % (meta, key))
         check(meta.get("skippr-crc32c") == "%08x" % crc32c(body),
               "crc32c metadata %s does not match the body" % meta)

@@ -261,7 +261,7 @@ _PIPELINE_KEYS = {
     "commit_interval_ms": "int", "list_batch": "int",
     "upload_concurrency": "int", "wal_zstd_level": "int",
     "validate": "bool", "retry_backoff_ms": "int",
-    "max_inflate_ratio": "int",
+    "max_inflate_ratio": "int", "multiline_records": "str",
 }
 
 
