@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cliflags.h"
 #include "common.h"
 #include "config.h"
 #include "fault.h"
@@ -40,7 +41,19 @@ static const char usage[] =
     "  -q, --quiet         errors only\n"
     "      --no-progress   never draw the progress line\n"
     "  -h, --help          this text\n"
-    "      --version       print the version\n";
+    "      --version       print the version\n"
+    "\n"
+    "A pipeline by flags alone, instead of a YAML file:\n"
+    "  skipprd sync --source URL --sink URL [settings] [--once]\n"
+    "  URLs: s3://BUCKET[/PREFIX], file://PATH or PATH,\n"
+    "        kafka://HOST:PORT/TOPIC, mqtt[s]://HOST:PORT/TOPIC,\n"
+    "        http[s]://... (a URL to fetch, or to POST to), - (stdout)\n"
+    "  settings: --KEY VALUE for every pipeline and transform: key of the\n"
+    "        YAML (--batch-time-fields timestamp, --buffer-threshold-seconds\n"
+    "        86400, ...), dashes or underscores; --source-opt K=V and\n"
+    "        --sink-opt K=V for plugin options; --workspace NAME,\n"
+    "        --state-dir DIR; --pipeline NAME names it (default: cli).\n"
+    "  validate with the same flags prints the equivalent YAML.\n";
 
 static void on_signal(int sig)
 {
@@ -183,7 +196,7 @@ static int cmd_plugins(const sk_yaml_doc *doc, int as_json)
 }
 
 static int validate_one(const sk_yaml_doc *doc, const char *name,
-                        sk_registry *reg)
+                        sk_registry *reg, FILE *out)
 {
     sk_pipeline_cfg cfg;
     sk_cfg_err err;
@@ -216,12 +229,13 @@ static int validate_one(const sk_yaml_doc *doc, const char *name,
         fprintf(stderr, "skipprd: error: pipeline %s: %s\n", name, why);
         return 1;
     }
-    printf("pipeline %s: ok (%s -> %s)\n", name, cfg.source.plugin,
-           cfg.sink.plugin);
+    fprintf(out, "pipeline %s: ok (%s -> %s)\n", name, cfg.source.plugin,
+            cfg.sink.plugin);
     return 0;
 }
 
-static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline)
+static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline,
+                        FILE *out)
 {
     sk_registry reg;
     sk_cfg_err err;
@@ -233,7 +247,7 @@ static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline)
     }
     int bad = 0;
     if (pipeline) {
-        bad = validate_one(doc, pipeline, &reg);
+        bad = validate_one(doc, pipeline, &reg, out);
     } else {
         const char *names[256];
         size_t n = sk_config_pipeline_names(doc, names, 256);
@@ -243,7 +257,7 @@ static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline)
             bad = 1;
         }
         for (size_t i = 0; i < n; i++)
-            bad |= validate_one(doc, names[i], &reg);
+            bad |= validate_one(doc, names[i], &reg, out);
     }
     sk_registry_close(&reg);
     return bad;
@@ -252,8 +266,12 @@ static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline)
 int main(int argc, char **argv)
 {
     sk_malloc_tune();
-    enum { OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON };
-    static const struct option longopts[] = {
+    enum {
+        OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
+        OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
+        OPT_KEY = 2000 /* + index in keyflags */
+    };
+    static const struct option fixed[] = {
         {"config", required_argument, NULL, 'c'},
         {"pipeline", required_argument, NULL, 'p'},
         {"threads", required_argument, NULL, 't'},
@@ -264,14 +282,78 @@ int main(int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
-        {NULL, 0, NULL, 0}};
+        {"source", required_argument, NULL, OPT_SOURCE},
+        {"sink", required_argument, NULL, OPT_SINK},
+        {"source-opt", required_argument, NULL, OPT_SOURCE_OPT},
+        {"sink-opt", required_argument, NULL, OPT_SINK_OPT},
+        {"workspace", required_argument, NULL, OPT_WORKSPACE},
+        {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+        {"state_dir", required_argument, NULL, OPT_STATE_DIR}};
+    /* Every pipeline setting and transform key is a flag too, spelt with
+     * underscores as in the YAML or with dashes. */
+    enum { NFIXED = sizeof fixed / sizeof *fixed, NKEYFLAGS = 80 };
+    static char dashed[NKEYFLAGS][64];
+    static const char *keyflags[NKEYFLAGS];
+    static struct option longopts[NFIXED + NKEYFLAGS + 1];
+    size_t nk = 0;
+    memcpy(longopts, fixed, sizeof fixed);
+    const char *const *lists[2] = {sk_config_setting_keys,
+                                   sk_config_transform_keys};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; lists[l][i] && nk + 2 <= NKEYFLAGS; i++) {
+            const char *k = lists[l][i];
+            keyflags[nk] = k;
+            longopts[NFIXED + nk] =
+                (struct option){k, required_argument, NULL, OPT_KEY + (int)nk};
+            nk++;
+            snprintf(dashed[nk], sizeof dashed[nk], "%s", k);
+            for (char *d = dashed[nk]; *d; d++)
+                *d = *d == '_' ? '-' : *d;
+            keyflags[nk] = k;
+            longopts[NFIXED + nk] = (struct option){
+                dashed[nk], required_argument, NULL, OPT_KEY + (int)nk};
+            nk++;
+        }
+    longopts[NFIXED + nk] = (struct option){NULL, 0, NULL, 0};
+    sk_cli_pipeline cli;
+    memset(&cli, 0, sizeof cli);
+    int cli_flags = 0; /* flags that only a pipeline from flags takes */
     const char *config = getenv("SKIPPR_CONFIG");
+    int config_given = 0;
     const char *pipeline = NULL;
     int once = 0, threads = 0, no_progress = 0, as_json = 0;
     int c;
     while ((c = getopt_long(argc, argv, "c:p:t:vqh", longopts, NULL)) != -1) {
+        if (c >= OPT_KEY && c < OPT_KEY + (int)nk) {
+            if (cli.nkeys == SK_CLI_MAX_OPTS) {
+                fprintf(stderr, "skipprd: error: too many settings\n");
+                return 2;
+            }
+            cli.keys[cli.nkeys] = keyflags[c - OPT_KEY];
+            cli.values[cli.nkeys++] = optarg;
+            cli_flags = 1;
+            continue;
+        }
         switch (c) {
-        case 'c': config = optarg; break;
+        case OPT_SOURCE: cli.source = optarg; break;
+        case OPT_SINK: cli.sink = optarg; break;
+        case OPT_SOURCE_OPT:
+        case OPT_SINK_OPT: {
+            const char **v = c == OPT_SOURCE_OPT ? cli.source_opts
+                                                 : cli.sink_opts;
+            size_t *n = c == OPT_SOURCE_OPT ? &cli.nsource_opts
+                                            : &cli.nsink_opts;
+            if (*n == SK_CLI_MAX_OPTS) {
+                fprintf(stderr, "skipprd: error: too many plugin options\n");
+                return 2;
+            }
+            v[(*n)++] = optarg;
+            cli_flags = 1;
+            break;
+        }
+        case OPT_WORKSPACE: cli.workspace = optarg; cli_flags = 1; break;
+        case OPT_STATE_DIR: cli.state_dir = optarg; cli_flags = 1; break;
+        case 'c': config = optarg; config_given = 1; break;
         case 'p': pipeline = optarg; break;
         case 't':
             threads = atoi(optarg);
@@ -307,6 +389,18 @@ int main(int argc, char **argv)
         config = "skippr.yml";
     if (sk_fault_init_from_env())
         return 2;
+    int from_flags = cli.source || cli.sink;
+    if (from_flags && config_given) {
+        fprintf(stderr, "skipprd: error: give a pipeline by --config or by "
+                "--source and --sink, not both\n");
+        return 2;
+    }
+    if (cli_flags && !from_flags) {
+        fprintf(stderr, "skipprd: error: pipeline settings, --source-opt, "
+                "--sink-opt, --workspace and --state-dir go with --source "
+                "and --sink; with a config file, set them there\n");
+        return 2;
+    }
 
     if (strcmp(cmd, "plugins") == 0) {
         sk_yaml_doc *doc = NULL;
@@ -323,11 +417,33 @@ int main(int argc, char **argv)
         return 2;
     }
     sk_yaml_doc *doc = NULL;
-    if (load(config, &doc))
+    if (from_flags) {
+        cli.name = pipeline ? pipeline : "cli";
+        pipeline = cli.name;
+        sk_cfg_err err;
+        char *yaml = sk_cli_yaml(&cli, &err);
+        if (!yaml) {
+            fprintf(stderr, "skipprd: error: %s\n", err.msg);
+            return 2;
+        }
+        if (strcmp(cmd, "validate") == 0)
+            fputs(yaml, stdout); /* to start a file from */
+        int lrc = sk_yaml_load_mem("(flags)", yaml, strlen(yaml), &doc,
+                                   &err);
+        sk_free(yaml);
+        if (lrc) {
+            fprintf(stderr, "skipprd: error: %s\n", err.msg);
+            return 1;
+        }
+    } else if (load(config, &doc)) {
         return 1;
+    }
     int rc;
     if (strcmp(cmd, "validate") == 0) {
-        rc = cmd_validate(doc, pipeline);
+        /* The YAML went to stdout: the verdict goes to stderr. */
+        if (from_flags)
+            fflush(stdout);
+        rc = cmd_validate(doc, pipeline, from_flags ? stderr : stdout);
         sk_yaml_free(doc);
         return rc;
     }

@@ -1,0 +1,343 @@
+/* A pipeline from command-line flags, written as YAML. See cliflags.h. */
+#include "cliflags.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+const char *sk_cli_key(const char *flag)
+{
+    char k[128];
+    size_t n = strlen(flag);
+    if (n >= sizeof k)
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        k[i] = flag[i] == '-' ? '_' : flag[i];
+    for (size_t i = 0; sk_config_setting_keys[i]; i++)
+        if (strcmp(k, sk_config_setting_keys[i]) == 0)
+            return sk_config_setting_keys[i];
+    for (size_t i = 0; sk_config_transform_keys[i]; i++)
+        if (strcmp(k, sk_config_transform_keys[i]) == 0)
+            return sk_config_transform_keys[i];
+    return NULL;
+}
+
+static int is_transform_key(const char *k)
+{
+    for (size_t i = 0; sk_config_transform_keys[i]; i++)
+        if (strcmp(k, sk_config_transform_keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A YAML scalar for v: plain when nothing in it can be misread, else
+ * double-quoted with JSON's escapes. "${" is written "$${" so the loader's
+ * interpolation leaves flag values as the shell gave them. */
+static int put_scalar(sk_buf *b, const char *v)
+{
+    static const char *const special[] = {"true", "false", "yes", "no",
+                                          "on", "off", "null", "~", NULL};
+    int plain = *v && strchr("-?:,[]{}#&*!|>'\"%@`~ ", *v) == NULL &&
+                v[strlen(v) - 1] != ' ' && v[strlen(v) - 1] != ':';
+    for (const char *p = v; plain && *p; p++)
+        if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') ||
+              ('0' <= *p && *p <= '9') || strchr("_./,:=+@-", *p)) ||
+            (*p == ':' && p[1] == ' '))
+            plain = 0;
+    for (size_t i = 0; plain && special[i]; i++)
+        if (strcasecmp(v, special[i]) == 0)
+            plain = 0;
+    /* Numbers stay plain only for settings that take them (the caller
+     * passes those through put_value). */
+    if (plain && strspn(v, "0123456789.+-eE") == strlen(v))
+        plain = 0;
+    if (plain)
+        return sk_buf_append(b, v, strlen(v));
+    int rc = sk_buf_putc(b, '"');
+    for (const char *p = v; !rc && *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\')
+            rc = sk_buf_printf(b, "\\%c", c);
+        else if (c < 0x20)
+            rc = sk_buf_printf(b, "\\u%04x", c);
+        else if (c == '$' && p[1] == '{')
+            rc = sk_buf_append(b, "$$", 2);
+        else
+            rc = sk_buf_putc(b, c);
+    }
+    return rc ? rc : sk_buf_putc(b, '"');
+}
+
+/* A setting's value: whole numbers, sizes (16MiB) and true/false as
+ * written, so the YAML reads like a hand-written one. */
+static int put_value(sk_buf *b, const char *v)
+{
+    size_t n = strlen(v);
+    size_t digits = strspn(v, "0123456789");
+    int number = digits > 0 && digits <= 18 &&
+                 (digits == n || strspn(v + digits,
+                                        "KMGTiBkb") == n - digits);
+    if (number || strcmp(v, "true") == 0 || strcmp(v, "false") == 0)
+        return sk_buf_append(b, v, n);
+    return put_scalar(b, v);
+}
+
+typedef struct endpoint {
+    const char *plugin;
+    const char *keys[6], *values[6];
+    char *owned[6]; /* values this file allocated */
+    size_t n;
+} endpoint;
+
+static void endpoint_free(endpoint *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        sk_free(e->owned[i]);
+}
+
+static int add(endpoint *e, const char *key, const char *value, size_t len)
+{
+    char *v = sk_malloc(len + 1);
+    if (!v || e->n == sizeof e->keys / sizeof *e->keys) {
+        sk_free(v);
+        return SKIPPR_NOMEM;
+    }
+    memcpy(v, value, len);
+    v[len] = '\0';
+    e->keys[e->n] = key;
+    e->values[e->n] = v;
+    e->owned[e->n++] = v;
+    return SKIPPR_OK;
+}
+
+/* "host:port[,...]/rest" after a scheme: the hosts and the rest. */
+static int split_hosts(const char *s, const char **rest, size_t *hostlen)
+{
+    const char *slash = strchr(s, '/');
+    if (!slash || slash == s || !slash[1])
+        return -1;
+    *hostlen = (size_t)(slash - s);
+    *rest = slash + 1;
+    return 0;
+}
+
+/* Parse a source or sink URL into a plugin and its options. */
+static int parse_url(const char *url, int sink, endpoint *e, sk_cfg_err *err)
+{
+    memset(e, 0, sizeof *e);
+    const char *what = sink ? "--sink" : "--source";
+    const char *rest;
+    size_t hl;
+    int rc = SKIPPR_OK;
+    if (strncmp(url, "s3://", 5) == 0) {
+        const char *b = url + 5;
+        size_t bl = strcspn(b, "/");
+        if (bl == 0)
+            goto bad;
+        e->plugin = "S3";
+        rc = add(e, "s3_bucket", b, bl);
+        const char *prefix = b[bl] ? b + bl + 1 : "";
+        if (!rc && *prefix)
+            rc = add(e, "s3_prefix", prefix, strlen(prefix));
+    } else if (strncmp(url, "kafka://", 8) == 0) {
+        if (split_hosts(url + 8, &rest, &hl))
+            goto bad;
+        e->plugin = "Kafka";
+        rc = add(e, "brokers", url + 8, hl);
+        if (!rc)
+            rc = add(e, "topic", rest, strlen(rest));
+    } else if (strncmp(url, "mqtt://", 7) == 0 ||
+               strncmp(url, "mqtts://", 8) == 0) {
+        size_t skip = url[4] == 's' ? 8 : 7;
+        if (split_hosts(url + skip, &rest, &hl))
+            goto bad;
+        e->plugin = "MQTT";
+        /* The broker option takes the scheme, for TLS. */
+        rc = add(e, "broker", url, skip + hl);
+        if (!rc)
+            rc = add(e, "topic", rest, strlen(rest));
+    } else if (strncmp(url, "http://", 7) == 0 ||
+               strncmp(url, "https://", 8) == 0) {
+        e->plugin = sink ? "HTTP" : "HTTPPull";
+        rc = add(e, sink ? "url" : "urls", url, strlen(url));
+    } else if (sink && (strcmp(url, "-") == 0 || strcmp(url, "stdout") == 0 ||
+                        strcmp(url, "stdout:") == 0)) {
+        e->plugin = "Stdout";
+    } else if (strstr(url, "://") && strncmp(url, "file://", 7) != 0) {
+        snprintf(err->msg, sizeof err->msg, "%s %s: unknown scheme (s3://, "
+                 "file://, kafka://, mqtt://, mqtts://, http://, https://, "
+                 "a path%s)", what, url, sink ? ", or - for stdout" : "");
+        return SKIPPR_INVAL;
+    } else {
+        const char *path = strncmp(url, "file://", 7) == 0 ? url + 7 : url;
+        if (!*path)
+            goto bad;
+        e->plugin = "File";
+        if (path[0] == '/') {
+            rc = add(e, "path", path, strlen(path));
+        } else {
+            /* Relative to here, made absolute so the YAML means the same
+             * wherever it is saved. */
+            char cwd[PATH_MAX], *abs = NULL;
+            while (path[0] == '.' && path[1] == '/')
+                path += 2 + strspn(path + 2, "/");
+            if (!getcwd(cwd, sizeof cwd) ||
+                !(abs = strcmp(path, ".") == 0 || !*path
+                            ? sk_strdup(cwd)
+                            : sk_asprintf("%s/%s", cwd, path)))
+                return SKIPPR_NOMEM;
+            rc = add(e, "path", abs, strlen(abs));
+            sk_free(abs);
+        }
+    }
+    if (rc)
+        endpoint_free(e);
+    return rc;
+bad:
+    snprintf(err->msg, sizeof err->msg, "%s %s: expected %s", what, url,
+             strncmp(url, "s3://", 5) == 0      ? "s3://BUCKET[/PREFIX]"
+             : strncmp(url, "kafka://", 8) == 0 ? "kafka://HOST:PORT/TOPIC"
+             : strncmp(url, "mqtt", 4) == 0     ? "mqtt://HOST:PORT/TOPIC"
+                                                : "a path");
+    return SKIPPR_INVAL;
+}
+
+/* One endpoint's block under data_sources:/data_sinks:, with the --*-opt
+ * options after the URL's (an option given by both: the flag's wins, so
+ * the URL's is left out). */
+static int put_endpoint(sk_buf *b, const char *name, const endpoint *e,
+                        const char *const *opts, size_t nopts,
+                        const char *what, sk_cfg_err *err)
+{
+    int rc = sk_buf_printf(b, "  %s:\n    %s:", name, e->plugin);
+    size_t written = 0;
+    for (size_t i = 0; !rc && i < e->n; i++) {
+        size_t kl = strlen(e->keys[i]);
+        int overridden = 0;
+        for (size_t j = 0; j < nopts; j++)
+            if (strncmp(opts[j], e->keys[i], kl) == 0 && opts[j][kl] == '=')
+                overridden = 1;
+        if (overridden)
+            continue;
+        rc = sk_buf_printf(b, "\n      %s: ", e->keys[i]);
+        if (!rc)
+            rc = put_scalar(b, e->values[i]);
+        written++;
+    }
+    for (size_t j = 0; !rc && j < nopts; j++) {
+        const char *eq = strchr(opts[j], '=');
+        if (!eq || eq == opts[j]) {
+            snprintf(err->msg, sizeof err->msg, "%s %s: expected KEY=VALUE",
+                     what, opts[j]);
+            return SKIPPR_INVAL;
+        }
+        for (size_t k = 0; k < j; k++)
+            if (strncmp(opts[k], opts[j], (size_t)(eq - opts[j]) + 1) == 0) {
+                snprintf(err->msg, sizeof err->msg, "%s %.*s is given "
+                         "twice", what, (int)(eq - opts[j]), opts[j]);
+                return SKIPPR_INVAL;
+            }
+        rc = sk_buf_printf(b, "\n      %.*s: ", (int)(eq - opts[j]),
+                           opts[j]);
+        if (!rc)
+            rc = put_value(b, eq + 1);
+        written++;
+    }
+    if (!rc && written == 0)
+        rc = sk_buf_append(b, " {}", 3);
+    return rc ? rc : sk_buf_putc(b, '\n');
+}
+
+char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
+{
+    if (!p->source || !p->sink) {
+        snprintf(err->msg, sizeof err->msg, "a pipeline given by flags "
+                 "needs --source URL and --sink URL");
+        return NULL;
+    }
+    for (size_t i = 0; i < p->nkeys; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(p->keys[i], p->keys[j]) == 0) {
+                snprintf(err->msg, sizeof err->msg, "--%s is given twice",
+                         p->keys[i]);
+                return NULL;
+            }
+    endpoint src, dst;
+    if (parse_url(p->source, 0, &src, err))
+        return NULL;
+    if (parse_url(p->sink, 1, &dst, err)) {
+        endpoint_free(&src);
+        return NULL;
+    }
+    sk_buf b;
+    sk_buf_init(&b, 1u << 20);
+    int rc = sk_buf_append(&b, "skippr:\n", 8);
+    if (!rc && p->workspace) {
+        rc = sk_buf_append(&b, "  workspace: ", 13);
+        if (!rc)
+            rc = put_scalar(&b, p->workspace);
+        if (!rc)
+            rc = sk_buf_putc(&b, '\n');
+    }
+    if (!rc)
+        rc = sk_buf_printf(&b, "  skipprd_el_storage_mode: local\n");
+    if (!rc && p->state_dir) {
+        rc = sk_buf_append(&b, "  state_dir: ", 13);
+        if (!rc)
+            rc = put_scalar(&b, p->state_dir);
+        if (!rc)
+            rc = sk_buf_putc(&b, '\n');
+    }
+    if (!rc)
+        rc = sk_buf_printf(&b, "pipelines:\n  %s:\n    type: copy\n"
+                           "    data_source: data_sources.cli_source\n"
+                           "    data_sink: data_sinks.cli_sink\n",
+                           p->name ? p->name : "cli");
+    for (size_t i = 0; !rc && i < p->nkeys; i++) {
+        if (is_transform_key(p->keys[i]))
+            continue;
+        rc = sk_buf_printf(&b, "    %s: ", p->keys[i]);
+        if (!rc)
+            rc = put_value(&b, p->values[i]);
+        if (!rc)
+            rc = sk_buf_putc(&b, '\n');
+    }
+    int transform = 0;
+    for (size_t i = 0; !rc && i < p->nkeys; i++) {
+        if (!is_transform_key(p->keys[i]))
+            continue;
+        if (!transform++)
+            rc = sk_buf_append(&b, "    transform:\n", 15);
+        if (!rc)
+            rc = sk_buf_printf(&b, "      %s: ", p->keys[i]);
+        if (!rc)
+            rc = put_scalar(&b, p->values[i]);
+        if (!rc)
+            rc = sk_buf_putc(&b, '\n');
+    }
+    if (!rc)
+        rc = sk_buf_append(&b, "data_sources:\n", 14);
+    if (!rc)
+        rc = put_endpoint(&b, "cli_source", &src, p->source_opts,
+                          p->nsource_opts, "--source-opt", err);
+    if (!rc)
+        rc = sk_buf_append(&b, "data_sinks:\n", 12);
+    if (!rc)
+        rc = put_endpoint(&b, "cli_sink", &dst, p->sink_opts, p->nsink_opts,
+                          "--sink-opt", err);
+    if (!rc)
+        rc = sk_buf_putc(&b, '\0');
+    endpoint_free(&src);
+    endpoint_free(&dst);
+    if (rc) {
+        if (rc != SKIPPR_INVAL)
+            snprintf(err->msg, sizeof err->msg, "out of memory");
+        sk_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data; /* the buffer's memory, now the caller's */
+}

@@ -1,0 +1,53 @@
+/* A pipeline given by command-line flags alone ("yaml or pure cli flags"),
+ * in the shape users know from `aws s3`, rclone and s5cmd:
+ *
+ *   skipprd sync --source s3://bucket/prefix --sink /data/out \
+ *       --batch-time-fields timestamp --batch-time-unit day --once
+ *
+ * The flags become the YAML text of the same config (sk_cli_yaml), which
+ * is then loaded like any file: one parser, one set of checks, and the same
+ * pipeline given by YAML and by flags has the same state folder and writes
+ * the same objects. `skipprd validate` prints that YAML, so users can move
+ * to a file.
+ *
+ * URLs: s3://BUCKET[/PREFIX] (S3); file://PATH, or a path (File);
+ * kafka://HOST:PORT[,HOST:PORT...]/TOPIC (Kafka); mqtt[s]://HOST:PORT/TOPIC
+ * (MQTT); http[s]://... (HTTPPull as a source, HTTP as a sink); stdout or
+ * - as a sink (Stdout). Plugin options: --source-opt K=V, --sink-opt K=V.
+ * Pipeline settings and transform keys: a flag named like the YAML key,
+ * with dashes or underscores (--buffer-threshold-seconds 86400).
+ */
+#ifndef SK_CLIFLAGS_H
+#define SK_CLIFLAGS_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+#define SK_CLI_MAX_OPTS 64
+
+typedef struct sk_cli_pipeline {
+    const char *source, *sink; /* URLs */
+    const char *name;          /* the pipeline's name; NULL: "cli" */
+    const char *workspace;     /* NULL: the YAML default */
+    const char *state_dir;     /* NULL: the YAML default */
+    const char *source_opts[SK_CLI_MAX_OPTS]; /* "K=V" */
+    size_t nsource_opts;
+    const char *sink_opts[SK_CLI_MAX_OPTS];
+    size_t nsink_opts;
+    const char *keys[SK_CLI_MAX_OPTS]; /* settings and transform keys */
+    const char *values[SK_CLI_MAX_OPTS];
+    size_t nkeys;
+} sk_cli_pipeline;
+
+/* The YAML text of the config p describes. Returns a NUL-terminated
+ * string the caller frees (sk_free), or NULL with err set (a bad URL, an
+ * option without '=', a key given twice, out of memory). */
+char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err);
+
+/* The YAML key a flag names ("buffer-threshold-seconds" or
+ * "buffer_threshold_seconds" -> "buffer_threshold_seconds"), or NULL when
+ * it is no pipeline setting or transform key. Borrowed, static. */
+const char *sk_cli_key(const char *flag);
+
+#endif
