@@ -180,7 +180,9 @@ def kill_test(source):
     ws = Workspace("s3kill")
     s3 = S3Server(["src", "dst"])
     try:
-        ws.generate(objects=10, records=5000, seed=41)
+        # One record per line: no record spans lines, so none goes to a
+        # .json object beside the partition's .jsonl ones.
+        ws.generate(objects=10, records=5000, seed=41, framing="lines")
         s3.upload_tree("src", ws.inp)
         # One partition (no record has 'none'), cut into 6 MiB objects:
         # every object is a two-part multipart upload.
