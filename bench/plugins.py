@@ -129,7 +129,9 @@ def bench_mqtt(recs, data, runs):
     n, nb = len(recs), len(data)
     t_pub, t_sub, t_sk_p, t_sk_c = [], [], [], []
     for _ in range(runs):
-        m = Mosquitto()
+        # Records wait in skipprd's session while it is not running:
+        # beyond the default queue of 1,000 (docs/CONFIG.md, MQTT).
+        m = Mosquitto(offline_queue=True)
         try:
             port = str(m.port)
             sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p",

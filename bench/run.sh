@@ -20,7 +20,9 @@
 #    256 MiB budget), and how time and RSS grow with objects and partitions.
 #    --quick skips this part (it takes several minutes and 15 GB of disk).
 # 5. bench/plugins.py: the Kafka, MQTT and HTTP plugins against local
-#    servers, next to kcat and mosquitto_pub/mosquitto_sub.
+#    servers, next to kcat and mosquitto_pub/mosquitto_sub; then
+#    bench/mqtt_rate.py: the MQTT source live against a broker at its
+#    defaults, next to mosquitto_sub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=128
@@ -143,3 +145,6 @@ fi
 echo
 echo "== 5. streaming plugins against local servers, median of 3"
 python3 bench/plugins.py --records 200000 --runs 3
+echo
+echo "== 5b. MQTT source live, broker at its defaults, median of 3"
+python3 bench/mqtt_rate.py --runs 3

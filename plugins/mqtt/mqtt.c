@@ -106,8 +106,12 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
     /* MQTT v5 ends a session at disconnect unless it is given an expiry:
      * a persistent one lasts a week without skippr. */
     mosquitto_property *props = NULL;
-    if (!clean && mosquitto_property_add_int32(
-                      &props, MQTT_PROP_SESSION_EXPIRY_INTERVAL, 7 * 86400)) {
+    if ((!clean && mosquitto_property_add_int32(
+                       &props, MQTT_PROP_SESSION_EXPIRY_INTERVAL,
+                       7 * 86400)) ||
+        (c->receive_maximum > 0 &&
+         mosquitto_property_add_int16(&props, MQTT_PROP_RECEIVE_MAXIMUM,
+                                      (uint16_t)c->receive_maximum))) {
         MLOG(c->host, SKIPPR_LOG_ERROR, "out of memory");
         return SKIPPR_NOMEM;
     }

@@ -23,6 +23,8 @@ typedef struct mqtt_conn {
     const char *key_file;
     int insecure;
     int64_t qos;
+    int receive_maximum;   /* set before mqtt_connect: the Receive Maximum
+                            * asked for (0: the protocol's default) */
     /* state */
     const skippr_host *host;
     struct mosquitto *mosq;

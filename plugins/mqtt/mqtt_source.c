@@ -17,6 +17,14 @@
  * for it while skippr is down (up to its max_queued_messages). Messages
  * form one unit, "mqtt:<client_id>", numbered in arrival order.
  *
+ * Keeping up. A broker sends a session at most its in-flight window of
+ * unacknowledged messages, queues what comes next (mosquitto: 1,000) and
+ * drops the rest. Acknowledging only after the WAL sync, skippr asks for a
+ * large window (receive_maximum, MQTT v5's Receive Maximum, 65,535), so
+ * what a fast publisher sends waits in flight rather than in the queue;
+ * and it syncs after half the window seen so far, or when nothing more
+ * arrives within DRAIN_MS, so the broker keeps sending during the sync.
+ *
  * --once: ends once no message arrived for idle_timeout_seconds.
  */
 #include <inttypes.h>
@@ -29,12 +37,14 @@
 #include "mqtt.h"
 
 #define MAX_HEADERS 64
-#define BATCH 5000 /* messages read per poll() before a sync */
+#define BATCH 5000 /* messages read per poll() before a sync, at most */
+#define DRAIN_MS 1  /* wait for the rest of a burst before a sync */
 
 typedef struct msrc {
     mqtt_conn conn; /* first: the shared options point into it */
     const char *topic;
     int64_t idle_timeout_seconds;
+    int64_t receive_maximum;
     /* state */
     char unit[300];
     int64_t next;       /* position of the next message; -1 unknown */
@@ -42,6 +52,10 @@ typedef struct msrc {
     int once;
     int failed;
     int emitted;        /* in this poll */
+    int window;         /* the longest burst that ended by itself: the
+                         * broker's in-flight window, as seen (0: none
+                         * yet); with that many read, they are made
+                         * durable at once */
     int64_t last_msg_ms;
 } msrc;
 
@@ -52,6 +66,12 @@ static const skippr_option options[] = {
     {"idle_timeout_seconds", SKIPPR_OPT_INT, "5", 0,
      offsetof(msrc, idle_timeout_seconds),
      "--once ends after this long without a message."},
+    {"receive_maximum", SKIPPR_OPT_INT, "65535", 0,
+     offsetof(msrc, receive_maximum),
+     "MQTT v5 Receive Maximum: messages the broker may send before our "
+     "acknowledgements, which wait for the WAL (1 to 65535). Brokers take "
+     "the lower of it and their own limit (mosquitto: it replaces "
+     "max_inflight_messages, 20)."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static void on_message(struct mosquitto *m, void *ud,
@@ -151,6 +171,11 @@ static int init(void *ctx, const skippr_host *host)
     c->once = SKIPPR_HOST_HAS(host, flags) && (host->flags & SKIPPR_HOST_ONCE);
     c->next = -1;
     snprintf(c->unit, sizeof c->unit, "mqtt:%s", c->conn.client_id);
+    if (c->receive_maximum < 1 || c->receive_maximum > 65535) {
+        MLOG(host, SKIPPR_LOG_ERROR, "receive_maximum must be 1 to 65535");
+        return SKIPPR_INVAL;
+    }
+    c->conn.receive_maximum = (int)c->receive_maximum;
     int rc = mqtt_connect(&c->conn, 0, 1, set_callbacks, 10000);
     if (!rc)
         rc = subscribe(c);
@@ -203,8 +228,26 @@ static int src_poll(void *ctx, int timeout_ms)
          * while a message read is not yet durable. */
         if (c->emitted == 0)
             mosquitto_loop_write(m, 1);
+        /* Holding unacknowledged messages, do not wait long for more: the
+         * broker sends at most its in-flight window (mosquitto: 20) before
+         * it waits for our acknowledgements, and queues the rest (1,000)
+         * or drops them. So once half a window is read, or nothing more
+         * arrives within DRAIN_MS, the messages read are made durable and
+         * acknowledged. */
+        if (c->window && c->emitted >= (c->window + 1) / 2)
+            /* Half a window: acknowledged while the other half is still
+             * arriving, so the broker always has messages in flight
+             * rather than waiting for our sync. */
+            break;
         struct pollfd p = {mosquitto_socket(m), POLLIN, 0};
-        int n = p.fd < 0 ? 0 : poll(&p, 1, (int)left);
+        int n = p.fd < 0 ? 0
+                         : poll(&p, 1, c->emitted ? DRAIN_MS : (int)left);
+        if (n == 0 && c->emitted) {
+            /* The burst ended by itself: it shows the window. */
+            if (c->emitted > c->window)
+                c->window = c->emitted;
+            break;
+        }
         if (n > 0) {
             int r = mosquitto_loop_read(m, 100);
             if (r)

@@ -322,7 +322,16 @@ PLUGINS = {'File': {'sink': [('path',
                       'int',
                       '5',
                       False,
-                      '--once ends after this long without a message.')]},
+                      '--once ends after this long without a message.'),
+                     ('receive_maximum',
+                      'int',
+                      '65535',
+                      False,
+                      'MQTT v5 Receive Maximum: messages the broker may send '
+                      'before our acknowledgements, which wait for the WAL (1 '
+                      'to 65535). Brokers take the lower of it and their own '
+                      'limit (mosquitto: it replaces max_inflight_messages, '
+                      '20).')]},
  'S3': {'sink': [('s3_bucket', 'string', None, True, 'Bucket name.'),
                  ('s3_prefix',
                   'string',
