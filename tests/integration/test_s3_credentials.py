@@ -259,6 +259,66 @@ def test_precedence_follows_the_sdks():
         creds.close()
 
 
+LINK_LOCAL = ("169.254.170.2", "169.254.169.254")
+
+
+def add_link_local():
+    """Put the ECS agent's and the instance metadata's addresses on lo, as
+    on ECS and EC2; False when this machine does not let us (not root)."""
+    added = []
+    for a in LINK_LOCAL:
+        p = subprocess.run(["ip", "addr", "add", a + "/32", "dev", "lo"],
+                           capture_output=True, text=True)
+        if p.returncode != 0 and "File exists" not in p.stderr:
+            del_link_local(added)
+            return False, p.stderr.strip()
+        added.append(a)
+    return True, added
+
+
+def del_link_local(addrs):
+    for a in addrs:
+        subprocess.run(["ip", "addr", "del", a + "/32", "dev", "lo"],
+                       capture_output=True)
+
+
+def test_default_addresses_of_ecs_and_ec2():
+    """With no endpoint variables: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI
+    reaches the ECS agent at 169.254.170.2, and instance metadata is
+    found at 169.254.169.254, both on port 80, as on a real task or
+    instance (the addresses are put on lo for the test)."""
+    ok, info = add_link_local()
+    if not ok:
+        from skippr_test import Skipped
+        raise Skipped("cannot add %s to lo: %s" % (LINK_LOCAL, info))
+    creds = None
+    try:
+        creds = Creds("--also", "169.254.170.2:80",
+                      "--also", "169.254.169.254:80")
+        for name, add, want in (
+                ("ECS relative URI", {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI":
+                                      "/ecs/creds",
+                                      "AWS_CONTAINER_AUTHORIZATION_TOKEN":
+                                      ECS_TOKEN}, "ecs"),
+                ("EC2 metadata at 169.254.169.254",
+                 {"AWS_EC2_METADATA_DISABLED": "false"}, "imds")):
+            ws, s3, env = setup("creds-default", objects=1)
+            try:
+                env.update(add)
+                p = sync(ws, env)
+                check(p.returncode == 0, "%s: %s" % (name, p.stderr[-2000:]))
+                check(set(signers(s3)[0]) == {want}, "%s: signed by %s" % (
+                    name, signers(s3)[0]))
+                print("  %s: copied, signed by %s" % (name, want))
+            finally:
+                s3.close()
+                ws.cleanup()
+    finally:
+        if creds:
+            creds.close()
+        del_link_local(info)
+
+
 def test_imds_v1_fallback():
     """An instance whose metadata refuses the IMDSv2 token PUT (403)."""
     creds = Creds("--imds-v1-only")
@@ -358,5 +418,6 @@ def test_expiring_credentials_are_refreshed():
 
 if __name__ == "__main__":
     main([test_each_source_alone_copies, test_precedence_follows_the_sdks,
-          test_imds_v1_fallback, test_hanging_metadata_costs_a_bounded_wait,
+          test_imds_v1_fallback, test_default_addresses_of_ecs_and_ec2,
+          test_hanging_metadata_costs_a_bounded_wait,
           test_expiring_credentials_are_refreshed])

@@ -5,13 +5,15 @@ endpoint and EC2 instance metadata (IMDSv2, and v1 when asked), on
 127.0.0.1 and an ephemeral port. Standard library and botocore only.
 
     aws_creds.py [--lifetime S] [--web-token T] [--ecs-token T]
-                 [--base-key AK:SK] [--imds-v1-only]
+                 [--base-key AK:SK] [--imds-v1-only] [--also ADDR:PORT]...
 
 Prints one JSON line when ready:
     {"url": "http://127.0.0.1:P", "blackhole": "http://127.0.0.1:Q"}
 STS is at URL/, the container endpoint at URL/ecs/creds, instance metadata
 at URL (/latest/...). `blackhole` accepts connections and never answers:
-an instance metadata endpoint that hangs.
+an instance metadata endpoint that hangs. Each --also serves the same on
+another address too, such as the ECS agent's 169.254.170.2:80 or the
+instance metadata's 169.254.169.254:80 once the test has put them on lo.
 
 Every set of credentials it gives out is AccessKeyId S3RVER, secret S3RVER
 (what s3rver takes) and a session token "skt.SOURCE.EXPIRY.N", SOURCE
@@ -198,9 +200,15 @@ def main():
     ap.add_argument("--ecs-token", default="")
     ap.add_argument("--base-key", default="AKBASE:SKBASE")
     ap.add_argument("--imds-v1-only", action="store_true")
+    ap.add_argument("--also", action="append", default=[])
     args = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
+    for a in args.also:
+        host, port = a.rsplit(":", 1)
+        extra = ThreadingHTTPServer((host, int(port)), Handler)
+        extra.daemon_threads = True
+        threading.Thread(target=extra.serve_forever, daemon=True).start()
     hole = socket.socket()
     hole.bind(("127.0.0.1", 0))
     hole.listen(64)  # connections complete in the backlog, never answered
