@@ -18,6 +18,14 @@ CC=clang cmake -S . -B "$B" -DSKIPPR_FUZZ=ON -DSKIPPR_TESTS=OFF \
 # shellcheck disable=SC2086
 cmake --build "$B" -j"$(nproc)" --target $TARGETS >/dev/null
 TESTDATA=${SKIPPR_TESTDATA:-../shared/testdata}
+if [ ! -d "$TESTDATA" ]; then
+    # The seeds come from ../shared; CI checks it out, a bare clone may not.
+    if [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ]; then
+        echo "fuzz: $TESTDATA is missing (CI=true needs ../shared)" >&2
+        exit 1
+    fi
+    echo "fuzz: $TESTDATA not found: seeding from the examples only"
+fi
 mkdir -p "$B/crashes"
 for t in $TARGETS; do
     corpus="$B/corpus/$t"
