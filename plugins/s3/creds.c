@@ -552,6 +552,23 @@ static int fetch_process(s3_creds *cr, s3_cred *out, const char **why)
     return rc;
 }
 
+/* The end of a request for JSON credentials (ECS, IMDS): status st (-1:
+ * transport failure, *why already set) and its answer a, which this frees
+ * -> *out. `failed` is why when the status is not 200. */
+static int json_answer(long st, answer *a, const char *failed, s3_cred *out,
+                       const char **why)
+{
+    if (st < 0)
+        return -1;
+    int rc = -1;
+    if (st != 200)
+        *why = failed;
+    else
+        rc = parse_json_creds(a->p, "Token", out, why);
+    answer_free(a);
+    return rc;
+}
+
 static int fetch_ecs(s3_creds *cr, s3_cred *out, const char **why)
 {
     struct curl_slist *l = NULL;
@@ -587,15 +604,8 @@ static int fetch_ecs(s3_creds *cr, s3_cred *out, const char **why)
     curl_slist_free_all(l);
     wipe_free(line);
     wipe_free(tok);
-    if (st < 0)
-        return -1;
-    int rc = -1;
-    if (st != 200)
-        *why = "the container credentials endpoint answered an error";
-    else
-        rc = parse_json_creds(a.p, "Token", out, why);
-    answer_free(&a);
-    return rc;
+    return json_answer(st, &a, "the container credentials endpoint "
+                       "answered an error", out, why);
 }
 
 static int fetch_imds(s3_creds *cr, s3_cred *out, const char **why)
@@ -643,15 +653,8 @@ static int fetch_imds(s3_creds *cr, s3_cred *out, const char **why)
              cr->url, cr->imds_role);
     st = http_call(cr, "GET", url, l, NULL, S3_IMDS_TIMEOUT_MS * 2, &a, why);
     curl_slist_free_all(l);
-    if (st < 0)
-        return -1;
-    int rc = -1;
-    if (st != 200)
-        *why = "the instance metadata credentials request failed";
-    else
-        rc = parse_json_creds(a.p, "Token", out, why);
-    answer_free(&a);
-    return rc;
+    return json_answer(st, &a, "the instance metadata credentials request "
+                       "failed", out, why);
 }
 
 static int fetch(s3_creds *cr, s3_cred *out, const char **why)
