@@ -9,6 +9,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,7 +36,12 @@ typedef enum cred_kind {
 
 struct s3_creds {
     pthread_mutex_t mu;
-    const skippr_host *host;
+    /* shared by the instances whose settings hash to key (see
+     * s3_creds_new); refs under shared_mu */
+    unsigned char key[32];
+    int refs;
+    struct s3_creds *next;
+    const skippr_host *host; /* the caller's, for logs, during a call */
     cred_kind kind;
     char source[300];
     s3_cred cur;
@@ -925,7 +931,9 @@ static int choose(s3_creds *cr, const s3_creds_config *cfg)
     return 1;
 }
 
-s3_creds *s3_creds_new(const s3_creds_config *cfg)
+static void creds_destroy(s3_creds *cr);
+
+static s3_creds *creds_create(const s3_creds_config *cfg)
 {
     s3_creds *cr = calloc(1, sizeof *cr);
     if (!cr)
@@ -947,7 +955,7 @@ s3_creds *s3_creds_new(const s3_creds_config *cfg)
     cr->curl = curl_easy_init();
     if (!cr->region || !cr->sts_endpoint || !cr->curl ||
         (cfg->ca_bundle && !cr->ca_bundle)) {
-        s3_creds_free(cr);
+        creds_destroy(cr);
         return NULL;
     }
     size_t n = strlen(cr->sts_endpoint);
@@ -960,7 +968,7 @@ s3_creds *s3_creds_new(const s3_creds_config *cfg)
                 "options, the environment, the shared files, web identity or "
                 "container settings, and instance metadata is disabled "
                 "(AWS_EC2_METADATA_DISABLED)");
-        s3_creds_free(cr);
+        creds_destroy(cr);
         return NULL;
     }
     if (cr->kind != CRED_STATIC) {
@@ -976,7 +984,7 @@ s3_creds *s3_creds_new(const s3_creds_config *cfg)
                 LOG(cr, SKIPPR_LOG_ERROR, "AWS credentials from %s: %s",
                     cr->source, why);
             s3_cred_wipe(&got);
-            s3_creds_free(cr);
+            creds_destroy(cr);
             return NULL;
         }
         cr->cur = got;
@@ -1012,10 +1020,11 @@ static time_t margin(const s3_creds *cr)
     return m < 1 ? 1 : m;
 }
 
-int s3_creds_get(s3_creds *cr, s3_cred *out)
+int s3_creds_get(s3_creds *cr, const skippr_host *host, s3_cred *out)
 {
     int rc = SKIPPR_OK;
     pthread_mutex_lock(&cr->mu);
+    cr->host = host; /* a refresh logs through the instance asking */
     time_t now = time(NULL);
     if (cr->cur.expires && now >= cr->cur.expires - margin(cr)) {
         const char *why = "unknown";
@@ -1047,7 +1056,7 @@ const char *s3_creds_source(const s3_creds *cr)
     return cr->source;
 }
 
-void s3_creds_free(s3_creds *cr)
+static void creds_destroy(s3_creds *cr)
 {
     if (!cr)
         return;
@@ -1065,4 +1074,77 @@ void s3_creds_free(s3_creds *cr)
     free(cr->ca_bundle);
     pthread_mutex_destroy(&cr->mu);
     free(cr);
+}
+
+/* ---- sharing ------------------------------------------------------------------
+ * The source and every sink instance of a run (one per upload thread) ask
+ * for credentials with the same settings. They share one object, so a run
+ * fetches and refreshes once, not once per instance: nine times fewer
+ * calls to STS or the metadata service. */
+
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static s3_creds *shared_list;
+
+/* SHA-256 of the settings that choose and fetch credentials (the
+ * environment is the process's, the same for every instance). */
+static void settings_key(const s3_creds_config *cfg, unsigned char key[32])
+{
+    const char *parts[] = {cfg->access_key_id, cfg->secret_access_key,
+                           cfg->session_token, cfg->profile, cfg->region,
+                           cfg->ca_bundle, cfg->verify_tls ? "1" : "0"};
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned int n = 0;
+    if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+        memset(key, 0, 32); /* no sharing key: never matches a real one */
+        key[0] = 1;
+        EVP_MD_CTX_free(md);
+        return;
+    }
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        const char *v = parts[i] ? parts[i] : "";
+        EVP_DigestUpdate(md, parts[i] ? "s" : "n", 1);
+        EVP_DigestUpdate(md, v, strlen(v) + 1);
+    }
+    EVP_DigestFinal_ex(md, key, &n);
+    EVP_MD_CTX_free(md);
+}
+
+s3_creds *s3_creds_new(const s3_creds_config *cfg)
+{
+    unsigned char key[32];
+    settings_key(cfg, key);
+    pthread_mutex_lock(&shared_mu);
+    s3_creds *cr = shared_list;
+    while (cr && memcmp(cr->key, key, sizeof key) != 0)
+        cr = cr->next;
+    if (cr) {
+        cr->refs++;
+    } else if ((cr = creds_create(cfg)) != NULL) {
+        /* created under the lock: a second instance waits for this fetch
+         * rather than making its own */
+        memcpy(cr->key, key, sizeof key);
+        cr->refs = 1;
+        cr->next = shared_list;
+        shared_list = cr;
+    }
+    pthread_mutex_unlock(&shared_mu);
+    return cr;
+}
+
+void s3_creds_free(s3_creds *cr)
+{
+    if (!cr)
+        return;
+    pthread_mutex_lock(&shared_mu);
+    int last = --cr->refs == 0;
+    if (last) {
+        s3_creds **p = &shared_list;
+        while (*p && *p != cr)
+            p = &(*p)->next;
+        if (*p)
+            *p = cr->next;
+    }
+    pthread_mutex_unlock(&shared_mu);
+    if (last)
+        creds_destroy(cr);
 }

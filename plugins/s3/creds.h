@@ -52,7 +52,7 @@
 typedef struct s3_creds s3_creds;
 
 typedef struct s3_creds_config {
-    const skippr_host *host; /* for logging; must outlive the object */
+    const skippr_host *host; /* for logging during s3_creds_new() */
     /* the plugin's options; NULL when not given */
     const char *access_key_id, *secret_access_key, *session_token;
     const char *profile;
@@ -71,15 +71,16 @@ typedef struct s3_cred {
 } s3_cred;
 
 /* Find the first source of the chain that is set up and fetch from it.
- * Returns a new object the caller frees with s3_creds_free(), or NULL
- * after logging why (no source found, a source that is set up but fails,
- * out of memory). */
+ * Instances with the same settings share one object (one fetch, one
+ * refresh), counted: each caller releases its reference with
+ * s3_creds_free(). NULL after logging why (no source found, a source that
+ * is set up but fails, out of memory). */
 s3_creds *s3_creds_new(const s3_creds_config *cfg);
 
 /* Copy the current credentials into *out, refreshing them first when they
- * are near their expiry. SKIPPR_OK; SKIPPR_RETRY when they have expired
+ * are near their expiry (logging through host, the caller's). SKIPPR_OK; SKIPPR_RETRY when they have expired
  * and the refresh failed (the next call tries again). */
-int s3_creds_get(s3_creds *cr, s3_cred *out);
+int s3_creds_get(s3_creds *cr, const skippr_host *host, s3_cred *out);
 
 /* Where the credentials come from, e.g. "instance metadata (role r)";
  * owned by cr. */

@@ -302,7 +302,7 @@ static int prepare(const s3_ctx *c, const char *method, const char *key,
     s3_cred *cred = malloc(sizeof *cred);
     if (!cred)
         return SKIPPR_NOMEM;
-    int crc = s3_creds_get(c->creds, cred);
+    int crc = s3_creds_get(c->creds, c->host, cred);
     if (crc != SKIPPR_OK) {
         free(cred);
         return crc;

@@ -207,7 +207,9 @@ def test_each_source_alone_copies():
                 env.update(add)
                 env["SKIPPR_CURL_VERBOSE"] = "1"
                 s3.reset_stats()
+                before = creds.stats()["issued"].get(want, 0)
                 p = sync(ws, env, "-vv")
+                fetched = creds.stats()["issued"].get(want, 0) - before
                 check(p.returncode == 0, "%s: skipprd failed:\n%s" % (
                     name, p.stderr[-3000:]))
                 tokens, refused = signers(s3)
@@ -217,6 +219,10 @@ def test_each_source_alone_copies():
                 ok, n_want, n_got = copied_exactly(ws, s3)
                 check(ok, "%s: %d records expected, %d copied" % (
                     name, n_want, n_got))
+                # The source and the 8 sink instances share one fetch.
+                check(want not in ("sts-role", "sts-web", "ecs", "imds") or
+                      fetched == 1, "%s: credentials fetched %d times in "
+                      "one run" % (name, fetched))
                 no_secret_in(p.stderr)
                 print("  %-34s %4d records, %3d requests signed by %s" % (
                     name, n_got, tokens[want], want))
