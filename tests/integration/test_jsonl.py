@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every .jsonl object skippr writes is JSON Lines, read back by DuckDB.
 
-The archive mixes every framing, pretty-printed records included. With
+The demo's archive and config (scripts/demo.sh) mix every framing,
+pretty-printed records included. With
 multiline_records at its default (json), records that span lines go,
 unchanged, to a .json object beside the partition's .jsonl one: DuckDB
 reads each namespace's .jsonl objects with format='newline_delimited' and
@@ -17,7 +18,7 @@ import json
 import os
 import subprocess
 
-from skippr_test import (SOURCE_DIR, Workspace, assert_exact, check,
+from skippr_test import (SKIPPRD, SOURCE_DIR, Workspace, assert_exact, check,
                          dead_letters, expected_key, expected_records, frame,
                          main)
 
@@ -109,9 +110,20 @@ def run(ws, mode=None):
 
 
 def test_default_json_lines_and_json_siblings():
+    """The demo itself: scripts/demo.sh's archive (200 objects of about 500
+    records) and its config, examples/gdpr-files/skippr.yml."""
     ws = Workspace("jsonl-default")
     try:
-        p = run(ws)
+        ws.generate(objects=200, records=500, seed=1)
+        env = dict(os.environ, SKIPPR_DEMO_DIR=ws.root)
+        p = subprocess.run([SKIPPRD, "sync", "--pipeline",
+                            "gdpr_compliant_migration", "--once", "-c",
+                            os.path.join(SOURCE_DIR, "examples", "gdpr-files",
+                                         "skippr.yml")],
+                           env=env, capture_output=True, text=True,
+                           timeout=600)
+        check(p.returncode == 0, p.stderr[-2000:])
+        p.err = p.stderr
         multi = sum(k for (_, raw), k in expected_records(ws.inp).items()
                     if spans_lines(raw))
         check(multi > 100, "the archive has only %d multi-line records" %
