@@ -11,8 +11,8 @@ import textwrap
 
 import yaml
 
-from skippr_test import (SKIPPRD, Workspace, assert_exact, check, main,
-                         shared_path)
+from skippr_test import (SKIPPRD, Skipped, Workspace, assert_exact, check,
+                         main, shared_path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SDK = os.path.normpath(os.path.join(HERE, "..", "..", "sdk", "python"))
@@ -212,6 +212,18 @@ def test_pip_install_offline_into_a_venv():
             written = f.read()
         check(yaml.safe_load(written) == with_pyyaml,
               "built-in writer's YAML differs:\n" + written)
+        # The seed's snippet, as a new user runs it after pip install.
+        try:
+            seed_py, seed_yaml = seed()
+        except Skipped as e:
+            print("  (seed snippet in the venv skipped: %s)" % e)
+        else:
+            p = run_py(seed_py, ws.root, python=py, path=None)
+            check(p.returncode == 0, "the seed snippet failed after pip "
+                  "install:\n" + p.stderr)
+            with open(os.path.join(ws.root, "skippr.yml")) as f:
+                check(yaml.safe_load(f) == seed_yaml,
+                      "the seed snippet's YAML differs in the venv")
         # Text a YAML reader could misread is quoted by the built-in writer.
         p = run_py(textwrap.dedent('''\
             from skippr._yaml import dump
