@@ -18,7 +18,9 @@
  * recovery. Before a
  * multipart upload starts, earlier unfinished uploads of the same key (left
  * by a crash) are aborted. A CompleteMultipartUpload that answers 200 with
- * an <Error> body is a failure. The PUT or Complete carries If-None-Match: *
+ * an <Error> body is a failure. A failed part is sent again in place, and
+ * a Complete the server refused (5xx, or 200 with an error) again, up to
+ * SINK_TRIES times each, before the engine writes the whole object again. The PUT or Complete carries If-None-Match: *
  * (unless object_check found other content that the engine replaces), so a
  * retry after a lost answer gets 412; a HEAD then tells our own slice (done)
  * from someone else's (a fatal conflict).
@@ -1835,6 +1837,11 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
     return rc;
 }
 
+/* Tries of one part or one Complete within a write, before the engine's
+ * own retry writes the whole object again: a multipart object is several
+ * requests, and one failure among them should not cost all of them. */
+#define SINK_TRIES 3
+
 static int upload_part(s3_ctx *c, s3_obj *o)
 {
     int rc;
@@ -1886,8 +1893,22 @@ static int upload_part(s3_ctx *c, s3_obj *o)
     sigv4_kv q[] = {{"partNumber", num}, {"uploadId", o->upload_id}};
     sigv4_kv h[] = {{"content-md5", md5}, {"x-amz-checksum-crc32c", pcrc}};
     resp r = {0};
-    rc = verdict(c, request(c, "PUT", o->key, q, 2, o->data.p, o->data.n, h,
-                            *pcrc ? 2 : 1, &r), &r, "upload part", o->key);
+    /* A part is written again in place (same number, same bytes), so any
+     * failure is retried here first. */
+    for (int attempt = 0; attempt < SINK_TRIES; attempt++) {
+        if (attempt) {
+            buf_free(&r.body);
+            memset(&r, 0, sizeof r);
+            if (c->host->should_stop(c->host))
+                break;
+            backoff(attempt);
+        }
+        rc = verdict(c, request(c, "PUT", o->key, q, 2, o->data.p, o->data.n,
+                                h, *pcrc ? 2 : 1, &r),
+                     &r, "upload part", o->key);
+        if (rc != SKIPPR_RETRY)
+            break;
+    }
     if (!rc && !*r.etag) {
         LOG(c, SKIPPR_LOG_ERROR, "upload part of s3://%s/%s: no ETag",
             c->bucket, o->key);
@@ -1946,6 +1967,69 @@ static void sink_abort(void *ctx, void *h)
     obj_free(o);
 }
 
+/* CompleteMultipartUpload of o's parts. A Complete the server says failed
+ * (5xx, or 200 with an <Error> body, which S3 asks to retry) is sent again
+ * up to SINK_TRIES times; a transport failure, whose request may have been
+ * carried out, goes back to the engine, which first asks object_check.
+ * Sets *settled as conditional_verdict does. */
+static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
+{
+    buf x = {0};
+    x.max = 1u << 24;
+    int bad = buf_put(&x, "<CompleteMultipartUpload>", 25);
+    for (size_t i = 0; i < o->nparts && !bad; i++) {
+        char line[320], sum[64] = "";
+        if (*o->parts[i].crc)
+            snprintf(sum, sizeof sum, "<ChecksumCRC32C>%s</ChecksumCRC32C>",
+                     o->parts[i].crc);
+        int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
+                          "</PartNumber><ETag>\"%s\"</ETag>%s</Part>",
+                          i + 1, o->parts[i].etag, sum);
+        bad = buf_put(&x, line, (size_t)ln);
+    }
+    bad = bad || buf_put(&x, "</CompleteMultipartUpload>", 26);
+    if (bad) {
+        buf_free(&x);
+        return SKIPPR_RETRY;
+    }
+    sigv4_kv q[] = {{"uploadId", o->upload_id}};
+    sigv4_kv ch[3];
+    size_t nch = 0;
+    if (*o->crc_b64) {
+        ch[nch++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
+        ch[nch++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
+    }
+    if (o->conditional)
+        ch[nch++] = (sigv4_kv){"if-none-match", "*"};
+    int rc = SKIPPR_RETRY;
+    for (int attempt = 0; attempt < SINK_TRIES; attempt++) {
+        if (attempt) {
+            if (c->host->should_stop(c->host))
+                break;
+            backoff(attempt);
+        }
+        resp r = {0};
+        rc = conditional_verdict(c, o, request(c, "POST", o->key, q, 1, x.p,
+                                               x.n, ch, nch, &r),
+                                 &r, "complete upload", settled);
+        int refused = rc == SKIPPR_RETRY && !r.curl_error && r.status >= 500;
+        /* S3 may answer 200 and put the failure in the body. */
+        if (!rc && !*settled && r.body.p && strstr(r.body.p, "<Error>")) {
+            char code[128];
+            error_code(&r.body, code, sizeof code);
+            LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: 200 with an "
+                "error in the body (%s)", c->bucket, o->key, code);
+            rc = SKIPPR_RETRY;
+            refused = 1;
+        }
+        buf_free(&r.body);
+        if (rc != SKIPPR_RETRY || !refused)
+            break;
+    }
+    buf_free(&x);
+    return rc;
+}
+
 static int sink_commit(void *ctx, void *h)
 {
     s3_ctx *c = ctx;
@@ -1972,55 +2056,13 @@ static int sink_commit(void *ctx, void *h)
     } else {
         rc = o->data.n ? upload_part(c, o) : SKIPPR_OK;
         if (!rc) {
-            buf x = {0};
-            x.max = 1u << 24;
-            int bad = buf_put(&x, "<CompleteMultipartUpload>", 25);
-            for (size_t i = 0; i < o->nparts && !bad; i++) {
-                char line[320], sum[64] = "";
-                if (*o->parts[i].crc)
-                    snprintf(sum, sizeof sum, "<ChecksumCRC32C>%s"
-                             "</ChecksumCRC32C>", o->parts[i].crc);
-                int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
-                                  "</PartNumber><ETag>\"%s\"</ETag>%s</Part>",
-                                  i + 1, o->parts[i].etag, sum);
-                bad = buf_put(&x, line, (size_t)ln);
-            }
-            bad = bad || buf_put(&x, "</CompleteMultipartUpload>", 26);
-            sigv4_kv q[] = {{"uploadId", o->upload_id}};
-            sigv4_kv ch[3];
-            size_t nch = 0;
-            if (*o->crc_b64) {
-                ch[nch++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
-                ch[nch++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
-            }
-            if (o->conditional)
-                ch[nch++] = (sigv4_kv){"if-none-match", "*"};
-            resp r = {0};
             int settled = 0;
-            rc = bad ? SKIPPR_RETRY
-                     : conditional_verdict(
-                           c, o,
-                           request(c, "POST", o->key, q, 1, x.p, x.n, ch, nch,
-                                   &r),
-                           &r, "complete upload", &settled);
+            rc = complete_upload(c, o, &settled);
             if (settled && rc == SKIPPR_OK) {
                 /* Ours is already there: drop this upload's parts. */
                 sink_abort(ctx, h);
-                buf_free(&r.body);
-                buf_free(&x);
                 return SKIPPR_OK;
             }
-            /* S3 may answer 200 and put the failure in the body. */
-            if (!bad && !rc && r.body.p && strstr(r.body.p, "<Error>")) {
-                char code[128];
-                error_code(&r.body, code, sizeof code);
-                LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: 200 with "
-                    "an error in the body (%s)", c->bucket, o->key, code);
-                rc = SKIPPR_RETRY;
-            }
-            if (!bad)
-                buf_free(&r.body);
-            buf_free(&x);
         }
     }
     if (rc) {
