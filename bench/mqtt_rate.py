@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,45 +29,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 IDLE = 2
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Broker:
-    def __init__(self, d):
-        self.port = free_port()
-        self.log = os.path.join(d, "mosquitto.log")
-        conf = os.path.join(d, "m.conf")
-        with open(conf, "w") as f:
-            # A listener on loopback is all: every limit at its default.
-            f.write("listener %d 127.0.0.1\nallow_anonymous true\n" %
-                    self.port)
-        self.logf = open(self.log, "w")
-        self.proc = subprocess.Popen(["mosquitto", "-c", conf],
-                                     stdout=self.logf, stderr=self.logf)
-        end = time.time() + 10
-        while time.time() < end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port),
-                                         0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("mosquitto did not start")
-
-    def dropped(self, client):
-        with open(self.log, errors="replace") as f:
-            return sum("dropped for client %s" % client in line for line in f)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.logf.close()
+# The tests' broker: a listener on 127.0.0.1, every limit at its default,
+# its log kept for dropped().
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from test_mqtt import Mosquitto  # noqa: E402
 
 
 def records(path, n):
@@ -87,7 +51,7 @@ def publish(port, path):
 
 
 def run_sub(d, n, path):
-    b = Broker(d)
+    b = Mosquitto()
     try:
         out = os.path.join(d, "sub.out")
         with open(out, "wb") as f:
@@ -110,7 +74,7 @@ def run_sub(d, n, path):
 
 
 def run_skipprd(d, n, path, skipprd, plugin_dir):
-    b = Broker(d)
+    b = Mosquitto()
     try:
         out, st = os.path.join(d, "out"), os.path.join(d, "st")
         cfg = os.path.join(d, "skippr.yml")

@@ -518,6 +518,22 @@ static int dead_letter(engine *e, const char *unit, uint64_t offset,
     return rc;
 }
 
+/* The OPEN data slice of partition key[0..klen) whose records need their
+ * own object: a CSV header's, an XML root's, multi-line JSON. Its key is
+ * the partition, a NUL, then tag (the object's name is the part before
+ * the NUL), built in b, which key must not point into. NULL on failure. */
+static sk_slice *tagged_slice(engine *e, sk_buf *b, const char *key,
+                              size_t klen, const char *tag, size_t tlen)
+{
+    sk_buf_reset(b);
+    if (sk_buf_append(b, key, klen) || sk_buf_putc(b, 0) ||
+        sk_buf_append(b, tag, tlen))
+        return NULL;
+    const char *k = (const char *)b->data;
+    return sk_state_slice(e->st, k, b->len, sk_hash_fast(k, b->len),
+                          SK_SLICE_DATA);
+}
+
 /* The tag after a NUL in the key of a slice of multi-line JSON records:
  * its object sits beside the partition's .jsonl ones, named .json. */
 #define MULTILINE_TAG "json:multiline"
@@ -566,16 +582,8 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
     case SK_MULTILINE_JSON:
         break;
     }
-    sk_buf_reset(&e->multiline_key);
-    if ((rc = sk_buf_append(&e->multiline_key, key, klen)) ||
-        (rc = sk_buf_putc(&e->multiline_key, 0)) ||
-        (rc = sk_buf_append(&e->multiline_key, MULTILINE_TAG,
-                            sizeof MULTILINE_TAG - 1)))
-        return rc;
-    const char *mk = (const char *)e->multiline_key.data;
-    size_t ml = e->multiline_key.len;
-    sk_slice *js = sk_state_slice(e->st, mk, ml, sk_hash_fast(mk, ml),
-                                  SK_SLICE_DATA);
+    sk_slice *js = tagged_slice(e, &e->multiline_key, key, klen,
+                                MULTILINE_TAG, sizeof MULTILINE_TAG - 1);
     if (!js)
         return SKIPPR_NOMEM;
     if (!(rc = sk_state_append(e->st, js, rec, len))) {
@@ -1736,8 +1744,6 @@ static void lane_close(lane *l)
     l->u = NULL;
 }
 
-/* Pipeline thread: wait for the lane's tasks, then append its records in
- * order. Sets *finished when the unit is done. */
 /* Whether a record of group g (in buf) holds a line feed. */
 static int group_spans_lines(const piece *p, const group *g,
                              const uint8_t *buf)
@@ -1749,6 +1755,8 @@ static int group_spans_lines(const piece *p, const group *g,
     return 0;
 }
 
+/* Pipeline thread: wait for the lane's tasks, then append its records in
+ * order. Sets *finished when the unit is done. */
 static int lane_apply(lane *l, int *finished)
 {
     engine *e = l->e;
@@ -1815,7 +1823,7 @@ static int lane_apply(lane *l, int *finished)
             const sk_memo_key *k = &p->memo.keys_at[gi];
             const char *key = (const char *)p->memo.keys.data + k->key_off;
             size_t klen = k->key_len;
-            uint64_t khash = k->key_hash;
+            sk_slice *s;
             if (p->csv || p->xml) {
                 /* Rows under another header go to another slice: the
                  * header's id follows the key after a NUL (the object's
@@ -1829,20 +1837,12 @@ static int lane_apply(lane *l, int *finished)
                                           p->xml_out.root);
                 if (n < 0 || (size_t)n >= sizeof id)
                     return SKIPPR_RANGE;
-                sk_buf_reset(&e->slice_key);
-                int rc = sk_buf_append(&e->slice_key, key, klen);
-                if (!rc)
-                    rc = sk_buf_putc(&e->slice_key, 0);
-                if (!rc)
-                    rc = sk_buf_append(&e->slice_key, id, (size_t)n);
-                if (rc)
-                    return rc;
-                key = (const char *)e->slice_key.data;
-                klen = e->slice_key.len;
-                khash = sk_hash_fast(key, klen);
+                s = tagged_slice(e, &e->slice_key, key, klen, id,
+                                 (size_t)n);
+            } else {
+                s = sk_state_slice(e->st, key, klen, k->key_hash,
+                                   SK_SLICE_DATA);
             }
-            sk_slice *s = sk_state_slice(e->st, key, klen, khash,
-                                         SK_SLICE_DATA);
             if (!s)
                 return SKIPPR_NOMEM;
             if ((p->csv || p->xml) && s->records == 0) {
