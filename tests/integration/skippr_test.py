@@ -76,6 +76,14 @@ def shared_path(*parts, env=None):
 # ---- workspace ------------------------------------------------------------
 
 
+def asan_build():
+    """True when SKIPPRD is built with AddressSanitizer. Its runtime takes
+    some 30 MB of its own, and it keeps freed memory in quarantine and
+    adds redzones, so RSS figures from such a build are not the engine's."""
+    with open(SKIPPRD, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 class Workspace:
     """A temp folder with in/, out/, a state dir and a config."""
 

@@ -20,7 +20,7 @@ import threading
 import time
 
 from skippr_test import (GEN, SKIPPRD, SOURCE_PREFIX, Workspace,
-                         assert_exact, check, main, run)
+                         asan_build, assert_exact, check, main, run)
 
 ROUNDS = [
     {"objects": 2, "records": 60000, "framing": "lines"},
@@ -38,13 +38,6 @@ def rss_anon_kib(pid):
     except OSError:
         pass
     return 0
-
-
-def sanitized(pid):
-    """An ASan build keeps freed memory in quarantine: RSS says nothing
-    about what the engine gave back."""
-    with open("/proc/%d/maps" % pid) as f:
-        return "libasan" in f.read()
 
 
 def units_done(ws):
@@ -123,7 +116,7 @@ def test_objects_arriving_between_polls():
                 sampling.set()
                 t.join()
                 figures.append((peak[0], rss_anon_kib(p.pid)))
-            asan = sanitized(p.pid)
+            asan = asan_build()
             p.send_signal(signal.SIGTERM)
             p.wait(60)
             check(p.returncode == 0, "SIGTERM: exit %d: %s" %
