@@ -18,10 +18,10 @@
 #include <string.h>
 
 #include "bench_gen.h"
-#include "common.h"
-#include "csvpeek.h"
-#include "route.h"
-#include "timeparse.h"
+#include "base/common.h"
+#include "format/csvpeek.h"
+#include "route/route.h"
+#include "route/timeparse.h"
 
 static const char *const notes[] = {
     "plain note", "\"with, a comma\"", "\"say \"\"hi\"\"\"",

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "timeparse.h"
+#include "route/timeparse.h"
 
 static uint64_t bench_rng = 0x2545F4914F6CDD1DULL;
 

@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "json.h"
-#include "route.h"
+#include "base/common.h"
+#include "format/json.h"
+#include "route/route.h"
 #include "bench_gen.h"
-#include "timeparse.h"
+#include "route/timeparse.h"
 
 #define PIECE_BYTES (1u << 20) /* a pipeline task's share of a window */
 

@@ -19,10 +19,10 @@
 #include <libxml/xmlreader.h>
 
 #include "bench_gen.h"
-#include "common.h"
-#include "route.h"
-#include "timeparse.h"
-#include "xmlpeek.h"
+#include "base/common.h"
+#include "route/route.h"
+#include "route/timeparse.h"
+#include "format/xmlpeek.h"
 
 /* bench_gen.h's tenants, with an entity in the last one */
 static const char *const xml_tenants[] = {"acme", "globex", "initech",

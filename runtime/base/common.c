@@ -1,4 +1,4 @@
-#include "common.h"
+#include "base/common.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fault.h"
+#include "base/fault.h"
 
 int sk_log_level = SKIPPR_LOG_INFO;
 int sk_log_progress_active;

@@ -1,4 +1,4 @@
-#include "crc32c.h"
+#include "base/crc32c.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,4 +1,4 @@
-#include "fault.h"
+#include "base/fault.h"
 
 #include <signal.h>
 #include <stdatomic.h>

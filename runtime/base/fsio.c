@@ -1,4 +1,4 @@
-#include "fsio.h"
+#include "base/fsio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "fault.h"
+#include "base/common.h"
+#include "base/fault.h"
 
 int sk_io_status_from_errno(int err)
 {

@@ -1,8 +1,8 @@
-#include "map.h"
+#include "base/map.h"
 
 #include <string.h>
 
-#include "common.h"
+#include "base/common.h"
 
 #define TOMB ((const char *)1)
 

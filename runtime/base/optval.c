@@ -1,4 +1,4 @@
-#include "optval.h"
+#include "base/optval.h"
 
 #include <errno.h>
 #include <stdlib.h>

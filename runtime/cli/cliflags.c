@@ -1,5 +1,5 @@
 /* A pipeline from command-line flags, written as YAML. See cliflags.h. */
-#include "cliflags.h"
+#include "cli/cliflags.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "base/common.h"
 
 const char *sk_cli_key(const char *flag)
 {

@@ -22,7 +22,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define SK_CLI_MAX_OPTS 64
 

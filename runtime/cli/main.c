@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cliflags.h"
-#include "common.h"
-#include "config.h"
-#include "fault.h"
-#include "loader.h"
-#include "pipeline.h"
+#include "cli/cliflags.h"
+#include "base/common.h"
+#include "config/config.h"
+#include "base/fault.h"
+#include "plugin/loader.h"
+#include "pipeline/pipeline.h"
 
 static const char usage[] =
     "usage: skipprd <command> [options]\n"

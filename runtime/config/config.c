@@ -1,4 +1,4 @@
-#include "config.h"
+#include "config/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "common.h"
+#include "base/common.h"
 
 #define MAX_YAML_DEPTH 64
 #define MAX_SCALAR 65536

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "route.h"
-#include "optval.h" /* sk_parse_size */
+#include "route/route.h"
+#include "base/optval.h" /* sk_parse_size */
 
 typedef enum sk_ykind { SK_Y_SCALAR, SK_Y_MAP, SK_Y_SEQ } sk_ykind;
 

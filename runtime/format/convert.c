@@ -1,11 +1,11 @@
 /* Conversions: see convert.h. */
-#include "convert.h"
+#include "format/convert.h"
 
 #include <csv.h>
 #include <jansson.h>
 #include <string.h>
 
-#include "json.h"
+#include "format/json.h"
 
 /* b's bytes from off; never NULL arithmetic on an empty buffer. */
 static inline const uint8_t *buf_at(const sk_buf *b, size_t off)

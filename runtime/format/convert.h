@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
+#include "base/common.h"
 
 typedef enum sk_conv_kind {
     SK_CONV_NONE = 0,

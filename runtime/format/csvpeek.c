@@ -1,5 +1,5 @@
 /* CSV framing and peeking: see csvpeek.h. */
-#include "csvpeek.h"
+#include "format/csvpeek.h"
 
 #include <csv.h>
 #include <string.h>

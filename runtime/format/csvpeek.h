@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "json.h" /* SK_PEEK_MAX_PATHS */
+#include "base/common.h"
+#include "format/json.h" /* SK_PEEK_MAX_PATHS */
 
 #define SK_CSV_MAX_COLUMNS 65536
 

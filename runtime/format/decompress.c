@@ -1,9 +1,9 @@
-#include "decompress.h"
+#include "format/decompress.h"
 
 #include <zlib.h>
 #include <zstd.h>
 
-#include "common.h"
+#include "base/common.h"
 
 struct sk_decomp {
     sk_comp kind;

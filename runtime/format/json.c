@@ -9,7 +9,7 @@
  * eight bytes at a time (SWAR) until a quote, backslash, control byte or
  * non-ASCII byte shows up; only those take the byte-at-a-time path.
  */
-#include "json.h"
+#include "format/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "common.h"
+#include "base/common.h"
 
 /* ---- peek spec: a trie of path segments ------------------------------- */
 

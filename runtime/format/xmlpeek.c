@@ -1,5 +1,5 @@
 /* XML framing and peeking: see xmlpeek.h. */
-#include "xmlpeek.h"
+#include "format/xmlpeek.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -30,8 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "json.h" /* SK_PEEK_MAX_PATHS */
+#include "base/common.h"
+#include "format/json.h" /* SK_PEEK_MAX_PATHS */
 
 #define SK_XML_MAX_DEPTH 256
 #define SK_XML_NAMES 4096 /* bytes of ancestor names kept between records */

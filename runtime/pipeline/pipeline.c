@@ -1,4 +1,4 @@
-#include "pipeline.h"
+#include "pipeline/pipeline.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,18 +11,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "convert.h"
-#include "crc32c.h"
-#include "csvpeek.h"
-#include "xmlpeek.h"
-#include "decompress.h"
-#include "fault.h"
-#include "json.h"
-#include "loader.h"
-#include "pool.h"
-#include "route.h"
-#include "state.h"
+#include "base/common.h"
+#include "format/convert.h"
+#include "base/crc32c.h"
+#include "format/csvpeek.h"
+#include "format/xmlpeek.h"
+#include "format/decompress.h"
+#include "base/fault.h"
+#include "format/json.h"
+#include "plugin/loader.h"
+#include "sched/pool.h"
+#include "route/route.h"
+#include "state/state.h"
 
 #define WINDOW_BYTES (8u << 20)   /* decompressed bytes framed per round */
 #define PIECE_BYTES (1u << 20)    /* a large window is cut into tasks this big */

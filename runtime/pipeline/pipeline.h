@@ -9,7 +9,7 @@
 #ifndef SK_PIPELINE_H
 #define SK_PIPELINE_H
 
-#include "config.h"
+#include "config/config.h"
 
 typedef struct sk_run_opts {
     int once;     /* drain everything, flush every slice, exit */

@@ -1,4 +1,4 @@
-#include "loader.h"
+#include "plugin/loader.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "crc32c.h"
-#include "csvpeek.h"
-#include "decompress.h"
+#include "base/common.h"
+#include "base/crc32c.h"
+#include "format/csvpeek.h"
+#include "format/decompress.h"
 
 volatile int sk_stop_requested;
 

@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define SK_MAX_PLUGINS 64
 

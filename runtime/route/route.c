@@ -1,9 +1,9 @@
-#include "route.h"
+#include "route/route.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "timeparse.h"
+#include "route/timeparse.h"
 
 #define MAX_FIELDS 8 /* per list */
 

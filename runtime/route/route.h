@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "json.h"
-#include "timeparse.h"
+#include "base/common.h"
+#include "format/json.h"
+#include "route/timeparse.h"
 
 #define SK_SEGMENT_MAX 200
 #define SK_HIVE_DEFAULT "__HIVE_DEFAULT_PARTITION__"

@@ -1,4 +1,4 @@
-#include "timeparse.h"
+#include "route/timeparse.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
-#include "pool.h"
+#include "sched/pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "base/common.h"
 
 /* ---- Chase-Lev deque ---------------------------------------------------
  * Memory orders follow Le et al. 2013, figure 1, with one strengthening for

@@ -1,4 +1,4 @@
-#include "ledger.h"
+#include "state/ledger.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "crc32c.h"
-#include "fsio.h"
+#include "base/common.h"
+#include "base/crc32c.h"
+#include "base/fsio.h"
 
 #define HDR_MAGIC "SKLEDG01"
 #define END_MAGIC "SKLEDEND"

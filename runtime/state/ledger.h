@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "map.h"
+#include "base/map.h"
 
 #define SK_UNIT_DONE 1u        /* every record of the unit is durable */
 #define SK_UNIT_INFLATED 2u    /* offset counts decompressed bytes */

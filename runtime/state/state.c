@@ -1,4 +1,4 @@
-#include "state.h"
+#include "state/state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "crc32c.h"
-#include "fault.h"
-#include "fsio.h"
+#include "base/crc32c.h"
+#include "base/fault.h"
+#include "base/fsio.h"
 
 #define DEFAULT_BLOCK_BYTES (64u << 10)
 

@@ -34,10 +34,10 @@
 
 #include <stdint.h>
 
-#include "common.h"
-#include "ledger.h"
-#include "map.h"
-#include "wal.h"
+#include "base/common.h"
+#include "state/ledger.h"
+#include "base/map.h"
+#include "state/wal.h"
 
 typedef enum sk_slice_state {
     SK_SLICE_OPEN,

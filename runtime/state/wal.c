@@ -54,7 +54,7 @@
  * segment's folder entry is fsynced before its first frame is relied on.
  * A failed fsync is fatal.
  */
-#include "wal.h"
+#include "state/wal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -67,8 +67,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-#include "fsio.h"
+#include "base/crc32c.h"
+#include "base/fsio.h"
 
 #define WAL_MAGIC 0x31574B53u
 #define WAL_VERSION 1

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
+#include "base/common.h"
 
 enum sk_wal_type {
     SK_WAL_SLICE = 1,  /* a slice opens: id, partition key */

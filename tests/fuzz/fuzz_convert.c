@@ -13,9 +13,9 @@
 
 #include <jansson.h>
 
-#include "convert.h"
-#include "csvpeek.h"
-#include "json.h"
+#include "format/convert.h"
+#include "format/csvpeek.h"
+#include "format/json.h"
 
 static void json_to_csv(const uint8_t *d, size_t n)
 {

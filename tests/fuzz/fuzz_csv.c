@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "csvpeek.h"
+#include "format/csvpeek.h"
 
 #define MAX_ROWS 4096
 

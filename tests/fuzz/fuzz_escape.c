@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "route.h"
+#include "route/route.h"
 
 static int hexval(uint8_t c)
 {

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "format/json.h"
 
 #define MAX_RECS 4096
 

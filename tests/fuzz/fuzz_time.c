@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "timeparse.h"
+#include "route/timeparse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

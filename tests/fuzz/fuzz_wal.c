@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "wal.h"
+#include "state/wal.h"
 
 #define NFRAMES 40
 #define SEG0_FRAMES (NFRAMES / 2 + 1) /* frames before the rotation */

@@ -19,7 +19,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
-#include "xmlpeek.h"
+#include "format/xmlpeek.h"
 
 #define MAX_RECS 4096
 

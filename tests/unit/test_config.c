@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "config/config.h"
 
 static const char *write_yaml(const char *text)
 {

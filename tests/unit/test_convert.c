@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "convert.h"
+#include "format/convert.h"
 
 static void convert_all(sk_conv_kind kind, const char *const *recs, size_t n,
                         const char *want)

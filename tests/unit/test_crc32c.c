@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "crc32c.h"
+#include "base/crc32c.h"
 
 /* The definition, one bit at a time. */
 static uint32_t reference(const uint8_t *p, size_t n)

@@ -13,7 +13,7 @@
 #include <csv.h>
 #include <jansson.h>
 
-#include "csvpeek.h"
+#include "format/csvpeek.h"
 #include "testdata.h"
 
 /* One row as decoded cells (each a NUL-terminated copy). */

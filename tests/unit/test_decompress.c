@@ -11,8 +11,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "common.h"
-#include "decompress.h"
+#include "base/common.h"
+#include "format/decompress.h"
 
 static size_t gz(const char *s, uint8_t *out, size_t cap)
 {

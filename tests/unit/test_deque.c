@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "pool.h"
+#include "sched/pool.h"
 
 static void test_owner_and_thief_ends(void **state)
 {

@@ -20,8 +20,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "common.h"
-#include "json.h"
+#include "base/common.h"
+#include "format/json.h"
 #include "testdata.h"
 
 typedef struct span {

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "common.h"
+#include "base/common.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define OWN_MALLOC 0

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "pool.h"
+#include "sched/pool.h"
 
 typedef struct leaf {
     sk_task t;

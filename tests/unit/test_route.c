@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "json.h"
-#include "route.h"
+#include "format/json.h"
+#include "route/route.h"
 
 static char *esc(const char *v, size_t n)
 {

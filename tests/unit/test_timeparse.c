@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "timeparse.h"
+#include "route/timeparse.h"
 
 static int64_t parse(const char *s)
 {

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "state.h"
-#include "wal.h"
+#include "state/state.h"
+#include "state/wal.h"
 
 static char dir[256];
 

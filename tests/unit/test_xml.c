@@ -16,7 +16,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
-#include "xmlpeek.h"
+#include "format/xmlpeek.h"
 
 typedef struct span {
     size_t start, end;

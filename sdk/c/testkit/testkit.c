@@ -33,8 +33,8 @@
 
 #include <skippr/plugin.h>
 
-#include "crc32c.h"
-#include "optval.h"
+#include "base/crc32c.h"
+#include "base/optval.h"
 
 #define LINE 100              /* every generated record is this long */
 #define MAX_OPTS 128
