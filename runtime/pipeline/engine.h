@@ -1,0 +1,329 @@
+/* The pipeline's private header: the engine and the structures its stages
+ * share, and the calls one stage makes into another. Only runtime/pipeline/
+ * includes it; the rest of the engine sees pipeline/pipeline.h.
+ *
+ * The stages, one file each (each file opens with what it does, what it
+ * owns and which thread runs it):
+ *
+ *   pipeline.c  setup, the run loop, teardown         pipeline thread
+ *   units.c     listing in batches; lanes in flight   pipeline thread
+ *   read.c      open a unit, read, decompress         pipeline thread; pool
+ *   frame.c     frame, peek and route a window        pool workers
+ *   apply.c     append a window's records in order    pipeline thread
+ *   append.c    slices: records, dead letters, format pipeline thread
+ *   seal.c      commit, seal, upload batch, WAL GC    pipeline thread
+ *   deliver.c   write one sealed slice to the sink    upload threads
+ *   stream.c    streaming sources: emit, sync, ack    pipeline thread
+ *   report.c    progress line, minute report, status  pipeline thread
+ *
+ * Cross-stage functions carry the prefix pl_; a function without it is
+ * private to its file.
+ */
+#ifndef SK_PIPELINE_ENGINE_H
+#define SK_PIPELINE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "format/convert.h"
+#include "format/csvpeek.h"
+#include "format/decompress.h"
+#include "format/json.h"
+#include "format/xmlpeek.h"
+#include "pipeline/pipeline.h"
+#include "plugin/loader.h"
+#include "route/route.h"
+#include "sched/pool.h"
+#include "state/state.h"
+
+#define WINDOW_BYTES (8u << 20)   /* decompressed bytes framed per round */
+#define PIECE_BYTES (1u << 20)    /* a large window is cut into tasks this big */
+#define MAX_PIECES 16             /* tasks per window at most */
+#define RAW_READ (1u << 20)       /* one source read */
+#define COMMIT_BYTES (16u << 20)  /* group commit after this much input */
+#define OUT_BUF (1u << 20)        /* sink write size */
+#define MAX_ATTEMPTS 8            /* sink retries before giving up */
+#define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
+#define LANES_PER_THREAD 3        /* units in flight per worker */
+#define MAX_LANES 64
+#define REPORT_NS 60000000000ULL /* the minute report's period */
+#define LEDGER_HELD 4096          /* finished units held in memory */
+#define DOC_MAX_BYTES (1u << 30)  /* a streaming document (skippr_message) */
+#define INFLATE_FREE (64u << 20)  /* decompressed bytes never held to the
+                                   * max_inflate_ratio */
+
+/* ---- framing tasks ------------------------------------------------------ */
+
+typedef struct rec_out {
+    size_t start, end;
+    const char *reason; /* NULL: a record; else why it is dead-lettered */
+    uint32_t next;      /* next record of the same group, or NO_REC */
+} rec_out;
+
+#define NO_REC UINT32_MAX
+
+/* The records of one piece that share a partition key (the piece's memo
+ * id), chained in input order. The worker also checksums their output
+ * bytes (each record and a newline), so the pipeline thread looks the slice
+ * up once per group and only copies bytes. */
+typedef struct group {
+    uint32_t first, last;
+    uint32_t nrec;
+    uint32_t crc;       /* CRC32C of the group's output bytes */
+    uint32_t xpow;      /* sk_crc32c_xpow(out_bytes), to join it on */
+    uint64_t out_bytes; /* those bytes' count */
+} group;
+
+typedef struct engine engine;
+typedef struct lane lane;
+
+/* A streaming source's unit (a topic-partition) as the engine tracks it. */
+typedef struct stream_unit {
+    sk_unit_rec *rec;  /* the ledger's (never finished, so never freed
+                        * before the engine); its offset is the next
+                        * position, its id the unit's */
+    int64_t acked;     /* offset already acked to the source */
+} stream_unit;
+
+/* One uploader: a sink instance with its own buffers. Sealed slices are
+ * written by up to upload_concurrency threads at once, each with its own
+ * uploader, because a plugin instance is used by one thread at a time. */
+typedef struct uploader {
+    engine *e;
+    sk_instance *sink;
+    sk_buf out;     /* sink write buffer */
+    sk_buf scratch; /* WAL read-back */
+} uploader;
+
+typedef struct piece {
+    sk_task task;
+    engine *e;
+    const uint8_t *buf;
+    size_t len;      /* window length */
+    size_t from, to; /* this piece */
+    int final;
+    sk_json_framer fr_in, fr_out;
+    int csv;                   /* the unit is CSV: the csv framer applies */
+    sk_csv_framer csv_in, csv_out; /* shallow: the lane owns the header */
+    sk_csv_decoder *csvdec;    /* picked quoted cells; made when needed */
+    int xml;                   /* the unit is XML */
+    sk_xml_framer xml_in, xml_out; /* shallow: the lane owns the header */
+    size_t skip_before;        /* resuming: records starting before this
+                                * window offset are already durable */
+    rec_out *recs;
+    size_t nrec, cap;
+    size_t ndead;       /* records with a reason */
+    group *groups;      /* by memo id: in order of first appearance */
+    size_t ngroups, gcap;
+    sk_memo memo;       /* partition keys built in this piece */
+    sk_buf scratch;
+    size_t stop;
+    int need_more;
+    int failed; /* allocation failure */
+} piece;
+
+typedef struct todo {
+    char *id;
+    char *version;
+    int64_t size;
+    int64_t offset;
+    uint32_t flags;
+} todo;
+
+struct engine {
+    const sk_pipeline_cfg *cfg;
+    const sk_run_opts *opts;
+    sk_state *st;
+    sk_registry reg;
+    sk_instance *src, *sink; /* sink: uploaders[0]'s, for labels */
+    uploader *up;
+    int nup;
+    sk_router *router;
+    sk_pool *pool;
+    int nthreads;
+    struct lane *lanes; /* units in flight */
+    size_t nlanes;
+    size_t win_max;
+    /* listing */
+    todo *todo;
+    size_t ntodo, todo_cap;
+    char *list_after;
+    int list_more;
+    uint64_t skipped_done, skipped_changed;
+    /* counters */
+    uint64_t units_done, records, dead, bytes_in, objects;
+    uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
+    uint64_t last_seal_check_ns;
+    /* the minute report: when it was last made, the counters then */
+    uint64_t report_ns, report_units, report_records, report_objects;
+    uint64_t seal_checks; /* streaming: free memory is released every 10th */
+    /* formats */
+    const char *const *paths; /* the router's peek paths */
+    size_t npaths;
+    sk_xml_spec *xml_spec;    /* the routing paths for XML; owned */
+    char **csv_cols;          /* the source's csv_columns, split; owned */
+    size_t ncsv_cols;
+    const char *ext;          /* data objects' extension, from the sink */
+    sk_buf slice_key;         /* a CSV slice's key: route key + header id */
+    /* multiline_records: JSON records with a line feed, when the sink
+     * writes .jsonl objects (one record per line) */
+    int multiline_check;      /* the sink writes .jsonl files */
+    uint64_t multiline_json;  /* such records put in .json objects */
+    uint64_t multiline_compacted; /* such records compacted */
+    sk_buf multiline_key;     /* a .json slice's key: route key + tag */
+    sk_buf compact;           /* a compacted record */
+    /* streaming sources */
+    int streaming;            /* the source has poll(), not list() */
+    sk_stream_hooks hooks;    /* what its host calls reach */
+    stream_unit *sunits;
+    size_t nsunits, sunits_cap;
+    sk_buf sscratch;          /* decoded field values of one message */
+    uint64_t duplicates;      /* messages dropped as already durable */
+    lane *doc_lane;           /* frames documents (SKIPPR_MSG_DOCUMENT) */
+    sk_unit_rec doc_rec;      /* the doc lane's scratch unit record */
+    const skippr_message *doc_msg; /* the document being framed */
+    uint64_t doc_dead;        /* its records dead-lettered so far */
+};
+
+/* A plugin call failed: an error line, unless the plugin already logged
+ * one saying why (then the engine's line is context, at info level). */
+#define plugin_failed(inst, ...)                                               \
+    sk_log(sk_instance_logged_error(inst) ? SKIPPR_LOG_INFO : SKIPPR_LOG_ERROR, \
+           __VA_ARGS__)
+
+static inline int ws(uint8_t c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* A slice on its way to the sink, or measured for sealing (count_only). */
+typedef struct writer {
+    uploader *u;
+    void *h;
+    int rc;
+    uint64_t bytes;
+    uint32_t crc;
+    int dead_mode; /* 0 all, 1 odd records (bytes), 2 even (meta lines) */
+    uint64_t n;
+    uint64_t data_off; /* meta mode: offset of the record in the data object */
+    int count_only;
+    int records_mode;    /* SKIPPR_SINK_RECORDS: one object_write a record */
+    sk_conv *conv;       /* records are converted (pl_write_converted) */
+    sk_buf *conv_out;    /* one record's converted bytes */
+    const char *conv_why; /* why a record could not be converted */
+} writer;
+
+/* Reading a unit. The pipeline thread makes every source call (an instance
+ * is used by one thread at a time); decompression runs in the lane's task. */
+typedef struct reader {
+    const skippr_source_ops *ops;
+    void *ctx;
+    void *stream;
+    sk_comp comp;
+    sk_decomp *dec;
+    uint8_t *raw; /* RAW_READ bytes, owned by the lane */
+    size_t raw_len, raw_pos;
+    int raw_eof;
+    int done;          /* no more decompressed bytes */
+    const char *error; /* decompression failure */
+    uint64_t in_total, out_total; /* compressed bytes used, bytes made */
+    int64_t max_ratio; /* max_inflate_ratio; 0: none */
+    int bomb;          /* out_total outgrew max_ratio x in_total */
+} reader;
+
+/* A lane carries one unit from open to done. Each round the pipeline thread
+ * reads the unit's next bytes into the lane's window and hands it to the
+ * pool, which decompresses and frames it (pl_lane_read_submit), and the
+ * pipeline thread applies the records in order (pl_lane_apply). Several
+ * lanes are in flight, so small objects keep every worker busy while the
+ * pipeline thread reads and applies; a large object's window is also split
+ * into pieces. */
+struct lane {
+    engine *e;
+    todo *t;           /* NULL: idle */
+    sk_unit_rec *u;    /* the unit's ledger record (stable while not done) */
+    reader r;
+    sk_buf win;        /* decompressed bytes not yet consumed */
+    size_t target;     /* window fill target */
+    uint64_t base;     /* unit offset of win.data[0] */
+    int first;         /* a BOM may still lead the window */
+    int final;         /* the window holds the unit's last byte */
+    uint64_t made;     /* bytes added to the window this round */
+    sk_json_framer fr;
+    int fmt;           /* SK_FORMAT_JSON or _CSV; SK_FORMAT_AUTO: sniff */
+    const char *fmt_error; /* the unit's format cannot be copied */
+    sk_csv_framer csv; /* CSV units: owns the header */
+    sk_xml_framer xml; /* XML units: owns the header */
+    uint64_t skip_until; /* a CSV or XML unit resumed: records before
+                          * this unit offset are durable, framed again
+                          * but dropped */
+    piece *pieces;     /* MAX_PIECES of them */
+    size_t npieces;
+    sk_task inflate;   /* compressed units: decompress, then frame */
+    sk_group g;
+    int busy;          /* submitted, not yet applied */
+    int doc;           /* frames streaming documents: u is no ledger's */
+};
+
+/* frame.c: framing tasks (pool workers) */
+void pl_piece_run(piece *p);
+void pl_piece_task(sk_task *t);
+
+/* append.c: records into slices, dead letters, a slice's format */
+int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
+                   const uint8_t *bytes, size_t len, const char *reason);
+sk_slice *pl_tagged_slice(engine *e, sk_buf *b, const char *key,
+                          size_t klen, const char *tag, size_t tlen);
+int pl_slice_is_multiline(const sk_slice *s);
+const char *pl_slice_ext(const engine *e, const sk_slice *s);
+int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
+                   const uint8_t *rec, size_t len, const char *unit,
+                   uint64_t offset);
+sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s);
+size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap);
+
+/* deliver.c: writing one sealed slice through the sink (upload threads) */
+int pl_write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
+                       writer *w, sk_buf *scratch);
+int pl_sink_takes_records(const sk_instance *sink);
+int pl_upload_one(uploader *u, sk_slice *s);
+
+/* seal.c: group commit, sealing, the upload batch, WAL GC */
+int pl_flush_slices(engine *e, int force);
+int pl_st_memory_over(const engine *e);
+int pl_maybe_commit(engine *e, int force);
+
+/* read.c: opening units, reading and decompressing them into windows */
+void pl_lane_skip_bom(lane *l);
+const char *pl_format_problem(const engine *e, int fmt);
+int pl_lane_format_known(lane *l);
+void pl_lane_frame(lane *l, int may_split);
+int pl_lane_read_submit(lane *l);
+void pl_unit_failed(engine *e, const char *id, uint64_t offset, int rc);
+void pl_lane_reset_format(lane *l);
+int pl_lane_open(lane *l, todo *t);
+void pl_lane_close(lane *l);
+
+/* apply.c: applying framed windows in order */
+int pl_lane_apply(lane *l, int *finished);
+
+/* units.c: lanes, and listed sources: list in batches, run the units */
+int pl_lane_init(engine *e, lane *l, size_t win_max);
+void pl_lane_free(lane *l);
+int pl_lanes_init(engine *e);
+void pl_lanes_free(engine *e);
+int pl_lanes_shed(engine *e);
+void pl_todo_clear(engine *e);
+int pl_copy_pass(engine *e);
+
+/* stream.c: streaming sources (poll/emit/ack) */
+int pl_stream_emit(void *ud, const skippr_message *m);
+int pl_stream_position(void *ud, const char *unit, int64_t *next);
+int pl_stream_sync(void *ud);
+int pl_stream_run(engine *e);
+
+/* report.c: progress, the minute report, status */
+void pl_progress(engine *e, int force);
+
+#endif

@@ -1,0 +1,113 @@
+/* What a run says while it works: the progress line on a terminal, the
+ * minute report in the log, and `skipprd status` (read from the state
+ * without its lock).
+ *
+ * Owns: nothing.
+ * Thread: the pipeline thread; sk_pipeline_status() runs alone.
+ */
+#include "pipeline/engine.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+
+/* Once a minute, at info level: what the last minute copied, and memory
+ * as malloc and the kernel see it. A long run's log so shows its pace, and
+ * whether live memory stays level (heap in use) apart from what the
+ * process keeps resident. */
+static void minute_report(engine *e, uint64_t now)
+{
+    if (now - e->report_ns < REPORT_NS)
+        return;
+    e->report_ns = now;
+    sk_memstats m;
+    sk_memory_stats(&m);
+    sk_info("last minute: %" PRIu64 " units, %" PRIu64 " records, %" PRIu64
+            " objects written; memory: heap in use %.1f MiB, malloc holds "
+            "%.1f MiB, resident %.1f MiB",
+            e->units_done - e->report_units, e->records - e->report_records,
+            e->objects - e->report_objects, (double)m.heap_used / 1048576.0,
+            (double)m.heap_held / 1048576.0, (double)m.rss / 1048576.0);
+    e->report_units = e->units_done;
+    e->report_records = e->records;
+    e->report_objects = e->objects;
+}
+
+void pl_progress(engine *e, int force)
+{
+    uint64_t now = sk_now_ns();
+    minute_report(e, now);
+    if (!e->opts->progress)
+        return;
+    if (!force && now - e->last_progress_ns < 250000000ULL)
+        return;
+    e->last_progress_ns = now;
+    double secs = (double)(now - e->start_ns) / 1e9;
+    double mbs = secs > 0 ? (double)e->bytes_in / 1e6 / secs : 0;
+    uint64_t buffered = 0;
+    for (size_t i = 0; i < e->st->nlive; i++)
+        buffered += e->st->live[i]->bytes;
+    fprintf(stderr, "\r\033[Kunits %" PRIu64 " | records %" PRIu64
+            " | dead %" PRIu64 " | %.1f MB/s | buffered %.1f MB | "
+            "objects %" PRIu64, e->units_done, e->records, e->dead, mbs,
+            (double)buffered / 1e6, e->objects);
+    fflush(stderr);
+    sk_log_progress_active = 1;
+}
+
+int sk_pipeline_status(const sk_pipeline_cfg *cfg)
+{
+    sk_state *st = NULL;
+    int rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 1, &st);
+    if (rc == SKIPPR_NOENT) {
+        printf("pipeline %s: never run (no state in %s/%s/%s)\n", cfg->name,
+               cfg->state_dir, cfg->workspace, cfg->name);
+        return SKIPPR_OK;
+    }
+    if (rc)
+        return rc;
+    char lock[4096];
+    snprintf(lock, sizeof lock, "%s/lock", st->dir);
+    FILE *lf = fopen(lock, "r");
+    int running = 0;
+    char pid[32] = "";
+    if (lf) {
+        if (flock(fileno(lf), LOCK_SH | LOCK_NB) != 0) {
+            running = 1;
+            if (fgets(pid, sizeof pid, lf))
+                pid[strcspn(pid, "\n")] = '\0';
+        }
+        fclose(lf);
+    }
+    uint64_t done = 0, partial = 0;
+    size_t it = 0;
+    sk_unit_rec *u;
+    while ((u = sk_ledger_recent_next(st->ledger, &it)))
+        (u->flags & SK_UNIT_DONE) ? done++ : partial++;
+    uint64_t open_n = 0, open_rec = 0, open_bytes = 0, sealed = 0;
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (s->state == SK_SLICE_OPEN) {
+            open_n++;
+            open_rec += s->records;
+            open_bytes += s->bytes;
+        } else {
+            sealed++;
+        }
+    }
+    printf("pipeline:        %s\n", cfg->name);
+    printf("state:           %s (id %s)\n", st->dir, st->state_id);
+    printf("running:         %s%s%s\n", running ? "yes, pid " : "no",
+           running ? pid : "", "");
+    printf("units done:      %" PRIu64 " (compacted ledger) + %" PRIu64
+           " recent\n", sk_ledger_count(st->ledger) - done - partial, done);
+    printf("units partial:   %" PRIu64 "\n", partial);
+    printf("slices open:     %" PRIu64 " (%" PRIu64 " records, %" PRIu64
+           " bytes buffered)\n", open_n, open_rec, open_bytes);
+    printf("slices pending:  %" PRIu64 " sealed, awaiting the sink\n", sealed);
+    printf("wal:             %" PRIu64 " bytes\n",
+           st->wal ? sk_wal_disk_bytes(st->wal) : 0);
+    sk_state_close(st);
+    return SKIPPR_OK;
+}

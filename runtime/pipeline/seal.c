@@ -1,0 +1,249 @@
+/* Group commit, sealing and the upload batch: commits make appended
+ * records and unit progress durable; slices due (age, size, the WAL's
+ * disk budget) are sealed with their object's size and CRC; every sealed
+ * slice is written on up to upload_concurrency threads, then recorded DONE
+ * in order; old WAL segments are collected.
+ *
+ * Owns: the upload batch and its worker threads, for one call.
+ * Thread: the pipeline thread, which starts and joins the upload threads.
+ */
+#include "pipeline/engine.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/fault.h"
+
+typedef struct upload_batch {
+    sk_slice **slices;
+    int *rcs; /* per slice; NOT_TRIED until an uploader takes it */
+    size_t n;
+    atomic_size_t next;
+    atomic_int failed;
+} upload_batch;
+
+#define NOT_TRIED 1 /* no status code is positive */
+
+typedef struct upload_worker {
+    upload_batch *b;
+    uploader *u;
+    size_t written; /* objects committed, waiting for the sink's sync() */
+    pthread_t thread;
+} upload_worker;
+
+static void *upload_main(void *arg)
+{
+    upload_worker *w = arg;
+    upload_batch *b = w->b;
+    for (;;) {
+        size_t i = atomic_fetch_add(&b->next, 1);
+        if (i >= b->n || atomic_load(&b->failed) || sk_stop_requested)
+            break;
+        b->rcs[i] = pl_upload_one(w->u, b->slices[i]);
+        if (b->rcs[i])
+            atomic_store(&b->failed, 1);
+        else
+            w->written++;
+    }
+    return NULL;
+}
+
+/* Write the n sealed slices on up to e->nup threads, then, on this thread
+ * and in order, record DONE for each one written. After a failure no new
+ * slice is started; those written still count, the rest stay sealed for
+ * the next run. Returns the first failure. */
+static int upload_sealed(engine *e, sk_slice **slices, size_t n)
+{
+    if (n == 0)
+        return SKIPPR_OK;
+    int *rcs = sk_calloc(n, sizeof *rcs);
+    size_t nw = (size_t)e->nup < n ? (size_t)e->nup : n;
+    upload_worker *ws = sk_calloc(nw, sizeof *ws);
+    if (!rcs || !ws) {
+        sk_free(rcs);
+        sk_free(ws);
+        return SKIPPR_NOMEM;
+    }
+    upload_batch b = {slices, rcs, n, 0, 0};
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = NOT_TRIED;
+    size_t started = 1; /* worker 0 runs on this thread */
+    for (size_t k = 0; k < nw; k++)
+        ws[k] = (upload_worker){&b, &e->up[k], 0, 0};
+    while (started < nw &&
+           pthread_create(&ws[started].thread, NULL, upload_main,
+                          &ws[started]) == 0)
+        started++;
+    upload_main(&ws[0]);
+    for (size_t k = 1; k < started; k++)
+        pthread_join(ws[k].thread, NULL);
+    /* Sinks that defer durability make this batch durable now. If one
+     * instance fails, the run stops: nothing of the batch is recorded (what
+     * other instances made durable is written again, with the same bytes,
+     * by the next run). */
+    const skippr_sink_ops *ops = e->sink->plugin->sink;
+    if (SKIPPR_OPS_HAS(skippr_sink_ops, ops, sync) && ops->sync) {
+        for (size_t k = 0; k < nw; k++) {
+            if (!ws[k].written)
+                continue;
+            sk_crashpoint("sink_commit");
+            int src = ops->sync(ws[k].u->sink->ctx);
+            if (!src)
+                continue;
+            plugin_failed(ws[k].u->sink, "%s: making %zu objects durable "
+                          "failed: %s", ws[k].u->sink->label, ws[k].written,
+                          skippr_status_str(src));
+            for (size_t i = 0; i < n; i++)
+                if (rcs[i] == SKIPPR_OK)
+                    rcs[i] = src;
+            break;
+        }
+    }
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (rcs[i] == NOT_TRIED)
+            continue;
+        if (rcs[i]) {
+            if (!rc)
+                rc = rcs[i];
+            continue;
+        }
+        sk_slice *s = slices[i];
+        e->objects++;
+        sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
+                 s->object_key, s->records, s->object_bytes);
+        int drc = sk_state_done(e->st, s);
+        if (drc) {
+            rc = drc;
+            break;
+        }
+    }
+    if (!rc && sk_stop_requested && atomic_load(&b.next) < n)
+        rc = SKIPPR_STOPPED;
+    sk_free(ws);
+    sk_free(rcs);
+    return rc;
+}
+
+/* Seal what is due and upload every sealed slice. force: seal all. */
+int pl_flush_slices(engine *e, int force)
+{
+    sk_state *st = e->st;
+    int64_t now = (int64_t)time(NULL);
+    int any = 0;
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (s->state != SK_SLICE_OPEN)
+            continue;
+        if (force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
+            s->bytes >= (uint64_t)e->cfg->max_object_bytes)
+            any = 1;
+    }
+    uint64_t disk = sk_wal_disk_bytes(st->wal);
+    int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
+    if (!any && !over_budget && !force) {
+        for (size_t i = 0; i < st->nlive; i++)
+            if (st->live[i]->state == SK_SLICE_SEALED)
+                any = 1;
+        if (!any)
+            return SKIPPR_OK;
+    }
+    int rc = sk_state_commit(st);
+    if (rc)
+        return rc;
+    e->bytes_since_commit = 0;
+    e->last_commit_ns = sk_now_ns();
+    /* Seal. Indexes shift as slices leave, so collect first. */
+    size_t n = st->nlive;
+    sk_slice **list = sk_calloc(n ? n : 1, sizeof *list);
+    if (!list)
+        return SKIPPR_NOMEM;
+    if (n)
+        memcpy(list, st->live, n * sizeof *list);
+    for (size_t i = 0; i < n; i++) {
+        sk_slice *s = list[i];
+        if (s->state != SK_SLICE_OPEN || s->records == 0)
+            continue;
+        int due = force || now - s->opened_at >=
+                               e->cfg->buffer_threshold_seconds ||
+                  s->bytes >= (uint64_t)e->cfg->max_object_bytes;
+        if (!due && over_budget) {
+            /* The WAL is over budget: flush the largest slices first. */
+            sk_slice *big = NULL;
+            for (size_t k = 0; k < n; k++)
+                if (list[k]->state == SK_SLICE_OPEN &&
+                    (!big || list[k]->bytes > big->bytes))
+                    big = list[k];
+            due = big == s;
+        }
+        if (!due)
+            continue;
+        sk_conv_kind ck = pl_slice_conv(e, s);
+        char tail[300];
+        size_t tl = pl_xml_trailer(s, tail, sizeof tail);
+        if (ck == SK_CONV_NONE) {
+            /* The records and newlines (and an XML root's close tag) */
+            rc = sk_state_seal(st, s, pl_slice_ext(e, s), tail, tl);
+        } else {
+            /* A converted object: measure what delivery will write. */
+            writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, 0,
+                         NULL, NULL, NULL};
+            sk_buf scratch;
+            sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+            rc = pl_write_converted(e, s, ck, &cw, &scratch);
+            sk_buf_free(&scratch);
+            if (!rc)
+                rc = sk_state_seal_as(st, s, e->ext, cw.bytes, cw.crc);
+        }
+        if (rc)
+            goto out;
+    }
+    /* One fsync makes the whole batch of seals durable before any upload. */
+    if ((rc = sk_wal_sync(st->wal)))
+        goto out;
+    sk_crashpoint("seal");
+    /* Upload everything sealed (including slices sealed before a crash). */
+    size_t nsealed = 0;
+    for (size_t i = 0; i < st->nlive; i++)
+        if (st->live[i]->state == SK_SLICE_SEALED)
+            list[nsealed++] = st->live[i];
+    if ((rc = upload_sealed(e, list, nsealed)))
+        goto out;
+    rc = sk_wal_sync(st->wal);
+    /* A full segment (or a drained run) starts a new one, so that the old
+     * one can be deleted once its slices are done. */
+    if (!rc && ((force && sk_wal_active_size(st->wal) > 0) ||
+                sk_wal_active_size(st->wal) >= SEGMENT_BYTES))
+        rc = sk_wal_rotate(st->wal);
+    if (!rc)
+        rc = sk_state_gc(st);
+out:
+    sk_free(list);
+    return rc;
+}
+
+int pl_st_memory_over(const engine *e)
+{
+    return e->st->open_block_cap > (uint64_t)e->cfg->memory_budget;
+}
+
+/* Group commit: durable every commit_interval_ms (and when forced);
+ * in between, every COMMIT_BYTES of input, a commit that only starts the
+ * disk writing, so that reading never stalls on an fsync mid-run and a
+ * process crash still re-reads at most COMMIT_BYTES. */
+int pl_maybe_commit(engine *e, int force)
+{
+    uint64_t now = sk_now_ns();
+    int due = force || now - e->last_commit_ns >=
+                           (uint64_t)e->cfg->commit_interval_ms * 1000000ULL;
+    if (!due && e->bytes_since_commit < COMMIT_BYTES)
+        return SKIPPR_OK;
+    int rc = sk_state_commit_as(e->st, due);
+    e->bytes_since_commit = 0;
+    if (due)
+        e->last_commit_ns = now;
+    return rc;
+}

@@ -1,0 +1,313 @@
+/* Units in flight and listed sources: list a batch of units (list_batch)
+ * after the last one listed, skip those the ledger says are done, and run
+ * the rest through the lanes, applying whichever lane finishes first, with
+ * commits, seal checks and progress in between. Also makes, frees and
+ * sheds the lanes.
+ *
+ * Owns: the lanes (engine.lanes) and the listing batch (engine.todo).
+ * Thread: the pipeline thread.
+ */
+#include "pipeline/engine.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* Copy the units of one listing batch through the lanes. Whichever lane
+ * finishes first is applied first, so one slow object does not hold up the
+ * others; a unit's own windows are always applied in order. */
+static int run_units(engine *e, todo *todo, size_t ntodo)
+{
+    lane *lanes = e->lanes;
+    size_t nl = e->nlanes, next = 0;
+    sk_group *waiting[MAX_LANES];
+    size_t widx[MAX_LANES];
+    int rc = SKIPPR_OK;
+    for (;;) {
+        /* Give every idle lane a unit and every lane its next window. */
+        for (size_t i = 0; i < nl && !rc; i++) {
+            lane *l = &lanes[i];
+            if (l->busy)
+                continue;
+            if (!l->t && next < ntodo && !sk_stop_requested)
+                rc = pl_lane_open(l, &todo[next++]);
+            else if (!l->t)
+                continue;
+            if (!rc && (rc = pl_lane_read_submit(l)))
+                pl_unit_failed(e, l->t->id, l->base, rc);
+        }
+        if (rc)
+            break;
+        if (sk_stop_requested) {
+            rc = SKIPPR_STOPPED;
+            break;
+        }
+        size_t nw = 0;
+        for (size_t i = 0; i < nl; i++)
+            if (lanes[i].busy) {
+                widx[nw] = i;
+                waiting[nw++] = &lanes[i].g;
+            }
+        if (nw == 0)
+            break; /* every unit is done */
+        /* Apply a finished lane; while none is, frame a queued one here
+         * rather than sleep: this thread is one of the pool's cores. */
+        size_t w = 0;
+        while (e->pool && !sk_pool_done_any(waiting, nw, &w)) {
+            if (!sk_pool_help(e->pool)) {
+                w = sk_pool_wait_any(e->pool, waiting, nw);
+                break;
+            }
+        }
+        lane *l = &lanes[widx[w]];
+        int finished = 0;
+        if ((rc = pl_lane_apply(l, &finished))) {
+            pl_unit_failed(e, l->t->id, l->base, rc);
+            break;
+        }
+        if (finished) {
+            pl_lane_close(l);
+            /* Finished units wait in memory for the next compaction, which
+             * otherwise comes only with a seal: bound them, at a cost
+             * that stays linear (the file is rewritten each time it has
+             * doubled at most). */
+            sk_ledger *led = e->st->ledger;
+            uint64_t held = sk_ledger_recent_count(led);
+            if (held >= LEDGER_HELD &&
+                held >= sk_ledger_file_count(led) / 2 &&
+                (rc = sk_state_compact_ledger(e->st)))
+                break;
+        }
+        if (pl_st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
+            break;
+        if ((rc = pl_maybe_commit(e, 0)))
+            break;
+        uint64_t now = sk_now_ns();
+        if (now - e->last_seal_check_ns >=
+            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
+            e->last_seal_check_ns = now;
+            if ((rc = pl_flush_slices(e, 0)))
+                break;
+        }
+        pl_progress(e, 0);
+    }
+    /* Tasks point into the lanes: let them finish before anything goes. */
+    for (size_t i = 0; i < nl; i++) {
+        if (lanes[i].busy && e->pool)
+            sk_pool_wait(e->pool, &lanes[i].g);
+        lanes[i].busy = 0;
+        if (lanes[i].t)
+            pl_lane_close(&lanes[i]);
+    }
+    return rc;
+}
+
+/* A zeroed lane's buffers; its window holds up to win_max bytes.
+ * pl_lane_free() releases them, also after a failure here. */
+int pl_lane_init(engine *e, lane *l, size_t win_max)
+{
+    l->e = e;
+    sk_buf_init(&l->win, win_max);
+    l->r.raw = sk_malloc(RAW_READ);
+    l->pieces = sk_calloc(MAX_PIECES, sizeof *l->pieces);
+    if (!l->r.raw || !l->pieces)
+        return SKIPPR_NOMEM;
+    for (int k = 0; k < MAX_PIECES; k++) {
+        l->pieces[k].e = e;
+        sk_memo_init(&l->pieces[k].memo, e->win_max);
+        sk_buf_init(&l->pieces[k].scratch, e->win_max);
+    }
+    return SKIPPR_OK;
+}
+
+void pl_lane_free(lane *l)
+{
+    for (int k = 0; l->pieces && k < MAX_PIECES; k++) {
+        sk_free(l->pieces[k].recs);
+        sk_free(l->pieces[k].groups);
+        sk_memo_free(&l->pieces[k].memo);
+        sk_buf_free(&l->pieces[k].scratch);
+        sk_csv_decoder_free(l->pieces[k].csvdec);
+    }
+    sk_csv_framer_free(&l->csv);
+    sk_xml_framer_free(&l->xml);
+    sk_free(l->pieces);
+    sk_free(l->r.raw);
+    sk_buf_free(&l->win);
+}
+
+int pl_lanes_init(engine *e)
+{
+    /* LANES_PER_THREAD per thread plus one, so that workers frame while
+     * the pipeline thread reads and applies; fewer if windows would not
+     * fit the memory budget. */
+    size_t n = e->nthreads > 1
+                   ? SK_MIN((size_t)e->nthreads * LANES_PER_THREAD + 1,
+                            MAX_LANES)
+                   : 1;
+    size_t per = 2 * WINDOW_BYTES + RAW_READ;
+    size_t fit = (size_t)(e->cfg->memory_budget / 2) / per;
+    if (n > fit)
+        n = fit > 2 ? fit : 2;
+    if (e->nthreads == 1)
+        n = 1;
+    e->lanes = sk_calloc(n, sizeof *e->lanes);
+    if (!e->lanes)
+        return SKIPPR_NOMEM;
+    e->nlanes = n;
+    for (size_t i = 0; i < n; i++) {
+        int rc = pl_lane_init(e, &e->lanes[i], e->win_max);
+        if (rc)
+            return rc;
+    }
+    return SKIPPR_OK;
+}
+
+/* Free the lanes of listed units; pl_lanes_init() may make them again. */
+void pl_lanes_free(engine *e)
+{
+    for (size_t i = 0; i < e->nlanes; i++)
+        pl_lane_free(&e->lanes[i]);
+    sk_free(e->lanes);
+    e->lanes = NULL;
+    e->nlanes = 0;
+}
+
+/* Between polls of the continuous mode, when every lane is idle: give
+ * back what the lanes' buffers grew to (windows, pieces, framers), so that
+ * memory follows the work of the last poll rather than the largest unit
+ * seen since the start. The lanes are made anew, their buffers empty. */
+int pl_lanes_shed(engine *e)
+{
+    for (size_t i = 0; i < e->nlanes; i++)
+        if (e->lanes[i].t || e->lanes[i].busy)
+            return SKIPPR_OK;
+    pl_lanes_free(e);
+    return pl_lanes_init(e);
+}
+
+void pl_todo_clear(engine *e)
+{
+    for (size_t i = 0; i < e->ntodo; i++) {
+        sk_free(e->todo[i].id);
+        sk_free(e->todo[i].version);
+    }
+    e->ntodo = 0;
+}
+
+typedef struct list_ctx {
+    engine *e;
+    int rc;
+} list_ctx;
+
+static int list_cb(void *ud, const skippr_unit *u)
+{
+    list_ctx *c = ud;
+    engine *e = c->e;
+    const sk_unit_rec *known = NULL;
+    int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
+    if (rc) {
+        c->rc = rc;
+        return 1;
+    }
+    char *after = sk_strdup(u->id);
+    if (!after) {
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    sk_free(e->list_after);
+    e->list_after = after;
+    const char *ver = u->version ? u->version : "";
+    int64_t offset = 0;
+    uint32_t flags = 0;
+    if (known) {
+        int same = strcmp(known->version, ver) == 0 && known->size == u->size;
+        if (known->flags & SK_UNIT_DONE) {
+            if (same) {
+                e->skipped_done++;
+            } else {
+                e->skipped_changed++;
+                sk_warn("%s: unit %s changed since it was copied (version "
+                        "%s, %" PRId64 " bytes; now %s, %" PRId64 " bytes); "
+                        "skipped", e->src->label, u->id, known->version,
+                        known->size, ver, u->size);
+            }
+            return 0;
+        }
+        if (same) {
+            offset = known->offset;
+            flags = known->flags;
+        } else {
+            sk_warn("%s: unit %s changed while partly copied; records up to "
+                    "offset %" PRId64 " are kept and reading resumes there",
+                    e->src->label, u->id, known->offset);
+            offset = known->offset;
+            flags = known->flags;
+        }
+    }
+    if (sk_array_grow(&e->todo, e->ntodo, &e->todo_cap, sizeof *e->todo,
+                      256)) {
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    todo *t = &e->todo[e->ntodo];
+    t->id = sk_strdup(u->id);
+    t->version = sk_strdup(ver);
+    if (!t->id || !t->version) {
+        sk_free(t->id);
+        sk_free(t->version);
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    t->size = u->size;
+    t->offset = offset;
+    t->flags = flags;
+    e->ntodo++;
+    return e->ntodo >= (size_t)e->cfg->list_batch; /* process in batches */
+}
+
+/* One pass over the source: list in batches, copy every new unit. */
+int pl_copy_pass(engine *e)
+{
+    const skippr_source_ops *ops = e->src->plugin->source;
+    sk_free(e->list_after);
+    e->list_after = NULL;
+    for (;;) {
+        pl_todo_clear(e);
+        list_ctx c = {e, 0};
+        /* list_cb replaces e->list_after as units arrive, while the
+         * plugin still reads start_after: keep this round's alive. */
+        char *from = e->list_after;
+        e->list_after = NULL;
+        int rc = ops->list(e->src->ctx, from, list_cb, &c);
+        if (!e->list_after)
+            e->list_after = from;
+        else
+            sk_free(from);
+        if (c.rc)
+            return c.rc;
+        if (rc) {
+            plugin_failed(e->src, "%s: listing failed: %s", e->src->label,
+                          skippr_status_str(rc));
+            return rc;
+        }
+        int more = e->ntodo >= (size_t)e->cfg->list_batch;
+        if (ops->prefetch && e->ntodo) {
+            /* Let the source start fetching the whole batch. */
+            skippr_unit *units = sk_calloc(e->ntodo, sizeof *units);
+            if (!units)
+                return SKIPPR_NOMEM;
+            for (size_t i = 0; i < e->ntodo; i++)
+                units[i] = (skippr_unit){e->todo[i].id, e->todo[i].version,
+                                         e->todo[i].size};
+            rc = ops->prefetch(e->src->ctx, units, e->ntodo);
+            sk_free(units);
+            if (rc)
+                sk_warn("%s: prefetch failed (%s); reading one unit at a time",
+                        e->src->label, skippr_status_str(rc));
+        }
+        if ((rc = run_units(e, e->todo, e->ntodo)))
+            return rc;
+        if (!more)
+            return SKIPPR_OK;
+    }
+}
