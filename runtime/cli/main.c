@@ -263,40 +263,56 @@ static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline,
     return bad;
 }
 
-int main(int argc, char **argv)
+/* The command line, as parsed. */
+typedef struct cli_args {
+    sk_cli_pipeline cli; /* a pipeline given by --source and --sink */
+    int cli_flags;       /* flags that only a pipeline from flags takes */
+    int from_flags;      /* --source or --sink was given */
+    const char *config;
+    int config_given;
+    const char *pipeline;
+    const char *cmd;
+    int once, threads, no_progress, as_json;
+} cli_args;
+
+enum {
+    OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
+    OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
+    OPT_KEY = 2000 /* + index in keyflags */
+};
+
+static const struct option fixed_opts[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"pipeline", required_argument, NULL, 'p'},
+    {"threads", required_argument, NULL, 't'},
+    {"once", no_argument, NULL, OPT_ONCE},
+    {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"source", required_argument, NULL, OPT_SOURCE},
+    {"sink", required_argument, NULL, OPT_SINK},
+    {"source-opt", required_argument, NULL, OPT_SOURCE_OPT},
+    {"sink-opt", required_argument, NULL, OPT_SINK_OPT},
+    {"workspace", required_argument, NULL, OPT_WORKSPACE},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"state_dir", required_argument, NULL, OPT_STATE_DIR}};
+
+enum {
+    NFIXED = sizeof fixed_opts / sizeof *fixed_opts,
+    NKEYFLAGS = 80
+};
+
+/* The long options: the fixed ones, then every pipeline setting and
+ * transform key, spelt with underscores as in the YAML or with dashes;
+ * keyflags[i] is the key of option OPT_KEY + i. Returns their count. */
+static size_t build_longopts(struct option *longopts, const char **keyflags,
+                             char (*dashed)[64])
 {
-    sk_malloc_tune();
-    enum {
-        OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
-        OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
-        OPT_KEY = 2000 /* + index in keyflags */
-    };
-    static const struct option fixed[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"pipeline", required_argument, NULL, 'p'},
-        {"threads", required_argument, NULL, 't'},
-        {"once", no_argument, NULL, OPT_ONCE},
-        {"verbose", no_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {"source", required_argument, NULL, OPT_SOURCE},
-        {"sink", required_argument, NULL, OPT_SINK},
-        {"source-opt", required_argument, NULL, OPT_SOURCE_OPT},
-        {"sink-opt", required_argument, NULL, OPT_SINK_OPT},
-        {"workspace", required_argument, NULL, OPT_WORKSPACE},
-        {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-        {"state_dir", required_argument, NULL, OPT_STATE_DIR}};
-    /* Every pipeline setting and transform key is a flag too, spelt with
-     * underscores as in the YAML or with dashes. */
-    enum { NFIXED = sizeof fixed / sizeof *fixed, NKEYFLAGS = 80 };
-    static char dashed[NKEYFLAGS][64];
-    static const char *keyflags[NKEYFLAGS];
-    static struct option longopts[NFIXED + NKEYFLAGS + 1];
     size_t nk = 0;
-    memcpy(longopts, fixed, sizeof fixed);
+    memcpy(longopts, fixed_opts, sizeof fixed_opts);
     const char *const *lists[2] = {sk_config_setting_keys,
                                    sk_config_transform_keys};
     for (int l = 0; l < 2; l++)
@@ -315,168 +331,203 @@ int main(int argc, char **argv)
             nk++;
         }
     longopts[NFIXED + nk] = (struct option){NULL, 0, NULL, 0};
-    sk_cli_pipeline cli;
-    memset(&cli, 0, sizeof cli);
-    int cli_flags = 0; /* flags that only a pipeline from flags takes */
-    const char *config = getenv("SKIPPR_CONFIG");
-    int config_given = 0;
-    const char *pipeline = NULL;
-    int once = 0, threads = 0, no_progress = 0, as_json = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "c:p:t:vqh", longopts, NULL)) != -1) {
-        if (c >= OPT_KEY && c < OPT_KEY + (int)nk) {
-            if (cli.nkeys == SK_CLI_MAX_OPTS) {
-                fprintf(stderr, "skipprd: error: too many settings\n");
-                return 2;
-            }
-            cli.keys[cli.nkeys] = keyflags[c - OPT_KEY];
-            cli.values[cli.nkeys++] = optarg;
-            cli_flags = 1;
-            continue;
-        }
-        switch (c) {
-        case OPT_SOURCE: cli.source = optarg; break;
-        case OPT_SINK: cli.sink = optarg; break;
-        case OPT_SOURCE_OPT:
-        case OPT_SINK_OPT: {
-            const char **v = c == OPT_SOURCE_OPT ? cli.source_opts
-                                                 : cli.sink_opts;
-            size_t *n = c == OPT_SOURCE_OPT ? &cli.nsource_opts
-                                            : &cli.nsink_opts;
-            if (*n == SK_CLI_MAX_OPTS) {
-                fprintf(stderr, "skipprd: error: too many plugin options\n");
-                return 2;
-            }
-            v[(*n)++] = optarg;
-            cli_flags = 1;
-            break;
-        }
-        case OPT_WORKSPACE: cli.workspace = optarg; cli_flags = 1; break;
-        case OPT_STATE_DIR: cli.state_dir = optarg; cli_flags = 1; break;
-        case 'c': config = optarg; config_given = 1; break;
-        case 'p': pipeline = optarg; break;
-        case 't':
-            threads = atoi(optarg);
-            if (threads < 1 || threads > 256) {
-                fprintf(stderr, "skipprd: error: --threads wants 1..256\n");
-                return 2;
-            }
-            break;
-        case OPT_ONCE: once = 1; break;
-        case 'v': sk_log_level++; break;
-        case 'q': sk_log_level = SKIPPR_LOG_ERROR; break;
-        case OPT_NO_PROGRESS: no_progress = 1; break;
-        case OPT_JSON: as_json = 1; break;
-        case 'h': fputs(usage, stdout); return 0;
-        case OPT_VERSION:
-            printf("skipprd %s (plugin ABI %u)\n", SKIPPR_VERSION_STRING,
-                   SKIPPR_ABI_VERSION);
-            return 0;
-        default: fputs(usage, stderr); return 2;
-        }
+    return nk;
+}
+
+/* A --source-opt or --sink-opt K=V. Returns -1, or an exit code. */
+static int add_plugin_opt(cli_args *a, int source, const char *kv)
+{
+    const char **v = source ? a->cli.source_opts : a->cli.sink_opts;
+    size_t *n = source ? &a->cli.nsource_opts : &a->cli.nsink_opts;
+    if (*n == SK_CLI_MAX_OPTS) {
+        fprintf(stderr, "skipprd: error: too many plugin options\n");
+        return 2;
     }
+    v[(*n)++] = kv;
+    a->cli_flags = 1;
+    return -1;
+}
+
+/* One option c (from getopt_long) into a. Returns -1 to go on, or the
+ * process's exit code (--help, --version, a bad option). */
+static int take_option(cli_args *a, int c, const char *const *keyflags,
+                       size_t nk)
+{
+    if (c >= OPT_KEY && c < OPT_KEY + (int)nk) {
+        if (a->cli.nkeys == SK_CLI_MAX_OPTS) {
+            fprintf(stderr, "skipprd: error: too many settings\n");
+            return 2;
+        }
+        a->cli.keys[a->cli.nkeys] = keyflags[c - OPT_KEY];
+        a->cli.values[a->cli.nkeys++] = optarg;
+        a->cli_flags = 1;
+        return -1;
+    }
+    switch (c) {
+    case OPT_SOURCE: a->cli.source = optarg; break;
+    case OPT_SINK: a->cli.sink = optarg; break;
+    case OPT_SOURCE_OPT:
+    case OPT_SINK_OPT: return add_plugin_opt(a, c == OPT_SOURCE_OPT, optarg);
+    case OPT_WORKSPACE: a->cli.workspace = optarg; a->cli_flags = 1; break;
+    case OPT_STATE_DIR: a->cli.state_dir = optarg; a->cli_flags = 1; break;
+    case 'c': a->config = optarg; a->config_given = 1; break;
+    case 'p': a->pipeline = optarg; break;
+    case 't':
+        a->threads = atoi(optarg);
+        if (a->threads < 1 || a->threads > 256) {
+            fprintf(stderr, "skipprd: error: --threads wants 1..256\n");
+            return 2;
+        }
+        break;
+    case OPT_ONCE: a->once = 1; break;
+    case 'v': sk_log_level++; break;
+    case 'q': sk_log_level = SKIPPR_LOG_ERROR; break;
+    case OPT_NO_PROGRESS: a->no_progress = 1; break;
+    case OPT_JSON: a->as_json = 1; break;
+    case 'h': fputs(usage, stdout); return 0;
+    case OPT_VERSION:
+        printf("skipprd %s (plugin ABI %u)\n", SKIPPR_VERSION_STRING,
+               SKIPPR_ABI_VERSION);
+        return 0;
+    default: fputs(usage, stderr); return 2;
+    }
+    return -1;
+}
+
+/* The command line into a, checked. Returns -1 to go on, or the process's
+ * exit code. */
+static int parse_args(int argc, char **argv, cli_args *a)
+{
+    static char dashed[NKEYFLAGS][64];
+    static const char *keyflags[NKEYFLAGS];
+    static struct option longopts[NFIXED + NKEYFLAGS + 1];
+    size_t nk = build_longopts(longopts, keyflags, dashed);
+    memset(a, 0, sizeof *a);
+    a->config = getenv("SKIPPR_CONFIG");
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "c:p:t:vqh", longopts, NULL)) != -1)
+        if ((rc = take_option(a, c, keyflags, nk)) >= 0)
+            return rc;
     if (optind >= argc) {
         fputs(usage, stderr);
         return 2;
     }
-    const char *cmd = argv[optind];
+    a->cmd = argv[optind];
     if (optind + 1 < argc) {
         fprintf(stderr, "skipprd: error: unexpected argument '%s'\n",
                 argv[optind + 1]);
         return 2;
     }
-    if (!config || !*config)
-        config = "skippr.yml";
-    if (sk_fault_init_from_env())
-        return 2;
-    int from_flags = cli.source || cli.sink;
-    if (from_flags && config_given) {
+    if (!a->config || !*a->config)
+        a->config = "skippr.yml";
+    a->from_flags = a->cli.source || a->cli.sink;
+    if (a->from_flags && a->config_given) {
         fprintf(stderr, "skipprd: error: give a pipeline by --config or by "
                 "--source and --sink, not both\n");
         return 2;
     }
-    if (cli_flags && !from_flags) {
+    if (a->cli_flags && !a->from_flags) {
         fprintf(stderr, "skipprd: error: pipeline settings, --source-opt, "
                 "--sink-opt, --workspace and --state-dir go with --source "
                 "and --sink; with a config file, set them there\n");
         return 2;
     }
+    return -1;
+}
 
-    if (strcmp(cmd, "plugins") == 0) {
-        sk_yaml_doc *doc = NULL;
-        if (access(config, F_OK) == 0 && load(config, &doc))
-            return 1;
-        int rc = cmd_plugins(doc, as_json);
-        sk_yaml_free(doc);
-        return rc;
-    }
-    if (strcmp(cmd, "sync") != 0 && strcmp(cmd, "validate") != 0 &&
-        strcmp(cmd, "status") != 0) {
-        fprintf(stderr, "skipprd: error: unknown command '%s'\n\n%s", cmd,
-                usage);
+/* The config: the YAML that --source and --sink make (printed for
+ * `validate`, to start a file from), or the config file. Returns -1 with
+ * *doc (the caller's), or an exit code. */
+static int load_doc(cli_args *a, sk_yaml_doc **doc)
+{
+    *doc = NULL;
+    if (!a->from_flags)
+        return load(a->config, doc) ? 1 : -1;
+    a->cli.name = a->pipeline ? a->pipeline : "cli";
+    a->pipeline = a->cli.name;
+    sk_cfg_err err;
+    char *yaml = sk_cli_yaml(&a->cli, &err);
+    if (!yaml) {
+        fprintf(stderr, "skipprd: error: %s\n", err.msg);
         return 2;
     }
-    sk_yaml_doc *doc = NULL;
-    if (from_flags) {
-        cli.name = pipeline ? pipeline : "cli";
-        pipeline = cli.name;
-        sk_cfg_err err;
-        char *yaml = sk_cli_yaml(&cli, &err);
-        if (!yaml) {
-            fprintf(stderr, "skipprd: error: %s\n", err.msg);
-            return 2;
-        }
-        if (strcmp(cmd, "validate") == 0)
-            fputs(yaml, stdout); /* to start a file from */
-        int lrc = sk_yaml_load_mem("(flags)", yaml, strlen(yaml), &doc,
-                                   &err);
-        sk_free(yaml);
-        if (lrc) {
-            fprintf(stderr, "skipprd: error: %s\n", err.msg);
-            return 1;
-        }
-    } else if (load(config, &doc)) {
+    if (strcmp(a->cmd, "validate") == 0)
+        fputs(yaml, stdout);
+    int lrc = sk_yaml_load_mem("(flags)", yaml, strlen(yaml), doc, &err);
+    sk_free(yaml);
+    if (lrc) {
+        fprintf(stderr, "skipprd: error: %s\n", err.msg);
         return 1;
     }
-    int rc;
-    if (strcmp(cmd, "validate") == 0) {
-        /* The YAML went to stdout: the verdict goes to stderr. */
-        if (from_flags)
-            fflush(stdout);
-        rc = cmd_validate(doc, pipeline, from_flags ? stderr : stdout);
-        sk_yaml_free(doc);
-        return rc;
-    }
-    if (!pipeline) {
-        fprintf(stderr, "skipprd: error: %s needs --pipeline NAME\n", cmd);
-        sk_yaml_free(doc);
+    return -1;
+}
+
+/* `status` or `sync` of a->pipeline in doc. Returns the exit code. */
+static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
+{
+    if (!a->pipeline) {
+        fprintf(stderr, "skipprd: error: %s needs --pipeline NAME\n", a->cmd);
         return 2;
     }
     sk_pipeline_cfg cfg;
     sk_cfg_err err;
-    if (sk_config_pipeline(doc, pipeline, &cfg, &err)) {
+    if (sk_config_pipeline(doc, a->pipeline, &cfg, &err)) {
         fprintf(stderr, "skipprd: error: %s\n", err.msg);
-        sk_yaml_free(doc);
         return 1;
     }
-    if (threads)
-        cfg.threads = threads;
-    if (strcmp(cmd, "status") == 0) {
-        rc = sk_pipeline_status(&cfg);
-        sk_yaml_free(doc);
-        return rc ? 1 : 0;
-    }
+    if (a->threads)
+        cfg.threads = a->threads;
+    if (strcmp(a->cmd, "status") == 0)
+        return sk_pipeline_status(&cfg) ? 1 : 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    sk_run_opts opts = {once, !no_progress && isatty(2) &&
-                                  sk_log_level >= SKIPPR_LOG_INFO};
-    rc = sk_pipeline_run(doc, &cfg, &opts);
-    sk_yaml_free(doc);
+    sk_run_opts opts = {.once = a->once,
+                        .progress = !a->no_progress && isatty(2) &&
+                                    sk_log_level >= SKIPPR_LOG_INFO};
+    int rc = sk_pipeline_run(doc, &cfg, &opts);
     if (rc == SKIPPR_LOCKED)
         return 3;
     return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    sk_malloc_tune();
+    cli_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    if (sk_fault_init_from_env())
+        return 2;
+    if (strcmp(a.cmd, "plugins") == 0) {
+        sk_yaml_doc *doc = NULL;
+        if (access(a.config, F_OK) == 0 && load(a.config, &doc))
+            return 1;
+        rc = cmd_plugins(doc, a.as_json);
+        sk_yaml_free(doc);
+        return rc;
+    }
+    if (strcmp(a.cmd, "sync") != 0 && strcmp(a.cmd, "validate") != 0 &&
+        strcmp(a.cmd, "status") != 0) {
+        fprintf(stderr, "skipprd: error: unknown command '%s'\n\n%s", a.cmd,
+                usage);
+        return 2;
+    }
+    sk_yaml_doc *doc;
+    if ((rc = load_doc(&a, &doc)) >= 0)
+        return rc;
+    if (strcmp(a.cmd, "validate") == 0) {
+        /* The YAML went to stdout: the verdict goes to stderr. */
+        if (a.from_flags)
+            fflush(stdout);
+        rc = cmd_validate(doc, a.pipeline, a.from_flags ? stderr : stdout);
+    } else {
+        rc = run_pipeline(&a, doc);
+    }
+    sk_yaml_free(doc);
+    return rc;
 }

@@ -176,6 +176,66 @@ static void engine_free(engine *e)
     sk_state_close(e->st);
 }
 
+/* Finish what a previous run sealed but did not confirm. */
+static int recover_sealed(engine *e)
+{
+    size_t pending = 0;
+    for (size_t i = 0; i < e->st->nlive; i++)
+        pending += e->st->live[i]->state == SK_SLICE_SEALED;
+    if (pending)
+        sk_info("recovery: re-writing %zu sealed slice%s", pending,
+                pending == 1 ? "" : "s");
+    return pl_flush_slices(e, 0);
+}
+
+/* Sleep until the next poll, checking for a stop and for due slices. */
+static int wait_for_poll(engine *e)
+{
+    for (int64_t t = 0; t < e->cfg->poll_interval_seconds * 10 &&
+                        !sk_stop_requested; t++) {
+        struct timespec ts = {0, 100000000L};
+        nanosleep(&ts, NULL);
+        pl_progress(e, 0);
+        int rc = t % 10 == 9 ? pl_flush_slices(e, 0) : SKIPPR_OK;
+        if (rc)
+            return rc;
+    }
+    return SKIPPR_OK;
+}
+
+/* The run's last lines: the progress line closed, what was copied, the
+ * plugins' counters. rc: how the run ended. */
+static void summary(engine *e, int rc)
+{
+    if (e->opts->progress && e->start_ns) {
+        pl_progress(e, 1);
+        fputc('\n', stderr);
+        sk_log_progress_active = 0;
+    }
+    if (e->st) {
+        double secs = (double)(sk_now_ns() - e->start_ns) / 1e9;
+        if (e->streaming)
+            sk_info("%s: %" PRIu64 " messages dropped as already copied",
+                    e->src->label, e->duplicates);
+        sk_info("%s: %" PRIu64 " units copied, %" PRIu64 " already done, "
+                "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
+                "%" PRIu64 " dead-lettered; %" PRIu64 " objects written; "
+                "%.1f MB in %.2f s",
+                rc ? "stopped" : "done", e->units_done, e->skipped_done,
+                e->skipped_changed, e->records, e->dead, e->objects,
+                (double)e->bytes_in / 1e6, secs);
+        if (e->multiline_json || e->multiline_compacted)
+            sk_info("records spanning lines: %" PRIu64 " in .json objects "
+                    "beside the .jsonl ones, %" PRIu64 " compacted "
+                    "(multiline_records)", e->multiline_json,
+                    e->multiline_compacted);
+    }
+    if (e->src)
+        sk_instance_log_counters(e->src);
+    if (e->sink)
+        sk_instance_log_counters(e->sink);
+}
+
 int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                     const sk_run_opts *opts)
 {
@@ -216,14 +276,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
             cfg->name, e.src->label, e.sink->label, e.nthreads,
             e.nthreads == 1 ? "" : "s", e.st->dir);
 
-    /* Finish what a previous run sealed but did not confirm. */
-    size_t pending = 0;
-    for (size_t i = 0; i < e.st->nlive; i++)
-        pending += e.st->live[i]->state == SK_SLICE_SEALED;
-    if (pending)
-        sk_info("recovery: re-writing %zu sealed slice%s", pending,
-                pending == 1 ? "" : "s");
-    if ((rc = pl_flush_slices(&e, 0)))
+    if ((rc = recover_sealed(&e)))
         goto out;
 
     for (;;) {
@@ -245,15 +298,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         if (!e.streaming && (rc = pl_lanes_shed(&e)))
             goto out;
         sk_release_free_memory();
-        /* Wait for the next poll, checking for stop and due slices. */
-        for (int64_t t = 0; t < cfg->poll_interval_seconds * 10 &&
-                            !sk_stop_requested; t++) {
-            struct timespec ts = {0, 100000000L};
-            nanosleep(&ts, NULL);
-            pl_progress(&e, 0);
-            if (t % 10 == 9 && (rc = pl_flush_slices(&e, 0)))
-                goto out;
-        }
+        if ((rc = wait_for_poll(&e)))
+            goto out;
         if (sk_stop_requested)
             break;
     }
@@ -269,33 +315,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     }
     rc = SKIPPR_OK;
 out:
-    if (opts->progress && e.start_ns) {
-        pl_progress(&e, 1);
-        fputc('\n', stderr);
-        sk_log_progress_active = 0;
-    }
-    if (e.st) {
-        double secs = (double)(sk_now_ns() - e.start_ns) / 1e9;
-        if (e.streaming)
-            sk_info("%s: %" PRIu64 " messages dropped as already copied",
-                    e.src->label, e.duplicates);
-        sk_info("%s: %" PRIu64 " units copied, %" PRIu64 " already done, "
-                "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
-                "%" PRIu64 " dead-lettered; %" PRIu64 " objects written; "
-                "%.1f MB in %.2f s",
-                rc ? "stopped" : "done", e.units_done, e.skipped_done,
-                e.skipped_changed, e.records, e.dead, e.objects,
-                (double)e.bytes_in / 1e6, secs);
-        if (e.multiline_json || e.multiline_compacted)
-            sk_info("records spanning lines: %" PRIu64 " in .json objects "
-                    "beside the .jsonl ones, %" PRIu64 " compacted "
-                    "(multiline_records)", e.multiline_json,
-                    e.multiline_compacted);
-    }
-    if (e.src)
-        sk_instance_log_counters(e.src);
-    if (e.sink)
-        sk_instance_log_counters(e.sink);
+    summary(&e, rc);
     engine_free(&e);
     return rc;
 }
