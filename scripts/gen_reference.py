@@ -3,9 +3,11 @@
 
   docs/REFERENCE.md              the plugin options reference
   sdk/python/skippr/_options.py  the option tables for the Python SDK
+  docs/CONFIG.md                 the tables of the engine's own keys,
+                                 between its "generated" markers
 
-both from `skipprd plugins --json` (the tables compiled into the plugins
-of this tree). With --check nothing is written; the exit status is 1 when
+all from `skipprd plugins --json` (the tables compiled into the plugins
+of this tree, and the engine's in runtime/config/options.c). With --check nothing is written; the exit status is 1 when
 either file differs from what would be generated (CI runs this).
 
     scripts/gen_reference.py [--check] [--skipprd PATH]
@@ -15,12 +17,16 @@ import difflib
 import json
 import os
 import pprint
+import re
 import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 REFERENCE = os.path.join(ROOT, "docs", "REFERENCE.md")
 OPTIONS_PY = os.path.join(ROOT, "sdk", "python", "skippr", "_options.py")
+CONFIG = os.path.join(ROOT, "docs", "CONFIG.md")
+MARK = re.compile(r"(<!-- generated from runtime/config/options.c: (\w+) "
+                  r"-->\n)(.*?)(<!-- end generated -->)", re.S)
 
 
 def load(skipprd):
@@ -104,6 +110,33 @@ def reference(doc):
     return "\n".join(lines)
 
 
+def engine_default(o):
+    d = o["default"]
+    if o["type"] == "ref":
+        return "required"
+    if o["type"] == "map":
+        return ""
+    if d is None:
+        return "none"
+    if d == "":
+        return "empty"
+    return d if " " in d else "`%s`" % d
+
+
+def config_md(doc, old):
+    """CONFIG.md with each marked table made from the engine's table."""
+    def table(m):
+        rows = ["| key | default | meaning |", "|---|---|---|"]
+        for o in doc["engine"]:
+            if o["section"] != m.group(2):
+                continue
+            name = o["name"] + (":" if o["type"] == "map" else "")
+            rows.append("| `%s` | %s | %s |" % (name, engine_default(o),
+                                               cell(o["doc"])))
+        return m.group(1) + "\n".join(rows) + "\n" + m.group(4)
+    return MARK.sub(table, old)
+
+
 def options_py(doc):
     def row(o):
         return (o["name"], o["type"], o["default"], o["required"], o["doc"])
@@ -136,8 +169,10 @@ def main():
     a = ap.parse_args()
     doc = load(a.skipprd)
     stale = []
+    with open(CONFIG) as f:
+        config = config_md(doc, f.read())
     for path, text in ((REFERENCE, reference(doc)),
-                       (OPTIONS_PY, options_py(doc))):
+                       (OPTIONS_PY, options_py(doc)), (CONFIG, config)):
         text = text.rstrip("\n") + "\n"
         try:
             with open(path) as f:

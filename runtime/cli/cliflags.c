@@ -17,19 +17,19 @@ const char *sk_cli_key(const char *flag)
         return NULL;
     for (size_t i = 0; i <= n; i++)
         k[i] = flag[i] == '-' ? '_' : flag[i];
-    for (size_t i = 0; sk_config_setting_keys[i]; i++)
-        if (strcmp(k, sk_config_setting_keys[i]) == 0)
-            return sk_config_setting_keys[i];
-    for (size_t i = 0; sk_config_transform_keys[i]; i++)
-        if (strcmp(k, sk_config_transform_keys[i]) == 0)
-            return sk_config_transform_keys[i];
+    for (size_t i = 0; sk_config_setting_keys()[i]; i++)
+        if (strcmp(k, sk_config_setting_keys()[i]) == 0)
+            return sk_config_setting_keys()[i];
+    for (size_t i = 0; sk_config_transform_keys()[i]; i++)
+        if (strcmp(k, sk_config_transform_keys()[i]) == 0)
+            return sk_config_transform_keys()[i];
     return NULL;
 }
 
 static int is_transform_key(const char *k)
 {
-    for (size_t i = 0; sk_config_transform_keys[i]; i++)
-        if (strcmp(k, sk_config_transform_keys[i]) == 0)
+    for (size_t i = 0; sk_config_transform_keys()[i]; i++)
+        if (strcmp(k, sk_config_transform_keys()[i]) == 0)
             return 1;
     return 0;
 }

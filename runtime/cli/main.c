@@ -10,6 +10,7 @@
 #include "cli/cliflags.h"
 #include "base/common.h"
 #include "config/config.h"
+#include "config/options.h"
 #include "base/fault.h"
 #include "plugin/loader.h"
 #include "pipeline/pipeline.h"
@@ -110,6 +111,27 @@ static int json_options(json_t *arr, const skippr_option *o, int common)
     return 0;
 }
 
+/* The engine's own keys (config/options.h), for docs/CONFIG.md. */
+static json_t *engine_options_json(void)
+{
+    static const char *const sections[] = {"skippr", "pipeline",
+                                           "transform"};
+    static const char *const types[] = {"int", "size", "choice", "string",
+                                        "list", "ref", "map"};
+    json_t *arr = json_array();
+    for (const sk_engine_option *o = sk_engine_options; arr && o->name; o++) {
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s?, s:s}", "name",
+                              o->name, "section", sections[o->section],
+                              "type", types[o->type], "default", o->def,
+                              "doc", o->doc);
+        if (!j || json_array_append_new(arr, j)) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
 /* skipprd plugins --json: every plugin's descriptor and options tables as
  * one JSON document on stdout, in the registry's order. */
 static int print_plugins_json(const sk_registry *reg)
@@ -140,11 +162,12 @@ static int print_plugins_json(const sk_registry *reg)
                   json_options(opts, common[r], 1);
         }
     }
-    json_t *doc = bad ? NULL
-                      : json_pack("{s:s, s:i, s:o}", "skipprd",
-                                  SKIPPR_VERSION_STRING, "abi",
-                                  (int)SKIPPR_ABI_VERSION, "plugins",
-                                  plugins);
+    json_t *engine = bad ? NULL : engine_options_json();
+    json_t *doc = !engine ? NULL
+                          : json_pack("{s:s, s:i, s:o, s:o}", "skipprd",
+                                      SKIPPR_VERSION_STRING, "abi",
+                                      (int)SKIPPR_ABI_VERSION, "plugins",
+                                      plugins, "engine", engine);
     if (!doc) {
         json_decref(plugins);
         fprintf(stderr, "skipprd: error: out of memory\n");
@@ -313,8 +336,8 @@ static size_t build_longopts(struct option *longopts, const char **keyflags,
 {
     size_t nk = 0;
     memcpy(longopts, fixed_opts, sizeof fixed_opts);
-    const char *const *lists[2] = {sk_config_setting_keys,
-                                   sk_config_transform_keys};
+    const char *const *lists[2] = {sk_config_setting_keys(),
+                                   sk_config_transform_keys()};
     for (int l = 0; l < 2; l++)
         for (size_t i = 0; lists[l][i] && nk + 2 <= NKEYFLAGS; i++) {
             const char *k = lists[l][i];

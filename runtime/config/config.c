@@ -10,6 +10,7 @@
 #include <yaml.h>
 
 #include "base/common.h"
+#include "config/options.h"
 
 #define MAX_YAML_DEPTH 64
 #define MAX_SCALAR 65536
@@ -369,6 +370,20 @@ static int check_keys(const sk_yaml_doc *doc, const sk_ynode *map,
     return SKIPPR_OK;
 }
 
+/* Refuse keys of map that the options table does not give section. */
+static int check_section_keys(const sk_yaml_doc *doc, const sk_ynode *map,
+                              sk_eopt_section section, const char *what,
+                              sk_cfg_err *err)
+{
+    const char *allowed[64];
+    size_t n = 0;
+    for (const sk_engine_option *o = sk_engine_options; o->name; o++)
+        if (o->section == section && n + 1 < sizeof allowed / sizeof *allowed)
+            allowed[n++] = o->name;
+    allowed[n] = NULL;
+    return check_keys(doc, map, allowed, what, err);
+}
+
 static int want_scalar(const sk_yaml_doc *doc, const sk_ynode *n,
                        const char *what, sk_cfg_err *err)
 {
@@ -461,38 +476,46 @@ size_t sk_config_pipeline_names(const sk_yaml_doc *doc, const char **names,
     return n;
 }
 
-const char *const sk_config_transform_keys[] = {
-    "namespace_fields", "batch_partition_fields", "batch_time_fields",
-    "batch_time_unit", "time_partition_prefix", NULL};
-const char *const sk_config_setting_keys[] = {
-    "buffer_threshold_seconds", "max_object_bytes", "wal_disk_budget",
-    "memory_budget", "max_record_bytes", "poll_interval_seconds",
-    "commit_interval_ms", "list_batch", "upload_concurrency",
-    "wal_zstd_level", "validate", "retry_backoff_ms", "max_inflate_ratio",
-    "multiline_records", NULL};
+/* The flags of `skipprd sync --source URL ...`: the table's entries
+ * marked flag, by section, NULL-terminated. */
+static const char *setting_keys[64], *transform_keys[16];
 
-int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
-                       sk_pipeline_cfg *out, sk_cfg_err *err)
+static void flag_keys(void)
 {
-    static const char *const top_keys[] = {"skippr", "pipelines",
-                                           "data_sources", "data_sinks", NULL};
-    static const char *const skippr_keys[] = {
-        "workspace", "skipprd_el_storage_mode", "state_dir", "plugin_dirs",
-        "threads", NULL};
-    /* A pipeline's keys: these four and sk_config_setting_keys. */
-    const char *pipe_keys[40] = {"type", "data_source", "data_sink",
-                                 "transform"};
-    for (size_t i = 0, k = 4; sk_config_setting_keys[i] && k + 1 < 40; i++)
-        pipe_keys[k++] = sk_config_setting_keys[i];
-    const sk_ynode *root = doc->root;
-    memset(out, 0, sizeof *out);
-    if (check_keys(doc, root, top_keys, "the top level", err))
-        return SKIPPR_INVAL;
+    size_t ns = 0, nt = 0;
+    for (const sk_engine_option *o = sk_engine_options; o->name; o++) {
+        if (!o->flag)
+            continue;
+        if (o->section == SK_EOPT_PIPELINE && ns + 1 < 64)
+            setting_keys[ns++] = o->name;
+        else if (o->section == SK_EOPT_TRANSFORM && nt + 1 < 16)
+            transform_keys[nt++] = o->name;
+    }
+    setting_keys[ns] = transform_keys[nt] = NULL;
+}
 
-    const sk_ynode *sk = sk_ymap_get(root, "skippr");
+const char *const *sk_config_setting_keys(void)
+{
+    if (!setting_keys[0])
+        flag_keys();
+    return setting_keys;
+}
+
+const char *const *sk_config_transform_keys(void)
+{
+    if (!transform_keys[0])
+        flag_keys();
+    return transform_keys;
+}
+
+/* skippr: the workspace, state and threads. */
+static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
+                        sk_cfg_err *err)
+{
+    const sk_ynode *sk = sk_ymap_get(doc->root, "skippr");
     if (sk && sk->kind != SK_Y_MAP)
         return sk_cfg_fail(err, doc, sk, "skippr: must be a map");
-    if (sk && check_keys(doc, sk, skippr_keys, "skippr:", err))
+    if (sk && check_section_keys(doc, sk, SK_EOPT_SKIPPR, "skippr:", err))
         return SKIPPR_INVAL;
     out->workspace = get_str(sk, "workspace");
     if (!out->workspace)
@@ -514,124 +537,133 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
     if (out->plugin_dirs && out->plugin_dirs->kind != SK_Y_SEQ)
         return sk_cfg_fail(err, doc, out->plugin_dirs,
                            "plugin_dirs must be a list of folders");
+    const sk_engine_option *t = sk_engine_option_find(SK_EOPT_SKIPPR,
+                                                      "threads");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int64_t threads = cpus > 0 ? cpus : 1;
-    if (get_int(doc, sk, "threads", 1, 256, 0, &threads, err))
+    if (get_int(doc, sk, "threads", t->lo, t->hi, 0, &threads, err))
         return SKIPPR_INVAL;
     out->threads = (int)threads;
+    return SKIPPR_OK;
+}
 
-    const sk_ynode *pipes = sk_ymap_get(root, "pipelines");
-    if (!pipes || pipes->kind != SK_Y_MAP)
-        return sk_cfg_fail(err, doc, pipes ? pipes : root,
-                           "pipelines: must be a map of named pipelines");
-    const sk_ynode *pipe = sk_ymap_get(pipes, pipeline);
+/* The pipeline named name under pipelines:, or NULL with err set. */
+static const sk_ynode *find_pipeline(const sk_yaml_doc *doc, const char *name,
+                                     sk_cfg_err *err)
+{
+    const sk_ynode *pipes = sk_ymap_get(doc->root, "pipelines");
+    if (!pipes || pipes->kind != SK_Y_MAP) {
+        sk_cfg_fail(err, doc, pipes ? pipes : doc->root,
+                    "pipelines: must be a map of named pipelines");
+        return NULL;
+    }
+    const sk_ynode *pipe = sk_ymap_get(pipes, name);
     if (!pipe) {
         char list[512] = "";
         for (size_t i = 0; i < pipes->n; i++) {
             strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
             strncat(list, pipes->keys[i]->value, sizeof list - strlen(list) - 1);
         }
-        return sk_cfg_fail(err, doc, pipes, "no pipeline named '%s' "
-                           "(defined: %s)", pipeline, list);
+        sk_cfg_fail(err, doc, pipes, "no pipeline named '%s' (defined: %s)",
+                    name, list);
+        return NULL;
     }
-    if (pipe->kind != SK_Y_MAP)
-        return sk_cfg_fail(err, doc, pipe, "pipeline %s must be a map",
-                           pipeline);
-    if (check_keys(doc, pipe, pipe_keys, "a pipeline", err))
-        return SKIPPR_INVAL;
-    out->name = pipeline;
+    if (pipe->kind != SK_Y_MAP) {
+        sk_cfg_fail(err, doc, pipe, "pipeline %s must be a map", name);
+        return NULL;
+    }
+    if (check_section_keys(doc, pipe, SK_EOPT_PIPELINE, "a pipeline", err))
+        return NULL;
+    return pipe;
+}
+
+/* type: only copy; ingest and cdc are named and refused. */
+static int parse_type(const sk_yaml_doc *doc, const sk_ynode *pipe,
+                      sk_cfg_err *err)
+{
     const sk_ynode *type = sk_ymap_get(pipe, "type");
-    if (type) {
-        if (want_scalar(doc, type, "type", err))
-            return SKIPPR_INVAL;
-        if (strcmp(type->value, "ingest") == 0 ||
-            strcmp(type->value, "cdc") == 0)
-            return sk_cfg_fail(err, doc, type, "pipeline type '%s' is not "
-                               "supported by skipprd: it only copies records "
-                               "byte for byte; use 'type: copy'", type->value);
-        if (strcmp(type->value, "copy") != 0)
-            return sk_cfg_fail(err, doc, type, "unknown pipeline type '%s' "
-                               "(only 'copy' is supported)", type->value);
-    }
-    out->buffer_threshold_seconds = 300;
-    out->max_object_bytes = 1LL << 30;
-    out->wal_disk_budget = 8LL << 30;
-    out->memory_budget = 256LL << 20;
-    out->max_record_bytes = 16LL << 20;
-    out->poll_interval_seconds = 10;
-    out->commit_interval_ms = 1000;
-    out->list_batch = 4096;
-    out->upload_concurrency = 8;
-    out->retry_backoff_ms = 100;
-    out->max_inflate_ratio = 100;
-    if (get_int(doc, pipe, "buffer_threshold_seconds", 0, 7 * 86400, 0,
-                &out->buffer_threshold_seconds, err) ||
-        get_int(doc, pipe, "max_object_bytes", 1024, 5LL << 40, 1,
-                &out->max_object_bytes, err) ||
-        get_int(doc, pipe, "wal_disk_budget", 1 << 20, INT64_MAX, 1,
-                &out->wal_disk_budget, err) ||
-        get_int(doc, pipe, "memory_budget", 1 << 20, INT64_MAX, 1,
-                &out->memory_budget, err) ||
-        get_int(doc, pipe, "max_record_bytes", 1024, 1LL << 30, 1,
-                &out->max_record_bytes, err) ||
-        get_int(doc, pipe, "poll_interval_seconds", 1, 86400, 0,
-                &out->poll_interval_seconds, err) ||
-        get_int(doc, pipe, "commit_interval_ms", 0, 3600000, 0,
-                &out->commit_interval_ms, err) ||
-        get_int(doc, pipe, "list_batch", 1, 1 << 20, 0, &out->list_batch,
-                err) ||
-        get_int(doc, pipe, "upload_concurrency", 1, 256, 0,
-                &out->upload_concurrency, err) ||
-        get_int(doc, pipe, "wal_zstd_level", 0, 19, 0, &out->wal_zstd_level,
-                err) ||
-        get_int(doc, pipe, "retry_backoff_ms", 0, 60000, 0,
-                &out->retry_backoff_ms, err) ||
-        get_int(doc, pipe, "max_inflate_ratio", 0, 1000000, 0,
-                &out->max_inflate_ratio, err))
+    if (!type)
+        return SKIPPR_OK;
+    if (want_scalar(doc, type, "type", err))
         return SKIPPR_INVAL;
-    const sk_ynode *val = sk_ymap_get(pipe, "validate");
-    if (val) {
-        if (want_scalar(doc, val, "validate", err))
-            return SKIPPR_INVAL;
-        if (strcmp(val->value, "true") == 0)
-            out->route.skim = 0;
-        else if (strcmp(val->value, "false") == 0)
-            out->route.skim = 1;
-        else
-            return sk_cfg_fail(err, doc, val, "validate: '%s' must be true "
-                               "(every record parsed whole) or false (parsed "
-                               "only as far as routing needs)", val->value);
-    }
+    if (strcmp(type->value, "ingest") == 0 || strcmp(type->value, "cdc") == 0)
+        return sk_cfg_fail(err, doc, type, "pipeline type '%s' is not "
+                           "supported by skipprd: it only copies records "
+                           "byte for byte; use 'type: copy'", type->value);
+    if (strcmp(type->value, "copy") != 0)
+        return sk_cfg_fail(err, doc, type, "unknown pipeline type '%s' "
+                           "(only 'copy' is supported)", type->value);
+    return SKIPPR_OK;
+}
 
-    const sk_ynode *ml = sk_ymap_get(pipe, "multiline_records");
-    if (ml) {
-        if (want_scalar(doc, ml, "multiline_records", err))
-            return SKIPPR_INVAL;
-        if (strcmp(ml->value, "json") == 0)
-            out->multiline = SK_MULTILINE_JSON;
-        else if (strcmp(ml->value, "compact") == 0)
-            out->multiline = SK_MULTILINE_COMPACT;
-        else if (strcmp(ml->value, "dead_letter") == 0)
-            out->multiline = SK_MULTILINE_DEAD;
-        else
-            return sk_cfg_fail(err, doc, ml, "multiline_records: '%s' must "
-                               "be json (such records, unchanged, in a .json "
-                               "object beside the .jsonl one), compact "
-                               "(whitespace between tokens removed: the only "
-                               "option that changes bytes) or dead_letter",
-                               ml->value);
+/* A choice option o in map: the index of its value among o->choices into
+ * *out; the default's when absent. */
+static int get_choice(const sk_yaml_doc *doc, const sk_ynode *map,
+                      const sk_engine_option *o, int *out, sk_cfg_err *err)
+{
+    const sk_ynode *n = sk_ymap_get(map, o->name);
+    const char *v = n ? n->value : o->def;
+    if (n && want_scalar(doc, n, o->name, err))
+        return SKIPPR_INVAL;
+    char list[256] = "";
+    size_t k = 0;
+    for (; o->choices[k]; k++) {
+        if (strcmp(v, o->choices[k]) == 0) {
+            *out = (int)k;
+            return SKIPPR_OK;
+        }
+        if (k)
+            strncat(list, o->choices[k + 1] ? ", " : " or ",
+                    sizeof list - strlen(list) - 1);
+        strncat(list, o->choices[k], sizeof list - strlen(list) - 1);
     }
+    return sk_cfg_fail(err, doc, n, "%s: '%s' must be %s (docs/CONFIG.md)",
+                       o->name, v, list);
+}
 
+/* Every pipeline setting the options table places in sk_pipeline_cfg: its
+ * default, then its value from pipe, within the table's bounds. */
+static int apply_settings(const sk_yaml_doc *doc, const sk_ynode *pipe,
+                          sk_pipeline_cfg *out, sk_cfg_err *err)
+{
+    for (const sk_engine_option *o = sk_engine_options; o->name; o++) {
+        if (o->section != SK_EOPT_PIPELINE || o->offset == SIZE_MAX)
+            continue;
+        char *field = (char *)out + o->offset;
+        if (o->type == SK_EOPT_CHOICE) {
+            int v;
+            if (get_choice(doc, pipe, o, &v, err))
+                return SKIPPR_INVAL;
+            memcpy(field, &v, sizeof v);
+            continue;
+        }
+        int64_t v;
+        if (sk_parse_size(o->def, &v)) /* a bad default: a bug here */
+            return sk_cfg_fail(err, doc, NULL, "%s: bad default '%s'",
+                               o->name, o->def);
+        if (get_int(doc, pipe, o->name, o->lo, o->hi, o->type == SK_EOPT_SIZE,
+                    &v, err))
+            return SKIPPR_INVAL;
+        memcpy(field, &v, sizeof v);
+    }
+    return SKIPPR_OK;
+}
+
+/* transform: the routing, checked by making a router from it. */
+static int parse_transform(const sk_yaml_doc *doc, const sk_ynode *pipe,
+                           sk_pipeline_cfg *out, sk_cfg_err *err)
+{
     const sk_ynode *tr = sk_ymap_get(pipe, "transform");
     if (tr && tr->kind != SK_Y_MAP)
         return sk_cfg_fail(err, doc, tr, "transform: must be a map");
-    if (tr && check_keys(doc, tr, sk_config_transform_keys, "transform:", err))
+    if (tr && check_section_keys(doc, tr, SK_EOPT_TRANSFORM, "transform:",
+                                 err))
         return SKIPPR_INVAL;
     for (size_t i = 0; tr && i < tr->n; i++)
         if (want_scalar(doc, tr->items[i], tr->keys[i]->value, err))
             return SKIPPR_INVAL;
     out->route.namespace_fields = get_str(tr, "namespace_fields");
-    /* (route.skim was set from `validate` above) */
+    /* (route.skim was set from `validate` by apply_settings) */
     out->route.partition_fields = get_str(tr, "batch_partition_fields");
     out->route.time_fields = get_str(tr, "batch_time_fields");
     out->route.prefix = get_str(tr, "time_partition_prefix");
@@ -653,8 +685,25 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
         return sk_cfg_fail(err, doc, tr ? tr : pipe, "transform: %s",
                            rerr ? rerr : "invalid");
     sk_router_free(probe);
+    return SKIPPR_OK;
+}
 
-    if (resolve_endpoint(doc, pipe, "data_source", "data_sources",
+int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
+                       sk_pipeline_cfg *out, sk_cfg_err *err)
+{
+    static const char *const top_keys[] = {"skippr", "pipelines",
+                                           "data_sources", "data_sinks", NULL};
+    memset(out, 0, sizeof *out);
+    if (check_keys(doc, doc->root, top_keys, "the top level", err) ||
+        parse_skippr(doc, out, err))
+        return SKIPPR_INVAL;
+    const sk_ynode *pipe = find_pipeline(doc, pipeline, err);
+    if (!pipe)
+        return SKIPPR_INVAL;
+    out->name = pipeline;
+    if (parse_type(doc, pipe, err) || apply_settings(doc, pipe, out, err) ||
+        parse_transform(doc, pipe, out, err) ||
+        resolve_endpoint(doc, pipe, "data_source", "data_sources",
                          &out->source, err) ||
         resolve_endpoint(doc, pipe, "data_sink", "data_sinks", &out->sink,
                          err))

@@ -90,7 +90,7 @@ typedef struct sk_pipeline_cfg {
     int64_t retry_backoff_ms;   /* a sink's first retry waits about this */
     int64_t max_inflate_ratio;  /* decompressed : compressed bytes past
                                  * 64 MiB, at most; 0: no limit */
-    sk_multiline multiline;     /* multiline_records */
+    int multiline;              /* multiline_records: an sk_multiline */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;
@@ -99,8 +99,8 @@ typedef struct sk_pipeline_cfg {
 /* A pipeline's scalar settings (besides type, data_source, data_sink) and
  * its transform: keys, NULL-terminated: what sk_config_pipeline() takes
  * and the flags of `skipprd sync --source URL ...` are named after. */
-extern const char *const sk_config_setting_keys[];
-extern const char *const sk_config_transform_keys[];
+const char *const *sk_config_setting_keys(void);
+const char *const *sk_config_transform_keys(void);
 
 /* Validate the top level and extract one pipeline. Pointers in out borrow
  * from doc. Returns SKIPPR_OK or SKIPPR_INVAL with err set. */

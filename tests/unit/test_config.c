@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config/config.h"
+#include "config/options.h"
 
 static const char *write_yaml(const char *text)
 {
@@ -159,12 +160,62 @@ static void test_validate_false(void **state)
     }
 }
 
+/* The options table gives each setting its default and its bounds: a
+ * pipeline that sets nothing gets the documented defaults, and a value
+ * past a bound is refused with the range. */
+static void test_option_table(void **state)
+{
+    (void)state;
+    setenv("SKIPPR_TEST_IN", "/data/in", 1);
+    sk_yaml_doc *doc;
+    sk_cfg_err err;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", seed);
+    char *p = strstr(buf, "    buffer_threshold_seconds: 86400\n");
+    memmove(p, p + 35, strlen(p + 35) + 1);
+    assert_int_equal(sk_yaml_load(write_yaml(buf), &doc, &err), 0);
+    sk_pipeline_cfg cfg;
+    assert_int_equal(sk_config_pipeline(doc, "gdpr", &cfg, &err), 0);
+    assert_int_equal(cfg.buffer_threshold_seconds, 300);
+    assert_int_equal(cfg.max_object_bytes, 1LL << 30);
+    assert_int_equal(cfg.wal_disk_budget, 8LL << 30);
+    assert_int_equal(cfg.memory_budget, 256LL << 20);
+    assert_int_equal(cfg.max_record_bytes, 16LL << 20);
+    assert_int_equal(cfg.list_batch, 4096);
+    assert_int_equal(cfg.upload_concurrency, 8);
+    assert_int_equal(cfg.max_inflate_ratio, 100);
+    assert_int_equal(cfg.multiline, SK_MULTILINE_JSON);
+    assert_int_equal(cfg.route.skim, 0);
+    sk_yaml_free(doc);
+    /* every documented default parses and lies within its bounds */
+    for (const sk_engine_option *o = sk_engine_options; o->name; o++) {
+        assert_non_null(o->doc);
+        if (o->offset == SIZE_MAX || o->type == SK_EOPT_CHOICE)
+            continue;
+        int64_t v;
+        assert_int_equal(sk_parse_size(o->def, &v), 0);
+        assert_true(v >= o->lo && v <= o->hi);
+    }
+    snprintf(buf, sizeof buf, "%s", seed);
+    p = strstr(buf, "86400");
+    memmove(p + 8, p + 5, strlen(p + 5) + 1);
+    memcpy(p, "99999999", 8);
+    expect(buf, "gdpr", ":9:31:", "99999999 is out of range [0, 604800]");
+    snprintf(buf, sizeof buf, "%s", seed);
+    p = strstr(buf, "    transform:");
+    memmove(p + 30, p, strlen(p) + 1);
+    memcpy(p, "    multiline_records: pretty\n", 30);
+    expect(buf, "gdpr", ":10:24:",
+           "'pretty' must be json, compact or dead_letter");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_loads),
         cmocka_unit_test(test_errors_name_position),
         cmocka_unit_test(test_validate_false),
+        cmocka_unit_test(test_option_table),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char path[64];

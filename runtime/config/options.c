@@ -1,0 +1,287 @@
+/* The engine's configuration keys: see options.h. The docs here are what
+ * docs/CONFIG.md shows (scripts/gen_reference.py writes its tables). */
+#include "config/options.h"
+
+#include <string.h>
+
+#include "config/config.h"
+
+#define CFG(field) offsetof(sk_pipeline_cfg, field)
+
+static const char *const storage_modes[] = {"local", NULL};
+static const char *const pipeline_types[] = {"copy", NULL};
+/* validate: true parses records whole (route.skim 0), false skims (1) */
+static const char *const validate_modes[] = {"true", "false", NULL};
+/* in the order of sk_multiline */
+static const char *const multiline_modes[] = {"json", "compact",
+                                              "dead_letter", NULL};
+static const char *const time_units[] = {"year", "month", "day", "hour",
+                                         NULL};
+
+const sk_engine_option sk_engine_options[] = {
+    {.name = "workspace",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_STRING,
+     .def = "default",
+     .offset = SIZE_MAX,
+     .doc = "Name grouping pipelines' state."},
+    {.name = "skipprd_el_storage_mode",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_CHOICE,
+     .def = "local",
+     .choices = storage_modes,
+     .offset = SIZE_MAX,
+     .doc = "Where state lives. Only `local` is supported."},
+    {.name = "state_dir",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_STRING,
+     .def = ".skippr",
+     .offset = SIZE_MAX,
+     .doc = "Folder for state: `{state_dir}/{workspace}/{pipeline}/`."},
+    {.name = "plugin_dirs",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_LIST,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .doc = "Extra plugin folders, searched first. Absolute paths only."},
+    {.name = "threads",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_INT,
+     .def = "online CPUs",
+     .lo = 1,
+     .hi = 256,
+     .offset = SIZE_MAX,
+     .doc = "Worker threads for framing and routing (1–256; `--threads` "
+        "overrides)."},
+    {.name = "type",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_CHOICE,
+     .def = "copy",
+     .choices = pipeline_types,
+     .offset = SIZE_MAX,
+     .doc = "Only `copy`. `ingest` and `cdc` are refused."},
+    {.name = "data_source",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_REF,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .doc = "`data_sources.NAME`"},
+    {.name = "data_sink",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_REF,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .doc = "`data_sinks.NAME`"},
+    {.name = "transform",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_MAP,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .doc = "The routing: see `transform:` below."},
+    {.name = "buffer_threshold_seconds",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "300",
+     .hi = 7 * 86400,
+     .offset = CFG(buffer_threshold_seconds),
+     .flag = 1,
+     .doc = "Longest a slice stays open before it is written (0 to 604800)."},
+    {.name = "max_object_bytes",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_SIZE,
+     .def = "1GiB",
+     .lo = 1024,
+     .hi = 5LL << 40,
+     .offset = CFG(max_object_bytes),
+     .flag = 1,
+     .doc = "A slice reaching this size is written; larger partitions become "
+        "several objects."},
+    {.name = "wal_disk_budget",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_SIZE,
+     .def = "8GiB",
+     .lo = 1 << 20,
+     .hi = INT64_MAX,
+     .offset = CFG(wal_disk_budget),
+     .flag = 1,
+     .doc = "Above this much WAL on disk, the largest slices are written early."},
+    {.name = "memory_budget",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_SIZE,
+     .def = "256MiB",
+     .lo = 1 << 20,
+     .hi = INT64_MAX,
+     .offset = CFG(memory_budget),
+     .flag = 1,
+     .doc = "Above this much in open blocks, blocks are spilled to the WAL. "
+        "Plugins see it too (`host->memory_budget`): the S3 source fetches "
+        "ahead within half of it."},
+    {.name = "max_record_bytes",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_SIZE,
+     .def = "16MiB",
+     .lo = 1024,
+     .hi = 1LL << 30,
+     .offset = CFG(max_record_bytes),
+     .flag = 1,
+     .doc = "Larger records are dead-lettered."},
+    {.name = "poll_interval_seconds",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "10",
+     .lo = 1,
+     .hi = 86400,
+     .offset = CFG(poll_interval_seconds),
+     .flag = 1,
+     .doc = "Continuous mode: time between listings."},
+    {.name = "commit_interval_ms",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "1000",
+     .hi = 3600000,
+     .offset = CFG(commit_interval_ms),
+     .flag = 1,
+     .doc = "Longest time between durable group commits, which wait for fsync "
+        "(0: after every read window). In between, a commit every 16 MB of "
+        "input is written without waiting for the disk: it survives a crash "
+        "of the process, not a power loss."},
+    {.name = "list_batch",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "4096",
+     .lo = 1,
+     .hi = 1 << 20,
+     .offset = CFG(list_batch),
+     .flag = 1,
+     .doc = "Units listed per round: the engine lists this many, copies them, "
+        "then lists on after the last. Bounds the memory a listing holds."},
+    {.name = "upload_concurrency",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "8",
+     .lo = 1,
+     .hi = 256,
+     .offset = CFG(upload_concurrency),
+     .flag = 1,
+     .doc = "Sealed slices written at once, each by its own sink instance on "
+        "its own thread. Memory for writing is about this many times the "
+        "sink's buffer (the S3 sink's `part_size`)."},
+    {.name = "wal_zstd_level",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "0",
+     .hi = 19,
+     .offset = CFG(wal_zstd_level),
+     .flag = 1,
+     .doc = "Compress WAL blocks with zstd at this level (1–19); `0` writes "
+        "them plain. Fewer bytes on disk for more CPU; blocks that do not "
+        "shrink are written plain. Output objects are the same either way."},
+    {.name = "validate",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_CHOICE,
+     .def = "true",
+     .choices = validate_modes,
+     .offset = offsetof(sk_pipeline_cfg, route.skim),
+     .flag = 1,
+     .doc = "`true`: every JSON record is parsed whole, and an invalid one is "
+        "dead-lettered. `false`: a record is parsed only as far as routing "
+        "needs: once the first field of each routing list has been found, "
+        "the rest of the record is skipped by a scan that only follows "
+        "strings and brackets, and objects and arrays that no field path "
+        "enters are skipped the same way. Skipped bytes are not checked, so "
+        "an invalid record whose error lies there is copied as it is (byte "
+        "for byte, never changed), and with a member name given twice the "
+        "first counts. About 1.3 times faster peeking; routing is the same. "
+        "A list of time fields, where a present time may not parse, is "
+        "always read to the end of the record."},
+    {.name = "retry_backoff_ms",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "100",
+     .hi = 60000,
+     .offset = CFG(retry_backoff_ms),
+     .flag = 1,
+     .doc = "How long a sink's first retry of an object waits; each next one "
+        "waits twice as long, up to 100 times it, with jitter (8 attempts "
+        "in all)."},
+    {.name = "max_inflate_ratio",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "100",
+     .hi = 1000000,
+     .offset = CFG(max_inflate_ratio),
+     .flag = 1,
+     .doc = "A gzip or zstd object that decompresses to more than this many "
+        "times its compressed size (counted after its first 64 MiB) stops "
+        "the run with an error naming it, and is not copied: a "
+        "decompression bomb. Event JSON compresses 5 to 20 times; `0` means "
+        "no limit."},
+    {.name = "multiline_records",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_CHOICE,
+     .def = "json",
+     .choices = multiline_modes,
+     .offset = CFG(multiline),
+     .flag = 1,
+     .doc = "What a JSON record that spans lines (pretty-printed, as many "
+        "Firehose archives hold) becomes when the sink writes `.jsonl` "
+        "files, which JSON Lines readers (DuckDB's `newline_delimited`, "
+        "Athena's JSON SerDe, `jq -c`) read one line per record. `json`: "
+        "its exact bytes go to a `.json` object beside the partition's "
+        "`.jsonl` one (concatenated JSON, each record followed by a "
+        "newline), so every `.jsonl` object is valid JSON Lines and nothing "
+        "changes a byte; the run's summary counts them. `compact`: the "
+        "whitespace between its tokens (spaces, tabs, CR, LF outside "
+        "strings) is removed and it joins the `.jsonl` object: the only "
+        "setting that changes a record's bytes. `dead_letter`: it is "
+        "dead-lettered. Sinks that take records (Kafka, MQTT, HTTP) and CSV "
+        "or XML output are not concerned."},
+    {.name = "namespace_fields",
+     .section = SK_EOPT_TRANSFORM,
+     .type = SK_EOPT_STRING,
+     .def = "event_type",
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "Comma list of dotted paths; the first present scalar is the first "
+        "folder, else `_default`."},
+    {.name = "batch_partition_fields",
+     .section = SK_EOPT_TRANSFORM,
+     .type = SK_EOPT_STRING,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "Comma list; the first present scalar gives "
+        "`{prefix}{path}={value}`, else `{prefix}{first "
+        "path}=__HIVE_DEFAULT_PARTITION__`."},
+    {.name = "batch_time_fields",
+     .section = SK_EOPT_TRANSFORM,
+     .type = SK_EOPT_STRING,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "Comma list; the first value that parses as a time."},
+    {.name = "batch_time_unit",
+     .section = SK_EOPT_TRANSFORM,
+     .type = SK_EOPT_CHOICE,
+     .def = "day when time fields are set",
+     .choices = time_units,
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "`year`, `month`, `day` or `hour`: which time folders to write."},
+    {.name = "time_partition_prefix",
+     .section = SK_EOPT_TRANSFORM,
+     .type = SK_EOPT_STRING,
+     .def = "",
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "Text before every partition and time folder name, e.g. `p_`."},
+    {.name = NULL}};
+
+const sk_engine_option *sk_engine_option_find(sk_eopt_section section,
+                                              const char *key)
+{
+    for (const sk_engine_option *o = sk_engine_options; o->name; o++)
+        if (o->section == section && strcmp(o->name, key) == 0)
+            return o;
+    return NULL;
+}
