@@ -19,185 +19,7 @@
 
 #include "base/common.h"
 
-/* ---- peek spec: a trie of path segments ------------------------------- */
-
-typedef struct peek_node {
-    const char *name;
-    size_t name_len;
-    int slot;        /* path index ending here, or -1 */
-    int first_child; /* node index, or -1 */
-    int next;        /* sibling node index, or -1 */
-    uint64_t child_lens; /* bit L set: some child's name is L bytes (L<64) */
-} peek_node;
-
-struct sk_peek_spec {
-    size_t npaths;
-    size_t nnodes;
-    size_t cap;
-    peek_node *nodes; /* node 0 is the root */
-    char **names;     /* owned copies of segment names, one per node */
-    /* skim mode (sk_peek_spec_set_skim) */
-    int skim;
-    int need;                                 /* groups to settle */
-    uint8_t settles[SK_PEEK_MAX_PATHS];       /* groups path i settles */
-    uint8_t settle_kind[SK_PEEK_MAX_PATHS];
-    int lines; /* skim: a settled record ends with its line */
-};
-
-/* a and b hold n bytes each; 1 if they are equal. Member names are short,
- * so this compares by overlapping 8- or 4-byte loads, never reading past
- * n, instead of calling memcmp. */
-static inline int short_equal(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    if (n >= 8) {
-        uint64_t x, y;
-        size_t i = 0;
-        for (; i + 8 < n; i += 8) {
-            memcpy(&x, a + i, 8);
-            memcpy(&y, b + i, 8);
-            if (x != y)
-                return 0;
-        }
-        memcpy(&x, a + n - 8, 8);
-        memcpy(&y, b + n - 8, 8);
-        return x == y;
-    }
-    if (n >= 4) {
-        uint32_t x0, y0, x1, y1;
-        memcpy(&x0, a, 4);
-        memcpy(&y0, b, 4);
-        memcpy(&x1, a + n - 4, 4);
-        memcpy(&y1, b + n - 4, 4);
-        return x0 == y0 && x1 == y1;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return 0;
-    return 1;
-}
-
-static inline int spec_child(const sk_peek_spec *s, int node,
-                             const uint8_t *name, size_t len)
-{
-    /* Most member names in a record are not wanted: reject them by length
-     * before walking the children. */
-    if (len < 64 && !(s->nodes[node].child_lens >> len & 1))
-        return -1;
-    for (int c = s->nodes[node].first_child; c >= 0; c = s->nodes[c].next) {
-        if (s->nodes[c].name_len == len &&
-            short_equal((const uint8_t *)s->nodes[c].name, name, len))
-            return c;
-    }
-    return -1;
-}
-
-static int spec_add_node(sk_peek_spec *s, int parent, const char *name,
-                         size_t len)
-{
-    if (s->nnodes == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 8;
-        peek_node *n = sk_realloc(s->nodes, ncap * sizeof *n);
-        if (!n)
-            return -1;
-        s->nodes = n;
-        char **nm = sk_realloc(s->names, ncap * sizeof *nm);
-        if (!nm)
-            return -1;
-        s->names = nm;
-        s->cap = ncap;
-    }
-    char *copy = sk_strndup(name, len);
-    if (!copy)
-        return -1;
-    int idx = (int)s->nnodes++;
-    s->names[idx] = copy;
-    s->nodes[idx] = (peek_node){copy, len, -1, -1, -1, 0};
-    if (parent >= 0) {
-        s->nodes[idx].next = s->nodes[parent].first_child;
-        s->nodes[parent].first_child = idx;
-        s->nodes[parent].child_lens |= len < 64 ? 1ULL << len : ~0ULL;
-    }
-    return idx;
-}
-
-sk_peek_spec *sk_peek_spec_new(const char *const *paths, size_t n)
-{
-    sk_peek_spec *s = NULL;
-    if (n > SK_PEEK_MAX_PATHS)
-        goto fail;
-    s = sk_calloc(1, sizeof *s);
-    if (!s)
-        goto fail;
-    if (spec_add_node(s, -1, "", 0) != 0)
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
-        const char *p = paths[i];
-        int node = 0;
-        for (;;) {
-            const char *dot = strchr(p, '.');
-            size_t seg = dot ? (size_t)(dot - p) : strlen(p);
-            if (seg == 0)
-                goto fail;
-            int c = spec_child(s, node, (const uint8_t *)p, seg);
-            if (c < 0)
-                c = spec_add_node(s, node, p, seg);
-            if (c < 0)
-                goto fail;
-            node = c;
-            if (!dot)
-                break;
-            p = dot + 1;
-        }
-        if (s->nodes[node].slot >= 0)
-            continue; /* duplicate path: the first slot keeps it */
-        s->nodes[node].slot = (int)i;
-    }
-    s->npaths = n;
-    return s;
-fail:
-    sk_peek_spec_free(s);
-    return NULL;
-}
-
-void sk_peek_spec_free(sk_peek_spec *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->nnodes; i++)
-        sk_free(s->names[i]);
-    sk_free(s->names);
-    sk_free(s->nodes);
-    sk_free(s);
-}
-
-size_t sk_peek_spec_count(const sk_peek_spec *s) { return s ? s->npaths : 0; }
-
-void sk_peek_spec_set_lines(sk_peek_spec *s, int lines)
-{
-    s->lines = lines;
-}
-
-int sk_peek_spec_set_skim(sk_peek_spec *s, const sk_peek_group *groups,
-                          size_t n)
-{
-    memset(s->settles, 0, sizeof s->settles);
-    memset(s->settle_kind, 0, sizeof s->settle_kind);
-    s->need = 0;
-    for (size_t g = 0; g < n; g++) {
-        const sk_peek_group *gr = &groups[g];
-        if (gr->settle == SK_SETTLE_NEVER || gr->first >= s->npaths) {
-            s->need = -1; /* some group is known only at the record's end */
-            continue;
-        }
-        if (s->need >= 0)
-            s->need++;
-        s->settles[gr->first]++;
-        if (gr->settle > s->settle_kind[gr->first])
-            s->settle_kind[gr->first] = (uint8_t)gr->settle;
-    }
-    s->skim = 1;
-    return SKIPPR_OK;
-}
+#include "format/json_impl.h"
 
 /* ---- scanner ---------------------------------------------------------- */
 
@@ -288,32 +110,6 @@ int sk_utf8_valid(const uint8_t *s, size_t n)
     }
     return 1;
 }
-
-static inline int hexval(uint8_t c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* Reads 4 hex digits at p; -1 if invalid. Caller checked the bounds. */
-static long hex4(const uint8_t *p)
-{
-    long v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hexval(p[i]);
-        if (h < 0)
-            return -1;
-        v = (v << 4) | h;
-    }
-    return v;
-}
-
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
 
 /* Skip ordinary string bytes: stop at a quote, backslash, control byte or
  * non-ASCII byte (or the end). Sixteen bytes at a time with SSE2, which
@@ -504,73 +300,6 @@ static int scan_literal(scan *x, const char *word, size_t n)
 }
 
 static int scan_value(scan *x, int node, int depth, sk_json_value *cap);
-
-/* Set bits of a sparse mask (brackets are a few per 64 bytes): cheaper
- * than a popcount call where the target has no popcnt instruction. */
-static inline int sparse_count(uint64_t v)
-{
-    int n = 0;
-    while (v) {
-        v &= v - 1;
-        n++;
-    }
-    return n;
-}
-
-/* Prefix XOR: bit i becomes the XOR of bits 0..i. */
-static inline uint64_t prefix_xor(uint64_t v)
-{
-    v ^= v << 1;
-    v ^= v << 2;
-    v ^= v << 4;
-    v ^= v << 8;
-    v ^= v << 16;
-    v ^= v << 32;
-    return v;
-}
-
-/* 64 bytes (fewer at the end, padded with spaces) as bit masks. */
-typedef struct block_masks {
-    uint64_t quote, bslash, open, close;
-} block_masks;
-
-static inline void classify64(const uint8_t *p, block_masks *m)
-{
-#if defined(__SSE2__)
-    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\');
-    const __m128i o1 = _mm_set1_epi8('{'), o2 = _mm_set1_epi8('[');
-    const __m128i c1 = _mm_set1_epi8('}'), c2 = _mm_set1_epi8(']');
-    uint64_t mq = 0, mb = 0, mo = 0, mc = 0;
-    for (int i = 0; i < 4; i++) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
-        int sh = 16 * i;
-        mq |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, q)) << sh;
-        mb |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, b)) << sh;
-        mo |= (uint64_t)(unsigned)_mm_movemask_epi8(
-                  _mm_or_si128(_mm_cmpeq_epi8(v, o1), _mm_cmpeq_epi8(v, o2)))
-              << sh;
-        mc |= (uint64_t)(unsigned)_mm_movemask_epi8(
-                  _mm_or_si128(_mm_cmpeq_epi8(v, c1), _mm_cmpeq_epi8(v, c2)))
-              << sh;
-    }
-    m->quote = mq;
-    m->bslash = mb;
-    m->open = mo;
-    m->close = mc;
-#else
-    memset(m, 0, sizeof *m);
-    for (int i = 0; i < 64; i++) {
-        uint64_t bit = 1ULL << i;
-        switch (p[i]) {
-        case '"': m->quote |= bit; break;
-        case '\\': m->bslash |= bit; break;
-        case '{': case '[': m->open |= bit; break;
-        case '}': case ']': m->close |= bit; break;
-        default: break;
-        }
-    }
-#endif
-}
 
 /* Skim mode: skip to the end of the container that closes the `open`
  * containers enclosing x->p (open 0: x->p is at a '{' or '[' and that
@@ -902,6 +631,39 @@ size_t sk_json_skip_bom(const uint8_t *buf, size_t len)
     return 0;
 }
 
+/* Where a bad record ends (*stop) and the next one starts (*resume), for
+ * a record starting at i whose error is at e. Outside an array the next
+ * record is taken to start at a line beginning with '{' or '['; inside
+ * one, at the line after the error. 0 when that line start is not in
+ * buf yet (both are then len). */
+static int resync_span(int in_array, const uint8_t *buf, size_t len,
+                       size_t i, size_t e, size_t *stop, size_t *resume)
+{
+    *stop = *resume = len;
+    if (in_array) {
+        const uint8_t *nl = e < len ? memchr(buf + e, '\n', len - e) : NULL;
+        if (!nl)
+            return 0;
+        *stop = (size_t)(nl - buf);
+        *resume = *stop + 1;
+        return 1;
+    }
+    size_t k = i;
+    const uint8_t *nl;
+    while (k < len && (nl = memchr(buf + k, '\n', len - k))) {
+        size_t at = (size_t)(nl - buf);
+        if (at + 1 >= len)
+            return 0; /* the next byte is not here yet */
+        if (buf[at + 1] == '{' || buf[at + 1] == '[') {
+            *stop = at;
+            *resume = at + 1;
+            return 1;
+        }
+        k = at + 1;
+    }
+    return 0;
+}
+
 sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
                         const uint8_t *buf, size_t len, size_t *pos, int final,
                         sk_json_record *out)
@@ -968,32 +730,8 @@ sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
         size_t e = x.p ? (size_t)(x.p - buf) : i;
         if (e < i)
             e = i;
-        size_t stop = len, resume = len;
-        int found = 0;
-        if (!f->in_array) {
-            size_t k = i;
-            const uint8_t *nl;
-            while (k < len && (nl = memchr(buf + k, '\n', len - k))) {
-                size_t at = (size_t)(nl - buf);
-                if (at + 1 >= len)
-                    break; /* the next byte is not here yet */
-                if (buf[at + 1] == '{' || buf[at + 1] == '[') {
-                    stop = at;
-                    resume = at + 1;
-                    found = 1;
-                    break;
-                }
-                k = at + 1;
-            }
-        } else {
-            const uint8_t *nl = e < len ? memchr(buf + e, '\n', len - e)
-                                        : NULL;
-            if (nl) {
-                stop = (size_t)(nl - buf);
-                resume = stop + 1;
-                found = 1;
-            }
-        }
+        size_t stop, resume;
+        int found = resync_span(f->in_array, buf, len, i, e, &stop, &resume);
         if (!found && !final) {
             *pos = i;
             out->start = i;
@@ -1023,90 +761,4 @@ bad_here:;
     *pos = nl ? (size_t)(nl - buf) + 1 : len;
     f->want_comma = 0;
     return SK_JSON_ERROR;
-}
-
-static void put_utf8(uint8_t **o, unsigned long cp)
-{
-    uint8_t *p = *o;
-    if (cp < 0x80) {
-        *p++ = (uint8_t)cp;
-    } else if (cp < 0x800) {
-        *p++ = (uint8_t)(0xC0 | (cp >> 6));
-        *p++ = (uint8_t)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *p++ = (uint8_t)(0xE0 | (cp >> 12));
-        *p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        *p++ = (uint8_t)(0x80 | (cp & 0x3F));
-    } else {
-        *p++ = (uint8_t)(0xF0 | (cp >> 18));
-        *p++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-        *p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        *p++ = (uint8_t)(0x80 | (cp & 0x3F));
-    }
-    *o = p;
-}
-
-size_t sk_json_unescape(const uint8_t *raw, size_t len, uint8_t *out)
-{
-    const uint8_t *p = raw, *end = raw + len;
-    uint8_t *o = out;
-    while (p < end) {
-        if (*p != '\\' || p + 1 >= end) {
-            *o++ = *p++;
-            continue;
-        }
-        uint8_t e = p[1];
-        p += 2;
-        switch (e) {
-        case 'b': *o++ = '\b'; break;
-        case 'f': *o++ = '\f'; break;
-        case 'n': *o++ = '\n'; break;
-        case 'r': *o++ = '\r'; break;
-        case 't': *o++ = '\t'; break;
-        case 'u': {
-            if (end - p < 4)
-                return (size_t)(o - out);
-            long u = hex4(p);
-            p += 4;
-            if (u < 0)
-                u = 0xFFFD;
-            if (u >= 0xD800 && u <= 0xDBFF && end - p >= 6 && p[0] == '\\' &&
-                p[1] == 'u') {
-                long lo = hex4(p + 2);
-                if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-                    p += 6;
-                }
-            }
-            put_utf8(&o, (unsigned long)u);
-            break;
-        }
-        default:
-            *o++ = e; /* \" \\ \/ */
-        }
-    }
-    return (size_t)(o - out);
-}
-
-size_t sk_json_compact(const uint8_t *in, size_t n, uint8_t *out)
-{
-    size_t k = 0;
-    int in_str = 0, esc = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = in[i];
-        if (in_str) {
-            if (esc)
-                esc = 0;
-            else if (c == '\\')
-                esc = 1;
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-            continue;
-        } else if (c == '"') {
-            in_str = 1;
-        }
-        out[k++] = c;
-    }
-    return k;
 }
