@@ -1,11 +1,7 @@
 /* XML framing and peeking: see xmlpeek.h. */
 #include "format/xmlpeek.h"
 
-#include <pthread.h>
 #include <string.h>
-
-#include <libxml/parser.h>
-#include <libxml/tree.h>
 
 #define MAX_SEGS 16
 #define MAX_ATTRS 64
@@ -384,6 +380,38 @@ static void take_text(const sk_xml_spec *s, const level *lv, int lvl,
     }
 }
 
+/* The element stack of scan_record outgrew the cap levels on hand (st,
+ * on its stack): go on in SK_XML_MAX_DEPTH levels on the heap. */
+static int levels_grow(level **lv, level *st, int *cap)
+{
+    level *bigger = sk_malloc(SK_XML_MAX_DEPTH * sizeof *bigger);
+    if (!bigger)
+        return SKIPPR_NOMEM;
+    memcpy(bigger, *lv, (size_t)*cap * sizeof **lv);
+    if (*lv != st)
+        sk_free(*lv);
+    *lv = bigger;
+    *cap = SK_XML_MAX_DEPTH;
+    return SKIPPR_OK;
+}
+
+/* A bad record from start (root name rname[0..rnl)), its error at i: its
+ * span runs to where resync() finds the next record. ERROR, or NEED_MORE
+ * while that place is not in buf yet. */
+static sk_xml_rc record_error(sk_xml_framer *f, const uint8_t *buf,
+                              size_t len, size_t start, size_t i,
+                              const uint8_t *rname, size_t rnl, int final,
+                              size_t *pos, sk_xml_record *out)
+{
+    size_t end;
+    if (resync(f, buf, len, start, i, rname, rnl, final, &end) != 0) {
+        *pos = start;
+        return SK_XML_NEED_MORE;
+    }
+    out->end = *pos = end;
+    return SK_XML_ERROR;
+}
+
 /* A record from buf[start] == '<'. RECORD, ERROR or NEED_MORE. */
 static sk_xml_rc scan_record(sk_xml_framer *f, const sk_xml_spec *s,
                              const uint8_t *buf, size_t len, size_t start,
@@ -407,7 +435,7 @@ static sk_xml_rc scan_record(sk_xml_framer *f, const sk_xml_spec *s,
         goto need_more;
     if (rc == -2) {
         out->reason = "malformed start tag";
-        goto bad;
+        goto bad_at;
     }
     uint32_t all = s->npaths >= 32 ? ~0u : (1u << s->npaths) - 1;
     take_attrs(s, buf, &t, 0, all, &found, out);
@@ -421,26 +449,17 @@ static sk_xml_rc scan_record(sk_xml_framer *f, const sk_xml_spec *s,
     for (;;) {
         const uint8_t *lt = i < len ? memchr(buf + i, '<', len - i) : NULL;
         if (!lt) {
-            if (!final)
-                goto need_more;
-            out->reason = "element not closed";
-            goto bad_at;
+            goto unclosed;
         }
         i = (size_t)(lt - buf);
         if (i + 1 >= len) {
-            if (!final)
-                goto need_more;
-            out->reason = "element not closed";
-            goto bad_at;
+            goto unclosed;
         }
         if (buf[i + 1] == '/') {
             size_t no, nn, e;
             rc = parse_close(buf, len, i, &no, &nn, &e);
             if (rc == -1) {
-                if (!final)
-                    goto need_more;
-                out->reason = "element not closed";
-                goto bad_at;
+                goto unclosed;
             }
             if (rc == -2 || nn != lv[d].name_len ||
                 memcmp(buf + no, buf + lv[d].name_off, nn) != 0) {
@@ -470,10 +489,7 @@ static sk_xml_rc scan_record(sk_xml_framer *f, const sk_xml_spec *s,
         }
         rc = parse_tag(buf, len, i, &t);
         if (rc == -1) {
-            if (!final)
-                goto need_more;
-            out->reason = "element not closed";
-            goto bad_at;
+            goto unclosed;
         }
         if (rc == -2) {
             out->reason = "malformed start tag";
@@ -484,17 +500,8 @@ static sk_xml_rc scan_record(sk_xml_framer *f, const sk_xml_spec *s,
             out->reason = "elements nested deeper than 256 levels";
             goto bad_at;
         }
-        if (d + 1 >= cap) {
-            /* deeper than the stack on hand: keep going on the heap */
-            level *bigger = sk_malloc(SK_XML_MAX_DEPTH * sizeof *bigger);
-            if (!bigger)
-                return SK_XML_NOMEM;
-            memcpy(bigger, lv, (size_t)cap * sizeof *lv);
-            if (lv != st)
-                sk_free(lv);
-            lv = bigger;
-            cap = SK_XML_MAX_DEPTH;
-        }
+        if (d + 1 >= cap && levels_grow(&lv, st, &cap))
+            return SK_XML_NOMEM;
         uint32_t cm = child_mask(s, buf, &t, d + 1, lv[d].mask);
         take_attrs(s, buf, &t, d + 1, cm, &found, out);
         level nl = {t.name_off, t.name_len, t.end, 0, cm};
@@ -506,24 +513,20 @@ static sk_xml_rc scan_record(sk_xml_framer *f, const sk_xml_spec *s,
         lv[++d] = nl;
         i = t.end;
     }
+unclosed:
+    if (final) {
+        out->reason = "element not closed";
+        goto bad_at;
+    }
 need_more:
     if (lv != st)
         sk_free(lv);
     *pos = start;
     return SK_XML_NEED_MORE;
-bad:
 bad_at:
     if (lv != st)
         sk_free(lv);
-    {
-        size_t end;
-        if (resync(f, buf, len, start, i, rname, rnl, final, &end) != 0) {
-            *pos = start;
-            return SK_XML_NEED_MORE;
-        }
-        out->end = *pos = end;
-    }
-    return SK_XML_ERROR;
+    return record_error(f, buf, len, start, i, rname, rnl, final, pos, out);
 }
 
 static int set_head(sk_xml_framer *f, const uint8_t *buf, const tag *t,
@@ -552,83 +555,167 @@ static int set_head(sk_xml_framer *f, const uint8_t *buf, const tag *t,
     return 0;
 }
 
+/* An error that runs to the end of the data, after which nothing is
+ * framed: text or broken markup before the root, too deep a nesting. */
+static sk_xml_rc xml_fatal(sk_xml_framer *f, size_t at, size_t len,
+                           const char *why, size_t *pos, sk_xml_record *out)
+{
+    out->start = at;
+    out->reason = why;
+    out->end = *pos = len;
+    f->state = SK_XML_AFTER_ROOT;
+    return SK_XML_ERROR;
+}
+
+/* The prolog: the declaration (kept for the header), comments and
+ * processing instructions, then the root's start tag, which is the
+ * HEADER. *pos stays at the prolog's start until the root is read, so the
+ * declaration is in the same buffer as the root tag. Errors run to the end
+ * of the data, which they wait for, so a span does not depend on where
+ * buffers end. */
+static sk_xml_rc xml_prolog(sk_xml_framer *f, const uint8_t *buf,
+                            size_t len, size_t *pos, int final,
+                            sk_xml_record *out)
+{
+    size_t i = *pos;
+    f->have_decl = 0;
+    for (;;) {
+        while (i < len && is_ws(buf[i]))
+            i++;
+        if (i >= len) {
+            if (!final)
+                return SK_XML_NEED_MORE;
+            *pos = len;
+            return SK_XML_END;
+        }
+        if (buf[i] != '<')
+            return final ? xml_fatal(f, i, len, "text before the root "
+                                     "element", pos, out)
+                         : SK_XML_NEED_MORE;
+        int is_decl = starts(buf + i, len - i, "<?xml") && len - i > 5 &&
+                      is_ws(buf[i + 5]);
+        size_t m = skip_markup(buf, len, i);
+        if (m == SIZE_MAX)
+            return final ? xml_fatal(f, i, len, "markup before the root "
+                                     "element not closed", pos, out)
+                         : SK_XML_NEED_MORE;
+        if (m) {
+            if (is_decl && !f->have_decl) {
+                f->have_decl = 1;
+                f->decl_off = i;
+                f->decl_len = m - i;
+            }
+            i = m;
+            continue;
+        }
+        tag t;
+        int rc = parse_tag(buf, len, i, &t);
+        int hrc = rc == 0 ? set_head(f, buf, &t, i) : 0;
+        if (hrc == -1)
+            return SK_XML_NOMEM;
+        if (rc != 0 || hrc != 0)
+            return final ? xml_fatal(f, i, len, "malformed root element",
+                                     pos, out)
+                         : SK_XML_NEED_MORE;
+        out->start = i;
+        out->end = *pos = t.end;
+        f->state = t.self_closing ? SK_XML_AFTER_ROOT : SK_XML_IN_ROOT;
+        f->depth = 0;
+        f->anc_used = 0;
+        return SK_XML_HEADER;
+    }
+}
+
+/* buf[i] starts a close tag between records: it must close the innermost
+ * ancestor (or the root, which ends the unit). -1 when the unit goes on
+ * at *next; else what sk_xml_next returns. */
+static int xml_close(sk_xml_framer *f, const uint8_t *buf, size_t len,
+                     size_t i, int final, size_t *pos, size_t *next,
+                     sk_xml_record *out)
+{
+    size_t no, nn, e;
+    int rc = parse_close(buf, len, i, &no, &nn, &e);
+    const char *want = f->depth
+                           ? f->anc + f->anc_used - f->anc_len[f->depth - 1]
+                           : f->root;
+    size_t wl = f->depth ? f->anc_len[f->depth - 1] : f->root_len;
+    if (rc != 0 && !final) {
+        *pos = i;
+        return SK_XML_NEED_MORE;
+    }
+    if (rc != 0 || nn != wl || memcmp(buf + no, want, wl) != 0) {
+        out->start = i;
+        out->reason = "close tag does not match the open element";
+        out->end = *pos = rc == 0 ? e : len;
+        return SK_XML_ERROR;
+    }
+    if (f->depth == 0) {
+        f->state = SK_XML_AFTER_ROOT;
+        *pos = len;
+        return SK_XML_END;
+    }
+    f->depth--;
+    f->anc_used -= wl;
+    *next = e;
+    return -1;
+}
+
+/* buf[i] starts an element on the way to the records (name[0..nl)):
+ * enter it, its name kept among the ancestors. -1 when framing goes on
+ * at *next (*pos moved there: a record boundary); else what sk_xml_next
+ * returns. */
+static int xml_enter(sk_xml_framer *f, const uint8_t *buf, size_t len,
+                     size_t i, const uint8_t *name, size_t nl, int final,
+                     size_t *pos, size_t *next, sk_xml_record *out)
+{
+    tag t;
+    int rc = parse_tag(buf, len, i, &t);
+    if (rc == -1 && !final) {
+        *pos = i;
+        return SK_XML_NEED_MORE;
+    }
+    if (rc != 0) {
+        size_t end;
+        if (resync(f, buf, len, i, i + 1, name, nl, final, &end) != 0) {
+            *pos = i;
+            return SK_XML_NEED_MORE;
+        }
+        out->start = i;
+        out->reason = "malformed start tag";
+        out->end = *pos = end;
+        return SK_XML_ERROR;
+    }
+    *next = t.end;
+    if (t.self_closing)
+        return -1;
+    if (f->depth + 1 >= SK_XML_MAX_DEPTH ||
+        f->anc_used + t.name_len > SK_XML_NAMES) {
+        if (!final) {
+            *pos = i;
+            return SK_XML_NEED_MORE;
+        }
+        return xml_fatal(f, i, len, "elements around the records nested "
+                         "too deep", pos, out);
+    }
+    memcpy(f->anc + f->anc_used, buf + t.name_off, t.name_len);
+    f->anc_used += t.name_len;
+    f->anc_len[f->depth++] = (uint16_t)t.name_len;
+    *pos = t.end; /* a record boundary: the ancestors are in the state */
+    return -1;
+}
+
 sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
                       const uint8_t *buf, size_t len, size_t *pos, int final,
                       sk_xml_record *out)
 {
-    size_t i = *pos;
     out->reason = NULL;
-    if (f->state == 0) {
-        /* The prolog: *pos stays at its start until the root is read, so
-         * the declaration is in the same buffer as the root tag. */
-        f->have_decl = 0;
-        for (;;) {
-            while (i < len && is_ws(buf[i]))
-                i++;
-            if (i >= len) {
-                if (!final)
-                    return SK_XML_NEED_MORE;
-                *pos = len;
-                return SK_XML_END;
-            }
-            if (buf[i] != '<') {
-                /* An error to the end of the data: wait for all of it, so
-                 * the span does not depend on where buffers end. */
-                if (!final)
-                    return SK_XML_NEED_MORE;
-                out->start = i;
-                out->reason = "text before the root element";
-                out->end = *pos = len;
-                f->state = 2;
-                return SK_XML_ERROR;
-            }
-            int is_decl = starts(buf + i, len - i, "<?xml") &&
-                          len - i > 5 && is_ws(buf[i + 5]);
-            size_t m = skip_markup(buf, len, i);
-            if (m == SIZE_MAX) {
-                if (!final)
-                    return SK_XML_NEED_MORE;
-                out->start = i;
-                out->reason = "markup before the root element not closed";
-                out->end = *pos = len;
-                f->state = 2;
-                return SK_XML_ERROR;
-            }
-            if (m) {
-                if (is_decl && !f->have_decl) {
-                    f->have_decl = 1;
-                    f->decl_off = i;
-                    f->decl_len = m - i;
-                }
-                i = m;
-                continue;
-            }
-            tag t;
-            int rc = parse_tag(buf, len, i, &t);
-            int hrc = rc == 0 ? set_head(f, buf, &t, i) : 0;
-            if (hrc == -1)
-                return SK_XML_NOMEM;
-            if (rc != 0 || hrc != 0) {
-                if (!final)
-                    return SK_XML_NEED_MORE;
-                out->start = i;
-                out->reason = "malformed root element";
-                out->end = *pos = len;
-                f->state = 2;
-                return SK_XML_ERROR;
-            }
-            out->start = i;
-            out->end = *pos = t.end;
-            f->state = t.self_closing ? 2 : 1;
-            f->depth = 0;
-            f->anc_used = 0;
-            return SK_XML_HEADER;
-        }
-    }
-    if (f->state == 2) {
+    if (f->state == SK_XML_PROLOG)
+        return xml_prolog(f, buf, len, pos, final, out);
+    if (f->state == SK_XML_AFTER_ROOT) {
         *pos = len;
         return SK_XML_END;
     }
+    size_t i = *pos;
     for (;;) {
         const uint8_t *lt = i < len ? memchr(buf + i, '<', len - i) : NULL;
         if (!lt) {
@@ -640,39 +727,12 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
         i = (size_t)(lt - buf);
         if (i + 1 >= len) {
             *pos = i;
-            if (!final)
-                return SK_XML_NEED_MORE;
-            return SK_XML_END;
+            return final ? SK_XML_END : SK_XML_NEED_MORE;
         }
+        int rc;
         if (buf[i + 1] == '/') {
-            size_t no, nn, e;
-            int rc = parse_close(buf, len, i, &no, &nn, &e);
-            if (rc == -1 && !final) {
-                *pos = i;
-                return SK_XML_NEED_MORE;
-            }
-            const char *want = f->depth ? f->anc + f->anc_used -
-                                              f->anc_len[f->depth - 1]
-                                        : f->root;
-            size_t wl = f->depth ? f->anc_len[f->depth - 1] : f->root_len;
-            if (rc != 0 && !final) {
-                *pos = i;
-                return SK_XML_NEED_MORE;
-            }
-            if (rc != 0 || nn != wl || memcmp(buf + no, want, wl) != 0) {
-                out->start = i;
-                out->reason = "close tag does not match the open element";
-                out->end = *pos = rc == 0 ? e : len;
-                return SK_XML_ERROR;
-            }
-            i = e;
-            if (f->depth == 0) {
-                f->state = 2;
-                *pos = len;
-                return SK_XML_END;
-            }
-            f->depth--;
-            f->anc_used -= wl;
+            if ((rc = xml_close(f, buf, len, i, final, pos, &i, out)) >= 0)
+                return (sk_xml_rc)rc;
             continue;
         }
         size_t m = skip_markup(buf, len, i);
@@ -704,138 +764,8 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *s,
                                  : f->depth == 0;
         if (is_rec)
             return scan_record(f, s, buf, len, i, final, pos, out);
-        /* An element on the way to the records: enter it. */
-        tag t;
-        int rc = parse_tag(buf, len, i, &t);
-        if (rc == -1 && !final) {
-            *pos = i;
-            return SK_XML_NEED_MORE;
-        }
-        if (rc != 0) {
-            size_t end;
-            if (resync(f, buf, len, i, i + 1, name, nl, final, &end) != 0) {
-                *pos = i;
-                return SK_XML_NEED_MORE;
-            }
-            out->start = i;
-            out->reason = "malformed start tag";
-            out->end = *pos = end;
-            return SK_XML_ERROR;
-        }
-        if (t.self_closing) {
-            i = t.end;
-            continue;
-        }
-        if (f->depth + 1 >= SK_XML_MAX_DEPTH ||
-            f->anc_used + t.name_len > SK_XML_NAMES) {
-            if (!final) {
-                *pos = i;
-                return SK_XML_NEED_MORE;
-            }
-            out->start = i;
-            out->reason = "elements around the records nested too deep";
-            out->end = *pos = len;
-            f->state = 2;
-            return SK_XML_ERROR;
-        }
-        memcpy(f->anc + f->anc_used, buf + t.name_off, t.name_len);
-        f->anc_used += t.name_len;
-        f->anc_len[f->depth++] = (uint16_t)t.name_len;
-        i = t.end;
-        *pos = i; /* a record boundary: the ancestors are in the state */
+        if ((rc = xml_enter(f, buf, len, i, name, nl, final, pos, &i,
+                            out)) >= 0)
+            return (sk_xml_rc)rc;
     }
-}
-
-/* ---- libxml2 ---------------------------------------------------------------- */
-
-static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
-static void xml_init(void) { xmlInitParser(); }
-
-static int trim_append(sk_buf *out, const uint8_t *p, size_t n)
-{
-    while (n && is_ws(p[0])) {
-        p++;
-        n--;
-    }
-    while (n && is_ws(p[n - 1]))
-        n--;
-    return n ? sk_buf_append(out, p, n) : SKIPPR_OK;
-}
-
-static const int PARSE_OPTS = XML_PARSE_NONET | XML_PARSE_NOERROR |
-                              XML_PARSE_NOWARNING;
-
-int sk_xml_value_text(const uint8_t *buf, const sk_xml_value *v, sk_buf *out)
-{
-    const uint8_t *p = buf + v->off;
-    size_t n = v->len;
-    if (!memchr(p, '&', n) && !memchr(p, '<', n))
-        return trim_append(out, p, n);
-    pthread_once(&xml_once, xml_init);
-    /* Wrap the raw text in a tiny document and let libxml2 decode it. */
-    sk_buf doc;
-    sk_buf_init(&doc, n + 64);
-    int rc;
-    if (v->kind == 1) {
-        uint8_t q = buf[v->off - 1]; /* the value's own quote */
-        rc = sk_buf_append(&doc, "<v a=", 5);
-        if (!rc)
-            rc = sk_buf_putc(&doc, q);
-        if (!rc)
-            rc = sk_buf_append(&doc, p, n);
-        if (!rc)
-            rc = sk_buf_putc(&doc, q);
-        if (!rc)
-            rc = sk_buf_append(&doc, "/>", 2);
-    } else {
-        rc = sk_buf_append(&doc, "<v>", 3);
-        if (!rc)
-            rc = sk_buf_append(&doc, p, n);
-        if (!rc)
-            rc = sk_buf_append(&doc, "</v>", 4);
-    }
-    if (rc) {
-        sk_buf_free(&doc);
-        return rc;
-    }
-    xmlDocPtr d = xmlReadMemory((const char *)doc.data, (int)doc.len, NULL,
-                                "UTF-8", PARSE_OPTS);
-    sk_buf_free(&doc);
-    if (!d)
-        return SKIPPR_CORRUPT;
-    xmlNodePtr root = xmlDocGetRootElement(d);
-    xmlChar *text = !root ? NULL
-                    : v->kind == 1 ? xmlGetProp(root, (const xmlChar *)"a")
-                                   : xmlNodeGetContent(root);
-    rc = text ? trim_append(out, text, strlen((const char *)text))
-              : SKIPPR_CORRUPT;
-    xmlFree(text);
-    xmlFreeDoc(d);
-    return rc;
-}
-
-int sk_xml_record_valid(const sk_xml_framer *f, const uint8_t *rec,
-                        size_t len)
-{
-    pthread_once(&xml_once, xml_init);
-    /* The record inside the root's start tag, so its namespace prefixes
-     * are bound; the declaration is left out (the bytes are parsed as
-     * they are). */
-    const uint8_t *tag = f->head ? memchr(f->head, '\n', f->head_len) : NULL;
-    size_t tl = tag ? f->head_len - (size_t)(tag + 1 - f->head) : 0;
-    sk_buf doc;
-    sk_buf_init(&doc, len + tl + f->root_len + 16);
-    int ok = 0;
-    if ((!tl || !sk_buf_append(&doc, tag + 1, tl)) &&
-        !sk_buf_append(&doc, rec, len) &&
-        (!tl || (!sk_buf_append(&doc, "</", 2) &&
-                 !sk_buf_append(&doc, f->root, f->root_len) &&
-                 !sk_buf_putc(&doc, '>')))) {
-        xmlDocPtr d = xmlReadMemory((const char *)doc.data, (int)doc.len,
-                                    NULL, NULL, PARSE_OPTS);
-        ok = d != NULL;
-        xmlFreeDoc(d);
-    }
-    sk_buf_free(&doc);
-    return ok;
 }

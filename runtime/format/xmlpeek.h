@@ -45,9 +45,16 @@ sk_xml_spec *sk_xml_spec_new(const char *const *paths, size_t n,
                              const char *record_element);
 void sk_xml_spec_free(sk_xml_spec *s);
 
+/* Where the framer is in a unit. */
+typedef enum sk_xml_state {
+    SK_XML_PROLOG = 0, /* before the root's start tag (a zeroed framer) */
+    SK_XML_IN_ROOT,    /* between records, inside the root */
+    SK_XML_AFTER_ROOT  /* the root closed, or an error ended the unit */
+} sk_xml_state;
+
 /* Framing state of one unit. Owns its header; sk_xml_framer_free(). */
 typedef struct sk_xml_framer {
-    int state;         /* 0: prolog; 1: inside the root; 2: after it */
+    sk_xml_state state;
     uint8_t *head;     /* declaration (if any), newline, root start tag */
     size_t head_len;
     uint64_t id;       /* sk_hash64 of head */
