@@ -302,6 +302,31 @@ static int bad_line(const uint8_t *buf, size_t len, size_t from,
     return i < len;
 }
 
+enum { QUOTE_CLOSED, QUOTE_NEED_MORE, QUOTE_OPEN };
+
+/* A quoted cell at buf[i] == '"' runs to the quote that is not doubled:
+ * QUOTE_CLOSED with *end just past it; QUOTE_NEED_MORE when more bytes
+ * decide; QUOTE_OPEN when the final data never closes it. */
+static int quoted_cell_end(const uint8_t *buf, size_t len, size_t i,
+                           int final, size_t *end)
+{
+    size_t j = i + 1;
+    for (;;) {
+        const uint8_t *qp = memchr(buf + j, '"', len - j);
+        if (!qp)
+            return final ? QUOTE_OPEN : QUOTE_NEED_MORE;
+        size_t k = (size_t)(qp - buf);
+        if (k + 1 == len && !final)
+            return QUOTE_NEED_MORE; /* "" or the end: not known yet */
+        if (k + 1 < len && buf[k + 1] == '"') {
+            j = k + 2;
+            continue;
+        }
+        *end = k + 1;
+        return QUOTE_CLOSED;
+    }
+}
+
 sk_csv_rc sk_csv_next(sk_csv_framer *f, const char *const *paths,
                       size_t npaths, const uint8_t *buf, size_t len,
                       size_t *pos, int final, sk_csv_record *out)
@@ -330,26 +355,13 @@ sk_csv_rc sk_csv_next(sk_csv_framer *f, const char *const *paths,
     for (;;) {
         size_t cell = i;
         if (i < len && buf[i] == '"') {
-            /* A quoted cell: to the quote that is not doubled. */
-            size_t j = i + 1;
-            for (;;) {
-                const uint8_t *qp = memchr(buf + j, '"', len - j);
-                if (!qp) {
-                    if (!final)
-                        goto need_more;
-                    out->reason = "quote never closed";
-                    bad_line(buf, len, start, &out->end, pos);
-                    return SK_CSV_ERROR;
-                }
-                size_t k = (size_t)(qp - buf);
-                if (k + 1 == len && !final)
-                    goto need_more; /* "" or the end: not known yet */
-                if (k + 1 < len && buf[k + 1] == '"') {
-                    j = k + 2;
-                    continue;
-                }
-                i = k + 1;
-                break;
+            int q = quoted_cell_end(buf, len, i, final, &i);
+            if (q == QUOTE_NEED_MORE)
+                goto need_more;
+            if (q == QUOTE_OPEN) {
+                out->reason = "quote never closed";
+                bad_line(buf, len, start, &out->end, pos);
+                return SK_CSV_ERROR;
             }
             if (i < len && buf[i] != delim && buf[i] != '\n' &&
                 buf[i] != '\r') {

@@ -526,6 +526,88 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
     return SKIPPR_INVAL;
 }
 
+/* The options of ep (a plugin's table and the engine's common ones) into
+ * inst: each value checked and filled, then the defaults, and a required
+ * option that is missing refused. SKIPPR_OK, or a status with err set. */
+static int fill_options(sk_instance *inst, const skippr_option *table,
+                        const skippr_option *common, const sk_yaml_doc *doc,
+                        const sk_endpoint_cfg *ep, sk_cfg_err *err)
+{
+    int rc;
+    const sk_ynode *opts = ep->options;
+    for (size_t i = 0; opts && i < opts->n; i++) {
+        const char *k = opts->keys[i]->value;
+        const sk_ynode *v = opts->items[i];
+        const skippr_option *o = find_opt(table, k);
+        if (v && v->kind == SK_Y_SEQ && o && o->type == SKIPPR_OPT_STRING &&
+            !find_opt(common, k)) {
+            const char *why;
+            char *joined = join_list(v, &why);
+            if (!joined) {
+                rc = sk_cfg_fail(err, doc, v, "%s: option %s: %s",
+                                 inst->label, k, why);
+                return rc;
+            }
+            rc = fill_option(inst, o, joined, doc, v, err);
+            sk_free(joined);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (!v || v->kind != SK_Y_SCALAR) {
+            rc = sk_cfg_fail(err, doc, v ? v : opts->keys[i],
+                             "%s: option %s must be a single value",
+                             inst->label, k);
+            return rc;
+        }
+        if (find_opt(common, k)) {
+            rc = apply_common(inst, k, v->value, doc, v, err);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (!o) {
+            char list[512] = "";
+            for (const skippr_option *t = table; t && t->name; t++) {
+                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, t->name, sizeof list - strlen(list) - 1);
+            }
+            for (const skippr_option *t = common; t->name; t++) {
+                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, t->name, sizeof list - strlen(list) - 1);
+            }
+            rc = sk_cfg_fail(err, doc, opts->keys[i], "unknown option '%s' "
+                             "for %s (known: %s)", k, inst->label, list);
+            return rc;
+        }
+        if (o->type == SKIPPR_OPT_PREFIX)
+            continue; /* fill_prefixes() */
+        rc = fill_option(inst, o, v->value, doc, v, err);
+        if (rc)
+            return rc;
+    }
+    if ((rc = fill_prefixes(inst, table, opts))) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return rc;
+    }
+    /* Defaults and required options. */
+    for (const skippr_option *o = table; o && o->name; o++) {
+        if (o->type == SKIPPR_OPT_PREFIX || sk_ymap_get(opts, o->name))
+            continue;
+        if (o->required) {
+            rc = sk_cfg_fail(err, doc, ep->at, "%s needs option '%s': %s",
+                             inst->label, o->name, o->doc ? o->doc : "");
+            return rc;
+        }
+        if (o->default_value) {
+            rc = fill_option(inst, o, o->default_value, doc, ep->at, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return SKIPPR_OK;
+}
+
 int sk_instance_new(const skippr_plugin *p, int is_sink,
                     const sk_yaml_doc *doc, const sk_endpoint_cfg *ep,
                     int start, const sk_stream_hooks *stream,
@@ -551,83 +633,23 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
     inst->ctx = sk_calloc(1, ctx_size ? ctx_size : 1);
     if (!inst->label || !inst->ctx)
         goto oom;
-    inst->host = (skippr_host){sizeof(skippr_host), host_log, host_counter_add,
-                               host_should_stop, host_emit, inst,
-                               memory_budget, SKIPPR_HOST_SYNCS_SINKS,
-                               host_position, host_sync, sk_crc32c};
+    inst->host = (skippr_host){.struct_size = sizeof(skippr_host),
+                               .log = host_log,
+                               .counter_add = host_counter_add,
+                               .should_stop = host_should_stop,
+                               .emit = host_emit,
+                               .impl = inst,
+                               .memory_budget = memory_budget,
+                               .flags = SKIPPR_HOST_SYNCS_SINKS,
+                               .position = host_position,
+                               .sync = host_sync,
+                               .crc32c = sk_crc32c};
     if (start & SK_START_ONCE)
         inst->host.flags |= SKIPPR_HOST_ONCE;
     inst->stream = stream;
 
-    const sk_ynode *opts = ep->options;
-    for (size_t i = 0; opts && i < opts->n; i++) {
-        const char *k = opts->keys[i]->value;
-        const sk_ynode *v = opts->items[i];
-        const skippr_option *o = find_opt(table, k);
-        if (v && v->kind == SK_Y_SEQ && o && o->type == SKIPPR_OPT_STRING &&
-            !find_opt(common, k)) {
-            const char *why;
-            char *joined = join_list(v, &why);
-            if (!joined) {
-                rc = sk_cfg_fail(err, doc, v, "%s: option %s: %s",
-                                 inst->label, k, why);
-                goto out;
-            }
-            rc = fill_option(inst, o, joined, doc, v, err);
-            sk_free(joined);
-            if (rc)
-                goto out;
-            continue;
-        }
-        if (!v || v->kind != SK_Y_SCALAR) {
-            rc = sk_cfg_fail(err, doc, v ? v : opts->keys[i],
-                             "%s: option %s must be a single value",
-                             inst->label, k);
-            goto out;
-        }
-        if (find_opt(common, k)) {
-            rc = apply_common(inst, k, v->value, doc, v, err);
-            if (rc)
-                goto out;
-            continue;
-        }
-        if (!o) {
-            char list[512] = "";
-            for (const skippr_option *t = table; t && t->name; t++) {
-                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
-                strncat(list, t->name, sizeof list - strlen(list) - 1);
-            }
-            for (const skippr_option *t = common; t->name; t++) {
-                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
-                strncat(list, t->name, sizeof list - strlen(list) - 1);
-            }
-            rc = sk_cfg_fail(err, doc, opts->keys[i], "unknown option '%s' "
-                             "for %s (known: %s)", k, inst->label, list);
-            goto out;
-        }
-        if (o->type == SKIPPR_OPT_PREFIX)
-            continue; /* fill_prefixes() */
-        rc = fill_option(inst, o, v->value, doc, v, err);
-        if (rc)
-            goto out;
-    }
-    if ((rc = fill_prefixes(inst, table, opts)))
-        goto oom;
-    /* Defaults and required options. */
-    for (const skippr_option *o = table; o && o->name; o++) {
-        if (o->type == SKIPPR_OPT_PREFIX || sk_ymap_get(opts, o->name))
-            continue;
-        if (o->required) {
-            rc = sk_cfg_fail(err, doc, ep->at, "%s needs option '%s': %s",
-                             inst->label, o->name, o->doc ? o->doc : "");
-            goto out;
-        }
-        if (o->default_value) {
-            rc = fill_option(inst, o, o->default_value, doc, ep->at, err);
-            if (rc)
-                goto out;
-        }
-    }
+    if ((rc = fill_options(inst, table, common, doc, ep, err)))
+        goto out;
     if (!start) {
         *out = inst;
         return SKIPPR_OK;

@@ -16,12 +16,13 @@
 #include "base/crc32c.h"
 #include "base/fault.h"
 #include "base/fsio.h"
+#include "state/state_impl.h"
 
 #define DEFAULT_BLOCK_BYTES (64u << 10)
 
 /* ---- slices ------------------------------------------------------------ */
 
-static void slice_free(sk_slice *s)
+void st_slice_free(sk_slice *s)
 {
     if (!s)
         return;
@@ -32,7 +33,7 @@ static void slice_free(sk_slice *s)
     sk_free(s);
 }
 
-static sk_slice *slice_new(uint64_t id, const char *key, size_t klen,
+sk_slice *st_slice_new(uint64_t id, const char *key, size_t klen,
                            uint8_t kind, int64_t opened_at)
 {
     sk_slice *s = sk_calloc(1, sizeof *s);
@@ -53,7 +54,7 @@ static sk_slice *slice_new(uint64_t id, const char *key, size_t klen,
     return s;
 }
 
-static int live_add(sk_state *st, sk_slice *s)
+int st_live_add(sk_state *st, sk_slice *s)
 {
     if (sk_array_grow(&st->live, st->nlive, &st->live_cap, sizeof *st->live,
                       64))
@@ -62,7 +63,7 @@ static int live_add(sk_state *st, sk_slice *s)
     return SKIPPR_OK;
 }
 
-static void live_remove(sk_state *st, sk_slice *s)
+void st_live_remove(sk_state *st, sk_slice *s)
 {
     for (size_t i = 0; i < st->nlive; i++) {
         if (st->live[i] == s) {
@@ -72,7 +73,7 @@ static void live_remove(sk_state *st, sk_slice *s)
     }
 }
 
-static sk_slice *live_find(const sk_state *st, uint64_t id)
+sk_slice *st_live_find(const sk_state *st, uint64_t id)
 {
     for (size_t i = 0; i < st->nlive; i++)
         if (st->live[i]->id == id)
@@ -80,7 +81,7 @@ static sk_slice *live_find(const sk_state *st, uint64_t id)
     return NULL;
 }
 
-static int add_block(sk_slice *s, sk_wal_pos pos)
+int st_add_block(sk_slice *s, sk_wal_pos pos)
 {
     if (sk_array_grow(&s->blocks, s->nblocks, &s->blocks_cap,
                       sizeof *s->blocks, 8))
@@ -89,218 +90,6 @@ static int add_block(sk_slice *s, sk_wal_pos pos)
     if (pos.seg < s->first_seg)
         s->first_seg = pos.seg;
     return SKIPPR_OK;
-}
-
-/* ---- replay ------------------------------------------------------------ */
-
-typedef struct pend_slice {
-    uint64_t id;
-    char *key;
-    size_t klen;
-    uint8_t kind;
-    int64_t opened_at;
-    uint64_t seg;
-} pend_slice;
-
-typedef struct pend_block {
-    uint64_t id;
-    sk_wal_pos pos;
-    uint64_t nrec, bytes;
-} pend_block;
-
-typedef struct replay {
-    sk_state *st;
-    uint64_t seg;
-    pend_slice *ps;
-    size_t nps, ps_cap;
-    pend_block *pb;
-    size_t npb, pb_cap;
-    uint64_t max_id;
-} replay;
-
-static void pend_clear(replay *r)
-{
-    for (size_t i = 0; i < r->nps; i++)
-        sk_free(r->ps[i].key);
-    r->nps = r->npb = 0;
-}
-
-static int rd_str(const uint8_t **p, const uint8_t *end, const uint8_t **s,
-                  size_t *n)
-{
-    if (end - *p < 4)
-        return -1;
-    uint32_t l = sk_get_u32(*p);
-    if ((size_t)(end - *p - 4) < l)
-        return -1;
-    *s = *p + 4;
-    *n = l;
-    *p += 4 + l;
-    return 0;
-}
-
-static int apply_commit(replay *r, const uint8_t *p, size_t len)
-{
-    sk_state *st = r->st;
-    const uint8_t *end = p + len;
-    /* Frames that this COMMIT makes count. */
-    for (size_t i = 0; i < r->nps; i++) {
-        pend_slice *q = &r->ps[i];
-        if (live_find(st, q->id))
-            continue;
-        sk_slice *s = slice_new(q->id, q->key, q->klen, q->kind,
-                                q->opened_at);
-        if (!s || live_add(st, s)) {
-            slice_free(s);
-            return SKIPPR_NOMEM;
-        }
-        s->announced = 1;
-        s->first_seg = q->seg;
-        if (q->id > r->max_id)
-            r->max_id = q->id;
-    }
-    for (size_t i = 0; i < r->npb; i++) {
-        sk_slice *s = live_find(st, r->pb[i].id);
-        if (!s) {
-            /* The slice's first frames were in a segment that garbage
-             * collection deleted, which it does only once the slice is
-             * DONE: its DONE frame must follow. Track it as a ghost until
-             * then; a ghost left at the end of replay is corruption. */
-            s = slice_new(r->pb[i].id, "?", 1, SK_SLICE_DATA, 0);
-            if (!s || live_add(st, s)) {
-                slice_free(s);
-                return SKIPPR_NOMEM;
-            }
-            s->ghost = 1;
-            s->announced = 1;
-            s->first_seg = r->pb[i].pos.seg;
-        }
-        if (add_block(s, r->pb[i].pos))
-            return SKIPPR_NOMEM;
-        s->records += r->pb[i].nrec;
-        s->bytes += r->pb[i].bytes;
-    }
-    pend_clear(r);
-
-    if (len < 12)
-        return SKIPPR_CORRUPT;
-    uint64_t next = sk_get_u64(p);
-    if (next > st->next_slice_id)
-        st->next_slice_id = next;
-    uint32_t n = sk_get_u32(p + 8);
-    p += 12;
-    for (uint32_t i = 0; i < n; i++) {
-        const uint8_t *id, *ver;
-        size_t il, vl;
-        if (rd_str(&p, end, &id, &il) || rd_str(&p, end, &ver, &vl) ||
-            end - p < 21 || il > 65535 || vl > 65535)
-            return SKIPPR_CORRUPT;
-        char idb[65536], verb[65536];
-        memcpy(idb, id, il);
-        idb[il] = '\0';
-        memcpy(verb, ver, vl);
-        verb[vl] = '\0';
-        sk_unit_rec *u = sk_ledger_touch(st->ledger, idb, verb, 0);
-        if (!u)
-            return SKIPPR_NOMEM;
-        if (strcmp(u->version, verb) != 0) {
-            char *v = sk_strdup(verb);
-            if (!v)
-                return SKIPPR_NOMEM;
-            sk_free(u->version);
-            u->version = v;
-        }
-        u->size = (int64_t)sk_get_u64(p);
-        u->offset = (int64_t)sk_get_u64(p + 8);
-        u->flags = sk_get_u32(p + 16);
-        p += 21;
-    }
-    return SKIPPR_OK;
-}
-
-static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
-                     size_t len)
-{
-    replay *r = ud;
-    sk_state *st = r->st;
-    const uint8_t *end = p + len;
-    if (pos.seg != r->seg) {
-        /* Uncommitted frames of the previous segment never count. */
-        pend_clear(r);
-        r->seg = pos.seg;
-    }
-    switch (type) {
-    case SK_WAL_SLICE: {
-        const uint8_t *k;
-        size_t kl;
-        const uint8_t *q = p + 8;
-        if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 9)
-            return SKIPPR_CORRUPT;
-        if (sk_array_grow(&r->ps, r->nps, &r->ps_cap, sizeof *r->ps, 16))
-            return SKIPPR_NOMEM;
-        char *key = sk_strndup((const char *)k, kl);
-        if (!key)
-            return SKIPPR_NOMEM;
-        r->ps[r->nps++] = (pend_slice){sk_get_u64(p), key, kl, q[0],
-                                       (int64_t)sk_get_u64(q + 1), pos.seg};
-        return SKIPPR_OK;
-    }
-    case SK_WAL_BLOCK:
-    case SK_WAL_BLOCKZ: {
-        if (len < 12)
-            return SKIPPR_CORRUPT;
-        uint64_t nrec = sk_get_u32(p + 8);
-        uint64_t part = len - 12; /* the records part: u32 length, bytes */
-        if (type == SK_WAL_BLOCKZ) {
-            if (len < 16)
-                return SKIPPR_CORRUPT;
-            part = sk_get_u32(p + 12);
-        }
-        if (part < 4 * nrec)
-            return SKIPPR_CORRUPT;
-        if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
-            return SKIPPR_NOMEM;
-        r->pb[r->npb++] = (pend_block){sk_get_u64(p), pos, nrec,
-                                       part - 4 * nrec};
-        return SKIPPR_OK;
-    }
-    case SK_WAL_COMMIT:
-        return apply_commit(r, p, len);
-    case SK_WAL_SEAL: {
-        const uint8_t *k;
-        size_t kl;
-        const uint8_t *q = p + 8;
-        if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 20)
-            return SKIPPR_CORRUPT;
-        sk_slice *s = live_find(st, sk_get_u64(p));
-        if (!s)
-            return SKIPPR_OK; /* its frames were collected already */
-        sk_free(s->object_key);
-        s->object_key = sk_strndup((const char *)k, kl);
-        if (!s->object_key)
-            return SKIPPR_NOMEM;
-        s->object_bytes = sk_get_u64(q);
-        s->object_crc = sk_get_u32(q + 16);
-        s->state = SK_SLICE_SEALED;
-        if (pos.seg < s->first_seg)
-            s->first_seg = pos.seg;
-        return SKIPPR_OK;
-    }
-    case SK_WAL_DONE: {
-        if (len < 8)
-            return SKIPPR_CORRUPT;
-        sk_slice *s = live_find(st, sk_get_u64(p));
-        if (s) {
-            live_remove(st, s);
-            slice_free(s);
-        }
-        return SKIPPR_OK;
-    }
-    default:
-        sk_error("WAL: unknown frame type %d at segment %" PRIu64
-                 " offset %" PRIu64, type, pos.seg, pos.off);
-        return SKIPPR_CORRUPT;
-    }
 }
 
 /* ---- open / close -------------------------------------------------------- */
@@ -379,7 +168,6 @@ int sk_state_open(const char *state_dir, const char *workspace,
                   const char *pipeline, int readonly, sk_state **out)
 {
     int rc = SKIPPR_NOMEM;
-    replay r = {0};
     char path[PATH_MAX];
     sk_state *st = sk_calloc(1, sizeof *st);
     if (!st)
@@ -413,46 +201,11 @@ int sk_state_open(const char *state_dir, const char *workspace,
     }
     if ((rc = sk_wal_open(path, &st->wal)))
         goto fail;
-    r.st = st;
-    r.seg = UINT64_MAX;
-    if (readonly)
-        rc = sk_wal_replay_readonly(st->wal, replay_cb, &r);
-    else
-        rc = sk_wal_replay(st->wal, replay_cb, &r);
-    pend_clear(&r);
-    if (rc) {
-        if (rc != SKIPPR_CORRUPT)
-            sk_error("WAL replay of %s failed: %s", st->dir,
-                     skippr_status_str(rc));
+    if ((rc = st_replay(st)))
         goto fail;
-    }
-    if (r.max_id >= st->next_slice_id)
-        st->next_slice_id = r.max_id + 1;
-    for (size_t i = 0; i < st->nlive; i++) {
-        if (st->live[i]->ghost) {
-            sk_error("WAL corrupt: slice %" PRIu64 " has blocks in segment %"
-                     PRIu64 " but its start is missing and it was never "
-                     "completed", st->live[i]->id, st->live[i]->first_seg);
-            rc = SKIPPR_CORRUPT;
-            goto fail;
-        }
-    }
-    /* Reopen OPEN slices for appends. */
-    for (size_t i = 0; i < st->nlive; i++) {
-        sk_slice *s = st->live[i];
-        if (s->state == SK_SLICE_OPEN && s->kind == SK_SLICE_DATA &&
-            (rc = sk_map_put(&st->open_by_key, s->key, s->key_len,
-                             s->key_hash, s)))
-            goto fail;
-    }
-    sk_free(r.ps);
-    sk_free(r.pb);
     *out = st;
     return SKIPPR_OK;
 fail:
-    pend_clear(&r);
-    sk_free(r.ps);
-    sk_free(r.pb);
     sk_state_close(st);
     return rc;
 }
@@ -462,7 +215,7 @@ void sk_state_close(sk_state *st)
     if (!st)
         return;
     for (size_t i = 0; i < st->nlive; i++)
-        slice_free(st->live[i]);
+        st_slice_free(st->live[i]);
     sk_free(st->live);
     sk_map_free(&st->open_by_key);
     sk_buf_free(&st->zbuf);
@@ -490,19 +243,19 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
                 st->live[i]->state == SK_SLICE_OPEN)
                 return st->live[i];
     }
-    sk_slice *s = slice_new(st->next_slice_id, key, klen, kind,
+    sk_slice *s = st_slice_new(st->next_slice_id, key, klen, kind,
                             (int64_t)time(NULL));
     if (!s)
         return NULL;
     s->crc_known = kind == SK_SLICE_DATA;
-    if (live_add(st, s)) {
-        slice_free(s);
+    if (st_live_add(st, s)) {
+        st_slice_free(s);
         return NULL;
     }
     if (kind == SK_SLICE_DATA &&
         sk_map_put(&st->open_by_key, s->key, s->key_len, s->key_hash, s)) {
-        live_remove(st, s);
-        slice_free(s);
+        st_live_remove(st, s);
+        st_slice_free(s);
         return NULL;
     }
     st->next_slice_id++;
@@ -569,7 +322,7 @@ static int write_block(sk_state *st, sk_slice *s)
     sk_wal_pos pos;
     if ((rc = sk_wal_append(st->wal, type, parts, 2, &pos)))
         return rc;
-    if ((rc = add_block(s, pos)))
+    if ((rc = st_add_block(s, pos)))
         return rc;
     st->open_block_bytes -= s->open_block.len;
     sk_buf_reset(&s->open_block);
@@ -859,8 +612,8 @@ int sk_state_done(sk_state *st, sk_slice *s)
     if (rc)
         return rc;
     sk_crashpoint("done");
-    live_remove(st, s);
-    slice_free(s);
+    st_live_remove(st, s);
+    st_slice_free(s);
     return SKIPPR_OK;
 }
 
