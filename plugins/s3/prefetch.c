@@ -1,0 +1,287 @@
+/* Fetching ahead: after list(), the engine hands the batch's units to
+ * prefetch(); an I/O thread GETs whole objects (up to concurrency at once,
+ * within prefetch_bytes of memory, backpressure beyond) so that open() and
+ * read() of a small object find it in memory. A unit not fetched, or
+ * larger than the budget, is read with ranged GETs (read.c) instead.
+ *
+ * Thread: the I/O thread for the fetching; pf_take/pf_release on the
+ * pipeline thread, under the prefetcher's mutex.
+ */
+#include "s3.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/*
+ * prefetch() queues the units the engine will open next. One I/O thread
+ * drives a curl multi handle: it keeps up to `concurrency` GETs in flight,
+ * each for the first chunk of one object, as long as the chunks started but
+ * not yet consumed fit in `prefetch_bytes` (beyond that it waits: that is
+ * the backpressure). open() takes a unit's fetched chunk; the rest of a
+ * large object is read with ranged GETs as before. Only the I/O thread
+ * touches the multi and easy handles; items move between threads under
+ * the mutex.
+ */
+static void item_free(pf_item *it)
+{
+    if (!it)
+        return;
+    s3_buf_free(&it->r.body);
+    curl_slist_free_all(it->hdrs);
+    free(it->url);
+    free(it->key);
+    free(it->etag);
+    free(it);
+}
+
+/* Start one transfer; called by the I/O thread with the lock held. */
+static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
+{
+    char url[8192], range[64], ifm[300];
+    snprintf(range, sizeof range, "bytes=0-%lld", (long long)it->len - 1);
+    snprintf(ifm, sizeof ifm, "\"%s\"", it->etag);
+    sigv4_kv h[2] = {{"range", range}, {"if-match", ifm}};
+    curl_slist_free_all(it->hdrs);
+    it->hdrs = NULL;
+    s3_buf_free(&it->r.body);
+    memset(&it->r, 0, sizeof it->r);
+    it->r.body.max = (size_t)it->len;
+    if (s3_prepare(c, "GET", it->key, NULL, 0, NULL, 0, h, *it->etag ? 2 : 1,
+                url, sizeof url, &it->hdrs) != SKIPPR_OK ||
+        !(it->easy = it->easy ? it->easy : curl_easy_init())) {
+        it->state = 2;
+        it->ok = 0;
+        return;
+    }
+    s3_easy_setup(c, it->easy, url, it->hdrs, &it->r);
+    curl_easy_setopt(it->easy, CURLOPT_PRIVATE, it);
+    curl_multi_add_handle(pf->multi, it->easy);
+    it->state = 1;
+    it->attempts++;
+    pf->running++;
+    if (pf->running > pf->max_inflight)
+        pf->max_inflight = pf->running;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *pf_main(void *arg)
+{
+    s3_ctx *c = arg;
+    prefetcher *pf = c->pf;
+    pthread_mutex_lock(&pf->mu);
+    while (!pf->stop) {
+        /* Start, in open order, what the bounds allow. */
+        int64_t now = now_ms();
+        for (pf_item *it = pf->head; it && pf->running < c->concurrency;
+             it = it->next) {
+            if (it->state != 0 || it->retry_at > now)
+                continue;
+            if (pf->reserved > 0 && pf->reserved + it->len > c->prefetch_bytes)
+                break; /* backpressure: wait for the engine to consume */
+            pf->reserved += it->len;
+            pf_start(c, pf, it);
+        }
+        if (pf->running == 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&pf->mu);
+        int still = 0;
+        curl_multi_perform(pf->multi, &still);
+        curl_multi_poll(pf->multi, NULL, 0, 20, NULL);
+        curl_multi_perform(pf->multi, &still);
+        pthread_mutex_lock(&pf->mu);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(pf->multi, &left))) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            pf_item *it = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
+            CURLcode cc = m->data.result;
+            curl_multi_remove_handle(pf->multi, it->easy);
+            pf->running--;
+            curl_easy_getinfo(it->easy, CURLINFO_RESPONSE_CODE, &it->r.status);
+            it->ok = cc == CURLE_OK && it->r.status / 100 == 2 &&
+                     (int64_t)it->r.body.n == it->len;
+            int transient = cc != CURLE_OK || it->r.status >= 500 ||
+                            it->r.status == 429 ||
+                            (it->r.status / 100 == 2 && !it->ok);
+            if (it->abandoned) {
+                pf->reserved -= it->len;
+                curl_easy_cleanup(it->easy);
+                it->easy = NULL;
+                item_free(it);
+            } else if (!it->ok && transient && !it->taken &&
+                       it->attempts < c->max_attempts) {
+                /* Queue it again, after a backoff with jitter. */
+                it->retry_at = now_ms() + s3_backoff_ms(it->attempts);
+                it->state = 0;
+                pf->reserved -= it->len;
+            } else {
+                it->state = 2; /* done, or given up: open() falls back */
+            }
+        }
+        pthread_cond_broadcast(&pf->cv);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
+int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
+{
+    s3_ctx *c = ctx;
+    if (!c->pf) {
+        prefetcher *pf = calloc(1, sizeof *pf);
+        if (!pf || !(pf->multi = curl_multi_init())) {
+            free(pf);
+            return SKIPPR_NOMEM;
+        }
+        /* Keep as many idle connections as may be in use: curl's default
+         * cache shrinks with the handles in flight, and each batch would
+         * otherwise open its connections anew. */
+        curl_multi_setopt(pf->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                          (long)c->concurrency);
+        curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
+                          (long)c->concurrency);
+        pthread_mutex_init(&pf->mu, NULL);
+        pthread_cond_init(&pf->cv, NULL);
+        c->pf = pf;
+        if (pthread_create(&pf->thread, NULL, pf_main, c) != 0) {
+            curl_multi_cleanup(pf->multi);
+            pthread_mutex_destroy(&pf->mu);
+            pthread_cond_destroy(&pf->cv);
+            free(pf);
+            c->pf = NULL;
+            return SKIPPR_NOMEM;
+        }
+    }
+    prefetcher *pf = c->pf;
+    int64_t chunk = c->prefetch_bytes / c->concurrency;
+    if (chunk > c->read_chunk_bytes)
+        chunk = c->read_chunk_bytes;
+    if (chunk < 65536)
+        chunk = 65536;
+    pthread_mutex_lock(&pf->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (units[i].size <= 0)
+            continue; /* nothing to fetch */
+        pf_item *it = calloc(1, sizeof *it);
+        if (!it || !(it->key = strdup(units[i].id)) ||
+            !(it->etag = strdup(units[i].version ? units[i].version : ""))) {
+            item_free(it);
+            break;
+        }
+        it->size = units[i].size;
+        it->len = it->size < chunk ? it->size : chunk;
+        if (pf->tail)
+            pf->tail->next = it;
+        else
+            pf->head = it;
+        pf->tail = it;
+    }
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    return SKIPPR_OK;
+}
+
+/* Drop one item no longer wanted; lock held. */
+static void pf_drop_locked(prefetcher *pf, pf_item *it)
+{
+    if (it->state == 1) {
+        it->abandoned = 1; /* the I/O thread frees it when it finishes */
+        return;
+    }
+    if (it->state == 2)
+        pf->reserved -= it->len;
+    if (it->easy)
+        curl_easy_cleanup(it->easy);
+    item_free(it);
+}
+
+/* Take the fetched-ahead item for key out of the queue (NULL if none).
+ * Items queued before it were skipped by the engine: they are dropped, so
+ * they cannot hold the memory budget. */
+pf_item *s3_pf_take(s3_ctx *c, const char *key)
+{
+    prefetcher *pf = c->pf;
+    if (!pf)
+        return NULL;
+    pthread_mutex_lock(&pf->mu);
+    pf_item *it = pf->head;
+    while (it && strcmp(it->key, key) != 0)
+        it = it->next;
+    if (it) {
+        while (pf->head != it) {
+            pf_item *skip = pf->head;
+            pf->head = skip->next;
+            pf_drop_locked(pf, skip);
+        }
+        pf->head = it->next;
+        if (pf->tail == it)
+            pf->tail = NULL;
+        it->next = NULL;
+        it->taken = 1;
+        if (it->state == 0) {
+            /* Not started (or waiting to retry): read it directly. */
+            pf_drop_locked(pf, it);
+            it = NULL;
+        }
+    }
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    return it;
+}
+
+/* Give an item back to the thread or free it; it is no longer wanted. */
+void s3_pf_release(s3_ctx *c, pf_item *it)
+{
+    prefetcher *pf = c->pf;
+    pthread_mutex_lock(&pf->mu);
+    pf_drop_locked(pf, it);
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+}
+
+void s3_pf_stop(s3_ctx *c)
+{
+    prefetcher *pf = c->pf;
+    if (!pf)
+        return;
+    pthread_mutex_lock(&pf->mu);
+    pf->stop = 1;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    pthread_join(pf->thread, NULL);
+    c->host->log(c->host, SKIPPR_LOG_DEBUG, "fetch-ahead: at most %d GETs "
+                 "were in flight", pf->max_inflight);
+    for (pf_item *it = pf->head, *n; it; it = n) {
+        n = it->next;
+        if (it->easy) {
+            curl_multi_remove_handle(pf->multi, it->easy);
+            curl_easy_cleanup(it->easy);
+        }
+        item_free(it);
+    }
+    curl_multi_cleanup(pf->multi);
+    pthread_mutex_destroy(&pf->mu);
+    pthread_cond_destroy(&pf->cv);
+    free(pf);
+    c->pf = NULL;
+}

@@ -1,0 +1,154 @@
+/* Reading a unit: the object fetched ahead when there is one, else ranged
+ * GETs of read_chunk_bytes with If-Match on the listed ETag, so memory is
+ * bounded, a resumed unit starts at its offset, and an object that changes
+ * while it is read is an error rather than a mix of two versions.
+ *
+ * Thread: the pipeline thread.
+ */
+#include "s3.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct s3_stream {
+    char *key;
+    char *etag;
+    int64_t pos, size;
+    buf chunk;
+    size_t chunk_off;
+    pf_item *ahead; /* first chunk fetched ahead, if any */
+} s3_stream;
+
+int src_open(void *ctx, const skippr_unit *u, int64_t offset,
+                    void **stream)
+{
+    s3_ctx *c = ctx;
+    s3_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return SKIPPR_NOMEM;
+    s->key = strdup(u->id);
+    s->etag = strdup(u->version ? u->version : "");
+    s->pos = offset;
+    s->size = u->size;
+    if (!s->key || !s->etag) {
+        free(s->key);
+        free(s->etag);
+        free(s);
+        return SKIPPR_NOMEM;
+    }
+    s->ahead = s3_pf_take(c, u->id);
+    if (s->ahead && (offset > 0 || strcmp(s->ahead->etag, s->etag) != 0)) {
+        s3_pf_release(c, s->ahead); /* resumed or changed: read directly */
+        s->ahead = NULL;
+    }
+    *stream = s;
+    return SKIPPR_OK;
+}
+
+/* Fetch the next chunk at s->pos into s->chunk. */
+static int fetch_chunk(s3_ctx *c, s3_stream *s)
+{
+    int64_t last = s->pos + c->read_chunk_bytes - 1;
+    if (s->size >= 0 && last >= s->size)
+        last = s->size - 1;
+    char range[64], ifm[300];
+    snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)s->pos,
+             (long long)last);
+    snprintf(ifm, sizeof ifm, "\"%s\"", s->etag);
+    sigv4_kv h[2] = {{"range", range}, {"if-match", ifm}};
+    size_t nh = *s->etag ? 2 : 1;
+    int rc = SKIPPR_RETRY;
+    resp r = {0};
+    memset(&r, 0, sizeof r);
+    for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
+        if (a) {
+            s3_buf_free(&r.body);
+            s3_backoff(a);
+        }
+        rc = s3_request(c, "GET", s->key, NULL, 0, NULL, 0, h, nh, &r);
+        if (rc == SKIPPR_OK && r.status == 412) {
+            LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s changed while it was read "
+                "(ETag is no longer %s)", c->bucket, s->key, s->etag);
+            s3_buf_free(&r.body);
+            return SKIPPR_FATAL;
+        }
+        rc = s3_verdict(c, rc, &r, "get", s->key);
+        /* A short body (connection cut) keeps what arrived: retry the rest
+         * from where it stopped, on the next call. */
+        if (rc == SKIPPR_OK && r.body.n == 0 && s->pos <= last) {
+            LOG(c, SKIPPR_LOG_WARN, "get s3://%s/%s: empty answer; retrying",
+                c->bucket, s->key);
+            rc = SKIPPR_RETRY;
+        }
+    }
+    if (rc) {
+        if (rc == SKIPPR_RETRY) {
+            char what[64];
+            snprintf(what, sizeof what, "get at byte %lld",
+                     (long long)s->pos);
+            s3_give_up(c, what, s->key, &r);
+        }
+        s3_buf_free(&r.body);
+        return SKIPPR_FATAL;
+    }
+    s3_buf_free(&s->chunk);
+    s->chunk = r.body;
+    s->chunk_off = 0;
+    return SKIPPR_OK;
+}
+
+int src_read(void *ctx, void *stream, void *out, size_t cap,
+                    size_t *n_out)
+{
+    s3_ctx *c = ctx;
+    s3_stream *s = stream;
+    *n_out = 0;
+    if (s->ahead) {
+        /* Wait for the chunk fetched ahead; if it failed, read directly. */
+        prefetcher *pf = c->pf;
+        pf_item *it = s->ahead;
+        pthread_mutex_lock(&pf->mu);
+        while (it->state != 2)
+            pthread_cond_wait(&pf->cv, &pf->mu);
+        pthread_mutex_unlock(&pf->mu);
+        if (it->ok) {
+            s3_buf_free(&s->chunk);
+            s->chunk = it->r.body;
+            memset(&it->r.body, 0, sizeof it->r.body);
+            s->chunk_off = 0;
+        }
+        s3_pf_release(c, it);
+        s->ahead = NULL;
+    }
+    if (s->chunk_off == s->chunk.n) {
+        if (s->size >= 0 && s->pos >= s->size)
+            return SKIPPR_OK; /* end of unit */
+        int rc = fetch_chunk(c, s);
+        if (rc)
+            return rc;
+    }
+    size_t n = s->chunk.n - s->chunk_off;
+    if (n > cap)
+        n = cap;
+    memcpy(out, s->chunk.p + s->chunk_off, n);
+    s->chunk_off += n;
+    s->pos += (int64_t)n;
+    *n_out = n;
+    c->host->counter_add(c->host, "bytes_read", (int64_t)n);
+    return SKIPPR_OK;
+}
+
+void src_close(void *ctx, void *stream)
+{
+    s3_stream *s = stream;
+    if (!s)
+        return;
+    if (s->ahead)
+        s3_pf_release(ctx, s->ahead);
+    s3_buf_free(&s->chunk);
+    free(s->key);
+    free(s->etag);
+    free(s);
+}

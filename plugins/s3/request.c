@@ -1,0 +1,336 @@
+/* S3 requests: a request signed (Signature Version 4 with the credential
+ * chain's current keys), sent with libcurl on the instance's handle, its
+ * answer's body bounded (MAX_BODY) and its status turned into a verdict:
+ * OK, RETRY (5xx, 429, throttling, a transport failure) or a hard
+ * failure named in the log. Retries back off exponentially with jitter.
+ *
+ * Thread: the instance's (one thread at a time); libcurl's handle is the
+ * instance's.
+ */
+#include "s3.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "curl_trace.h"
+
+int s3_buf_put(buf *b, const void *d, size_t n)
+{
+    if (n > b->max - b->n)
+        return -1;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->n + n + 1)
+            nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q)
+            return -1;
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+    return 0;
+}
+
+void s3_buf_free(buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+char *s3_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? strdup(v) : NULL;
+}
+
+static void amz_now(char date[17])
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(date, 17, "%Y%m%dT%H%M%SZ", &tm);
+}
+
+void s3_md5_b64(const void *d, size_t n, char out[32])
+{
+    unsigned char md[16];
+    unsigned int len = 0;
+    EVP_Digest(d, n, md, &len, EVP_md5(), NULL);
+    EVP_EncodeBlock((unsigned char *)out, md, 16);
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+    resp *r = ud;
+    return s3_buf_put(&r->body, p, sz * n) == 0 ? sz * n : 0;
+}
+
+static void header_value(const char *line, size_t n, const char *name,
+                         char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return;
+    const char *v = line + nl + 1;
+    const char *e = line + n;
+    while (v < e && (*v == ' ' || *v == '"'))
+        v++;
+    while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' ||
+                     e[-1] == '"'))
+        e--;
+    snprintf(out, cap, "%.*s", (int)(e - v), v);
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+{
+    resp *r = ud;
+    size_t len = sz * n;
+    header_value(p, len, "etag", r->etag, sizeof r->etag);
+    header_value(p, len, "x-amz-meta-skippr-slice", r->meta_slice,
+                 sizeof r->meta_slice);
+    header_value(p, len, "x-amz-meta-skippr-crc32c", r->meta_crc,
+                 sizeof r->meta_crc);
+    header_value(p, len, "content-range", r->content_range,
+                 sizeof r->content_range);
+    return len;
+}
+
+/* Build the URL and signed header list of a request. key NULL addresses
+ * the bucket. hdrs are extra headers (signed too). On success the caller
+ * owns *list (curl_slist_free_all). Thread-safe: reads c only. */
+int s3_prepare(const s3_ctx *c, const char *method, const char *key,
+                   const sigv4_kv *query, size_t nq, const void *body,
+                   size_t blen, const sigv4_kv *hdrs, size_t nh, char *url,
+                   size_t url_cap, struct curl_slist **list)
+{
+    char path[4096], host[512], enc[4096];
+    const char *scheme_end = strstr(c->r_endpoint, "://");
+    const char *hostpart = scheme_end ? scheme_end + 3 : c->r_endpoint;
+    char scheme[16];
+    snprintf(scheme, sizeof scheme, "%.*s",
+             scheme_end ? (int)(scheme_end - c->r_endpoint) : 5,
+             scheme_end ? c->r_endpoint : "https");
+    if (c->path_style) {
+        snprintf(host, sizeof host, "%s", hostpart);
+        snprintf(path, sizeof path, "/%s/%s", c->bucket, key ? key : "");
+        if (!key)
+            path[strlen(path) - 1] = '\0'; /* "/bucket" */
+    } else {
+        snprintf(host, sizeof host, "%s.%s", c->bucket, hostpart);
+        snprintf(path, sizeof path, "/%s", key ? key : "");
+    }
+    host[strcspn(host, "/")] = '\0';
+    if (sigv4_uri_encode(path, 1, enc, sizeof enc) < 0)
+        return SKIPPR_FATAL;
+    int n = snprintf(url, url_cap, "%s://%s%s", scheme, host, enc);
+    for (size_t i = 0; i < nq && n > 0 && (size_t)n < url_cap; i++) {
+        char k[512], v[2048];
+        sigv4_uri_encode(query[i].key, 0, k, sizeof k);
+        sigv4_uri_encode(query[i].value, 0, v, sizeof v);
+        n += snprintf(url + n, url_cap - (size_t)n, "%c%s=%s", i ? '&' : '?',
+                      k, v);
+    }
+    if (n <= 0 || (size_t)n >= url_cap)
+        return SKIPPR_FATAL;
+
+    /* A copy of the current credentials: another thread may refresh them
+     * meanwhile. Expired and not refreshable now: the caller retries. */
+    s3_cred *cred = malloc(sizeof *cred);
+    if (!cred)
+        return SKIPPR_NOMEM;
+    int crc = s3_creds_get(c->creds, c->host, cred);
+    if (crc != SKIPPR_OK) {
+        free(cred);
+        return crc;
+    }
+    char date[17], payload[65], auth[1024];
+    amz_now(date);
+    sigv4_sha256_hex(body ? body : "", blen, payload);
+    sigv4_kv sh[24];
+    size_t ns = 0;
+    sh[ns++] = (sigv4_kv){"host", host};
+    sh[ns++] = (sigv4_kv){"x-amz-date", date};
+    sh[ns++] = (sigv4_kv){"x-amz-content-sha256", payload};
+    if (cred->token[0])
+        sh[ns++] = (sigv4_kv){"x-amz-security-token", cred->token};
+    for (size_t i = 0; i < nh && ns < 24; i++)
+        sh[ns++] = hdrs[i];
+    sigv4_request sr = {method, path, query, nq, sh, ns, payload, date,
+                        c->r_region, "s3", cred->access_key,
+                        cred->secret_key};
+    int rc = sigv4_authorization(&sr, auth, sizeof auth) != 0 ? SKIPPR_FATAL
+                                                              : SKIPPR_OK;
+    struct curl_slist *l = NULL;
+    char line[S3_TOKEN_MAX + 64];
+    for (size_t i = 1; rc == SKIPPR_OK && i < ns; i++) {
+        /* curl sets Host itself */
+        snprintf(line, sizeof line, "%s: %s", sh[i].key, sh[i].value);
+        l = curl_slist_append(l, line);
+    }
+    if (rc == SKIPPR_OK) {
+        snprintf(line, sizeof line, "Authorization: %s", auth);
+        l = curl_slist_append(l, line);
+        l = curl_slist_append(l, "Expect:");
+    }
+    OPENSSL_cleanse(auth, sizeof auth);
+    OPENSSL_cleanse(line, sizeof line);
+    s3_cred_wipe(cred);
+    free(cred);
+    *list = l;
+    return rc;
+}
+
+/* Options shared by every transfer. */
+void s3_easy_setup(const s3_ctx *c, CURL *h, const char *url,
+                       struct curl_slist *list, resp *r)
+{
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)c->timeout_seconds);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, c->verify_tls ? 1L : 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, c->verify_tls ? 2L : 0L);
+    if (c->r_ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->r_ca);
+    skippr_curl_trace(h, c->host);
+}
+
+/* A transport failure: SKIPPR_RETRY when another attempt may succeed;
+ * SKIPPR_FATAL, with one error line, when it cannot (the TLS certificate is
+ * not trusted, the CA bundle is unreadable, the URL is wrong). */
+int s3_transport_failure(s3_ctx *c, CURLcode cc, resp *r)
+{
+    r->curl_error = curl_easy_strerror(cc);
+    switch (cc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_ISSUER_ERROR:
+        LOG(c, SKIPPR_LOG_ERROR, "TLS to %s failed: %s; give the CA that "
+            "signed its certificate with ca_bundle%s", c->r_endpoint,
+            r->curl_error, c->r_ca ? " (the one given does not verify "
+            "it)" : "");
+        return SKIPPR_FATAL;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        LOG(c, SKIPPR_LOG_ERROR, "endpoint %s: %s", c->r_endpoint,
+            r->curl_error);
+        return SKIPPR_FATAL;
+    default:
+        return SKIPPR_RETRY;
+    }
+}
+
+/* One signed request on the instance's handle (connection reused).
+ * Returns SKIPPR_OK with r->status set when the server answered,
+ * SKIPPR_RETRY on a transport failure that may pass, SKIPPR_FATAL on one
+ * that cannot. */
+int s3_request(s3_ctx *c, const char *method, const char *key,
+                   const sigv4_kv *query, size_t nq, const void *body,
+                   size_t blen, const sigv4_kv *hdrs, size_t nh, resp *r)
+{
+    memset(r, 0, sizeof *r);
+    r->body.max = MAX_BODY;
+    char url[8192];
+    struct curl_slist *list = NULL;
+    int rc = s3_prepare(c, method, key, query, nq, body, blen, hdrs, nh, url,
+                     sizeof url, &list);
+    if (rc)
+        return rc;
+    CURL *h = c->curl;
+    s3_easy_setup(c, h, url, list, r);
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(method, "GET") != 0) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        if (body || strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                             (curl_off_t)blen);
+        }
+    }
+    CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(list);
+    if (cc != CURLE_OK)
+        return s3_transport_failure(c, cc, r);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    return SKIPPR_OK;
+}
+
+/* The <Code> of an S3 error body, or "". */
+void s3_error_code(const buf *b, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *s = b->p ? strstr(b->p, "<Code>") : NULL;
+    if (!s)
+        return;
+    s += 6;
+    const char *e = strstr(s, "</Code>");
+    if (e)
+        snprintf(out, cap, "%.*s", (int)(e - s), s);
+}
+
+/* Classify an answer: 2xx OK, 5xx and transport failures RETRY, the rest
+ * FATAL (logged with bucket and key). */
+int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
+                   const char *key)
+{
+    if (rc == SKIPPR_RETRY) {
+        LOG(c, SKIPPR_LOG_WARN, "%s s3://%s/%s: %s", what, c->bucket,
+            key ? key : "", r->curl_error ? r->curl_error : "failed");
+        return SKIPPR_RETRY;
+    }
+    if (rc)
+        return rc;
+    if (r->status >= 200 && r->status < 300)
+        return SKIPPR_OK;
+    char code[128];
+    s3_error_code(&r->body, code, sizeof code);
+    int retry = r->status >= 500 || r->status == 429 || r->status == 408;
+    LOG(c, retry ? SKIPPR_LOG_WARN : SKIPPR_LOG_ERROR,
+        "%s s3://%s/%s: HTTP %ld %s", what, c->bucket, key ? key : "",
+        r->status, *code ? code : "");
+    return retry ? SKIPPR_RETRY : SKIPPR_FATAL;
+}
+
+/* The one error line of a request that kept failing: what, where, and
+ * the last cause (transport error or HTTP status). */
+void s3_give_up(s3_ctx *c, const char *what, const char *key,
+                    const resp *r)
+{
+    char cause[160];
+    if (r->curl_error)
+        snprintf(cause, sizeof cause, "%s", r->curl_error);
+    else
+        snprintf(cause, sizeof cause, "HTTP %ld", r->status);
+    LOG(c, SKIPPR_LOG_ERROR, "%s s3://%s/%s: giving up after %lld attempts; "
+        "last: %s (endpoint %s)", what, c->bucket, key ? key : "",
+        (long long)c->max_attempts, cause, c->r_endpoint);
+}
+
+/* Milliseconds to wait before retry number `attempt`: exponential from
+ * 100 ms up to 6.4 s, the upper half jittered. */
+long s3_backoff_ms(int attempt)
+{
+    long ms = 100L << (attempt < 6 ? attempt : 6);
+    return ms / 2 + rand() % (ms / 2 + 1);
+}
+
+void s3_backoff(int attempt)
+{
+    long ms = s3_backoff_ms(attempt);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}

@@ -1,0 +1,157 @@
+/* Private to the S3 plugin: the instance (s3_ctx), the small buffer and
+ * response types, and the calls one file of the plugin makes into
+ * another. The plugin's files:
+ *
+ *   s3.c        options, init/destroy, the descriptor (what S3 does, below)
+ *   creds.c     the AWS credential chain (creds.h)
+ *   sigv4.c     Signature Version 4 (sigv4.h)
+ *   request.c   requests: sign, send, retry, the verdict on an answer
+ *   list.c      listing (ListObjectsV2), serial or by sub-prefix in parallel
+ *   prefetch.c  whole objects fetched ahead on an I/O thread
+ *   read.c      a unit read with ranged GETs (If-Match its ETag)
+ *   sink.c      objects written: PUT or multipart, conditional, checked
+ *
+ * Functions shared across files carry the prefix s3_ (the source and
+ * sink entry points keep src_ and sink_). Everything is hidden in the
+ * shared object but the plugin's entry point.
+ */
+#ifndef SK_S3_H
+#define SK_S3_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <libxml/tree.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <skippr/plugin.h>
+
+#include "creds.h"
+#include "sigv4.h"
+
+
+#define MAX_BODY (16u << 20) /* bound on any buffered response body */
+
+typedef struct s3_ctx {
+    const skippr_host *host;
+    /* options */
+    const char *bucket, *prefix, *start_after, *region, *endpoint;
+    const char *access_key_id, *secret_access_key, *session_token, *profile;
+    const char *addressing, *ca_bundle, *storage_class, *sse;
+    int verify_tls, checksum;
+    int64_t part_size, read_chunk_bytes, max_attempts, timeout_seconds;
+    /* resolved at init */
+    char *r_region, *r_endpoint;
+    s3_creds *creds; /* the credential chain's pick; refreshes itself */
+    char *r_ca; /* ca_bundle, else AWS_CA_BUNDLE; NULL: the system's */
+    int path_style;
+    CURL *curl;
+    /* source: listing handles, kept so that connections are reused across
+     * listings and polls (list_concurrency of them, made on first use) */
+    CURLM *lmulti;
+    CURL **leasy;
+    /* source: fetching ahead on an I/O thread */
+    int64_t concurrency, prefetch_bytes, list_concurrency;
+    struct prefetcher *pf;
+    /* sink: conditional writes */
+    int conditional;  /* option; cleared if the server refuses it */
+    char *replace_key; /* object_check found other content here: replace */
+} s3_ctx;
+
+#define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
+
+typedef struct buf {
+    char *p;
+    size_t n, cap, max;
+} buf;
+
+typedef struct resp {
+    long status;
+    buf body;
+    char etag[128];
+    char meta_slice[128];
+    char meta_crc[32];
+    char content_range[128];
+    const char *curl_error; /* transport failure, static */
+} resp;
+
+
+/* Objects fetched ahead (prefetch.c); read.c takes them. */
+typedef struct pf_item {
+    char *key, *etag;
+    int64_t size, len; /* object size; bytes asked for */
+    resp r;
+    int attempts;
+    int state;     /* 0 queued, 1 in flight, 2 finished */
+    int abandoned; /* closed before it finished: the thread frees it */
+    int taken;     /* opened: out of the queue, never restarted */
+    int64_t retry_at; /* monotonic ms before which it is not restarted */
+    int ok;        /* finished with the wanted bytes */
+    CURL *easy;
+    struct curl_slist *hdrs;
+    char *url;
+    struct pf_item *next;
+} pf_item;
+
+typedef struct prefetcher {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    CURLM *multi;
+    pf_item *head, *tail; /* not yet opened, in open order */
+    int running;
+    int64_t reserved; /* bytes of started, not yet consumed items */
+    int stop;
+    int max_inflight;
+} prefetcher;
+
+/* request.c: requests: sign, send, retry, read the verdict */
+int s3_buf_put(buf *b, const void *d, size_t n);
+void s3_buf_free(buf *b);
+char *s3_env(const char *name);
+void s3_md5_b64(const void *d, size_t n, char out[32]);
+int s3_prepare(const s3_ctx *c, const char *method, const char *key,
+               const sigv4_kv *query, size_t nq, const void *body,
+               size_t blen, const sigv4_kv *hdrs, size_t nh, char *url,
+               size_t url_cap, struct curl_slist **list);
+void s3_easy_setup(const s3_ctx *c, CURL *h, const char *url,
+                   struct curl_slist *list, resp *r);
+int s3_transport_failure(s3_ctx *c, CURLcode cc, resp *r);
+int s3_request(s3_ctx *c, const char *method, const char *key,
+               const sigv4_kv *query, size_t nq, const void *body,
+               size_t blen, const sigv4_kv *hdrs, size_t nh, resp *r);
+void s3_error_code(const buf *b, char *out, size_t cap);
+int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
+               const char *key);
+void s3_give_up(s3_ctx *c, const char *what, const char *key,
+                const resp *r);
+long s3_backoff_ms(int attempt);
+void s3_backoff(int attempt);
+
+/* list.c: listing: serial, or sub-prefixes in parallel */
+const char *s3_child_text(xmlNode *n, const char *name, char *out,
+                          size_t cap);
+int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
+             void *cb_data);
+
+/* prefetch.c: fetching whole objects ahead on an I/O thread */
+void s3_pf_stop(s3_ctx *c);
+int src_prefetch(void *ctx, const skippr_unit *units, size_t n);
+pf_item *s3_pf_take(s3_ctx *c, const char *key);
+void s3_pf_release(s3_ctx *c, pf_item *it);
+
+/* read.c: reading a unit with ranged GETs */
+int src_open(void *ctx, const skippr_unit *u, int64_t offset,
+             void **stream);
+int src_read(void *ctx, void *stream, void *out, size_t cap,
+             size_t *n_out);
+void src_close(void *ctx, void *stream);
+
+/* sink.c: the sink: PUT or multipart upload, conditional, checked */
+int sink_open(void *ctx, const skippr_object_info *info, void **h);
+int sink_write(void *ctx, void *h, const void *p, size_t n);
+void sink_abort(void *ctx, void *h);
+int sink_commit(void *ctx, void *h);
+int sink_check(void *ctx, const skippr_object_info *info);
+
+#endif

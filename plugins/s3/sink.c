@@ -1,0 +1,466 @@
+/* The sink: an object smaller than part_size is one PutObject, a larger
+ * one a multipart upload of part_size parts, each part retried in place.
+ * Every request carries Content-MD5 and (checksum_crc32c) CRC32C; the PUT
+ * or Complete carries If-None-Match: * so a retry after a lost answer
+ * gets 412, and a HEAD then tells our own slice from someone else's.
+ * object_check() compares the slice id and CRC kept in the metadata.
+ *
+ * Thread: one upload thread per instance (the engine gives each upload
+ * thread its own instance).
+ */
+#include "s3.h"
+
+#include <libxml/parser.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct part {
+    char etag[128];
+    char crc[16]; /* base64 CRC32C of the part; "" when not sent */
+} part;
+
+typedef struct s3_obj {
+    char *key; /* prefix + object key */
+    char slice[128];
+    char crc[16];
+    char crc_b64[16]; /* x-amz-checksum-crc32c of the whole object, or "" */
+    char ctype[64];
+    buf data;       /* current part (or the whole small object) */
+    char upload_id[1024];
+    part *parts;
+    size_t nparts, cap;
+    int conditional; /* send If-None-Match: * with the final request */
+} s3_obj;
+
+static void obj_free(s3_obj *o)
+{
+    s3_buf_free(&o->data);
+    free(o->parts);
+    free(o->key);
+    free(o);
+}
+
+/* S3's form of a CRC32C: base64 of its 4 big-endian bytes. */
+static void crc32c_b64(uint32_t crc, char out[16])
+{
+    unsigned char be[4] = {(unsigned char)(crc >> 24),
+                           (unsigned char)(crc >> 16),
+                           (unsigned char)(crc >> 8), (unsigned char)crc};
+    EVP_EncodeBlock((unsigned char *)out, be, 4);
+}
+
+/* Whether to send CRC32C checksums: the option, and a host that computes
+ * them for the parts. */
+static int checksums(const s3_ctx *c)
+{
+    return c->checksum && SKIPPR_HOST_HAS(c->host, crc32c) &&
+           c->host->crc32c != NULL;
+}
+
+/* Headers every written object carries. */
+static size_t object_headers(s3_ctx *c, s3_obj *o, sigv4_kv *h)
+{
+    size_t n = 0;
+    h[n++] = (sigv4_kv){"x-amz-meta-skippr-slice", o->slice};
+    h[n++] = (sigv4_kv){"x-amz-meta-skippr-crc32c", o->crc};
+    h[n++] = (sigv4_kv){"content-type", o->ctype};
+    if (c->storage_class)
+        h[n++] = (sigv4_kv){"x-amz-storage-class", c->storage_class};
+    if (c->sse)
+        h[n++] = (sigv4_kv){"x-amz-server-side-encryption", c->sse};
+    return n;
+}
+
+int sink_open(void *ctx, const skippr_object_info *info, void **h)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = calloc(1, sizeof *o);
+    if (!o)
+        return SKIPPR_RETRY;
+    size_t pl = strlen(c->prefix);
+    size_t kl = pl + 1 + strlen(info->key) + 1;
+    o->key = malloc(kl);
+    if (!o->key) {
+        free(o);
+        return SKIPPR_RETRY;
+    }
+    snprintf(o->key, kl, "%s%s%s", c->prefix,
+             pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
+    snprintf(o->slice, sizeof o->slice, "%s", info->slice_id);
+    snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
+    if (checksums(c))
+        crc32c_b64(info->crc32c, o->crc_b64);
+    snprintf(o->ctype, sizeof o->ctype, "%s",
+             info->content_type ? info->content_type : "application/octet-stream");
+    o->data.max = (size_t)c->part_size;
+    o->conditional = c->conditional &&
+                     !(c->replace_key && strcmp(c->replace_key, o->key) == 0);
+    *h = o;
+    return SKIPPR_OK;
+}
+
+/* HEAD key and compare its metadata with the slice id and CRC: SKIPPR_OK
+ * when they match, SKIPPR_NOENT when there is no object, SKIPPR_CHANGED
+ * when it holds something else, or the request's failure. */
+static int head_compare(s3_ctx *c, const char *key, const char *slice,
+                        const char *crc)
+{
+    resp r = {0};
+    int rc = s3_request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0, &r);
+    if (rc == SKIPPR_OK && r.status == 404) {
+        s3_buf_free(&r.body);
+        return SKIPPR_NOENT;
+    }
+    rc = s3_verdict(c, rc, &r, "head", key);
+    s3_buf_free(&r.body);
+    if (rc)
+        return rc;
+    if (strcmp(r.meta_slice, slice) == 0 && strcmp(r.meta_crc, crc) == 0)
+        return SKIPPR_OK;
+    return SKIPPR_CHANGED;
+}
+
+/* The final request of o answered 412: an object is already there. It is
+ * ours when an earlier attempt succeeded but its answer was lost; anything
+ * else was written by someone else since object_check looked. */
+static int settle_existing(s3_ctx *c, s3_obj *o)
+{
+    int rc = head_compare(c, o->key, o->slice, o->crc);
+    if (rc == SKIPPR_OK) {
+        LOG(c, SKIPPR_LOG_INFO, "s3://%s/%s is already written (an earlier "
+            "attempt succeeded); not replaced", c->bucket, o->key);
+        c->host->counter_add(c->host, "objects_already_there", 1);
+        return SKIPPR_OK;
+    }
+    if (rc == SKIPPR_CHANGED) {
+        LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s was written by another writer "
+            "while skippr wrote slice %s; not replaced", c->bucket, o->key,
+            o->slice);
+        return SKIPPR_FATAL;
+    }
+    return rc == SKIPPR_NOENT ? SKIPPR_RETRY : rc; /* gone again: retry */
+}
+
+/* Judge the answer to a conditional final request. Sets *settled when a
+ * 412 was resolved (the object is there, or a conflict is fatal). */
+static int conditional_verdict(s3_ctx *c, s3_obj *o, int rc, resp *r,
+                               const char *what, int *settled)
+{
+    *settled = 0;
+    if (rc == SKIPPR_OK && o->conditional && r->status == 412) {
+        *settled = 1;
+        return settle_existing(c, o);
+    }
+    if (rc == SKIPPR_OK && o->conditional && r->status == 501) {
+        LOG(c, SKIPPR_LOG_INFO, "%s s3://%s/%s: the server does not support "
+            "If-None-Match; writing unconditionally from now on", what,
+            c->bucket, o->key);
+        c->conditional = 0;
+        return SKIPPR_RETRY;
+    }
+    return s3_verdict(c, rc, r, what, o->key);
+}
+
+/* Abort unfinished multipart uploads of this key (a crashed attempt). */
+static int abort_orphans(s3_ctx *c, s3_obj *o)
+{
+    sigv4_kv q[] = {{"uploads", ""}, {"prefix", o->key}};
+    resp r = {0};
+    int rc = s3_request(c, "GET", NULL, q, 2, NULL, 0, NULL, 0, &r);
+    if (rc == SKIPPR_OK && r.status == 501) {
+        /* Some S3-compatible servers cannot list uploads. */
+        LOG(c, SKIPPR_LOG_DEBUG, "list uploads: not implemented by the "
+            "server; unfinished uploads cannot be aborted (set an "
+            "AbortIncompleteMultipartUpload lifecycle rule)");
+        s3_buf_free(&r.body);
+        return SKIPPR_OK;
+    }
+    rc = s3_verdict(c, rc, &r, "list uploads", o->key);
+    if (rc) {
+        s3_buf_free(&r.body);
+        return rc;
+    }
+    xmlDoc *doc = xmlReadMemory(r.body.p ? r.body.p : "", (int)r.body.n, NULL,
+                                NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
+    s3_buf_free(&r.body);
+    xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
+    for (xmlNode *n = root ? root->children : NULL; n && !rc; n = n->next) {
+        if (n->type != XML_ELEMENT_NODE ||
+            strcmp((const char *)n->name, "Upload") != 0)
+            continue;
+        char key[2048], id[1024];
+        s3_child_text(n, "Key", key, sizeof key);
+        s3_child_text(n, "UploadId", id, sizeof id);
+        if (strcmp(key, o->key) != 0)
+            continue;
+        sigv4_kv dq[] = {{"uploadId", id}};
+        resp d = {0};
+        /* A failed abort leaves storage behind, not wrong data: warn. */
+        if (s3_verdict(c, s3_request(c, "DELETE", o->key, dq, 1, NULL, 0, NULL, 0,
+                               &d), &d, "abort orphaned upload",
+                    o->key) == SKIPPR_OK)
+            LOG(c, SKIPPR_LOG_INFO, "aborted an unfinished upload of "
+                "s3://%s/%s left by an earlier attempt", c->bucket, o->key);
+        s3_buf_free(&d.body);
+    }
+    if (doc)
+        xmlFreeDoc(doc);
+    return rc;
+}
+
+/* Tries of one part or one Complete within a write, before the engine's
+ * own retry writes the whole object again: a multipart object is several
+ * requests, and one failure among them should not cost all of them. */
+#define SINK_TRIES 3
+
+static int upload_part(s3_ctx *c, s3_obj *o)
+{
+    int rc;
+    if (!*o->upload_id) {
+        if ((rc = abort_orphans(c, o)))
+            return rc;
+        sigv4_kv q[] = {{"uploads", ""}};
+        sigv4_kv h[10];
+        size_t nh = object_headers(c, o, h);
+        if (*o->crc_b64) {
+            /* Parts carry their CRC32C; Complete, the whole object's. */
+            h[nh++] = (sigv4_kv){"x-amz-checksum-algorithm", "CRC32C"};
+            h[nh++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
+        }
+        resp r = {0};
+        rc = s3_verdict(c, s3_request(c, "POST", o->key, q, 1, NULL, 0, h, nh, &r),
+                     &r, "start multipart upload", o->key);
+        if (!rc) {
+            const char *s = r.body.p ? strstr(r.body.p, "<UploadId>") : NULL;
+            const char *e = s ? strstr(s, "</UploadId>") : NULL;
+            if (!s || !e || (size_t)(e - s - 10) >= sizeof o->upload_id) {
+                LOG(c, SKIPPR_LOG_ERROR, "start multipart upload s3://%s/%s: "
+                    "no UploadId in the answer", c->bucket, o->key);
+                rc = SKIPPR_RETRY;
+            } else {
+                snprintf(o->upload_id, sizeof o->upload_id, "%.*s",
+                         (int)(e - s - 10), s + 10);
+            }
+        }
+        s3_buf_free(&r.body);
+        if (rc)
+            return rc;
+    }
+    if (o->nparts == o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 16;
+        part *np = realloc(o->parts, nc * sizeof *np);
+        if (!np)
+            return SKIPPR_RETRY;
+        o->parts = np;
+        o->cap = nc;
+    }
+    char num[16], md5[32];
+    snprintf(num, sizeof num, "%zu", o->nparts + 1);
+    s3_md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
+    char pcrc[16] = "";
+    if (*o->crc_b64)
+        crc32c_b64(c->host->crc32c(0, o->data.p ? o->data.p : "", o->data.n),
+                   pcrc);
+    sigv4_kv q[] = {{"partNumber", num}, {"uploadId", o->upload_id}};
+    sigv4_kv h[] = {{"content-md5", md5}, {"x-amz-checksum-crc32c", pcrc}};
+    resp r = {0};
+    /* A part is written again in place (same number, same bytes), so any
+     * failure is retried here first. */
+    for (int attempt = 0; attempt < SINK_TRIES; attempt++) {
+        if (attempt) {
+            s3_buf_free(&r.body);
+            memset(&r, 0, sizeof r);
+            if (c->host->should_stop(c->host))
+                break;
+            s3_backoff(attempt);
+        }
+        rc = s3_verdict(c, s3_request(c, "PUT", o->key, q, 2, o->data.p, o->data.n,
+                                h, *pcrc ? 2 : 1, &r),
+                     &r, "upload part", o->key);
+        if (rc != SKIPPR_RETRY)
+            break;
+    }
+    if (!rc && !*r.etag) {
+        LOG(c, SKIPPR_LOG_ERROR, "upload part of s3://%s/%s: no ETag",
+            c->bucket, o->key);
+        rc = SKIPPR_RETRY;
+    }
+    if (!rc) {
+        snprintf(o->parts[o->nparts].etag, sizeof o->parts[0].etag, "%s",
+                 r.etag);
+        memcpy(o->parts[o->nparts].crc, pcrc, sizeof pcrc);
+        o->nparts++;
+        o->data.n = 0;
+        c->host->counter_add(c->host, "parts_uploaded", 1);
+    }
+    s3_buf_free(&r.body);
+    return rc;
+}
+
+int sink_write(void *ctx, void *h, const void *p, size_t n)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    const char *d = p;
+    while (n > 0) {
+        size_t room = (size_t)c->part_size - o->data.n;
+        size_t k = n < room ? n : room;
+        if (s3_buf_put(&o->data, d, k))
+            return SKIPPR_RETRY;
+        d += k;
+        n -= k;
+        if (o->data.n == (size_t)c->part_size) {
+            int rc = upload_part(c, o);
+            if (rc)
+                return rc;
+        }
+    }
+    return SKIPPR_OK;
+}
+
+void sink_abort(void *ctx, void *h)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    if (*o->upload_id) {
+        sigv4_kv q[] = {{"uploadId", o->upload_id}};
+        resp r = {0};
+        int rc = s3_request(c, "DELETE", o->key, q, 1, NULL, 0, NULL, 0, &r);
+        if (rc == SKIPPR_OK && r.status == 404)
+            /* NoSuchUpload: it completed (the answer was lost) or is
+             * already gone; the retry settles which. */
+            LOG(c, SKIPPR_LOG_DEBUG, "abort upload s3://%s/%s: no such "
+                "upload", c->bucket, o->key);
+        else
+            s3_verdict(c, rc, &r, "abort upload", o->key);
+        s3_buf_free(&r.body);
+    }
+    obj_free(o);
+}
+
+/* CompleteMultipartUpload of o's parts. A Complete the server says failed
+ * (5xx, or 200 with an <Error> body, which S3 asks to retry) is sent again
+ * up to SINK_TRIES times; a transport failure, whose request may have been
+ * carried out, goes back to the engine, which first asks object_check.
+ * Sets *settled as conditional_verdict does. */
+static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
+{
+    buf x = {0};
+    x.max = 1u << 24;
+    int bad = s3_buf_put(&x, "<CompleteMultipartUpload>", 25);
+    for (size_t i = 0; i < o->nparts && !bad; i++) {
+        char line[320], sum[64] = "";
+        if (*o->parts[i].crc)
+            snprintf(sum, sizeof sum, "<ChecksumCRC32C>%s</ChecksumCRC32C>",
+                     o->parts[i].crc);
+        int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
+                          "</PartNumber><ETag>\"%s\"</ETag>%s</Part>",
+                          i + 1, o->parts[i].etag, sum);
+        bad = s3_buf_put(&x, line, (size_t)ln);
+    }
+    bad = bad || s3_buf_put(&x, "</CompleteMultipartUpload>", 26);
+    if (bad) {
+        s3_buf_free(&x);
+        return SKIPPR_RETRY;
+    }
+    sigv4_kv q[] = {{"uploadId", o->upload_id}};
+    sigv4_kv ch[3];
+    size_t nch = 0;
+    if (*o->crc_b64) {
+        ch[nch++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
+        ch[nch++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
+    }
+    if (o->conditional)
+        ch[nch++] = (sigv4_kv){"if-none-match", "*"};
+    int rc = SKIPPR_RETRY;
+    for (int attempt = 0; attempt < SINK_TRIES; attempt++) {
+        if (attempt) {
+            if (c->host->should_stop(c->host))
+                break;
+            s3_backoff(attempt);
+        }
+        resp r = {0};
+        rc = conditional_verdict(c, o, s3_request(c, "POST", o->key, q, 1, x.p,
+                                               x.n, ch, nch, &r),
+                                 &r, "complete upload", settled);
+        int refused = rc == SKIPPR_RETRY && !r.curl_error && r.status >= 500;
+        /* S3 may answer 200 and put the failure in the body. */
+        if (!rc && !*settled && r.body.p && strstr(r.body.p, "<Error>")) {
+            char code[128];
+            s3_error_code(&r.body, code, sizeof code);
+            LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: 200 with an "
+                "error in the body (%s)", c->bucket, o->key, code);
+            rc = SKIPPR_RETRY;
+            refused = 1;
+        }
+        s3_buf_free(&r.body);
+        if (rc != SKIPPR_RETRY || !refused)
+            break;
+    }
+    s3_buf_free(&x);
+    return rc;
+}
+
+int sink_commit(void *ctx, void *h)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    int rc;
+    if (!*o->upload_id) {
+        char md5[32];
+        s3_md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
+        sigv4_kv hd[10];
+        size_t nh = object_headers(c, o, hd);
+        hd[nh++] = (sigv4_kv){"content-md5", md5};
+        if (*o->crc_b64)
+            hd[nh++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
+        if (o->conditional)
+            hd[nh++] = (sigv4_kv){"if-none-match", "*"};
+        resp r = {0};
+        int settled;
+        rc = conditional_verdict(c, o,
+                                 s3_request(c, "PUT", o->key, NULL, 0,
+                                         o->data.p ? o->data.p : "",
+                                         o->data.n, hd, nh, &r),
+                                 &r, "put", &settled);
+        s3_buf_free(&r.body);
+    } else {
+        rc = o->data.n ? upload_part(c, o) : SKIPPR_OK;
+        if (!rc) {
+            int settled = 0;
+            rc = complete_upload(c, o, &settled);
+            if (settled && rc == SKIPPR_OK) {
+                /* Ours is already there: drop this upload's parts. */
+                sink_abort(ctx, h);
+                return SKIPPR_OK;
+            }
+        }
+    }
+    if (rc) {
+        /* The engine will write the whole object again. */
+        sink_abort(ctx, h);
+        return rc;
+    }
+    c->host->counter_add(c->host, "objects_written", 1);
+    obj_free(o);
+    return SKIPPR_OK;
+}
+
+int sink_check(void *ctx, const skippr_object_info *info)
+{
+    s3_ctx *c = ctx;
+    size_t pl = strlen(c->prefix);
+    char key[4096];
+    snprintf(key, sizeof key, "%s%s%s", c->prefix,
+             pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", info->crc32c);
+    free(c->replace_key);
+    c->replace_key = NULL;
+    int rc = head_compare(c, key, info->slice_id, crc);
+    if (rc == SKIPPR_CHANGED && !(c->replace_key = strdup(key)))
+        return SKIPPR_NOMEM; /* the engine replaces it: no If-None-Match */
+    return rc;
+}
