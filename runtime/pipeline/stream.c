@@ -15,16 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- streaming sources ---------------------------------------------------
- *
- * A streaming source (Kafka, MQTT, HTTP push) calls host->emit() from its
- * poll(), one message per record. Each unit's next position lives in the
- * ledger like a file's offset and is made durable by the same group
- * commits; only after a durable commit are positions acked to the source.
- * A message below its unit's durable position was copied already and is
- * dropped, so a source that redelivers (a rebalance, a restart before the
- * ack reached the broker) never duplicates a record. */
-
 /* The engine's record of a unit, looked up (and resumed from the ledger
  * file) on first sight. NULL on allocation or ledger failure (*rc). */
 static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
