@@ -52,14 +52,14 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
     if (s3_prepare(c, "GET", it->key, NULL, 0, NULL, 0, h, *it->etag ? 2 : 1,
                 url, sizeof url, &it->hdrs) != SKIPPR_OK ||
         !(it->easy = it->easy ? it->easy : curl_easy_init())) {
-        it->state = 2;
+        it->state = PF_FINISHED;
         it->ok = 0;
         return;
     }
     s3_easy_setup(c, it->easy, url, it->hdrs, &it->r);
     curl_easy_setopt(it->easy, CURLOPT_PRIVATE, it);
     curl_multi_add_handle(pf->multi, it->easy);
-    it->state = 1;
+    it->state = PF_IN_FLIGHT;
     it->attempts++;
     pf->running++;
     if (pf->running > pf->max_inflight)
@@ -83,7 +83,7 @@ static void *pf_main(void *arg)
         int64_t now = now_ms();
         for (pf_item *it = pf->head; it && pf->running < c->concurrency;
              it = it->next) {
-            if (it->state != 0 || it->retry_at > now)
+            if (it->state != PF_QUEUED || it->retry_at > now)
                 continue;
             if (pf->reserved > 0 && pf->reserved + it->len > c->prefetch_bytes)
                 break; /* backpressure: wait for the engine to consume */
@@ -132,10 +132,10 @@ static void *pf_main(void *arg)
                        it->attempts < c->max_attempts) {
                 /* Queue it again, after a backoff with jitter. */
                 it->retry_at = now_ms() + s3_backoff_ms(it->attempts);
-                it->state = 0;
+                it->state = PF_QUEUED;
                 pf->reserved -= it->len;
             } else {
-                it->state = 2; /* done, or given up: open() falls back */
+                it->state = PF_FINISHED; /* done, or given up: open() falls back */
             }
         }
         pthread_cond_broadcast(&pf->cv);
@@ -204,11 +204,11 @@ int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
 /* Drop one item no longer wanted; lock held. */
 static void pf_drop_locked(prefetcher *pf, pf_item *it)
 {
-    if (it->state == 1) {
+    if (it->state == PF_IN_FLIGHT) {
         it->abandoned = 1; /* the I/O thread frees it when it finishes */
         return;
     }
-    if (it->state == 2)
+    if (it->state == PF_FINISHED)
         pf->reserved -= it->len;
     if (it->easy)
         curl_easy_cleanup(it->easy);
@@ -238,7 +238,7 @@ pf_item *s3_pf_take(s3_ctx *c, const char *key)
             pf->tail = NULL;
         it->next = NULL;
         it->taken = 1;
-        if (it->state == 0) {
+        if (it->state == PF_QUEUED) {
             /* Not started (or waiting to retry): read it directly. */
             pf_drop_locked(pf, it);
             it = NULL;

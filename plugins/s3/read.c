@@ -110,7 +110,7 @@ int src_read(void *ctx, void *stream, void *out, size_t cap,
         prefetcher *pf = c->pf;
         pf_item *it = s->ahead;
         pthread_mutex_lock(&pf->mu);
-        while (it->state != 2)
+        while (it->state != PF_FINISHED)
             pthread_cond_wait(&pf->cv, &pf->mu);
         pthread_mutex_unlock(&pf->mu);
         if (it->ok) {

@@ -20,14 +20,14 @@
 int s3_buf_put(buf *b, const void *d, size_t n)
 {
     if (n > b->max - b->n)
-        return -1;
+        return SKIPPR_RANGE;
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
         while (nc < b->n + n + 1)
             nc *= 2;
         char *q = realloc(b->p, nc);
         if (!q)
-            return -1;
+            return SKIPPR_NOMEM;
         b->p = q;
         b->cap = nc;
     }
@@ -68,7 +68,8 @@ void s3_md5_b64(const void *d, size_t n, char out[32])
 static size_t on_body(char *p, size_t sz, size_t n, void *ud)
 {
     resp *r = ud;
-    return s3_buf_put(&r->body, p, sz * n) == 0 ? sz * n : 0;
+    r->body_rc = s3_buf_put(&r->body, p, sz * n);
+    return r->body_rc == SKIPPR_OK ? sz * n : 0;
 }
 
 static void header_value(const char *line, size_t n, const char *name,
@@ -213,6 +214,13 @@ void s3_easy_setup(const s3_ctx *c, CURL *h, const char *url,
 int s3_transport_failure(s3_ctx *c, CURLcode cc, resp *r)
 {
     r->curl_error = curl_easy_strerror(cc);
+    if (cc == CURLE_WRITE_ERROR && r->body_rc == SKIPPR_NOMEM)
+        return SKIPPR_NOMEM; /* the answer's body did not fit in memory */
+    if (cc == CURLE_WRITE_ERROR && r->body_rc == SKIPPR_RANGE) {
+        LOG(c, SKIPPR_LOG_ERROR, "an answer from %s was larger than %u "
+            "bytes, more than S3 sends", c->r_endpoint, MAX_BODY);
+        return SKIPPR_FATAL;
+    }
     switch (cc) {
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:

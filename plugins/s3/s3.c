@@ -114,50 +114,53 @@ static const skippr_option sink_options[] = {
         "(one that answered 412 is compared by HEAD)."),
     {NULL, 0, NULL, 0, 0, NULL}};
 
-static int init(void *ctx, const skippr_host *host)
+/* Region, endpoint and CA bundle: the options, else the variables and
+ * config file the AWS SDKs read. *custom: the endpoint is not AWS's. */
+static int resolve_endpoint(s3_ctx *c, int *custom)
 {
-    s3_ctx *c = ctx;
-    c->host = host;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    xmlInitParser();
+    int rc = SKIPPR_NOMEM;
     char *profile = c->profile ? strdup(c->profile) : s3_env("AWS_PROFILE");
     if (!profile)
         profile = strdup("default");
     if (!profile)
-        return SKIPPR_NOMEM;
+        goto out;
     char cfg_file[1024], section[300];
     s3_aws_file("AWS_CONFIG_FILE", "config", cfg_file, sizeof cfg_file);
     c->r_region = c->region ? strdup(c->region) : s3_env("AWS_REGION");
-    if (!c->r_region)
+    if (!c->r_region && !c->region)
         c->r_region = s3_env("AWS_DEFAULT_REGION");
-    if (!c->r_region) {
+    if (!c->r_region && !c->region) {
         snprintf(section, sizeof section, "%s%s",
                  strcmp(profile, "default") ? "profile " : "", profile);
         c->r_region = s3_ini_get(cfg_file, section, "region");
     }
-    if (!c->r_region)
+    if (!c->r_region && !c->region)
         c->r_region = strdup("us-east-1");
     c->r_endpoint = c->endpoint ? strdup(c->endpoint)
                                 : s3_env("AWS_ENDPOINT_URL_S3");
-    if (!c->r_endpoint)
+    if (!c->r_endpoint && !c->endpoint)
         c->r_endpoint = s3_env("AWS_ENDPOINT_URL");
-    int custom = c->r_endpoint != NULL;
-    if (!c->r_endpoint) {
+    *custom = c->r_endpoint != NULL;
+    if (!c->r_endpoint && !c->endpoint && c->r_region) {
         char e[256];
         snprintf(e, sizeof e, "https://s3.%s.amazonaws.com", c->r_region);
         c->r_endpoint = strdup(e);
     }
     c->r_ca = c->ca_bundle ? strdup(c->ca_bundle) : s3_env("AWS_CA_BUNDLE");
-    if (c->ca_bundle && !c->r_ca) {
-        free(profile);
-        return SKIPPR_NOMEM;
-    }
+    if (!c->r_region || !c->r_endpoint || (c->ca_bundle && !c->r_ca))
+        goto out; /* a strdup() failed */
     size_t el = strlen(c->r_endpoint);
     while (el && c->r_endpoint[el - 1] == '/')
         c->r_endpoint[--el] = '\0';
+    rc = SKIPPR_OK;
+out:
     free(profile);
-    if (!c->r_region || !c->r_endpoint)
-        return SKIPPR_NOMEM;
+    return rc;
+}
+
+/* The options that need more than their type checked. */
+static int check_options(s3_ctx *c, const skippr_host *host, int custom)
+{
     if (strcmp(c->addressing, "path") == 0)
         c->path_style = 1;
     else if (strcmp(c->addressing, "virtual") == 0)
@@ -200,19 +203,33 @@ static int init(void *ctx, const skippr_host *host)
                                 : 256LL << 20;
     if (c->prefetch_bytes < (1 << 20))
         c->prefetch_bytes = 1 << 20;
-    c->curl = curl_easy_init();
-    if (!c->curl)
-        return SKIPPR_NOMEM;
-    s3_creds_config cc = {host, c->access_key_id, c->secret_access_key,
-                          c->session_token, c->profile, c->r_region,
-                          c->r_ca, c->verify_tls};
-    c->creds = s3_creds_new(&cc);
-    if (!c->creds)
-        return SKIPPR_INVAL; /* logged */
-    LOG(c, SKIPPR_LOG_DEBUG, "s3://%s/%s via %s (%s-style, region %s)",
-        c->bucket, c->prefix, c->r_endpoint,
-        c->path_style ? "path" : "virtual", c->r_region);
     return SKIPPR_OK;
+}
+
+/* What init() makes, destroy() frees, also after a failed init(). */
+static int init(void *ctx, const skippr_host *host)
+{
+    s3_ctx *c = ctx;
+    int rc, custom = 0;
+    c->host = host;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    xmlInitParser();
+    if (!(rc = resolve_endpoint(c, &custom)))
+        rc = check_options(c, host, custom);
+    if (!rc && !(c->curl = curl_easy_init()))
+        rc = SKIPPR_NOMEM;
+    if (!rc) {
+        s3_creds_config cc = {host, c->access_key_id, c->secret_access_key,
+                              c->session_token, c->profile, c->r_region,
+                              c->r_ca, c->verify_tls};
+        if (!(c->creds = s3_creds_new(&cc)))
+            rc = SKIPPR_INVAL; /* logged */
+    }
+    if (!rc)
+        LOG(c, SKIPPR_LOG_DEBUG, "s3://%s/%s via %s (%s-style, region %s)",
+            c->bucket, c->prefix, c->r_endpoint,
+            c->path_style ? "path" : "virtual", c->r_region);
+    return rc;
 }
 
 static void destroy(void *ctx)

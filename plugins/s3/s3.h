@@ -73,16 +73,23 @@ typedef struct resp {
     char meta_crc[32];
     char content_range[128];
     const char *curl_error; /* transport failure, static */
+    int body_rc; /* why the body stopped: SKIPPR_NOMEM or SKIPPR_RANGE */
 } resp;
 
 
 /* Objects fetched ahead (prefetch.c); read.c takes them. */
+typedef enum pf_state {
+    PF_QUEUED = 0, /* waiting for a transfer slot */
+    PF_IN_FLIGHT,  /* its GET is running on the I/O thread */
+    PF_FINISHED    /* done, or given up: open() falls back to ranged GETs */
+} pf_state;
+
 typedef struct pf_item {
     char *key, *etag;
     int64_t size, len; /* object size; bytes asked for */
     resp r;
     int attempts;
-    int state;     /* 0 queued, 1 in flight, 2 finished */
+    pf_state state;
     int abandoned; /* closed before it finished: the thread frees it */
     int taken;     /* opened: out of the queue, never restarted */
     int64_t retry_at; /* monotonic ms before which it is not restarted */

@@ -307,13 +307,13 @@ int sink_write(void *ctx, void *h, const void *p, size_t n)
     while (n > 0) {
         size_t room = (size_t)c->part_size - o->data.n;
         size_t k = n < room ? n : room;
-        if (s3_buf_put(&o->data, d, k))
-            return SKIPPR_RETRY;
+        int rc = s3_buf_put(&o->data, d, k);
+        if (rc)
+            return rc; /* NOMEM: part_size bytes did not fit */
         d += k;
         n -= k;
         if (o->data.n == (size_t)c->part_size) {
-            int rc = upload_part(c, o);
-            if (rc)
+            if ((rc = upload_part(c, o)))
                 return rc;
         }
     }
@@ -360,10 +360,11 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
                           i + 1, o->parts[i].etag, sum);
         bad = s3_buf_put(&x, line, (size_t)ln);
     }
-    bad = bad || s3_buf_put(&x, "</CompleteMultipartUpload>", 26);
+    if (!bad)
+        bad = s3_buf_put(&x, "</CompleteMultipartUpload>", 26);
     if (bad) {
         s3_buf_free(&x);
-        return SKIPPR_RETRY;
+        return bad; /* NOMEM, or RANGE past 16 MiB of part list */
     }
     sigv4_kv q[] = {{"uploadId", o->upload_id}};
     sigv4_kv ch[3];
