@@ -29,6 +29,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "growbuf.h"
 #include "http.h"
 
 #define ANSWER_TIMEOUT_S 60
@@ -39,8 +40,7 @@ typedef enum { REQ_QUEUED, REQ_TAKEN, REQ_DONE } req_state;
 
 typedef struct req {
     struct req *next;
-    char *body;
-    size_t len, cap;
+    skippr_buf body; /* at most max_body_bytes */
     int too_big;
     int denied;     /* 401 */
     const char *format; /* from the Content-Type; NULL: not known */
@@ -157,7 +157,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
 {
     pthread_mutex_lock(&c->mu);
     c->last_req_ms = now_ms();
-    if (c->stopping || c->queued + (int64_t)r->len > c->max_queued_bytes) {
+    if (c->stopping || c->queued + (int64_t)r->body.n > c->max_queued_bytes) {
         pthread_mutex_unlock(&c->mu);
         c->host->counter_add(c->host, "answered_503", 1);
         return answer(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
@@ -168,7 +168,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
     else
         c->head = r;
     c->tail = r;
-    c->queued += (int64_t)r->len;
+    c->queued += (int64_t)r->body.n;
     pthread_cond_signal(&c->arrived);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -194,7 +194,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
         for (req *q = c->head; q; q = q->next) {
             if (q == r) {
                 *pp = q->next;
-                c->queued -= (int64_t)q->len;
+                c->queued -= (int64_t)q->body.n;
                 break;
             }
             pp = &q->next;
@@ -236,24 +236,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
     }
     if (*size) {
         if (!r->denied && !r->too_big) {
-            if ((int64_t)(r->len + *size) > c->max_body_bytes) {
+            r->body.max = (size_t)c->max_body_bytes;
+            int rc = skippr_buf_put(&r->body, data, *size);
+            if (rc == SKIPPR_NOMEM)
+                return MHD_NO;
+            if (rc) { /* past max_body_bytes: answered 413 */
                 r->too_big = 1;
-                free(r->body);
-                r->body = NULL;
-                r->len = r->cap = 0;
-            } else {
-                if (r->len + *size > r->cap) {
-                    size_t nc = r->cap ? r->cap * 2 : 65536;
-                    while (nc < r->len + *size)
-                        nc *= 2;
-                    char *nb = realloc(r->body, nc);
-                    if (!nb)
-                        return MHD_NO;
-                    r->body = nb;
-                    r->cap = nc;
-                }
-                memcpy(r->body + r->len, data, *size);
-                r->len += *size;
+                skippr_buf_free(&r->body);
             }
         }
         *size = 0;
@@ -278,7 +267,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)toe;
     req *r = *con_cls;
     if (r) {
-        free(r->body);
+        skippr_buf_free(&r->body);
         free(r);
         *con_cls = NULL;
     }
@@ -360,7 +349,8 @@ static void destroy(void *ctx)
 static int emit_body(hpush *c, req *r, int *bad)
 {
     skippr_message m = {.struct_size = sizeof m, .unit = c->unit,
-                        .position = c->next, .data = r->body, .len = r->len,
+                        .position = c->next, .data = r->body.p,
+                        .len = r->body.n,
                         .flags = SKIPPR_MSG_DOCUMENT, .format = r->format,
                         .problem = r->reason,
                         .problem_cap = sizeof r->reason};

@@ -18,7 +18,9 @@
 #include <time.h>
 
 #include "curl_tls.h"
+#include "backoff.h"
 #include "curl_trace.h"
+#include "growbuf.h"
 #include "http.h"
 
 typedef struct hsink {
@@ -34,13 +36,13 @@ typedef struct hsink {
     const skippr_host *host;
     CURL *curl;
     struct curl_slist *base; /* Content-Type and the extra headers */
+    skippr_backoff backoff;  /* waits between a part's attempts */
 } hsink;
 
 typedef struct hpart {
     char slice[64];
     int part;
-    char *buf;
-    size_t len, cap;
+    skippr_buf body; /* the part being filled: records and newlines */
 } hpart;
 
 static const skippr_option options[] = {
@@ -79,6 +81,7 @@ static int init(void *ctx, const skippr_host *host)
 {
     hsink *c = ctx;
     c->host = host;
+    skippr_backoff_init(&c->backoff, 100, 3200);
     if (c->max_attempts < 1 || c->max_attempts > 100) {
         HLOG(host, SKIPPR_LOG_ERROR, "max_attempts must be 1 to 100");
         return SKIPPR_INVAL;
@@ -137,8 +140,8 @@ static int post_once(hsink *c, hpart *p)
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, c->url);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, p->buf ? p->buf : "");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->len);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, p->body.p ? p->body.p : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body.n);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, all);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)c->timeout_seconds);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -183,8 +186,8 @@ static int post_once(hsink *c, hpart *p)
 }
 
 /* POST one part, retrying what may succeed later with backoff (100 ms
- * doubling to 2 s), so that one refused request does not cost the whole
- * object's earlier parts. */
+ * doubling to 3.2 s, jittered: backoff.h), so that one refused request
+ * does not cost the whole object's earlier parts. */
 static int post(hsink *c, hpart *p)
 {
     int rc = SKIPPR_RETRY;
@@ -192,9 +195,7 @@ static int post(hsink *c, hpart *p)
         if (a) {
             if (c->host->should_stop(c->host))
                 return SKIPPR_STOPPED;
-            long ms = 100L << (a < 5 ? a - 1 : 4);
-            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-            nanosleep(&ts, NULL);
+            skippr_backoff_sleep(&c->backoff, (int)a);
         }
         if ((rc = post_once(c, p)) != SKIPPR_RETRY)
             return rc;
@@ -217,35 +218,25 @@ static int sink_write(void *ctx, void *h, const void *buf, size_t len)
 {
     hsink *c = ctx;
     hpart *p = h;
-    if (p->len && p->len + len + 1 > (size_t)c->batch_bytes) {
+    if (p->body.n && p->body.n + len + 1 > (size_t)c->batch_bytes) {
         int rc = post(c, p);
         if (rc)
             return rc;
         p->part++;
-        p->len = 0;
+        p->body.n = 0;
     }
-    if (p->len + len + 1 > p->cap) {
-        size_t nc = p->cap ? p->cap : 65536;
-        while (nc < p->len + len + 1)
-            nc *= 2;
-        char *nb = realloc(p->buf, nc);
-        if (!nb)
-            return SKIPPR_NOMEM;
-        p->buf = nb;
-        p->cap = nc;
-    }
-    memcpy(p->buf + p->len, buf, len);
-    p->buf[p->len + len] = '\n';
-    p->len += len + 1;
-    return SKIPPR_OK;
+    int rc = skippr_buf_reserve(&p->body, len + 1);
+    if (!rc)
+        rc = skippr_buf_put(&p->body, buf, len);
+    return rc ? rc : skippr_buf_put(&p->body, "\n", 1);
 }
 
 static int sink_commit(void *ctx, void *h)
 {
     hsink *c = ctx;
     hpart *p = h;
-    int rc = p->len ? post(c, p) : SKIPPR_OK;
-    free(p->buf);
+    int rc = p->body.n ? post(c, p) : SKIPPR_OK;
+    skippr_buf_free(&p->body);
     free(p);
     return rc;
 }
@@ -254,7 +245,7 @@ static void sink_abort(void *ctx, void *h)
 {
     (void)ctx;
     hpart *p = h;
-    free(p->buf);
+    skippr_buf_free(&p->body);
     free(p);
 }
 

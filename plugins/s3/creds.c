@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "curl_trace.h"
+#include "growbuf.h"
 #include "sigv4.h"
 
 #define MAX_ANSWER (64u << 10) /* bound on a credentials answer */
@@ -183,35 +184,24 @@ static time_t parse_iso8601(const char *s)
 
 /* ---- HTTP ------------------------------------------------------------------- */
 
+/* An answer's body, at most MAX_ANSWER bytes; rc says why it stopped. */
 typedef struct answer {
-    char *p;
-    size_t n;
-    int too_big;
+    skippr_buf b;
+    int rc; /* SKIPPR_RANGE: too large; SKIPPR_NOMEM */
 } answer;
 
 static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 {
     answer *a = ud;
-    size_t len = sz * n;
-    if (a->n + len > MAX_ANSWER) {
-        a->too_big = 1;
-        return 0;
-    }
-    char *q = realloc(a->p, a->n + len + 1);
-    if (!q)
-        return 0;
-    memcpy(q + a->n, p, len);
-    a->p = q;
-    a->n += len;
-    a->p[a->n] = '\0';
-    return len;
+    a->rc = skippr_buf_put(&a->b, p, sz * n);
+    return a->rc ? 0 : sz * n;
 }
 
 static void answer_free(answer *a)
 {
-    if (a->p) {
-        OPENSSL_cleanse(a->p, a->n);
-        free(a->p);
+    if (a->b.p) {
+        OPENSSL_cleanse(a->b.p, a->b.n);
+        skippr_buf_free(&a->b);
     }
     memset(a, 0, sizeof *a);
 }
@@ -226,6 +216,7 @@ static long http_call(s3_creds *cr, const char *method, const char *url,
     CURL *h = cr->curl;
     curl_easy_reset(h);
     memset(a, 0, sizeof *a);
+    a->b.max = MAX_ANSWER;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (body) {
@@ -249,13 +240,15 @@ static long http_call(s3_creds *cr, const char *method, const char *url,
     skippr_curl_trace(h, cr->host);
     CURLcode cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
-        *why = a->too_big ? "answer too large" : curl_easy_strerror(cc);
+        *why = a->rc == SKIPPR_RANGE   ? "answer too large"
+               : a->rc == SKIPPR_NOMEM ? "out of memory"
+                                       : curl_easy_strerror(cc);
         answer_free(a);
         return -1;
     }
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (!a->p && !(a->p = calloc(1, 1))) {
+    if (!a->b.p && skippr_buf_put(&a->b, "", 0)) {
         *why = "out of memory";
         return -1;
     }
@@ -457,7 +450,7 @@ static int sts_call(s3_creds *cr, const char *body, const s3_cred *sign,
         *why = st == 403 || st == 400 ? "STS refused the request"
                                       : "STS answered an error status";
     else
-        rc = parse_sts(a.p, a.n, out, why);
+        rc = parse_sts(a.b.p, a.b.n, out, why);
     answer_free(&a);
     return rc;
 }
@@ -570,7 +563,7 @@ static int json_answer(long st, answer *a, const char *failed, s3_cred *out,
     if (st != 200)
         *why = failed;
     else
-        rc = parse_json_creds(a->p, "Token", out, why);
+        rc = parse_json_creds(a->b.p, "Token", out, why);
     answer_free(a);
     return rc;
 }
@@ -626,8 +619,8 @@ static int fetch_imds(s3_creds *cr, s3_cred *out, const char **why)
     l = NULL;
     if (st < 0)
         return -1;
-    if (st == 200 && a.n > 0 && a.n < S3_TOKEN_MAX) {
-        snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", a.p);
+    if (st == 200 && a.b.n > 0 && a.b.n < S3_TOKEN_MAX) {
+        snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", a.b.p);
         l = curl_slist_append(NULL, hdr);
         OPENSSL_cleanse(hdr, sizeof hdr);
     } else if (st != 403 && st != 404 && st != 405) {
@@ -643,8 +636,8 @@ static int fetch_imds(s3_creds *cr, s3_cred *out, const char **why)
                  "%s/latest/meta-data/iam/security-credentials/", cr->url);
         st = http_call(cr, "GET", url, l, NULL, S3_IMDS_TIMEOUT_MS, &a, why);
         if (st == 200) {
-            a.p[strcspn(a.p, "\r\n")] = '\0';
-            snprintf(cr->imds_role, sizeof cr->imds_role, "%s", a.p);
+            a.b.p[strcspn(a.b.p, "\r\n")] = '\0';
+            snprintf(cr->imds_role, sizeof cr->imds_role, "%s", a.b.p);
         }
         if (st >= 0)
             answer_free(&a);

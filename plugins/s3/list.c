@@ -245,8 +245,8 @@ static int list_page(s3_ctx *c, const sigv4_kv *q, size_t nq,
     int rc = SKIPPR_RETRY;
     for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
         if (a) {
-            s3_buf_free(&r.body);
-            s3_backoff(a);
+            skippr_buf_free(&r.body);
+            s3_backoff(c, a);
         }
         rc = s3_verdict(c, s3_request(c, "GET", NULL, q, nq, NULL, 0, NULL, 0, &r),
                      &r, "list", prefix);
@@ -259,7 +259,7 @@ static int list_page(s3_ctx *c, const sigv4_kv *q, size_t nq,
             c->bucket, prefix);
         rc = SKIPPR_FATAL;
     }
-    s3_buf_free(&r.body);
+    skippr_buf_free(&r.body);
     return rc ? SKIPPR_FATAL : SKIPPR_OK;
 }
 
@@ -303,7 +303,7 @@ static void lprefix_start(s3_ctx *c, CURLM *m, lprefix *lp)
     char url[8192];
     curl_slist_free_all(lp->hdrs);
     lp->hdrs = NULL;
-    s3_buf_free(&lp->r.body);
+    skippr_buf_free(&lp->r.body);
     memset(&lp->r, 0, sizeof lp->r);
     lp->r.body.max = MAX_BODY;
     lp->attempts++;
@@ -402,9 +402,9 @@ static int list_step(s3_ctx *c, CURLM *m, const lprefix *head)
                 c->bucket, lp->prefix);
             st = SKIPPR_FATAL;
         }
-        s3_buf_free(&lp->r.body);
+        skippr_buf_free(&lp->r.body);
         if (st == SKIPPR_RETRY && lp->attempts < c->max_attempts) {
-            s3_backoff(lp->attempts);
+            s3_backoff(c, lp->attempts);
             lprefix_start(c, m, lp);
         } else if (st != SKIPPR_OK) {
             if (st == SKIPPR_RETRY)
@@ -514,7 +514,7 @@ static int list_window(s3_ctx *c, char **cps, size_t ncp, size_t i,
         if (w[k].easy)
             curl_multi_remove_handle(m, w[k].easy);
         curl_slist_free_all(w[k].hdrs);
-        s3_buf_free(&w[k].r.body);
+        skippr_buf_free(&w[k].r.body);
         lentries_free(w[k].v, w[k].n);
     }
     free(w);

@@ -29,7 +29,7 @@ static void item_free(pf_item *it)
 {
     if (!it)
         return;
-    s3_buf_free(&it->r.body);
+    skippr_buf_free(&it->r.body);
     curl_slist_free_all(it->hdrs);
     free(it->url);
     free(it->key);
@@ -46,7 +46,7 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
     sigv4_kv h[2] = {{"range", range}, {"if-match", ifm}};
     curl_slist_free_all(it->hdrs);
     it->hdrs = NULL;
-    s3_buf_free(&it->r.body);
+    skippr_buf_free(&it->r.body);
     memset(&it->r, 0, sizeof it->r);
     it->r.body.max = (size_t)it->len;
     if (s3_prepare(c, "GET", it->key, NULL, 0, NULL, 0, h, *it->etag ? 2 : 1,
@@ -131,7 +131,8 @@ static void *pf_main(void *arg)
             } else if (!it->ok && transient && !it->taken &&
                        it->attempts < c->max_attempts) {
                 /* Queue it again, after a backoff with jitter. */
-                it->retry_at = now_ms() + s3_backoff_ms(it->attempts);
+                it->retry_at = now_ms() + (int64_t)skippr_backoff_ms(
+                    &pf->backoff, it->attempts);
                 it->state = PF_QUEUED;
                 pf->reserved -= it->len;
             } else {
@@ -161,6 +162,7 @@ int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
         curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
                           (long)c->concurrency);
         pthread_mutex_init(&pf->mu, NULL);
+        skippr_backoff_init(&pf->backoff, 100, 6400);
         pthread_cond_init(&pf->cv, NULL);
         c->pf = pf;
         if (pthread_create(&pf->thread, NULL, pf_main, c) != 0) {

@@ -64,14 +64,14 @@ static int fetch_chunk(s3_ctx *c, s3_stream *s)
     memset(&r, 0, sizeof r);
     for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
         if (a) {
-            s3_buf_free(&r.body);
-            s3_backoff(a);
+            skippr_buf_free(&r.body);
+            s3_backoff(c, a);
         }
         rc = s3_request(c, "GET", s->key, NULL, 0, NULL, 0, h, nh, &r);
         if (rc == SKIPPR_OK && r.status == 412) {
             LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s changed while it was read "
                 "(ETag is no longer %s)", c->bucket, s->key, s->etag);
-            s3_buf_free(&r.body);
+            skippr_buf_free(&r.body);
             return SKIPPR_FATAL;
         }
         rc = s3_verdict(c, rc, &r, "get", s->key);
@@ -90,10 +90,10 @@ static int fetch_chunk(s3_ctx *c, s3_stream *s)
                      (long long)s->pos);
             s3_give_up(c, what, s->key, &r);
         }
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
         return SKIPPR_FATAL;
     }
-    s3_buf_free(&s->chunk);
+    skippr_buf_free(&s->chunk);
     s->chunk = r.body;
     s->chunk_off = 0;
     return SKIPPR_OK;
@@ -114,7 +114,7 @@ int src_read(void *ctx, void *stream, void *out, size_t cap,
             pthread_cond_wait(&pf->cv, &pf->mu);
         pthread_mutex_unlock(&pf->mu);
         if (it->ok) {
-            s3_buf_free(&s->chunk);
+            skippr_buf_free(&s->chunk);
             s->chunk = it->r.body;
             memset(&it->r.body, 0, sizeof it->r.body);
             s->chunk_off = 0;
@@ -147,7 +147,7 @@ void src_close(void *ctx, void *stream)
         return;
     if (s->ahead)
         s3_pf_release(ctx, s->ahead);
-    s3_buf_free(&s->chunk);
+    skippr_buf_free(&s->chunk);
     free(s->key);
     free(s->etag);
     free(s);

@@ -17,32 +17,6 @@
 
 #include "curl_trace.h"
 
-int s3_buf_put(buf *b, const void *d, size_t n)
-{
-    if (n > b->max - b->n)
-        return SKIPPR_RANGE;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->n + n + 1)
-            nc *= 2;
-        char *q = realloc(b->p, nc);
-        if (!q)
-            return SKIPPR_NOMEM;
-        b->p = q;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return 0;
-}
-
-void s3_buf_free(buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
 char *s3_env(const char *name)
 {
     const char *v = getenv(name);
@@ -68,7 +42,7 @@ void s3_md5_b64(const void *d, size_t n, char out[32])
 static size_t on_body(char *p, size_t sz, size_t n, void *ud)
 {
     resp *r = ud;
-    r->body_rc = s3_buf_put(&r->body, p, sz * n);
+    r->body_rc = skippr_buf_put(&r->body, p, sz * n);
     return r->body_rc == SKIPPR_OK ? sz * n : 0;
 }
 
@@ -328,17 +302,9 @@ void s3_give_up(s3_ctx *c, const char *what, const char *key,
         (long long)c->max_attempts, cause, c->r_endpoint);
 }
 
-/* Milliseconds to wait before retry number `attempt`: exponential from
- * 100 ms up to 6.4 s, the upper half jittered. */
-long s3_backoff_ms(int attempt)
+/* Wait before retry number attempt of c's thread: 100 ms doubling to
+ * 6.4 s, jittered (backoff.h). */
+void s3_backoff(s3_ctx *c, int attempt)
 {
-    long ms = 100L << (attempt < 6 ? attempt : 6);
-    return ms / 2 + rand() % (ms / 2 + 1);
-}
-
-void s3_backoff(int attempt)
-{
-    long ms = s3_backoff_ms(attempt);
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    skippr_backoff_sleep(&c->backoff, attempt);
 }

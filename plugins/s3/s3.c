@@ -216,6 +216,7 @@ static int init(void *ctx, const skippr_host *host)
     xmlInitParser();
     if (!(rc = resolve_endpoint(c, &custom)))
         rc = check_options(c, host, custom);
+    skippr_backoff_init(&c->backoff, 100, 6400);
     if (!rc && !(c->curl = curl_easy_init()))
         rc = SKIPPR_NOMEM;
     if (!rc) {

@@ -26,7 +26,9 @@
 
 #include <skippr/plugin.h>
 
+#include "backoff.h"
 #include "creds.h"
+#include "growbuf.h"
 #include "sigv4.h"
 
 
@@ -56,14 +58,12 @@ typedef struct s3_ctx {
     /* sink: conditional writes */
     int conditional;  /* option; cleared if the server refuses it */
     char *replace_key; /* object_check found other content here: replace */
+    skippr_backoff backoff; /* the instance's thread's retry waits */
 } s3_ctx;
 
 #define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
 
-typedef struct buf {
-    char *p;
-    size_t n, cap, max;
-} buf;
+typedef skippr_buf buf; /* growbuf.h */
 
 typedef struct resp {
     long status;
@@ -110,11 +110,10 @@ typedef struct prefetcher {
     int64_t reserved; /* bytes of started, not yet consumed items */
     int stop;
     int max_inflight;
+    skippr_backoff backoff; /* the I/O thread's retry waits */
 } prefetcher;
 
 /* request.c: requests: sign, send, retry, read the verdict */
-int s3_buf_put(buf *b, const void *d, size_t n);
-void s3_buf_free(buf *b);
 char *s3_env(const char *name);
 void s3_md5_b64(const void *d, size_t n, char out[32]);
 int s3_prepare(const s3_ctx *c, const char *method, const char *key,
@@ -132,8 +131,7 @@ int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
                const char *key);
 void s3_give_up(s3_ctx *c, const char *what, const char *key,
                 const resp *r);
-long s3_backoff_ms(int attempt);
-void s3_backoff(int attempt);
+void s3_backoff(s3_ctx *c, int attempt);
 
 /* list.c: listing: serial, or sub-prefixes in parallel */
 const char *s3_child_text(xmlNode *n, const char *name, char *out,

@@ -36,7 +36,7 @@ typedef struct s3_obj {
 
 static void obj_free(s3_obj *o)
 {
-    s3_buf_free(&o->data);
+    skippr_buf_free(&o->data);
     free(o->parts);
     free(o->key);
     free(o);
@@ -110,11 +110,11 @@ static int head_compare(s3_ctx *c, const char *key, const char *slice,
     resp r = {0};
     int rc = s3_request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0, &r);
     if (rc == SKIPPR_OK && r.status == 404) {
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
         return SKIPPR_NOENT;
     }
     rc = s3_verdict(c, rc, &r, "head", key);
-    s3_buf_free(&r.body);
+    skippr_buf_free(&r.body);
     if (rc)
         return rc;
     if (strcmp(r.meta_slice, slice) == 0 && strcmp(r.meta_crc, crc) == 0)
@@ -174,17 +174,17 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
         LOG(c, SKIPPR_LOG_DEBUG, "list uploads: not implemented by the "
             "server; unfinished uploads cannot be aborted (set an "
             "AbortIncompleteMultipartUpload lifecycle rule)");
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
         return SKIPPR_OK;
     }
     rc = s3_verdict(c, rc, &r, "list uploads", o->key);
     if (rc) {
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
         return rc;
     }
     xmlDoc *doc = xmlReadMemory(r.body.p ? r.body.p : "", (int)r.body.n, NULL,
                                 NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
-    s3_buf_free(&r.body);
+    skippr_buf_free(&r.body);
     xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
     for (xmlNode *n = root ? root->children : NULL; n && !rc; n = n->next) {
         if (n->type != XML_ELEMENT_NODE ||
@@ -203,7 +203,7 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
                     o->key) == SKIPPR_OK)
             LOG(c, SKIPPR_LOG_INFO, "aborted an unfinished upload of "
                 "s3://%s/%s left by an earlier attempt", c->bucket, o->key);
-        s3_buf_free(&d.body);
+        skippr_buf_free(&d.body);
     }
     if (doc)
         xmlFreeDoc(doc);
@@ -244,7 +244,7 @@ static int upload_part(s3_ctx *c, s3_obj *o)
                          (int)(e - s - 10), s + 10);
             }
         }
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
         if (rc)
             return rc;
     }
@@ -270,11 +270,11 @@ static int upload_part(s3_ctx *c, s3_obj *o)
      * failure is retried here first. */
     for (int attempt = 0; attempt < SINK_TRIES; attempt++) {
         if (attempt) {
-            s3_buf_free(&r.body);
+            skippr_buf_free(&r.body);
             memset(&r, 0, sizeof r);
             if (c->host->should_stop(c->host))
                 break;
-            s3_backoff(attempt);
+            s3_backoff(c, attempt);
         }
         rc = s3_verdict(c, s3_request(c, "PUT", o->key, q, 2, o->data.p, o->data.n,
                                 h, *pcrc ? 2 : 1, &r),
@@ -295,7 +295,7 @@ static int upload_part(s3_ctx *c, s3_obj *o)
         o->data.n = 0;
         c->host->counter_add(c->host, "parts_uploaded", 1);
     }
-    s3_buf_free(&r.body);
+    skippr_buf_free(&r.body);
     return rc;
 }
 
@@ -307,7 +307,7 @@ int sink_write(void *ctx, void *h, const void *p, size_t n)
     while (n > 0) {
         size_t room = (size_t)c->part_size - o->data.n;
         size_t k = n < room ? n : room;
-        int rc = s3_buf_put(&o->data, d, k);
+        int rc = skippr_buf_put(&o->data, d, k);
         if (rc)
             return rc; /* NOMEM: part_size bytes did not fit */
         d += k;
@@ -335,7 +335,7 @@ void sink_abort(void *ctx, void *h)
                 "upload", c->bucket, o->key);
         else
             s3_verdict(c, rc, &r, "abort upload", o->key);
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
     }
     obj_free(o);
 }
@@ -349,7 +349,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
 {
     buf x = {0};
     x.max = 1u << 24;
-    int bad = s3_buf_put(&x, "<CompleteMultipartUpload>", 25);
+    int bad = skippr_buf_put(&x, "<CompleteMultipartUpload>", 25);
     for (size_t i = 0; i < o->nparts && !bad; i++) {
         char line[320], sum[64] = "";
         if (*o->parts[i].crc)
@@ -358,12 +358,12 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
         int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
                           "</PartNumber><ETag>\"%s\"</ETag>%s</Part>",
                           i + 1, o->parts[i].etag, sum);
-        bad = s3_buf_put(&x, line, (size_t)ln);
+        bad = skippr_buf_put(&x, line, (size_t)ln);
     }
     if (!bad)
-        bad = s3_buf_put(&x, "</CompleteMultipartUpload>", 26);
+        bad = skippr_buf_put(&x, "</CompleteMultipartUpload>", 26);
     if (bad) {
-        s3_buf_free(&x);
+        skippr_buf_free(&x);
         return bad; /* NOMEM, or RANGE past 16 MiB of part list */
     }
     sigv4_kv q[] = {{"uploadId", o->upload_id}};
@@ -380,7 +380,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
         if (attempt) {
             if (c->host->should_stop(c->host))
                 break;
-            s3_backoff(attempt);
+            s3_backoff(c, attempt);
         }
         resp r = {0};
         rc = conditional_verdict(c, o, s3_request(c, "POST", o->key, q, 1, x.p,
@@ -396,11 +396,11 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
             rc = SKIPPR_RETRY;
             refused = 1;
         }
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
         if (rc != SKIPPR_RETRY || !refused)
             break;
     }
-    s3_buf_free(&x);
+    skippr_buf_free(&x);
     return rc;
 }
 
@@ -426,7 +426,7 @@ int sink_commit(void *ctx, void *h)
                                          o->data.p ? o->data.p : "",
                                          o->data.n, hd, nh, &r),
                                  &r, "put", &settled);
-        s3_buf_free(&r.body);
+        skippr_buf_free(&r.body);
     } else {
         rc = o->data.n ? upload_part(c, o) : SKIPPR_OK;
         if (!rc) {

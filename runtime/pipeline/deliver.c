@@ -169,19 +169,6 @@ int pl_write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
     return rc;
 }
 
-static void backoff_sleep(const engine *e, int attempt)
-{
-    /* Exponential backoff from retry_backoff_ms (100), doubling to 100
-     * times it (10 s), with jitter over its upper half. */
-    uint64_t base = (uint64_t)e->cfg->retry_backoff_ms;
-    uint64_t cap_ms = base << (attempt < 7 ? attempt : 7);
-    if (cap_ms > base * 100)
-        cap_ms = base * 100;
-    uint64_t ms = cap_ms / 2 + (uint64_t)rand() % (cap_ms / 2 + 1);
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* A sink that takes records, not files (Kafka, MQTT, HTTP). */
 int pl_sink_takes_records(const sk_instance *sink)
 {
@@ -211,7 +198,7 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
         if (attempt) {
             if (sk_stop_requested)
                 return SKIPPR_STOPPED;
-            backoff_sleep(e, attempt);
+            skippr_backoff_sleep(&u->backoff, attempt);
         }
         /* Before every attempt, since a failed one may still have landed
          * (a commit whose answer was lost). */

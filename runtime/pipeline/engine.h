@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backoff.h" /* plugins/common: one retry schedule for all */
 #include "base/common.h"
 #include "format/convert.h"
 #include "format/csvpeek.h"
@@ -94,6 +95,8 @@ typedef struct uploader {
     sk_instance *sink;
     sk_buf out;     /* sink write buffer */
     sk_buf scratch; /* WAL read-back */
+    skippr_backoff backoff; /* retry waits: retry_backoff_ms doubling to
+                             * 100 times it, jittered (backoff.h) */
 } uploader;
 
 typedef struct piece {

@@ -66,6 +66,9 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
         for (int k = 0; k < e->cfg->upload_concurrency; k++) {
             uploader *u = &e->up[k];
             u->e = e;
+            skippr_backoff_init(&u->backoff,
+                                (uint64_t)e->cfg->retry_backoff_ms,
+                                (uint64_t)e->cfg->retry_backoff_ms * 100);
             sk_buf_init(&u->out, OUT_BUF + 64);
             sk_buf_init(&u->scratch, SK_WAL_MAX_PAYLOAD + 64);
             e->nup = k + 1;

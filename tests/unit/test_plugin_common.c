@@ -1,0 +1,98 @@
+/* plugins/common: the retry schedule (backoff.h) and the growable buffer
+ * (growbuf.h) that the engine and the plugins share. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <skippr/plugin.h>
+
+#include "backoff.h"
+#include "growbuf.h"
+
+/* Retry k waits within [w/2, w], w = base << k up to the cap. */
+static void test_backoff_bounds(void **state)
+{
+    (void)state;
+    skippr_backoff b;
+    skippr_backoff_init(&b, 100, 6400);
+    for (int round = 0; round < 200; round++) {
+        for (int k = 1; k <= 12; k++) {
+            uint64_t w = 100ull << k;
+            if (w > 6400)
+                w = 6400;
+            uint64_t ms = skippr_backoff_ms(&b, k);
+            assert_true(ms >= w / 2 && ms <= w);
+        }
+    }
+    skippr_backoff z;
+    skippr_backoff_init(&z, 0, 0);
+    assert_int_equal(skippr_backoff_ms(&z, 3), 0);
+}
+
+/* The jitter is seeded: a seed gives one sequence; two instances made at
+ * once (two threads failing together) do not wait alike. */
+static void test_backoff_seeded(void **state)
+{
+    (void)state;
+    skippr_backoff a, b;
+    a.base_ms = b.base_ms = 1000;
+    a.cap_ms = b.cap_ms = 100000;
+    skippr_backoff_seed(&a, 42);
+    skippr_backoff_seed(&b, 42);
+    for (int k = 1; k < 50; k++)
+        assert_int_equal(skippr_backoff_ms(&a, k), skippr_backoff_ms(&b, k));
+    skippr_backoff x, y;
+    skippr_backoff_init(&x, 1000, 100000);
+    skippr_backoff_init(&y, 1000, 100000);
+    int same = 0;
+    for (int k = 0; k < 50; k++)
+        same += skippr_backoff_ms(&x, 6) == skippr_backoff_ms(&y, 6);
+    assert_true(same < 5);
+    /* and the waits spread over the range, not a few values */
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int k = 0; k < 1000; k++) {
+        uint64_t ms = skippr_backoff_ms(&x, 6);
+        lo = ms < lo ? ms : lo;
+        hi = ms > hi ? ms : hi;
+    }
+    assert_true(lo < 33000 && hi > 62000);
+}
+
+static void test_buf_bounded(void **state)
+{
+    (void)state;
+    skippr_buf b = {.max = 10};
+    assert_int_equal(skippr_buf_put(&b, "hello", 5), SKIPPR_OK);
+    assert_int_equal(skippr_buf_put(&b, "", 0), SKIPPR_OK);
+    assert_int_equal(skippr_buf_put(&b, "world", 5), SKIPPR_OK);
+    assert_string_equal(b.p, "helloworld");
+    assert_int_equal(skippr_buf_put(&b, "!", 1), SKIPPR_RANGE);
+    assert_int_equal(b.n, 10);
+    assert_string_equal(b.p, "helloworld");
+    skippr_buf_free(&b);
+    assert_null(b.p);
+    assert_int_equal(b.max, 10);
+    skippr_buf big = {0};
+    char chunk[1000];
+    memset(chunk, 'x', sizeof chunk);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(skippr_buf_put(&big, chunk, sizeof chunk), 0);
+    assert_int_equal(big.n, 1000000);
+    assert_int_equal(big.p[big.n], '\0');
+    assert_int_equal(skippr_buf_reserve(&big, SIZE_MAX - 10), SKIPPR_RANGE);
+    skippr_buf_free(&big);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backoff_bounds),
+        cmocka_unit_test(test_backoff_seeded),
+        cmocka_unit_test(test_buf_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
