@@ -59,7 +59,7 @@ static const char usage[] =
 static void on_signal(int sig)
 {
     SK_UNUSED(sig);
-    sk_stop_requested = 1;
+    atomic_store(&sk_stop_requested, 1);
 }
 
 static int load(const char *path, sk_yaml_doc **doc)

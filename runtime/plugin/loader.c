@@ -13,7 +13,7 @@
 #include "format/csvpeek.h"
 #include "format/decompress.h"
 
-volatile int sk_stop_requested;
+atomic_int sk_stop_requested;
 
 const skippr_option sk_common_source_options[] = {
     {"format", SKIPPR_OPT_STRING, "auto", 0, 0,
@@ -290,7 +290,7 @@ void sk_instance_log_counters(sk_instance *inst)
 static int host_should_stop(const skippr_host *h)
 {
     SK_UNUSED(h);
-    return sk_stop_requested;
+    return atomic_load(&sk_stop_requested);
 }
 
 /* The streaming calls go to the engine's hooks; without them (a sink, or

@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include <stdatomic.h>
+
 #include "config/config.h"
 
 #define SK_MAX_PLUGINS 64
@@ -130,7 +132,10 @@ void sk_instance_log_counters(sk_instance *inst);
 extern const skippr_option sk_common_source_options[];
 extern const skippr_option sk_common_sink_options[];
 
-/* Set by the engine on shutdown; plugins read it through should_stop(). */
-extern volatile int sk_stop_requested;
+/* Set on shutdown (SIGINT, SIGTERM: the signal handler stores 1); read by
+ * the pipeline thread, the upload threads, and plugins through
+ * should_stop() from any of their threads. A lock-free atomic, so the
+ * handler's store is async-signal-safe and every reader sees it. */
+extern atomic_int sk_stop_requested;
 
 #endif

@@ -27,7 +27,13 @@
  * slices continue, sealed slices are uploaded again to the same key with
  * the same bytes.
  *
- * Thread: the pipeline thread only.
+ * Thread: the pipeline thread owns the state: it alone opens, appends,
+ * commits, seals, records DONE and closes. The one exception: while the
+ * pipeline thread waits in upload_sealed() (pipeline/seal.c), upload
+ * threads read sealed slices with sk_state_foreach_record(), each with its
+ * own scratch buffer. A sealed slice does not change, and the WAL reads
+ * its segments with pread() on descriptors opened before, so those reads
+ * share nothing that is written meanwhile.
  */
 #ifndef SK_STATE_H
 #define SK_STATE_H
