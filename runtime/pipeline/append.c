@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int json_str_append(sk_buf *b, const char *s, size_t n)
@@ -68,32 +69,83 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
     return rc;
 }
 
-/* The OPEN data slice of partition key[0..klen) whose records need their
- * own object: a CSV header's, an XML root's, multi-line JSON. Its key is
- * the partition, a NUL, then tag (the object's name is the part before
- * the NUL), built in b, which key must not point into. NULL on failure. */
-sk_slice *pl_tagged_slice(engine *e, sk_buf *b, const char *key,
-                              size_t klen, const char *tag, size_t tlen)
+/* A slice tag in text, as it follows the NUL in a slice's key (the WAL
+ * keeps these bytes, so their form stays): "csv:<id>", "xml:<id>:<root>",
+ * "json:multiline", with <id> in TAG_ID_DIGITS hex digits. */
+#define TAG_CSV "csv:"
+#define TAG_XML "xml:"
+#define TAG_MULTILINE "json:multiline"
+#define TAG_KIND_LEN 4  /* "csv:", "xml:" */
+#define TAG_ID_DIGITS 16
+
+/* tag as text into out[cap]; its length, or 0 when it does not fit. */
+static size_t tag_write(const slice_tag *tag, char *out, size_t cap)
 {
+    int n;
+    if (tag->format == SK_FORMAT_CSV)
+        n = snprintf(out, cap, TAG_CSV "%0*" PRIx64, TAG_ID_DIGITS,
+                     tag->header_id);
+    else if (tag->format == SK_FORMAT_XML)
+        n = snprintf(out, cap, TAG_XML "%0*" PRIx64 ":%.*s", TAG_ID_DIGITS,
+                     tag->header_id, (int)tag->root_len, tag->root);
+    else
+        n = snprintf(out, cap, "%s", tag->multiline ? TAG_MULTILINE : "");
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+void pl_slice_tag(const sk_slice *s, slice_tag *t)
+{
+    *t = (slice_tag){.format = SK_FORMAT_JSON};
+    if (s->kind != SK_SLICE_DATA || s->name_len >= s->key_len)
+        return; /* no tag: plain JSON */
+    const char *tag = s->key + s->name_len + 1;
+    size_t len = s->key_len - s->name_len - 1;
+    if (len == sizeof TAG_MULTILINE - 1 &&
+        memcmp(tag, TAG_MULTILINE, len) == 0) {
+        t->multiline = 1;
+        return;
+    }
+    if (len < TAG_KIND_LEN + TAG_ID_DIGITS)
+        return;
+    if (memcmp(tag, TAG_CSV, TAG_KIND_LEN) == 0)
+        t->format = SK_FORMAT_CSV;
+    else if (memcmp(tag, TAG_XML, TAG_KIND_LEN) == 0)
+        t->format = SK_FORMAT_XML;
+    else
+        return;
+    char hex[TAG_ID_DIGITS + 1];
+    memcpy(hex, tag + TAG_KIND_LEN, TAG_ID_DIGITS);
+    hex[TAG_ID_DIGITS] = '\0';
+    t->header_id = strtoull(hex, NULL, 16);
+    size_t root_at = TAG_KIND_LEN + TAG_ID_DIGITS + 1; /* past "<id>:" */
+    if (t->format == SK_FORMAT_XML && len >= root_at) {
+        t->root = tag + root_at;
+        t->root_len = len - root_at;
+    }
+}
+
+/* The OPEN data slice of partition key[0..klen) with tag: its key, built
+ * in b (which key must not point into), is the partition, a NUL and the
+ * tag's text. NULL on failure. */
+sk_slice *pl_tagged_slice(engine *e, sk_buf *b, const char *key,
+                          size_t klen, const slice_tag *tag)
+{
+    char text[300];
+    size_t tlen = tag_write(tag, text, sizeof text);
     sk_buf_reset(b);
-    if (sk_buf_append(b, key, klen) || sk_buf_putc(b, 0) ||
-        sk_buf_append(b, tag, tlen))
+    if (!tlen || sk_buf_append(b, key, klen) || sk_buf_putc(b, 0) ||
+        sk_buf_append(b, text, tlen))
         return NULL;
     const char *k = (const char *)b->data;
     return sk_state_slice(e->st, k, b->len, sk_hash_fast(k, b->len),
                           SK_SLICE_DATA);
 }
 
-/* The tag after a NUL in the key of a slice of multi-line JSON records:
- * its object sits beside the partition's .jsonl ones, named .json. */
-#define MULTILINE_TAG "json:multiline"
-
 int pl_slice_is_multiline(const sk_slice *s)
 {
-    size_t name = strnlen(s->key, s->key_len);
-    size_t tl = sizeof MULTILINE_TAG - 1;
-    return s->kind == SK_SLICE_DATA && s->key_len == name + 1 + tl &&
-           memcmp(s->key + name + 1, MULTILINE_TAG, tl) == 0;
+    slice_tag t;
+    pl_slice_tag(s, &t);
+    return t.multiline;
 }
 
 /* The extension of slice s's object. */
@@ -132,8 +184,8 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
     case SK_MULTILINE_JSON:
         break;
     }
-    sk_slice *js = pl_tagged_slice(e, &e->multiline_key, key, klen,
-                                MULTILINE_TAG, sizeof MULTILINE_TAG - 1);
+    slice_tag ml = {.format = SK_FORMAT_JSON, .multiline = 1};
+    sk_slice *js = pl_tagged_slice(e, &e->multiline_key, key, klen, &ml);
     if (!js)
         return SKIPPR_NOMEM;
     if (!(rc = sk_state_append(e->st, js, rec, len))) {
@@ -157,22 +209,6 @@ int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
     return rc;
 }
 
-/* The format of a data slice's records, from the tag pl_lane_apply puts in
- * its key after a NUL ("csv:<id>", "xml:<id>:<root>"; none for JSON).
- * *tag, if not NULL, is set past the "xml:" or "csv:". */
-static int slice_format(const sk_slice *s, const char **tag)
-{
-    size_t name = strnlen(s->key, s->key_len);
-    if (s->kind != SK_SLICE_DATA || name + 5 > s->key_len)
-        return SK_FORMAT_JSON;
-    const char *t = s->key + name + 1;
-    if (tag)
-        *tag = t + 4;
-    return memcmp(t, "csv:", 4) == 0   ? SK_FORMAT_CSV
-           : memcmp(t, "xml:", 4) == 0 ? SK_FORMAT_XML
-                                       : SK_FORMAT_JSON;
-}
-
 /* The conversion slice s needs for this sink, if any: a CSV slice (its
  * key holds the header's id) to a jsonl sink, or a JSON slice to a csv
  * sink. */
@@ -180,7 +216,9 @@ sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
 {
     if (s->kind != SK_SLICE_DATA)
         return SK_CONV_NONE;
-    int fmt = slice_format(s, NULL);
+    slice_tag t;
+    pl_slice_tag(s, &t);
+    sk_format fmt = t.format;
     int sink_csv = e->sink->format == SK_FORMAT_CSV;
     if (fmt == SK_FORMAT_CSV && !sink_csv)
         return SK_CONV_CSV_JSONL;
@@ -189,17 +227,14 @@ sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
     return SK_CONV_NONE;
 }
 
-/* An XML slice's object ends with its root's close tag, which its key
- * carries after the header's id. 0 if s is none. */
+/* An XML slice's object ends with its root's close tag, which its tag
+ * names. 0 if s is none. */
 size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap)
 {
-    const char *tag;
-    if (slice_format(s, &tag) != SK_FORMAT_XML)
+    slice_tag t;
+    pl_slice_tag(s, &t);
+    if (t.format != SK_FORMAT_XML || !t.root)
         return 0;
-    size_t at = (size_t)(tag - s->key) + 16 + 1; /* "<id>:" */
-    if (at > s->key_len)
-        return 0;
-    int n = snprintf(out, cap, "</%.*s>\n", (int)(s->key_len - at),
-                     s->key + at);
+    int n = snprintf(out, cap, "</%.*s>\n", (int)t.root_len, t.root);
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

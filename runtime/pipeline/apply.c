@@ -75,16 +75,12 @@ static int apply_dead(lane *l, const piece *p, int *cut_noted)
 static sk_slice *tagged_group_slice(engine *e, const piece *p,
                                     const char *key, size_t klen, int *rc)
 {
-    char id[300];
-    int n = p->csv ? snprintf(id, sizeof id, "csv:%016" PRIx64,
-                              p->csv_out.hdr.id)
-                   : snprintf(id, sizeof id, "xml:%016" PRIx64 ":%s",
-                              p->xml_out.id, p->xml_out.root);
-    *rc = SKIPPR_RANGE;
-    if (n < 0 || (size_t)n >= sizeof id)
-        return NULL;
-    *rc = SKIPPR_NOMEM;
-    sk_slice *s = pl_tagged_slice(e, &e->slice_key, key, klen, id, (size_t)n);
+    slice_tag tag = {.format = p->csv ? SK_FORMAT_CSV : SK_FORMAT_XML,
+                     .header_id = p->csv ? p->csv_out.hdr.id : p->xml_out.id,
+                     .root = p->csv ? NULL : p->xml_out.root,
+                     .root_len = p->csv ? 0 : p->xml_out.root_len};
+    *rc = SKIPPR_NOMEM; /* or a tag too long: a root name of 255 bytes */
+    sk_slice *s = pl_tagged_slice(e, &e->slice_key, key, klen, &tag);
     if (!s)
         return NULL;
     *rc = SKIPPR_OK;

@@ -200,6 +200,20 @@ static inline int ws(uint8_t c)
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
+/* What a data slice holds besides its partition, for slices whose records
+ * need an object of their own: the rows under one CSV header, the
+ * elements under one XML root, JSON records that span lines. It is part
+ * of the slice's identity: the state keeps it in the slice's key, after
+ * the object's name and a NUL (pl_tagged_slice writes it, pl_slice_tag
+ * reads it; nothing else looks past name_len). */
+typedef struct slice_tag {
+    sk_format format;     /* SK_FORMAT_JSON, _CSV or _XML */
+    int multiline;        /* JSON records that span lines (a .json object) */
+    uint64_t header_id;   /* CSV: the header row's; XML: the prolog's */
+    const char *root;     /* XML: the root element's name (not NUL-ended) */
+    size_t root_len;
+} slice_tag;
+
 /* A slice on its way to the sink, or measured for sealing (count_only). */
 typedef struct writer {
     uploader *u;
@@ -277,7 +291,8 @@ void pl_piece_task(sk_task *t);
 int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                    const uint8_t *bytes, size_t len, const char *reason);
 sk_slice *pl_tagged_slice(engine *e, sk_buf *b, const char *key,
-                          size_t klen, const char *tag, size_t tlen);
+                          size_t klen, const slice_tag *tag);
+void pl_slice_tag(const sk_slice *s, slice_tag *t);
 int pl_slice_is_multiline(const sk_slice *s);
 const char *pl_slice_ext(const engine *e, const sk_slice *s);
 int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,

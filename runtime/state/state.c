@@ -46,6 +46,7 @@ sk_slice *st_slice_new(uint64_t id, const char *key, size_t klen,
     }
     s->id = id;
     s->key_len = klen;
+    s->name_len = strnlen(s->key, klen);
     s->key_hash = sk_hash_fast(key, klen);
     s->kind = kind;
     s->opened_at = opened_at;
@@ -573,7 +574,7 @@ int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
     /* A slice's key may carry an identity after a NUL (a CSV header's id,
      * so rows under another header get another slice): the object's name
      * is built from the part before it. */
-    int name_len = (int)strnlen(s->key, s->key_len);
+    int name_len = (int)s->name_len;
     char *key = sk_asprintf("%.*s/apply-%s-%010" PRIu64 "%s", name_len,
                             s->key, st->state_id, s->id, ext);
     if (!key)

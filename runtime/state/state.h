@@ -60,6 +60,9 @@ typedef struct sk_slice {
     uint64_t id;
     char *key; /* partition key: "ns/p_x=v/p_year=2021/..." or "_errors" */
     size_t key_len;
+    size_t name_len; /* key[0..name_len) names the object; after it, a NUL
+                      * and a tag that sets this slice apart from others
+                      * of the same name (pipeline/append.c), or nothing */
     uint64_t key_hash;
     uint8_t kind;
     int64_t opened_at; /* unix seconds */
