@@ -220,9 +220,14 @@ static int init(void *ctx, const skippr_host *host)
     if (!rc && !(c->curl = curl_easy_init()))
         rc = SKIPPR_NOMEM;
     if (!rc) {
-        s3_creds_config cc = {host, c->access_key_id, c->secret_access_key,
-                              c->session_token, c->profile, c->r_region,
-                              c->r_ca, c->verify_tls};
+        s3_creds_config cc = {.host = host,
+                              .access_key_id = c->access_key_id,
+                              .secret_access_key = c->secret_access_key,
+                              .session_token = c->session_token,
+                              .profile = c->profile,
+                              .region = c->r_region,
+                              .ca_bundle = c->r_ca,
+                              .verify_tls = c->verify_tls};
         if (!(c->creds = s3_creds_new(&cc)))
             rc = SKIPPR_INVAL; /* logged */
     }

@@ -73,8 +73,8 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
 {
     writer *w = ud;
     int rc;
-    if (w->records_mode && w->dead_mode != 2) {
-        if (w->dead_mode == 1 && (w->n++ % 2) == 0)
+    if (w->records_mode && w->mode != WRITE_DEAD_META) {
+        if (w->mode == WRITE_DEAD_DATA && (w->n++ % 2) == 0)
             return SKIPPR_OK; /* a dead letter's meta: the sidecar's */
         return write_one(w, rec, len);
     }
@@ -87,7 +87,7 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
                    ? writer_put(w, w->conv_out->data, w->conv_out->len)
                    : SKIPPR_OK;
     }
-    if (!w->dead_mode && !w->count_only) {
+    if (w->mode == WRITE_ALL && !w->count_only) {
         /* The common case, a data record that fits the buffer: one copy. */
         sk_buf *out = &w->u->out;
         if (out->cap - out->len > len && out->len + len + 1 <= OUT_BUF) {
@@ -98,11 +98,11 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
             return SKIPPR_OK;
         }
     }
-    if (w->dead_mode) {
+    if (w->mode != WRITE_ALL) {
         int is_meta = (w->n++ % 2) == 0;
-        if (w->dead_mode == 1 && is_meta)
+        if (w->mode == WRITE_DEAD_DATA && is_meta)
             return SKIPPR_OK;
-        if (w->dead_mode == 2) {
+        if (w->mode == WRITE_DEAD_META) {
             if (!is_meta) {
                 w->data_off += len + 1;
                 return SKIPPR_OK;
@@ -177,10 +177,10 @@ int pl_sink_takes_records(const sk_instance *sink)
            (ops->flags & SKIPPR_SINK_RECORDS);
 }
 
-/* Write one object with retries. mode as writer.dead_mode. */
+/* Write one object with retries: the records of s that mode picks. */
 static int put_object(uploader *u, sk_slice *s, const char *key,
                       const char *slice_id, uint64_t size, uint32_t crc,
-                      int mode, const char *ctype)
+                      write_mode mode, const char *ctype)
 {
     engine *e = u->e;
     sk_instance *sink = u->sink;
@@ -190,8 +190,14 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
     char ns[SK_SEGMENT_MAX + 1];
     size_t nsl = strcspn(s->key, "/");
     snprintf(ns, sizeof ns, "%.*s", (int)SK_MIN(nsl, SK_SEGMENT_MAX), s->key);
-    skippr_object_info info = {key, slice_id, size, crc, ctype,
-                               s->key, ns, s->records};
+    skippr_object_info info = {.key = key,
+                               .slice_id = slice_id,
+                               .size = size,
+                               .crc32c = crc,
+                               .content_type = ctype,
+                               .partition = s->key,
+                               .namespace_name = ns,
+                               .records = s->records};
     int records_mode = pl_sink_takes_records(sink);
     int rc = SKIPPR_FATAL;
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -222,20 +228,19 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
                           key, skippr_status_str(rc));
             return rc;
         }
-        writer w = {u, NULL, 0, 0, 0, mode, 0, 0, 0, records_mode,
-                    NULL, NULL, NULL};
+        writer w = {.u = u, .mode = mode, .records_mode = records_mode};
         sk_buf_reset(&u->out);
         if ((rc = sk_buf_reserve(&u->out, OUT_BUF)))
             return rc;
         rc = ops->object_open(sink->ctx, &info, &w.h);
         if (rc == SKIPPR_OK) {
-            sk_conv_kind ck = mode == 0 ? pl_slice_conv(e, s) : SK_CONV_NONE;
+            sk_conv_kind ck = mode == WRITE_ALL ? pl_slice_conv(e, s) : SK_CONV_NONE;
             rc = ck != SK_CONV_NONE
                      ? pl_write_converted(e, s, ck, &w, &u->scratch)
                      : sk_state_foreach_record(e->st, s, &u->scratch,
                                                write_record, &w);
             char tail[300];
-            size_t tl = mode == 0 ? pl_xml_trailer(s, tail, sizeof tail) : 0;
+            size_t tl = mode == WRITE_ALL ? pl_xml_trailer(s, tail, sizeof tail) : 0;
             if (!rc && tl)
                 rc = writer_put(&w, tail, tl);
             if (!rc)
@@ -280,11 +285,12 @@ int pl_upload_one(uploader *u, sk_slice *s)
     int rc;
     if (s->kind == SK_SLICE_DEAD) {
         rc = put_object(u, s, s->object_key, slice_id, s->object_bytes,
-                        s->object_crc, 1, "application/octet-stream");
+                        s->object_crc, WRITE_DEAD_DATA,
+                        "application/octet-stream");
         if (rc)
             return rc;
         /* The sidecar: one JSON line per dead letter. */
-        writer w = {u, NULL, 0, 0, 0, 2, 0, 0, 1, 0, NULL, NULL, NULL};
+        writer w = {.u = u, .mode = WRITE_DEAD_META, .count_only = 1};
         rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record, &w);
         if (rc)
             return rc;
@@ -293,12 +299,12 @@ int pl_upload_one(uploader *u, sk_slice *s)
         snprintf(mid, sizeof mid, "%s-meta", slice_id);
         if (!mkey)
             return SKIPPR_NOMEM;
-        rc = put_object(u, s, mkey, mid, w.bytes, w.crc, 2,
+        rc = put_object(u, s, mkey, mid, w.bytes, w.crc, WRITE_DEAD_META,
                         "application/x-ndjson");
         sk_free(mkey);
     } else {
         rc = put_object(u, s, s->object_key, slice_id, s->object_bytes,
-                        s->object_crc, 0,
+                        s->object_crc, WRITE_ALL,
                         e->sink->format == SK_FORMAT_CSV
                             ? "text/csv"
                         : e->sink->format == SK_FORMAT_XML

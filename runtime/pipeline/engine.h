@@ -214,6 +214,15 @@ typedef struct slice_tag {
     size_t root_len;
 } slice_tag;
 
+/* Which records of a slice a writer writes. A dead-letter slice holds
+ * pairs: a metadata line, then the dead record's bytes. */
+typedef enum write_mode {
+    WRITE_ALL = 0,   /* a data slice: every record */
+    WRITE_DEAD_DATA, /* the .bad object: the second of each pair */
+    WRITE_DEAD_META  /* the .meta.jsonl sidecar: the first of each pair,
+                      * with the record's offset in the .bad object */
+} write_mode;
+
 /* A slice on its way to the sink, or measured for sealing (count_only). */
 typedef struct writer {
     uploader *u;
@@ -221,7 +230,7 @@ typedef struct writer {
     int rc;
     uint64_t bytes;
     uint32_t crc;
-    int dead_mode; /* 0 all, 1 odd records (bytes), 2 even (meta lines) */
+    write_mode mode;
     uint64_t n;
     uint64_t data_off; /* meta mode: offset of the record in the data object */
     int count_only;

@@ -49,7 +49,7 @@ static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len)
         if (sk_array_grow(&p->groups, p->ngroups, &p->gcap, sizeof *p->groups,
                           64))
             return SKIPPR_NOMEM;
-        p->groups[p->ngroups++] = (group){idx, idx, 0, 0, 0, 0};
+        p->groups[p->ngroups++] = (group){.first = idx, .last = idx};
     } else {
         p->recs[p->groups[id].last].next = idx;
         p->groups[id].last = idx;

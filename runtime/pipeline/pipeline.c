@@ -47,8 +47,10 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
         }
         if (i == 0) {
             e->streaming = !lib->desc->source->list;
-            e->hooks = (sk_stream_hooks){pl_stream_emit, pl_stream_position,
-                                         pl_stream_sync, e};
+            e->hooks = (sk_stream_hooks){.emit = pl_stream_emit,
+                                         .position = pl_stream_position,
+                                         .sync = pl_stream_sync,
+                                         .ud = e};
             int start = SK_START | (e->opts->once ? SK_START_ONCE : 0);
             if (sk_instance_new(lib->desc, 0, doc, eps[i], start,
                                 e->streaming ? &e->hooks : NULL,

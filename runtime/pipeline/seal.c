@@ -67,12 +67,12 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
         sk_free(ws);
         return SKIPPR_NOMEM;
     }
-    upload_batch b = {slices, rcs, n, 0, 0};
+    upload_batch b = {.slices = slices, .rcs = rcs, .n = n};
     for (size_t i = 0; i < n; i++)
         rcs[i] = NOT_TRIED;
     size_t started = 1; /* worker 0 runs on this thread */
     for (size_t k = 0; k < nw; k++)
-        ws[k] = (upload_worker){&b, &e->up[k], 0, 0};
+        ws[k] = (upload_worker){.b = &b, .u = &e->up[k]};
     while (started < nw &&
            pthread_create(&ws[started].thread, NULL, upload_main,
                           &ws[started]) == 0)
@@ -189,8 +189,7 @@ int pl_flush_slices(engine *e, int force)
             rc = sk_state_seal(st, s, pl_slice_ext(e, s), tail, tl);
         } else {
             /* A converted object: measure what delivery will write. */
-            writer cw = {NULL, NULL, 0, 0, 0, 0, 0, 0, 1, 0,
-                         NULL, NULL, NULL};
+            writer cw = {.mode = WRITE_ALL, .count_only = 1};
             sk_buf scratch;
             sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
             rc = pl_write_converted(e, s, ck, &cw, &scratch);

@@ -168,7 +168,7 @@ static int stream_document(engine *e, const skippr_message *m)
     int n = snprintf(id, sizeof id, "%s#%" PRId64, m->unit, m->position);
     if (n < 0 || (size_t)n >= sizeof id)
         return SKIPPR_RANGE;
-    todo t = {id, "", (int64_t)m->len, 0, 0};
+    todo t = {.id = id, .version = "", .size = (int64_t)m->len};
     pl_lane_reset_format(l);
     l->fmt = fmt;
     int rc = fmt == SK_FORMAT_AUTO ? SKIPPR_OK : pl_lane_format_known(l);
