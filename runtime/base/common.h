@@ -19,17 +19,6 @@
 #define SK_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define SK_UNUSED(x) ((void)(x))
 
-/* SQLite's vocabulary: assert() for invariants that cannot fail; ALWAYS and
- * NEVER wrap defensive checks that should not trigger but are handled. */
-#include <assert.h>
-#ifdef NDEBUG
-#define SK_ALWAYS(x) (x)
-#define SK_NEVER(x) (x)
-#else
-#define SK_ALWAYS(x) ((x) ? 1 : (assert(0), 0))
-#define SK_NEVER(x) ((x) ? (assert(0), 1) : 0)
-#endif
-
 /* Caller owns the result and frees it with sk_free(). */
 void *sk_malloc(size_t n);
 void *sk_calloc(size_t count, size_t size);

@@ -1,5 +1,6 @@
 #include "state/state.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -24,9 +24,11 @@
  * and fsynced. Anywhere else it is corruption: replay fails and names the
  * segment and offset, so that nothing is ever skipped silently.
  *
- * PAYLOADS (n: u64 slice id; str: u32 length then bytes)
- *   SLICE   n, str partition key, u8 kind (0 data, 1 dead letters),
- *           u64 opened_at (unix seconds)
+ * PAYLOADS (n: u64 slice id; str: u32 length then bytes). The frames'
+ * meaning is state.c's and replay.c's; their layout is written down here.
+ *   SLICE   n, str slice key (the object's name; for slices with a tag,
+ *           then a NUL and the tag: pipeline/append.c), u8 kind (0 data,
+ *           1 dead letters), u64 opened_at (unix seconds)
  *   BLOCK   n, u32 record count, then per record: u32 length, bytes
  *   BLOCKZ  n, u32 record count, u32 length R of the records part, then
  *           one zstd frame that decompresses to exactly that part (R
@@ -34,8 +36,10 @@
  *           when the pipeline sets wal_zstd_level and compression helps;
  *           it counts exactly as a BLOCK does.
  *   COMMIT  u64 next slice id, u32 unit count, then per unit: str id,
- *           str version, i64 size, i64 offset, u8 flags (1 done, 2 changed,
- *           4 failed)
+ *           str version, i64 size, i64 offset, u32 flags (ledger.h
+ *           SK_UNIT_*: 1 done, 2 inflated, 4 in a top-level array, 8 CSV,
+ *           16 XML), u8 reserved (0). Blocks of the commit come before
+ *           it in the segment (see WHICH FRAMES COUNT).
  *   SEAL    n, str object key, u64 object bytes, u64 records, u32 crc32c
  *   DONE    n
  *
@@ -47,8 +51,8 @@
  * wherever they are valid. Segments are deleted oldest first, and only below
  * the oldest segment any unfinished slice uses; so a BLOCK whose SLICE frame
  * is gone belongs to a slice whose DONE frame follows later in the log.
- * (These rules are applied by the replay's consumer, state.c; this file
- * only guarantees frame validity.)
+ * (These rules are applied by the replay's consumer, state/replay.c; this
+ * file only guarantees frame validity.)
  *
  * DURABILITY. Appends are buffered; sk_wal_sync() writes and fsyncs. A new
  * segment's folder entry is fsynced before its first frame is relied on.
