@@ -172,7 +172,7 @@ def _scalar(v):
     return v
 
 
-# What skipprd takes for an int option (runtime/optval.c): a whole number,
+# What skipprd takes for an int option (runtime/base/optval.c): a whole number,
 # or a size with one of its suffixes.
 _INT = re.compile(r"\s*([-+]?\d+|\+?\d+ *(k|K|KB|KiB|M|MB|MiB|G|GB|GiB|TiB))")
 
