@@ -316,3 +316,11 @@ uint64_t sk_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
+
+void sk_list_add(char *list, size_t cap, const char *name)
+{
+    size_t n = strnlen(list, cap);
+    if (n + 1 >= cap)
+        return;
+    snprintf(list + n, cap - n, "%s%s", n ? ", " : "", name);
+}

@@ -19,6 +19,10 @@
 #define SK_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define SK_UNUSED(x) ((void)(x))
 
+/* Append name to the list "a, b, c" in list[cap] (cut short if it does
+ * not fit): the "known: ..." of an error message, built one way. */
+void sk_list_add(char *list, size_t cap, const char *name);
+
 /* Caller owns the result and frees it with sk_free(). */
 void *sk_malloc(size_t n);
 void *sk_calloc(size_t count, size_t size);

@@ -358,10 +358,8 @@ static int check_keys(const sk_yaml_doc *doc, const sk_ynode *map,
                 ok = 1;
         if (!ok) {
             char list[512] = "";
-            for (size_t k = 0; allowed[k]; k++) {
-                strncat(list, k ? ", " : "", sizeof list - strlen(list) - 1);
-                strncat(list, allowed[k], sizeof list - strlen(list) - 1);
-            }
+            for (size_t k = 0; allowed[k]; k++)
+                sk_list_add(list, sizeof list, allowed[k]);
             return sk_cfg_fail(err, doc, map->keys[i],
                                "unknown key '%s' in %s (known: %s)",
                                map->keys[i]->value, what, list);
@@ -560,10 +558,8 @@ static const sk_ynode *find_pipeline(const sk_yaml_doc *doc, const char *name,
     const sk_ynode *pipe = sk_ymap_get(pipes, name);
     if (!pipe) {
         char list[512] = "";
-        for (size_t i = 0; i < pipes->n; i++) {
-            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-            strncat(list, pipes->keys[i]->value, sizeof list - strlen(list) - 1);
-        }
+        for (size_t i = 0; i < pipes->n; i++)
+            sk_list_add(list, sizeof list, pipes->keys[i]->value);
         sk_cfg_fail(err, doc, pipes, "no pipeline named '%s' (defined: %s)",
                     name, list);
         return NULL;

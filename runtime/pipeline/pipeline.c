@@ -30,8 +30,7 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
                 const skippr_plugin *d = e->reg.libs[k].desc;
                 if (i == 0 ? !d->source : !d->sink)
                     continue;
-                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
-                strncat(list, d->name, sizeof list - strlen(list) - 1);
+                sk_list_add(list, sizeof list, d->name);
             }
             sk_cfg_fail(&err, doc, eps[i]->at, "no %s plugin named '%s' "
                         "(available: %s)", i == 0 ? "source" : "sink",

@@ -126,14 +126,10 @@ static int document_format(const engine *e, const skippr_message *m)
     if (!f || !*f)
         return e->src->format == SK_FORMAT_JSONL ? SK_FORMAT_JSON
                                                  : (int)e->src->format;
-    if (strcmp(f, "json") == 0 || strcmp(f, "jsonl") == 0 ||
-        strcmp(f, "ndjson") == 0)
-        return SK_FORMAT_JSON;
-    if (strcmp(f, "csv") == 0)
-        return SK_FORMAT_CSV;
-    if (strcmp(f, "xml") == 0)
-        return SK_FORMAT_XML;
-    return -1;
+    int fmt = sk_format_parse(f);
+    return fmt == SK_FORMAT_JSONL  ? SK_FORMAT_JSON
+           : fmt == SK_FORMAT_AUTO ? -1 /* a document names its format */
+                                   : fmt;
 }
 
 /* A document message (an HTTP body of NDJSON, CSV or XML): framed, peeked

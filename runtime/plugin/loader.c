@@ -496,18 +496,11 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
         return SKIPPR_OK;
     }
     if (strcmp(key, "format") == 0) {
-        if (!inst->is_sink && strcmp(v, "auto") == 0)
-            inst->format = SK_FORMAT_AUTO;
-        else if (strcmp(v, "csv") == 0)
-            inst->format = SK_FORMAT_CSV;
-        else if (strcmp(v, "xml") == 0)
-            inst->format = SK_FORMAT_XML;
-        else if (!inst->is_sink &&
-                 (strcmp(v, "jsonl") == 0 || strcmp(v, "ndjson") == 0))
-            inst->format = SK_FORMAT_JSONL;
-        else if (strcmp(v, "json") == 0 || strcmp(v, "jsonl") == 0 ||
-                 strcmp(v, "ndjson") == 0)
-            inst->format = SK_FORMAT_JSON;
+        int f = sk_format_parse(v);
+        if (inst->is_sink && f == SK_FORMAT_JSONL)
+            f = SK_FORMAT_JSON; /* a sink writes one record per line */
+        if (f >= 0 && !(inst->is_sink && f == SK_FORMAT_AUTO))
+            inst->format = (sk_format)f;
         else
             return sk_cfg_fail(err, doc, at, "%s: format '%s' is not "
                                "supported (supported: %s)", inst->label, v,
@@ -568,14 +561,10 @@ static int fill_options(sk_instance *inst, const skippr_option *table,
         }
         if (!o) {
             char list[512] = "";
-            for (const skippr_option *t = table; t && t->name; t++) {
-                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
-                strncat(list, t->name, sizeof list - strlen(list) - 1);
-            }
-            for (const skippr_option *t = common; t->name; t++) {
-                strncat(list, *list ? ", " : "", sizeof list - strlen(list) - 1);
-                strncat(list, t->name, sizeof list - strlen(list) - 1);
-            }
+            for (const skippr_option *t = table; t && t->name; t++)
+                sk_list_add(list, sizeof list, t->name);
+            for (const skippr_option *t = common; t->name; t++)
+                sk_list_add(list, sizeof list, t->name);
             rc = sk_cfg_fail(err, doc, opts->keys[i], "unknown option '%s' "
                              "for %s (known: %s)", k, inst->label, list);
             return rc;
@@ -606,6 +595,20 @@ static int fill_options(sk_instance *inst, const skippr_option *table,
         }
     }
     return SKIPPR_OK;
+}
+
+int sk_format_parse(const char *name)
+{
+    static const struct {
+        const char *name;
+        sk_format format;
+    } names[] = {{"auto", SK_FORMAT_AUTO}, {"json", SK_FORMAT_JSON},
+                 {"jsonl", SK_FORMAT_JSONL}, {"ndjson", SK_FORMAT_JSONL},
+                 {"csv", SK_FORMAT_CSV}, {"xml", SK_FORMAT_XML}};
+    for (size_t i = 0; i < SK_ARRAY_LEN(names); i++)
+        if (strcmp(name, names[i].name) == 0)
+            return (int)names[i].format;
+    return -1;
 }
 
 int sk_instance_new(const skippr_plugin *p, int is_sink,

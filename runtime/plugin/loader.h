@@ -53,6 +53,11 @@ typedef enum sk_format {
     SK_FORMAT_XML,   /* elements under a root (xmlpeek.h) */
 } sk_format;
 
+/* The format a name gives: "json", "jsonl" or "ndjson" (SK_FORMAT_JSONL:
+ * one record per line), "csv", "xml", and "auto". -1 for any other name.
+ * The one parser of format names (the format option, a document's). */
+int sk_format_parse(const char *name);
+
 /* NULL if records of format src can be written as format sink by a
  * pipeline with this validate setting (src SK_FORMAT_AUTO: not known until
  * each unit is read); else why not, a static string. */
