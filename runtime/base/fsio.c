@@ -37,14 +37,16 @@ int sk_io_open(const char *path, int flags, int mode, int *fd_out)
             fd = open(path, flags | O_CLOEXEC, mode);
         while (fd < 0 && errno == EINTR);
     }
+    int rc = SKIPPR_OK;
     if (fd < 0) {
         int err = errno;
         if (err != ENOENT || (flags & O_CREAT))
             sk_error("open %s: %s", path, strerror(err));
-        return sk_io_status_from_errno(err);
+        rc = sk_io_status_from_errno(err);
+    } else {
+        *fd_out = fd;
     }
-    *fd_out = fd;
-    return SKIPPR_OK;
+    return rc;
 }
 
 int sk_io_write_all(int fd, const void *p, size_t n, const char *what)

@@ -122,24 +122,26 @@ static int keep_spaces(unsigned char ch)
 
 sk_conv *sk_conv_new(sk_conv_kind kind, uint8_t delim)
 {
-    sk_conv *c = sk_calloc(1, sizeof *c);
+    sk_conv *made = NULL, *c = sk_calloc(1, sizeof *c);
     if (!c)
-        return NULL;
+        goto out;
     c->kind = kind;
     c->delim = delim;
     sk_buf_init(&c->tmp, (size_t)1 << 30);
     sk_buf_init(&c->fields, (size_t)1 << 30);
     names_init(&c->cols);
     if (kind == SK_CONV_CSV_JSONL) {
-        if (csv_init(&c->csv, CSV_STRICT_FINI) != 0) {
-            sk_conv_free(c);
-            return NULL;
-        }
+        if (csv_init(&c->csv, CSV_STRICT_FINI) != 0)
+            goto out;
         c->csv_ready = 1;
         csv_set_delim(&c->csv, delim);
         csv_set_space_func(&c->csv, keep_spaces);
     }
-    return c;
+    made = c;
+    c = NULL; /* handed to the caller */
+out:
+    sk_conv_free(c);
+    return made;
 }
 
 void sk_conv_free(sk_conv *c)

@@ -28,20 +28,19 @@ static void dec_free(void *p) { sk_free(p); }
 
 sk_csv_decoder *sk_csv_decoder_new(uint8_t delim)
 {
-    sk_csv_decoder *d = sk_calloc(1, sizeof *d);
-    if (!d)
-        return NULL;
+    sk_csv_decoder *made = NULL, *d = sk_calloc(1, sizeof *d);
     /* Not CSV_STRICT: a quote inside an unquoted cell is text, as the
      * scanner takes it. CSV_STRICT_FINI: a quote that never closes fails. */
-    if (csv_init(&d->p, CSV_STRICT_FINI) != 0) {
-        sk_free(d);
-        return NULL;
+    if (d && csv_init(&d->p, CSV_STRICT_FINI) == 0) {
+        csv_set_delim(&d->p, delim);
+        csv_set_space_func(&d->p, no_space);
+        csv_set_realloc_func(&d->p, dec_realloc);
+        csv_set_free_func(&d->p, dec_free);
+        made = d;
+        d = NULL; /* handed to the caller */
     }
-    csv_set_delim(&d->p, delim);
-    csv_set_space_func(&d->p, no_space);
-    csv_set_realloc_func(&d->p, dec_realloc);
-    csv_set_free_func(&d->p, dec_free);
-    return d;
+    sk_free(d); /* csv_init failed: it holds nothing */
+    return made;
 }
 
 void sk_csv_decoder_free(sk_csv_decoder *d)

@@ -31,9 +31,9 @@ const char *sk_comp_name(sk_comp c)
 
 sk_decomp *sk_decomp_new(sk_comp kind)
 {
-    sk_decomp *d = sk_calloc(1, sizeof *d);
+    sk_decomp *made = NULL, *d = sk_calloc(1, sizeof *d);
     if (!d)
-        return NULL;
+        goto fail;
     d->kind = kind;
     if (kind == SK_COMP_GZIP) {
         if (inflateInit2(&d->z, 16 + MAX_WBITS) != Z_OK)
@@ -44,10 +44,11 @@ sk_decomp *sk_decomp_new(sk_comp kind)
         if (!d->zs || ZSTD_isError(ZSTD_initDStream(d->zs)))
             goto fail;
     }
-    return d;
+    made = d;
+    d = NULL; /* handed to the caller */
 fail:
     sk_decomp_free(d);
-    return NULL;
+    return made;
 }
 
 void sk_decomp_free(sk_decomp *d)

@@ -40,7 +40,7 @@ static int spec_add_node(sk_peek_spec *s, int parent, const char *name,
 
 sk_peek_spec *sk_peek_spec_new(const char *const *paths, size_t n)
 {
-    sk_peek_spec *s = NULL;
+    sk_peek_spec *made = NULL, *s = NULL;
     if (n > SK_PEEK_MAX_PATHS)
         goto fail;
     s = sk_calloc(1, sizeof *s);
@@ -71,10 +71,11 @@ sk_peek_spec *sk_peek_spec_new(const char *const *paths, size_t n)
         s->nodes[node].slot = (int)i;
     }
     s->npaths = n;
-    return s;
+    made = s;
+    s = NULL; /* handed to the caller */
 fail:
     sk_peek_spec_free(s);
-    return NULL;
+    return made;
 }
 
 void sk_peek_spec_free(sk_peek_spec *s)

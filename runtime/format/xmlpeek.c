@@ -20,11 +20,9 @@ struct sk_xml_spec {
 sk_xml_spec *sk_xml_spec_new(const char *const *paths, size_t n,
                              const char *record_element)
 {
-    if (n > SK_PEEK_MAX_PATHS)
-        return NULL;
-    sk_xml_spec *s = sk_calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
+    sk_xml_spec *made = NULL, *s = NULL;
+    if (n > SK_PEEK_MAX_PATHS || !(s = sk_calloc(1, sizeof *s)))
+        goto fail;
     size_t total = 1;
     for (size_t i = 0; i < n; i++)
         total += strlen(paths[i]) + 1;
@@ -63,10 +61,11 @@ sk_xml_spec *sk_xml_spec_new(const char *const *paths, size_t n,
             goto fail;
         s->rec_len = strlen(s->rec);
     }
-    return s;
+    made = s;
+    s = NULL; /* handed to the caller */
 fail:
     sk_xml_spec_free(s);
-    return NULL;
+    return made;
 }
 
 void sk_xml_spec_free(sk_xml_spec *s)

@@ -60,10 +60,11 @@ const char *sk_format_pair_problem(sk_format src, sk_format sink,
 int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
                    size_t errlen)
 {
+    int rc = SKIPPR_ABI;
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         snprintf(err, errlen, "cannot load %s: %s", path, dlerror());
-        return SKIPPR_ABI;
+        goto fail;
     }
     skippr_plugin_entry_fn entry;
     *(void **)&entry = dlsym(dl, SKIPPR_PLUGIN_ENTRY_SYMBOL);
@@ -107,17 +108,19 @@ int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
                  "callback is missing", path, d->name);
         goto fail;
     }
-    out->dl = dl;
-    out->desc = d;
-    out->path = sk_strdup(path);
-    if (!out->path) {
+    if (!(out->path = sk_strdup(path))) {
         snprintf(err, errlen, "out of memory");
+        rc = SKIPPR_NOMEM;
         goto fail;
     }
-    return SKIPPR_OK;
+    out->dl = dl;
+    out->desc = d;
+    dl = NULL; /* handed to out */
+    rc = SKIPPR_OK;
 fail:
-    dlclose(dl);
-    return SKIPPR_ABI;
+    if (dl)
+        dlclose(dl);
+    return rc;
 }
 
 static int is_so(const char *name)
@@ -653,20 +656,18 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
 
     if ((rc = fill_options(inst, table, common, doc, ep, err)))
         goto out;
-    if (!start) {
-        *out = inst;
-        return SKIPPR_OK;
-    }
-    inst->inited = 1; /* destroy() runs even after a failed init() */
-    rc = is_sink ? p->sink->init(inst->ctx, &inst->host)
-                 : p->source->init(inst->ctx, &inst->host);
-    if (rc) {
-        sk_cfg_fail(err, doc, ep->at, "%s failed to start: %s", inst->label,
-                    skippr_status_str(rc));
-        goto out;
+    if (start) {
+        inst->inited = 1; /* destroy() runs even after a failed init() */
+        rc = is_sink ? p->sink->init(inst->ctx, &inst->host)
+                     : p->source->init(inst->ctx, &inst->host);
+        if (rc) {
+            sk_cfg_fail(err, doc, ep->at, "%s failed to start: %s",
+                        inst->label, skippr_status_str(rc));
+            goto out;
+        }
     }
     *out = inst;
-    inst = NULL;
+    inst = NULL; /* handed to the caller */
     rc = SKIPPR_OK;
     goto out;
 oom:

@@ -220,9 +220,9 @@ sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
     if (!err)
         err = &dummy;
     *err = "out of memory";
-    sk_router *r = sk_calloc(1, sizeof *r);
+    sk_router *made = NULL, *r = sk_calloc(1, sizeof *r);
     if (!r)
-        return NULL;
+        goto fail;
     r->prefix = sk_strdup(cfg->prefix ? cfg->prefix : "");
     if (!r->prefix)
         goto fail;
@@ -284,10 +284,11 @@ sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
         sk_peek_spec_set_lines(r->spec, cfg->lines);
     }
     *err = NULL;
-    return r;
+    made = r;
+    r = NULL; /* handed to the caller */
 fail:
     sk_router_free(r);
-    return NULL;
+    return made;
 }
 
 const char *const *sk_router_paths(const sk_router *r, size_t *n)

@@ -233,14 +233,9 @@ sk_pool *sk_pool_new(int nthreads, size_t deque_cap)
 {
     if (nthreads < 1)
         nthreads = 1;
-    sk_pool *p = sk_calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
-    p->workers = sk_calloc((size_t)nthreads, sizeof *p->workers);
-    if (!p->workers) {
-        sk_free(p);
-        return NULL;
-    }
+    sk_pool *made = NULL, *p = sk_calloc(1, sizeof *p);
+    if (!p || !(p->workers = sk_calloc((size_t)nthreads, sizeof *p->workers)))
+        goto fail;
     pthread_mutex_init(&p->q_mu, NULL);
     pthread_mutex_init(&p->park_mu, NULL);
     pthread_cond_init(&p->park_cv, NULL);
@@ -270,13 +265,15 @@ sk_pool *sk_pool_new(int nthreads, size_t deque_cap)
             goto fail;
         }
     }
-    return p;
+    made = p;
+    p = NULL; /* handed to the caller */
 fail:
-    for (int i = 0; i < p->n; i++)
+    for (int i = 0; p && i < p->n; i++)
         sk_deque_destroy(&p->workers[i].deque);
-    sk_free(p->workers);
+    if (p)
+        sk_free(p->workers);
     sk_free(p);
-    return NULL;
+    return made;
 }
 
 void sk_pool_wait(sk_pool *p, sk_group *g)

@@ -141,24 +141,22 @@ bad:
 
 int sk_ledger_open(const char *path, sk_ledger **out)
 {
+    int rc = SKIPPR_NOMEM;
     sk_ledger *l = sk_calloc(1, sizeof *l);
     if (!l)
-        return SKIPPR_NOMEM;
+        goto out;
     sk_map_init(&l->recent);
     l->path = sk_strdup(path);
     l->pbuf = sk_malloc(MAX_PAYLOAD + 4);
     l->next_slice_id = 1;
-    if (!l->path || !l->pbuf) {
-        sk_ledger_close(l);
-        return SKIPPR_NOMEM;
-    }
-    int rc = cursor_open(l);
-    if (rc) {
-        sk_ledger_close(l);
-        return rc;
-    }
+    if (!l->path || !l->pbuf || (rc = cursor_open(l)))
+        goto out;
     *out = l;
-    return SKIPPR_OK;
+    l = NULL; /* handed to the caller */
+out:
+    if (l)
+        sk_ledger_close(l);
+    return rc;
 }
 
 void sk_ledger_close(sk_ledger *l)

@@ -173,7 +173,7 @@ int sk_state_open(const char *state_dir, const char *workspace,
     char path[PATH_MAX];
     sk_state *st = sk_calloc(1, sizeof *st);
     if (!st)
-        return rc;
+        goto fail;
     st->lock_fd = -1;
     st->readonly = readonly;
     st->block_bytes = DEFAULT_BLOCK_BYTES;
@@ -197,16 +197,14 @@ int sk_state_open(const char *state_dir, const char *workspace,
         goto fail;
     st->next_slice_id = sk_ledger_next_slice_id(st->ledger);
     snprintf(path, sizeof path, "%s/wal", st->dir);
-    if (readonly && access(path, F_OK) != 0) {
-        *out = st;
-        return SKIPPR_OK;
-    }
-    if ((rc = sk_wal_open(path, &st->wal)))
-        goto fail;
-    if ((rc = st_replay(st)))
+    /* `status` of a pipeline that never wrote a WAL: the ledger alone */
+    int no_wal = readonly && access(path, F_OK) != 0;
+    if (!no_wal && ((rc = sk_wal_open(path, &st->wal)) ||
+                    (rc = st_replay(st))))
         goto fail;
     *out = st;
-    return SKIPPR_OK;
+    st = NULL; /* handed to the caller */
+    rc = SKIPPR_OK;
 fail:
     sk_state_close(st);
     return rc;

@@ -160,7 +160,7 @@ int sk_wal_open(const char *dir, sk_wal **out)
     int rc = SKIPPR_NOMEM;
     sk_wal *w = sk_calloc(1, sizeof *w);
     if (!w)
-        return rc;
+        goto fail;
     w->fd = -1;
     sk_buf_init(&w->wbuf, WRITE_BUF);
     w->dir = sk_strdup(dir);
@@ -175,9 +175,10 @@ int sk_wal_open(const char *dir, sk_wal **out)
     w->active = w->nsegs ? w->segs[w->nsegs - 1] + 1 : 1;
     w->next_seq = 1;
     *out = w;
-    return SKIPPR_OK;
+    w = NULL; /* handed to the caller */
 fail:
-    sk_wal_close(w);
+    if (w)
+        sk_wal_close(w);
     return rc;
 }
 
