@@ -211,39 +211,45 @@ static int scan(tar_ctx *c, const char *key, const char *comment,
 
 /* ---- the sink ----------------------------------------------------------- */
 
+/* A new archive's name must survive a power loss too: sync its folder. */
+static void sync_folder(const skippr_host *host, const char *path)
+{
+    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+    int dfd = -1;
+    if (dir)
+        dfd = open(slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".",
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd))
+        host->log(host, SKIPPR_LOG_WARN, "cannot sync the folder of %s: %s",
+                  path, strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+    free(dir);
+}
+
 static int init(void *ctx, const skippr_host *host)
 {
     tar_ctx *c = ctx;
     c->host = host;
     c->fd = -1;
+    int rc = SKIPPR_OK;
     if (!c->path || !*c->path) {
         host->log(host, SKIPPR_LOG_ERROR, "option 'path' is empty: name "
                   "the tar archive to write");
-        return SKIPPR_INVAL;
+        rc = SKIPPR_INVAL;
+    } else {
+        c->fd = open(c->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (c->fd >= 0 && c->fsync)
+            sync_folder(host, c->path);
+        else if (c->fd < 0 && errno == EEXIST)
+            c->fd = open(c->path, O_RDWR | O_CLOEXEC);
+        if (c->fd < 0) {
+            host->log(host, SKIPPR_LOG_ERROR, "cannot open %s: %s", c->path,
+                      strerror(errno));
+            rc = SKIPPR_FATAL;
+        }
     }
-    c->fd = open(c->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (c->fd >= 0 && c->fsync) {
-        /* A new archive: its name must survive a power loss too. */
-        char *dir = strdup(c->path), *slash = dir ? strrchr(dir, '/') : NULL;
-        int dfd = -1;
-        if (dir)
-            dfd = open(slash ? (slash == dir ? "/" : (*slash = '\0', dir))
-                             : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || fsync(dfd))
-            host->log(host, SKIPPR_LOG_WARN, "cannot sync the folder of "
-                      "%s: %s", c->path, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        free(dir);
-    } else if (c->fd < 0 && errno == EEXIST) {
-        c->fd = open(c->path, O_RDWR | O_CLOEXEC);
-    }
-    if (c->fd < 0) {
-        host->log(host, SKIPPR_LOG_ERROR, "cannot open %s: %s", c->path,
-                  strerror(errno));
-        return SKIPPR_FATAL;
-    }
-    return SKIPPR_OK;
+    return rc;
 }
 
 static void destroy(void *ctx)

@@ -64,18 +64,19 @@ static int init(void *ctx, const skippr_host *host)
 {
     file_ctx *c = ctx;
     c->host = host;
+    int rc = SKIPPR_OK;
     if (!c->path || !*c->path) {
         LOG(c, SKIPPR_LOG_ERROR, "option 'path' is empty");
-        return SKIPPR_INVAL;
-    }
-    if (c->prefix && (c->prefix[0] == '/' || strstr(c->prefix, ".."))) {
+        rc = SKIPPR_INVAL;
+    } else if (c->prefix &&
+               (c->prefix[0] == '/' || strstr(c->prefix, ".."))) {
         LOG(c, SKIPPR_LOG_ERROR, "prefix '%s' must be relative and must not "
             "contain '..'", c->prefix);
-        return SKIPPR_INVAL;
+        rc = SKIPPR_INVAL;
     }
     c->deferred = c->fsync && SKIPPR_HOST_HAS(host, flags) &&
                   (host->flags & SKIPPR_HOST_SYNCS_SINKS);
-    return SKIPPR_OK;
+    return rc;
 }
 
 static void destroy(void *ctx) { (void)ctx; }

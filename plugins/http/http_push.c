@@ -273,6 +273,31 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
 }
 
+/* listen ("host:port", an IPv4 address) into *sa. */
+static int listen_addr(hpush *c, struct sockaddr_in *sa, long *port)
+{
+    char hostpart[256];
+    const char *colon = strrchr(c->listen, ':');
+    *port = colon ? strtol(colon + 1, NULL, 10) : 0;
+    size_t hl = colon ? (size_t)(colon - c->listen) : 0;
+    if (!colon || *port <= 0 || *port > 65535 || hl >= sizeof hostpart) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "listen '%s' is not host:port",
+             c->listen);
+        return SKIPPR_INVAL;
+    }
+    memcpy(hostpart, c->listen, hl);
+    hostpart[hl] = '\0';
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)*port);
+    if (inet_pton(AF_INET, hostpart, &sa->sin_addr) != 1) {
+        HLOG(c->host, SKIPPR_LOG_ERROR, "listen '%s': give an IPv4 address",
+             c->listen);
+        return SKIPPR_INVAL;
+    }
+    return SKIPPR_OK;
+}
+
 static int init(void *ctx, const skippr_host *host)
 {
     hpush *c = ctx;
@@ -283,47 +308,35 @@ static int init(void *ctx, const skippr_host *host)
     pthread_cond_init(&c->cv, NULL);
     pthread_cond_init(&c->arrived, NULL);
     c->mu_init = 1;
+    snprintf(c->unit, sizeof c->unit, "http:%s", c->listen);
+    int rc = SKIPPR_OK;
+    struct sockaddr_in sa;
+    long port = 0;
     if (c->max_body_bytes <= 0 || c->max_body_bytes > ((int64_t)1 << 30)) {
         HLOG(host, SKIPPR_LOG_ERROR, "max_body_bytes must be 1 B .. 1 GiB");
-        return SKIPPR_INVAL;
+        rc = SKIPPR_INVAL;
     }
-    snprintf(c->unit, sizeof c->unit, "http:%s", c->listen);
-    char hostpart[256];
-    const char *colon = strrchr(c->listen, ':');
-    long port = colon ? strtol(colon + 1, NULL, 10) : 0;
-    size_t hl = colon ? (size_t)(colon - c->listen) : 0;
-    if (!colon || port <= 0 || port > 65535 || hl >= sizeof hostpart) {
-        HLOG(host, SKIPPR_LOG_ERROR, "listen '%s' is not host:port",
-             c->listen);
-        return SKIPPR_INVAL;
-    }
-    memcpy(hostpart, c->listen, hl);
-    hostpart[hl] = '\0';
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, hostpart, &sa.sin_addr) != 1) {
-        HLOG(host, SKIPPR_LOG_ERROR, "listen '%s': give an IPv4 address",
-             c->listen);
-        return SKIPPR_INVAL;
-    }
-    c->d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-            MHD_USE_ERROR_LOG,
-        (uint16_t)port, NULL, NULL, handler, c, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, completed, c,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)120, MHD_OPTION_END);
-    if (!c->d) {
-        HLOG(host, SKIPPR_LOG_ERROR, "cannot listen on %s (in use?)",
-             c->listen);
-        return SKIPPR_FATAL;
+    if (!rc)
+        rc = listen_addr(c, &sa, &port);
+    if (!rc) {
+        c->d = MHD_start_daemon(
+            MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                MHD_USE_ERROR_LOG,
+            (uint16_t)port, NULL, NULL, handler, c, MHD_OPTION_SOCK_ADDR,
+            (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, completed,
+            c, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+        if (!c->d) {
+            HLOG(host, SKIPPR_LOG_ERROR, "cannot listen on %s (in use?)",
+                 c->listen);
+            rc = SKIPPR_FATAL;
+        }
     }
     c->last_req_ms = now_ms();
-    HLOG(host, SKIPPR_LOG_INFO, "listening on http://%s%s", c->listen,
-         c->path);
-    return SKIPPR_OK;
+    if (!rc)
+        HLOG(host, SKIPPR_LOG_INFO, "listening on http://%s%s", c->listen,
+             c->path);
+    return rc;
 }
 
 static void destroy(void *ctx)

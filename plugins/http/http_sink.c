@@ -82,35 +82,38 @@ static int init(void *ctx, const skippr_host *host)
     hsink *c = ctx;
     c->host = host;
     skippr_backoff_init(&c->backoff, 100, 3200);
+    int rc = SKIPPR_OK;
     if (c->max_attempts < 1 || c->max_attempts > 100) {
         HLOG(host, SKIPPR_LOG_ERROR, "max_attempts must be 1 to 100");
-        return SKIPPR_INVAL;
-    }
-    if (strncmp(c->url, "http://", 7) && strncmp(c->url, "https://", 8)) {
+        rc = SKIPPR_INVAL;
+    } else if (strncmp(c->url, "http://", 7) &&
+               strncmp(c->url, "https://", 8)) {
         HLOG(host, SKIPPR_LOG_ERROR, "url must start with http:// or "
              "https://");
-        return SKIPPR_INVAL;
+        rc = SKIPPR_INVAL;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    c->curl = curl_easy_init();
-    if (!c->curl)
-        return SKIPPR_NOMEM;
+    if (!rc && !(c->curl = curl_easy_init()))
+        rc = SKIPPR_NOMEM;
     char line[512];
     snprintf(line, sizeof line, "Content-Type: %s", c->content_type);
-    c->base = curl_slist_append(NULL, line);
-    for (const skippr_kv *kv = c->headers; kv && kv->key; kv++) {
+    if (!rc && !(c->base = curl_slist_append(NULL, line)))
+        rc = SKIPPR_NOMEM;
+    for (const skippr_kv *kv = c->headers; !rc && kv && kv->key; kv++) {
         size_t n = strlen(kv->key) + strlen(kv->value) + 3;
         char *h = malloc(n);
-        if (!h)
-            return SKIPPR_NOMEM;
-        snprintf(h, n, "%s: %s", kv->key, kv->value);
-        struct curl_slist *l = curl_slist_append(c->base, h);
-        free(h);
-        if (!l)
-            return SKIPPR_NOMEM;
-        c->base = l;
+        struct curl_slist *l = NULL;
+        if (h) {
+            snprintf(h, n, "%s: %s", kv->key, kv->value);
+            l = curl_slist_append(c->base, h);
+            free(h);
+        }
+        if (l)
+            c->base = l; /* destroy() frees the list */
+        else
+            rc = SKIPPR_NOMEM;
     }
-    return c->base ? SKIPPR_OK : SKIPPR_NOMEM;
+    return rc;
 }
 
 static void destroy(void *ctx)

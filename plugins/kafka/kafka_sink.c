@@ -143,33 +143,33 @@ static int init(void *ctx, const skippr_host *host)
         "transaction.timeout.ms", timeout,
         "linger.ms", "5",
         NULL};
+    int rc = SKIPPR_INVAL; /* logged by kafka_conf */
     rd_kafka_conf_t *conf = kafka_conf(host, c->brokers, settings, c->props);
-    if (!conf)
-        return SKIPPR_INVAL;
-    rd_kafka_conf_set_opaque(conf, c);
-    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    char err[512];
-    c->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    if (!c->rk) {
-        KLOG(host, SKIPPR_LOG_ERROR, "cannot create the producer: %s", err);
-        return SKIPPR_INVAL;
+    if (conf) {
+        rd_kafka_conf_set_opaque(conf, c);
+        rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+        rd_kafka_conf_set_error_cb(conf, error_cb);
+        char err[512];
+        /* rd_kafka_new takes conf when it succeeds */
+        if ((c->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err)))
+            rc = SKIPPR_OK;
+        else {
+            KLOG(host, SKIPPR_LOG_ERROR, "cannot create the producer: %s",
+                 err);
+            rd_kafka_conf_destroy(conf); /* still ours after a failure */
+        }
     }
-    int rc = SKIPPR_OK;
-    if (!strstr(c->topic, "{namespace}"))
+    if (!rc && !strstr(c->topic, "{namespace}"))
         rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic,
                                 META_TIMEOUT_MS);
     if (!rc)
         rc = kafka_topics_exist(host, c->rk, c->brokers, c->marker_topic,
                                 META_TIMEOUT_MS);
-    if (rc)
-        return rc;
     /* Fences an earlier producer with this id and aborts what it left. */
-    return txn_status(c, "init_transactions",
-                      rd_kafka_init_transactions(c->rk, TXN_TIMEOUT_MS)) ==
-                   SKIPPR_OK
-               ? SKIPPR_OK
-               : SKIPPR_FATAL;
+    if (!rc && txn_status(c, "init_transactions",
+                          rd_kafka_init_transactions(c->rk, TXN_TIMEOUT_MS)))
+        rc = SKIPPR_FATAL;
+    return rc;
 }
 
 static void destroy(void *ctx)

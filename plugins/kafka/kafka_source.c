@@ -310,28 +310,15 @@ static int read_partitions(ksrc *c)
     return rc;
 }
 
-static int init(void *ctx, const skippr_host *host)
+/* The consumer, made from conf (which it takes, or which is freed). */
+static int make_consumer(ksrc *c, rd_kafka_conf_t *conf)
 {
-    ksrc *c = ctx;
-    c->host = host;
-    c->once = SKIPPR_HOST_HAS(host, flags) && (host->flags & SKIPPR_HOST_ONCE);
-    static const char *const settings[] = {
-        "enable.auto.commit", "false",
-        "enable.auto.offset.store", "false",
-        "auto.offset.reset", "earliest",
-        "isolation.level", "read_committed",
-        "enable.partition.eof", "true",
-        "partition.assignment.strategy", "range,roundrobin",
-        NULL};
-    rd_kafka_conf_t *conf = kafka_conf(host, c->brokers, settings, c->props);
-    if (!conf)
-        return SKIPPR_INVAL;
     char err[512];
     c->no_group = !*c->group_id;
     if (rd_kafka_conf_set(conf, "group.id",
                           c->no_group ? "skippr-no-group" : c->group_id, err,
                           sizeof err)) {
-        KLOG(host, SKIPPR_LOG_ERROR, "group_id: %s", err);
+        KLOG(c->host, SKIPPR_LOG_ERROR, "group_id: %s", err);
         rd_kafka_conf_destroy(conf);
         return SKIPPR_INVAL;
     }
@@ -341,16 +328,18 @@ static int init(void *ctx, const skippr_host *host)
     rd_kafka_conf_set_offset_commit_cb(conf, commit_cb);
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!c->rk) {
-        KLOG(host, SKIPPR_LOG_ERROR, "cannot create the consumer: %s", err);
+        KLOG(c->host, SKIPPR_LOG_ERROR, "cannot create the consumer: %s",
+             err);
+        rd_kafka_conf_destroy(conf);
         return SKIPPR_INVAL;
     }
     rd_kafka_poll_set_consumer(c->rk);
-    int rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic,
-                                META_TIMEOUT_MS);
-    if (!rc)
-        rc = read_partitions(c);
-    if (rc || c->no_group)
-        return rc; /* without a group, the first poll() assigns */
+    return SKIPPR_OK;
+}
+
+/* Subscribe the group to every topic of the comma list. */
+static int subscribe(ksrc *c)
+{
     size_t n = 1;
     for (const char *p = c->topic; *p; p++)
         n += *p == ',';
@@ -367,11 +356,36 @@ static int init(void *ctx, const skippr_host *host)
     rd_kafka_resp_err_t e = rd_kafka_subscribe(c->rk, subs);
     rd_kafka_topic_partition_list_destroy(subs);
     if (e) {
-        KLOG(host, SKIPPR_LOG_ERROR, "subscribe to %s: %s", c->topic,
+        KLOG(c->host, SKIPPR_LOG_ERROR, "subscribe to %s: %s", c->topic,
              rd_kafka_err2str(e));
         return SKIPPR_FATAL;
     }
     return SKIPPR_OK;
+}
+
+static int init(void *ctx, const skippr_host *host)
+{
+    ksrc *c = ctx;
+    c->host = host;
+    c->once = SKIPPR_HOST_HAS(host, flags) && (host->flags & SKIPPR_HOST_ONCE);
+    static const char *const settings[] = {
+        "enable.auto.commit", "false",
+        "enable.auto.offset.store", "false",
+        "auto.offset.reset", "earliest",
+        "isolation.level", "read_committed",
+        "enable.partition.eof", "true",
+        "partition.assignment.strategy", "range,roundrobin",
+        NULL};
+    rd_kafka_conf_t *conf = kafka_conf(host, c->brokers, settings, c->props);
+    int rc = conf ? make_consumer(c, conf) : SKIPPR_INVAL;
+    if (!rc)
+        rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic,
+                                META_TIMEOUT_MS);
+    if (!rc)
+        rc = read_partitions(c);
+    if (!rc && !c->no_group) /* without a group, the first poll() assigns */
+        rc = subscribe(c);
+    return rc;
 }
 
 static void destroy(void *ctx)

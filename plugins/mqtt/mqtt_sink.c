@@ -87,9 +87,10 @@ static int init(void *ctx, const skippr_host *host)
     /* A clean session per run: unacknowledged messages of a crashed run
      * are published again by the engine, not by the session. */
     int rc = mqtt_connect(&c->conn, 1, 0, set_callbacks, 10000);
-    if (!rc && (rc = mosquitto_loop_start(c->conn.mosq))) {
-        MLOG(host, SKIPPR_LOG_ERROR, "loop_start: %s", mosquitto_strerror(rc));
-        return SKIPPR_FATAL;
+    int mrc = rc ? MOSQ_ERR_SUCCESS : mosquitto_loop_start(c->conn.mosq);
+    if (mrc) {
+        MLOG(host, SKIPPR_LOG_ERROR, "loop_start: %s", mosquitto_strerror(mrc));
+        rc = SKIPPR_FATAL;
     }
     return rc;
 }

@@ -171,12 +171,14 @@ static int init(void *ctx, const skippr_host *host)
     c->once = SKIPPR_HOST_HAS(host, flags) && (host->flags & SKIPPR_HOST_ONCE);
     c->next = -1;
     snprintf(c->unit, sizeof c->unit, "mqtt:%s", c->conn.client_id);
+    int rc = SKIPPR_OK;
     if (c->receive_maximum < 1 || c->receive_maximum > 65535) {
         MLOG(host, SKIPPR_LOG_ERROR, "receive_maximum must be 1 to 65535");
-        return SKIPPR_INVAL;
+        rc = SKIPPR_INVAL;
     }
     c->conn.receive_maximum = (int)c->receive_maximum;
-    int rc = mqtt_connect(&c->conn, 0, 1, set_callbacks, 10000);
+    if (!rc)
+        rc = mqtt_connect(&c->conn, 0, 1, set_callbacks, 10000);
     if (!rc)
         rc = subscribe(c);
     c->last_msg_ms = mqtt_now_ms();

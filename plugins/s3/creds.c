@@ -926,11 +926,55 @@ static int choose(s3_creds *cr, const s3_creds_config *cfg)
 
 static void creds_destroy(s3_creds *cr);
 
+/* The first credentials of cr's chosen source: fetched now unless they
+ * are static. Logs why not. */
+static int first_fetch(s3_creds *cr)
+{
+    if (cr->kind == CRED_STATIC)
+        return SKIPPR_OK;
+    const char *why = "unknown";
+    s3_cred got;
+    int rc = fetch(cr, &got, &why) != 0 ? SKIPPR_INVAL : SKIPPR_OK;
+    if (rc && cr->kind == CRED_IMDS)
+        LOG(cr, SKIPPR_LOG_ERROR, "no AWS credentials: none in the options, "
+            "the environment, the shared files, web identity or container "
+            "settings, and %s gave none: %s", cr->source, why);
+    else if (rc)
+        LOG(cr, SKIPPR_LOG_ERROR, "AWS credentials from %s: %s", cr->source,
+            why);
+    if (!rc) {
+        cr->cur = got;
+        cr->fetched = time(NULL);
+    }
+    s3_cred_wipe(&got);
+    return rc;
+}
+
+/* Says where the credentials came from and when they expire. */
+static void log_source(s3_creds *cr)
+{
+    if (cr->kind == CRED_IMDS) {
+        size_t sl = strlen(cr->source);
+        snprintf(cr->source + sl, sizeof cr->source - sl, ", role %s",
+                 cr->imds_role);
+    }
+    if (cr->cur.expires) {
+        char when[32];
+        struct tm tm;
+        gmtime_r(&cr->cur.expires, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        LOG(cr, SKIPPR_LOG_INFO, "AWS credentials from %s, expiring %s "
+            "(refreshed before then)", cr->source, when);
+    } else {
+        LOG(cr, SKIPPR_LOG_DEBUG, "AWS credentials from %s", cr->source);
+    }
+}
+
 static s3_creds *creds_create(const s3_creds_config *cfg)
 {
-    s3_creds *cr = calloc(1, sizeof *cr);
+    s3_creds *made = NULL, *cr = calloc(1, sizeof *cr);
     if (!cr)
-        return NULL;
+        goto out;
     pthread_mutex_init(&cr->mu, NULL);
     cr->host = cfg->host;
     cr->verify_tls = cfg->verify_tls;
@@ -947,59 +991,26 @@ static s3_creds *creds_create(const s3_creds_config *cfg)
     cr->sts_endpoint = sts;
     cr->curl = curl_easy_init();
     if (!cr->region || !cr->sts_endpoint || !cr->curl ||
-        (cfg->ca_bundle && !cr->ca_bundle)) {
-        creds_destroy(cr);
-        return NULL;
-    }
+        (cfg->ca_bundle && !cr->ca_bundle))
+        goto out;
     size_t n = strlen(cr->sts_endpoint);
     while (n && cr->sts_endpoint[n - 1] == '/')
         cr->sts_endpoint[--n] = '\0';
     int r = choose(cr, cfg);
-    if (r <= 0) {
-        if (r == 0)
-            LOG(cr, SKIPPR_LOG_ERROR, "no AWS credentials: none in the "
-                "options, the environment, the shared files, web identity or "
-                "container settings, and instance metadata is disabled "
-                "(AWS_EC2_METADATA_DISABLED)");
+    if (r == 0)
+        LOG(cr, SKIPPR_LOG_ERROR, "no AWS credentials: none in the options, "
+            "the environment, the shared files, web identity or container "
+            "settings, and instance metadata is disabled "
+            "(AWS_EC2_METADATA_DISABLED)");
+    if (r <= 0 || first_fetch(cr))
+        goto out;
+    log_source(cr);
+    made = cr;
+    cr = NULL; /* handed to the caller */
+out:
+    if (cr)
         creds_destroy(cr);
-        return NULL;
-    }
-    if (cr->kind != CRED_STATIC) {
-        const char *why = "unknown";
-        s3_cred got;
-        if (fetch(cr, &got, &why) != 0) {
-            if (cr->kind == CRED_IMDS)
-                LOG(cr, SKIPPR_LOG_ERROR, "no AWS credentials: none in the "
-                    "options, the environment, the shared files, web "
-                    "identity or container settings, and %s gave none: %s",
-                    cr->source, why);
-            else
-                LOG(cr, SKIPPR_LOG_ERROR, "AWS credentials from %s: %s",
-                    cr->source, why);
-            s3_cred_wipe(&got);
-            creds_destroy(cr);
-            return NULL;
-        }
-        cr->cur = got;
-        s3_cred_wipe(&got);
-        cr->fetched = time(NULL);
-    }
-    if (cr->kind == CRED_IMDS) {
-        size_t sl = strlen(cr->source);
-        snprintf(cr->source + sl, sizeof cr->source - sl, ", role %s",
-                 cr->imds_role);
-    }
-    if (cr->cur.expires) {
-        char when[32];
-        struct tm tm;
-        gmtime_r(&cr->cur.expires, &tm);
-        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        LOG(cr, SKIPPR_LOG_INFO, "AWS credentials from %s, expiring %s "
-            "(refreshed before then)", cr->source, when);
-    } else {
-        LOG(cr, SKIPPR_LOG_DEBUG, "AWS credentials from %s", cr->source);
-    }
-    return cr;
+    return made;
 }
 
 /* Seconds before expiry at which to refresh: a quarter of the lifetime,

@@ -35,24 +35,22 @@ void st_slice_free(sk_slice *s)
 }
 
 sk_slice *st_slice_new(uint64_t id, const char *key, size_t klen,
-                           uint8_t kind, int64_t opened_at)
+                       uint8_t kind, int64_t opened_at)
 {
     sk_slice *s = sk_calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    s->key = sk_strndup(key, klen);
-    if (!s->key) {
+    if (s && (s->key = sk_strndup(key, klen))) {
+        s->id = id;
+        s->key_len = klen;
+        s->name_len = strnlen(s->key, klen);
+        s->key_hash = sk_hash_fast(key, klen);
+        s->kind = kind;
+        s->opened_at = opened_at;
+        s->first_seg = UINT64_MAX;
+        sk_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
+    } else if (s) {
         sk_free(s);
-        return NULL;
+        s = NULL;
     }
-    s->id = id;
-    s->key_len = klen;
-    s->name_len = strnlen(s->key, klen);
-    s->key_hash = sk_hash_fast(key, klen);
-    s->kind = kind;
-    s->opened_at = opened_at;
-    s->first_seg = UINT64_MAX;
-    sk_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
     return s;
 }
 

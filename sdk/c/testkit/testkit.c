@@ -274,24 +274,19 @@ static void instance_free(instance *in)
 static instance *instance_new(const char *override_name,
                               const char *override_value, int *rc)
 {
-    instance *in = calloc(1, sizeof *in);
+    instance *made = NULL, *in = calloc(1, sizeof *in);
+    char err[256];
     if (!in) {
         fail("out of memory");
-        return NULL;
+        goto out;
     }
-    in->ctx = calloc(1, sink->ctx_size ? sink->ctx_size : 1);
-    if (!in->ctx) {
-        free(in);
+    if (!(in->ctx = calloc(1, sink->ctx_size ? sink->ctx_size : 1))) {
         fail("out of memory for a %zu-byte context", sink->ctx_size);
-        return NULL;
+        goto out;
     }
-    char err[256];
     if (fill_options(in, override_name, override_value, err, sizeof err)) {
         fail("%s", err);
-        free(in->ctx);
-        in->ctx = NULL;
-        instance_free(in);
-        return NULL;
+        goto out;
     }
     in->host = (skippr_host){
         .struct_size = sizeof(skippr_host),
@@ -304,7 +299,16 @@ static instance *instance_new(const char *override_name,
         .crc32c = sk_crc32c,
     };
     *rc = sink->init(in->ctx, &in->host);
-    return in;
+    made = in;
+    in = NULL; /* handed to the caller, who destroys it */
+out:
+    if (in) {
+        /* init() never ran: free the context, not destroy() it */
+        free(in->ctx);
+        in->ctx = NULL;
+        instance_free(in);
+    }
+    return made;
 }
 
 /* A new instance with the given options, ready to write: NULL, with the
