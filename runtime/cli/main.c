@@ -120,10 +120,16 @@ static json_t *engine_options_json(void)
                                         "list", "ref", "map"};
     json_t *arr = json_array();
     for (const sk_engine_option *o = sk_engine_options; arr && o->name; o++) {
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s?, s:s}", "name",
-                              o->name, "section", sections[o->section],
-                              "type", types[o->type], "default", o->def,
-                              "doc", o->doc);
+        json_t *choices = json_array();
+        for (size_t k = 0; choices && o->choices && o->choices[k]; k++)
+            if (json_array_append_new(choices, json_string(o->choices[k])))
+                break;
+        json_t *j = !choices ? NULL
+                             : json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s}",
+                                         "name", o->name, "section",
+                                         sections[o->section], "type",
+                                         types[o->type], "default", o->def,
+                                         "choices", choices, "doc", o->doc);
         if (!j || json_array_append_new(arr, j)) {
             json_decref(arr);
             return NULL;

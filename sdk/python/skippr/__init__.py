@@ -253,16 +253,9 @@ DataSourceHTTPPull = _endpoint_class(DataSource, "HTTPPull",
 DataSinkStdout = _endpoint_class(DataSink, "Stdout", "DataSinkStdout",
                                  "Standard output")
 
-# Pipeline keys besides type, source, sink and transform, and their kinds.
-_PIPELINE_KEYS = {
-    "buffer_threshold_seconds": "int", "max_object_bytes": "int",
-    "wal_disk_budget": "int", "memory_budget": "int",
-    "max_record_bytes": "int", "poll_interval_seconds": "int",
-    "commit_interval_ms": "int", "list_batch": "int",
-    "upload_concurrency": "int", "wal_zstd_level": "int",
-    "validate": "bool", "retry_backoff_ms": "int",
-    "max_inflate_ratio": "int", "multiline_records": "str",
-}
+# Pipeline keys besides type, source, sink and transform, and their kinds:
+# the engine's table (runtime/config/options.c), through _options.py.
+_PIPELINE_KEYS = _options.PIPELINE_SETTINGS
 
 
 class Pipeline:
