@@ -28,4 +28,11 @@ int skippr_buf_reserve(skippr_buf *b, size_t n);
 /* Release the bytes; b is then empty, its max kept. */
 void skippr_buf_free(skippr_buf *b);
 
+/* Room for one more element in *arrp (an array of len elements of elem
+ * bytes, cap allocated): doubled when full, first when empty. arrp is the
+ * address of the array pointer (T **). SKIPPR_OK or SKIPPR_NOMEM; the
+ * array is untouched on failure. */
+int skippr_array_grow(void *arrp, size_t len, size_t *cap, size_t elem,
+                      size_t first);
+
 #endif

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <skippr/plugin.h>
+#include "growbuf.h"
 
 typedef struct file_ctx {
     const skippr_host *host;
@@ -90,14 +91,8 @@ typedef struct names {
 
 static int names_add(names *ns, const char *s)
 {
-    if (ns->n == ns->cap) {
-        size_t nc = ns->cap ? ns->cap * 2 : 256;
-        char **v = realloc(ns->v, nc * sizeof *v);
-        if (!v)
-            return -1;
-        ns->v = v;
-        ns->cap = nc;
-    }
+    if (skippr_array_grow(&ns->v, ns->n, &ns->cap, sizeof *ns->v, 256))
+        return -1;
     if (!(ns->v[ns->n] = strdup(s)))
         return -1;
     ns->n++;

@@ -22,6 +22,7 @@
 
 #include "curl_tls.h"
 #include "curl_trace.h"
+#include "growbuf.h"
 
 #define HLOG(host, level, ...) (host)->log((host), (level), __VA_ARGS__)
 #define BUF_CAP (1u << 20) /* bytes held per open stream, at most */
@@ -271,14 +272,8 @@ typedef struct page_list {
 
 static int pages_add(page_list *l, const char *url, const head_info *h)
 {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 64;
-        page *nv = realloc(l->v, nc * sizeof *nv);
-        if (!nv)
-            return SKIPPR_NOMEM;
-        l->v = nv;
-        l->cap = nc;
-    }
+    if (skippr_array_grow(&l->v, l->n, &l->cap, sizeof *l->v, 64))
+        return SKIPPR_NOMEM;
     page *p = &l->v[l->n];
     if (!(p->url = strdup(url)))
         return SKIPPR_NOMEM;

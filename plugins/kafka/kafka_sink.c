@@ -31,6 +31,7 @@
 #include <sys/random.h>
 
 #include "kafka.h"
+#include "growbuf.h"
 
 #define TXN_TIMEOUT_MS 60000
 #define META_TIMEOUT_MS 10000
@@ -451,16 +452,10 @@ static int load_markers(ksink *c)
                  rd_kafka_message_errstr(m));
             rc = SKIPPR_RETRY;
         } else if (m->key && m->key_len < 64) {
-            if (c->ncommitted == cap) {
-                size_t nc = cap ? cap * 2 : 256;
-                char **g = realloc(c->committed, nc * sizeof *g);
-                if (!g) {
-                    rc = SKIPPR_NOMEM;
-                    rd_kafka_message_destroy(m);
-                    break;
-                }
-                c->committed = g;
-                cap = nc;
+            if ((rc = skippr_array_grow(&c->committed, c->ncommitted, &cap,
+                                        sizeof *c->committed, 256))) {
+                rd_kafka_message_destroy(m);
+                break;
             }
             char *id = malloc(m->key_len + 1);
             if (!id) {

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "growbuf.h"
 
 const char *s3_child_text(xmlNode *n, const char *name, char *out,
                               size_t cap)
@@ -82,14 +83,8 @@ static int lentry_cmp(const void *a, const void *b)
 static int lentry_push(lentry **v, size_t *n, size_t *cap, const char *key,
                        const char *etag, int64_t size)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 256;
-        lentry *nv = realloc(*v, nc * sizeof *nv);
-        if (!nv)
-            return -1;
-        *v = nv;
-        *cap = nc;
-    }
+    if (skippr_array_grow(v, *n, cap, sizeof **v, 256))
+        return -1;
     size_t kl = strlen(key), el = strlen(etag);
     char *p = malloc(kl + el + 2);
     if (!p)

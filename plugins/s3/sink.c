@@ -248,14 +248,9 @@ static int upload_part(s3_ctx *c, s3_obj *o)
         if (rc)
             return rc;
     }
-    if (o->nparts == o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 16;
-        part *np = realloc(o->parts, nc * sizeof *np);
-        if (!np)
-            return SKIPPR_RETRY;
-        o->parts = np;
-        o->cap = nc;
-    }
+    if ((rc = skippr_array_grow(&o->parts, o->nparts, &o->cap,
+                                sizeof *o->parts, 16)))
+        return rc;
     char num[16], md5[32];
     snprintf(num, sizeof num, "%zu", o->nparts + 1);
     s3_md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);

@@ -1,9 +1,10 @@
 /* plugins/common: the retry schedule (backoff.h) and the growable buffer
- * (growbuf.h) that the engine and the plugins share. */
+ * and array (growbuf.h) that the engine and the plugins share. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -87,12 +88,32 @@ static void test_buf_bounded(void **state)
     skippr_buf_free(&big);
 }
 
+static void test_array_grow(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(skippr_array_grow(&v, n, &cap, sizeof *v, 16), 0);
+        assert_true(cap > n);
+        v[n++] = i;
+    }
+    assert_int_equal(cap, 1024); /* 16 doubled six times */
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(v[i], i);
+    size_t huge = SIZE_MAX / 2;
+    assert_int_equal(skippr_array_grow(&v, huge, &huge, 16, 16),
+                     SKIPPR_NOMEM); /* the size overflows: refused */
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backoff_bounds),
         cmocka_unit_test(test_backoff_seeded),
         cmocka_unit_test(test_buf_bounded),
+        cmocka_unit_test(test_array_grow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
