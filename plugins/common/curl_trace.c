@@ -1,6 +1,7 @@
 /* libcurl's verbose trace with credentials left out (curl_trace.h). */
 #include "curl_trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -88,4 +89,22 @@ void skippr_curl_trace(CURL *h, const skippr_host *host)
     curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, trace);
     curl_easy_setopt(h, CURLOPT_DEBUGDATA, (void *)host);
     curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
+}
+
+int skippr_curl_add_headers(struct curl_slist **list, const skippr_kv *kv)
+{
+    for (; kv && kv->key; kv++) {
+        size_t n = strlen(kv->key) + strlen(kv->value) + 3;
+        char *h = malloc(n);
+        struct curl_slist *l = NULL;
+        if (h) {
+            snprintf(h, n, "%s: %s", kv->key, kv->value);
+            l = curl_slist_append(*list, h);
+            free(h);
+        }
+        if (!l)
+            return SKIPPR_NOMEM;
+        *list = l;
+    }
+    return SKIPPR_OK;
 }

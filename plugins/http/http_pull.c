@@ -74,17 +74,8 @@ static int init(void *ctx, const skippr_host *host)
     hpull *c = ctx;
     c->host = host;
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int rc = SKIPPR_OK;
-    for (const skippr_kv *kv = c->headers; !rc && kv && kv->key; kv++) {
-        char line[4096];
-        snprintf(line, sizeof line, "%s: %s", kv->key, kv->value);
-        struct curl_slist *l = curl_slist_append(c->base, line);
-        if (l)
-            c->base = l; /* destroy() frees the list */
-        else
-            rc = SKIPPR_NOMEM;
-    }
-    return rc;
+    /* the extra headers; destroy() frees the list */
+    return skippr_curl_add_headers(&c->base, c->headers);
 }
 
 static void destroy(void *ctx)

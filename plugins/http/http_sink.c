@@ -99,20 +99,8 @@ static int init(void *ctx, const skippr_host *host)
     snprintf(line, sizeof line, "Content-Type: %s", c->content_type);
     if (!rc && !(c->base = curl_slist_append(NULL, line)))
         rc = SKIPPR_NOMEM;
-    for (const skippr_kv *kv = c->headers; !rc && kv && kv->key; kv++) {
-        size_t n = strlen(kv->key) + strlen(kv->value) + 3;
-        char *h = malloc(n);
-        struct curl_slist *l = NULL;
-        if (h) {
-            snprintf(h, n, "%s: %s", kv->key, kv->value);
-            l = curl_slist_append(c->base, h);
-            free(h);
-        }
-        if (l)
-            c->base = l; /* destroy() frees the list */
-        else
-            rc = SKIPPR_NOMEM;
-    }
+    if (!rc) /* the extra headers; destroy() frees the list */
+        rc = skippr_curl_add_headers(&c->base, c->headers);
     return rc;
 }
 
