@@ -23,6 +23,13 @@
 
 /* ---- scanner ---------------------------------------------------------- */
 
+/* Skim mode: where the record's scan stands once its groups settle. */
+typedef enum skim_state {
+    SKIM_READING = 0, /* some group still wants a value */
+    SKIM_SETTLED,     /* all settled: skip the rest of the record */
+    SKIM_SKIPPED      /* the rest was skipped: unwind to the record's end */
+} skim_state;
+
 typedef struct scan {
     const uint8_t *base;
     const uint8_t *p;
@@ -35,7 +42,7 @@ typedef struct scan {
     /* skim mode */
     int need;       /* groups not yet settled; < 0: never */
     uint32_t found; /* slots that settled their groups */
-    int stop;       /* 1: all settled, skip to the end; 2: skipped */
+    skim_state stop;
 } scan;
 
 static const uint8_t ws_table[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1,
@@ -405,7 +412,7 @@ static inline void settle(scan *x, const sk_json_value *cap, uint8_t type)
     x->found |= 1u << slot;
     x->need -= s->settles[slot];
     if (x->need == 0)
-        x->stop = 1;
+        x->stop = SKIM_SETTLED;
 }
 
 /* Looks up a member name among node's children, decoding escapes first. */
@@ -453,10 +460,10 @@ static int scan_object(scan *x, int node, int depth)
             cap = &x->vals[x->spec->nodes[child].slot];
         if (scan_value(x, child, depth + 1, cap))
             return -1;
-        if (x->stop) {
+        if (x->stop != SKIM_READING) {
             /* Every group is settled: the rest of the record is skipped. */
-            if (x->stop == 1) {
-                x->stop = 2;
+            if (x->stop == SKIM_SETTLED) {
+                x->stop = SKIM_SKIPPED;
                 return x->spec->lines ? skip_line(x)
                                       : skip_structure(x, depth);
             }
@@ -580,7 +587,8 @@ int sk_json_members(const uint8_t *rec, size_t len, sk_json_member_fn fn,
                     void *ud)
 {
     sk_json_value cap;
-    scan x = {rec, rec, rec + len, NULL, &cap, NULL, 0, 1, -1, 0, 0};
+    scan x = {.base = rec, .p = rec, .end = rec + len, .vals = &cap,
+              .final = 1, .need = -1};
     skip_ws(&x);
     if (x.p >= x.end || *x.p != '{')
         return -1;
@@ -701,8 +709,9 @@ sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
         break;
     }
 
-    scan x = {buf, buf + i, buf + len, spec, out->values, NULL, 0, final,
-              spec && spec->skim ? spec->need : -1, 0, 0};
+    scan x = {.base = buf, .p = buf + i, .end = buf + len, .spec = spec,
+              .vals = out->values, .final = final,
+              .need = spec && spec->skim ? spec->need : -1};
     size_t nvals = sk_peek_spec_count(spec);
     for (size_t k = 0; k < nvals; k++)
         out->values[k].type = SK_JSON_NONE;

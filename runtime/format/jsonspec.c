@@ -29,7 +29,8 @@ static int spec_add_node(sk_peek_spec *s, int parent, const char *name,
         return -1;
     int idx = (int)s->nnodes++;
     s->names[idx] = copy;
-    s->nodes[idx] = (peek_node){copy, len, -1, -1, -1, 0};
+    s->nodes[idx] = (peek_node){.name = copy, .name_len = len, .slot = -1,
+                                .first_child = -1, .next = -1};
     if (parent >= 0) {
         s->nodes[idx].next = s->nodes[parent].first_child;
         s->nodes[parent].first_child = idx;

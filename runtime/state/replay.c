@@ -159,8 +159,12 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
         char *key = sk_strndup((const char *)k, kl);
         if (!key)
             return SKIPPR_NOMEM;
-        r->ps[r->nps++] = (pend_slice){sk_get_u64(p), key, kl, q[0],
-                                       (int64_t)sk_get_u64(q + 1), pos.seg};
+        r->ps[r->nps++] = (pend_slice){.id = sk_get_u64(p),
+                                       .key = key,
+                                       .klen = kl,
+                                       .kind = q[0],
+                                       .opened_at = (int64_t)sk_get_u64(q + 1),
+                                       .seg = pos.seg};
         return SKIPPR_OK;
     }
     case SK_WAL_BLOCK:
