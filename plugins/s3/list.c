@@ -177,12 +177,12 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
         return -1;
     char key[2048], etag[256], size[32], trunc[16] = "";
     int rc = 0, r = -1;
-    int in = 0; /* 1: within <Contents>, 2: within <CommonPrefixes> */
+    enum { IN_NONE, IN_CONTENTS, IN_PREFIXES } in = IN_NONE;
     token[0] = '\0';
     while (!rc && (r = xmlTextReaderRead(rd)) == 1) {
         int t = xmlTextReaderNodeType(rd), d = xmlTextReaderDepth(rd);
-        if (t == XML_READER_TYPE_END_ELEMENT && d == 1 && in) {
-            if (in == 1) {
+        if (t == XML_READER_TYPE_END_ELEMENT && d == 1 && in != IN_NONE) {
+            if (in == IN_CONTENTS) {
                 rc = page_entry(v, n, cap, key, etag, size);
             } else {
                 char **np = realloc(*cps, (*ncp + 1) * sizeof *np);
@@ -193,7 +193,7 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
                 if (!rc)
                     (*ncp)++;
             }
-            in = 0;
+            in = IN_NONE;
             continue;
         }
         if (t != XML_READER_TYPE_ELEMENT || d < 1 || d > 2)
@@ -202,23 +202,23 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
         if (!name)
             continue;
         if (d == 1) {
-            in = 0;
+            in = IN_NONE;
             key[0] = etag[0] = size[0] = '\0';
             if (strcmp(name, "Contents") == 0)
-                in = xmlTextReaderIsEmptyElement(rd) ? 0 : 1;
+                in = xmlTextReaderIsEmptyElement(rd) ? IN_NONE : IN_CONTENTS;
             else if (cps && strcmp(name, "CommonPrefixes") == 0)
-                in = xmlTextReaderIsEmptyElement(rd) ? 0 : 2;
+                in = xmlTextReaderIsEmptyElement(rd) ? IN_NONE : IN_PREFIXES;
             else if (strcmp(name, "IsTruncated") == 0)
                 rc = reader_text(rd, trunc, sizeof trunc);
             else if (strcmp(name, "NextContinuationToken") == 0)
                 rc = reader_text(rd, token, tcap);
-        } else if (in == 1 && strcmp(name, "Key") == 0) {
+        } else if (in == IN_CONTENTS && strcmp(name, "Key") == 0) {
             rc = reader_text(rd, key, sizeof key);
-        } else if (in == 1 && strcmp(name, "ETag") == 0) {
+        } else if (in == IN_CONTENTS && strcmp(name, "ETag") == 0) {
             rc = reader_text(rd, etag, sizeof etag);
-        } else if (in == 1 && strcmp(name, "Size") == 0) {
+        } else if (in == IN_CONTENTS && strcmp(name, "Size") == 0) {
             rc = reader_text(rd, size, sizeof size);
-        } else if (in == 2 && strcmp(name, "Prefix") == 0) {
+        } else if (in == IN_PREFIXES && strcmp(name, "Prefix") == 0) {
             rc = reader_text(rd, key, sizeof key);
         }
     }
