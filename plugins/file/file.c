@@ -318,7 +318,7 @@ static int sink_open(void *ctx, const skippr_object_info *info, void **h)
     }
     file_obj *o = calloc(1, sizeof *o);
     if (!o)
-        return SKIPPR_RETRY;
+        return SKIPPR_NOMEM;
     int n = snprintf(o->final, sizeof o->final, "%s/%s%s%s", c->path,
                      c->prefix, *c->prefix ? "/" : "", info->key);
     if (n < 0 || (size_t)n >= sizeof o->final) {

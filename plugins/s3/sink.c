@@ -78,13 +78,13 @@ int sink_open(void *ctx, const skippr_object_info *info, void **h)
     s3_ctx *c = ctx;
     s3_obj *o = calloc(1, sizeof *o);
     if (!o)
-        return SKIPPR_RETRY;
+        return SKIPPR_NOMEM;
     size_t pl = strlen(c->prefix);
     size_t kl = pl + 1 + strlen(info->key) + 1;
     o->key = malloc(kl);
     if (!o->key) {
         free(o);
-        return SKIPPR_RETRY;
+        return SKIPPR_NOMEM;
     }
     snprintf(o->key, kl, "%s%s%s", c->prefix,
              pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
