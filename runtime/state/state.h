@@ -31,9 +31,10 @@
  * commits, seals, records DONE and closes. The one exception: while the
  * pipeline thread waits in upload_sealed() (pipeline/seal.c), upload
  * threads read sealed slices with sk_state_foreach_record(), each with its
- * own scratch buffer. A sealed slice does not change, and the WAL reads
- * its segments with pread() on descriptors opened before, so those reads
- * share nothing that is written meanwhile.
+ * own scratch buffer. A sealed slice does not change, and sk_wal_read()
+ * opens the segment for each read and reads it with pread(), so those
+ * reads share no descriptor, buffer or field with the pipeline thread,
+ * which is blocked meanwhile anyway.
  */
 #ifndef SK_STATE_H
 #define SK_STATE_H
