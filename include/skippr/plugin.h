@@ -311,6 +311,33 @@ typedef struct skippr_sink_ops {
     int (*sync)(void *ctx);
     /* ABI 2: SKIPPR_SINK_* bits. */
     uint32_t flags;
+
+    /* Appended within ABI 2 (test with SKIPPR_OPS_HAS), for sinks whose
+     * flags have SKIPPR_SINK_GROWS: objects that grow in place while their
+     * slice is open, so each byte is written once (the File sink: a
+     * temporary file in the object's final folder). The engine appends a
+     * slice's bytes as they come, calls sync() before it records how long
+     * the object is, and after a crash reopens it at that length. One
+     * thread at a time uses a handle, the instance's own.
+     *
+     * Open the growing object of info->key (info->size and crc32c are 0:
+     * not known yet). length 0: start it empty, replacing any earlier
+     * attempt. length > 0: reopen it and cut it back to length bytes;
+     * SKIPPR_NOENT when it does not exist or holds fewer bytes. On
+     * SKIPPR_OK *handle is the plugin's until grow_commit() or
+     * grow_close(). */
+    int (*grow_open)(void *ctx, const skippr_object_info *info,
+                     uint64_t length, void **handle);
+    /* Append bytes; durable at the next sync(). */
+    int (*grow_write)(void *ctx, void *handle, const void *buf, size_t len);
+    /* Make the object visible under its key (durable at the next sync());
+     * the handle is gone whatever it returns. */
+    int (*grow_commit)(void *ctx, void *handle);
+    /* Let go of the handle; the object stays as it is, to be reopened. */
+    void (*grow_close)(void *ctx, void *handle);
+    /* Remove the growing object of info->key, if any (a slice that never
+     * reached a commit). SKIPPR_OK also when there was none. */
+    int (*grow_discard)(void *ctx, const skippr_object_info *info);
 } skippr_sink_ops;
 
 /* skippr_sink_ops.flags: the sink sends records, not files (Kafka, MQTT,
@@ -318,6 +345,8 @@ typedef struct skippr_sink_ops {
  * newline, and size/crc32c in the info still describe the whole object
  * (records each followed by a newline) for checks. */
 #define SKIPPR_SINK_RECORDS 1u
+/* skippr_sink_ops.flags: the sink has the grow_* calls. */
+#define SKIPPR_SINK_GROWS 2u
 
 /* Non-zero when an ops struct of type `type` at `ops` has `field`. */
 #define SKIPPR_OPS_HAS(type, ops, field)                                   \

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +41,8 @@ typedef struct file_ctx {
     int fsync;          /* option (sink) */
     int deferred;       /* durability left to sync(): one syncfs a batch */
     int dirty;          /* renamed since the last sync() */
+    long grow_fds;      /* descriptors held by growing objects */
+    long grow_fd_cap;   /* above this many, a write closes its own */
 } file_ctx;
 
 static const skippr_option source_options[] = {
@@ -77,6 +80,14 @@ static int init(void *ctx, const skippr_host *host)
     }
     c->deferred = c->fsync && SKIPPR_HOST_HAS(host, flags) &&
                   (host->flags & SKIPPR_HOST_SYNCS_SINKS);
+    /* Growing objects keep their descriptor between writes, up to a
+     * quarter of the process's limit (thousands of partitions open at
+     * once must not exhaust it); past that each write opens and closes. */
+    struct rlimit rl;
+    c->grow_fd_cap = 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (long)(rl.rlim_cur / 4) > c->grow_fd_cap)
+        c->grow_fd_cap = (long)(rl.rlim_cur / 4);
     return rc;
 }
 
@@ -238,7 +249,8 @@ static void src_close(void *ctx, void *stream)
 /* ---- sink --------------------------------------------------------------- */
 
 typedef struct file_obj {
-    int fd;
+    int fd;          /* -1: closed (a growing object reopens it) */
+    uint64_t len;    /* a growing object's bytes so far */
     char tmp[PATH_MAX];
     char final[PATH_MAX];
 } file_obj;
@@ -280,50 +292,69 @@ static int fsync_dir(file_ctx *c, const char *dir)
     return SKIPPR_OK;
 }
 
-static int mkdirs(file_ctx *c, char *path)
+/* A folder was made: its name is durable once its parent is (now, unless
+ * the batch's syncfs will do it). */
+static int dir_made(file_ctx *c, char *dir)
 {
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0755) == 0) {
-            char *slash = strrchr(path, '/');
-            if (slash && slash != path) {
-                *slash = '\0';
-                int rc = c->fsync && !c->deferred ? fsync_dir(c, path)
-                                                  : SKIPPR_OK;
-                *slash = '/';
-                if (rc) {
-                    *p = '/';
-                    return rc;
-                }
-            }
-        } else if (errno != EEXIST) {
-            LOG(c, SKIPPR_LOG_ERROR, "mkdir %s: %s", path, strerror(errno));
-            *p = '/';
-            return errno == ENOSPC ? SKIPPR_FATAL : SKIPPR_RETRY;
-        }
-        *p = '/';
-    }
-    return SKIPPR_OK;
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir || !c->fsync || c->deferred)
+        return SKIPPR_OK;
+    *slash = '\0';
+    int rc = fsync_dir(c, dir);
+    *slash = '/';
+    return rc;
 }
 
-static int sink_open(void *ctx, const skippr_object_info *info, void **h)
+static int mkdirs(file_ctx *c, char *path);
+
+/* Make folder dir, and its parents when they are missing: the deepest one
+ * is tried first, so each folder is made once and a folder that exists
+ * costs one mkdir at most. */
+static int make_dir(file_ctx *c, char *dir)
 {
-    file_ctx *c = ctx;
+    if (mkdir(dir, 0755) == 0)
+        return dir_made(c, dir);
+    if (errno == EEXIST)
+        return SKIPPR_OK;
+    if (errno == ENOENT) {
+        int rc = mkdirs(c, dir);
+        if (rc)
+            return rc;
+        if (mkdir(dir, 0755) == 0)
+            return dir_made(c, dir);
+        if (errno == EEXIST)
+            return SKIPPR_OK;
+    }
+    LOG(c, SKIPPR_LOG_ERROR, "mkdir %s: %s", dir, strerror(errno));
+    return errno == ENOSPC ? SKIPPR_FATAL : SKIPPR_RETRY;
+}
+
+/* Make the folders of path, everything before its last '/'. path is
+ * restored. */
+static int mkdirs(file_ctx *c, char *path)
+{
+    char *end = strrchr(path, '/');
+    if (!end || end == path)
+        return SKIPPR_OK;
+    *end = '\0';
+    int rc = make_dir(c, path);
+    *end = '/';
+    return rc;
+}
+
+/* The object's final path and its temporary sibling ".NAME.tmp-SLICE". */
+static int obj_paths(file_ctx *c, const skippr_object_info *info,
+                     file_obj *o)
+{
     if (!key_is_safe(info->key)) {
         LOG(c, SKIPPR_LOG_ERROR, "refusing unsafe object key '%s'",
             info->key);
         return SKIPPR_FATAL;
     }
-    file_obj *o = calloc(1, sizeof *o);
-    if (!o)
-        return SKIPPR_NOMEM;
     int n = snprintf(o->final, sizeof o->final, "%s/%s%s%s", c->path,
                      c->prefix, *c->prefix ? "/" : "", info->key);
     if (n < 0 || (size_t)n >= sizeof o->final) {
         LOG(c, SKIPPR_LOG_ERROR, "object path too long: %s", info->key);
-        free(o);
         return SKIPPR_FATAL;
     }
     char *slash = strrchr(o->final, '/');
@@ -333,24 +364,41 @@ static int sink_open(void *ctx, const skippr_object_info *info, void **h)
     *slash = '/';
     if (n < 0 || (size_t)n >= sizeof o->tmp) {
         LOG(c, SKIPPR_LOG_ERROR, "object path too long: %s", info->key);
-        free(o);
         return SKIPPR_FATAL;
     }
-    /* Most objects land in folders that exist: create folders only when
-     * the first attempt says they are missing. */
+    return SKIPPR_OK;
+}
+
+/* Create (truncating) o->tmp, making its folders when they are missing:
+ * most objects land in folders that exist, so folders are made only when
+ * the first attempt says ENOENT. */
+static int create_tmp(file_ctx *c, file_obj *o)
+{
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (o->fd < 0 && errno == ENOENT) {
         int rc = mkdirs(c, o->final);
-        if (rc) {
-            free(o);
+        if (rc)
             return rc;
-        }
         o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     }
     if (o->fd < 0) {
-        int rc;
         LOG(c, SKIPPR_LOG_ERROR, "create %s: %s", o->tmp, strerror(errno));
-        rc = errno == ENOSPC || errno == EACCES ? SKIPPR_FATAL : SKIPPR_RETRY;
+        return errno == ENOSPC || errno == EACCES ? SKIPPR_FATAL
+                                                  : SKIPPR_RETRY;
+    }
+    return SKIPPR_OK;
+}
+
+static int sink_open(void *ctx, const skippr_object_info *info, void **h)
+{
+    file_ctx *c = ctx;
+    file_obj *o = calloc(1, sizeof *o);
+    if (!o)
+        return SKIPPR_NOMEM;
+    int rc = obj_paths(c, info, o);
+    if (!rc)
+        rc = create_tmp(c, o);
+    if (rc) {
         free(o);
         return rc;
     }
@@ -425,6 +473,175 @@ static int sink_commit(void *ctx, void *h)
     return rc;
 }
 
+/* ---- growing objects (SKIPPR_SINK_GROWS) ------------------------------ */
+
+static int grow_open(void *ctx, const skippr_object_info *info,
+                     uint64_t length, void **h)
+{
+    file_ctx *c = ctx;
+    file_obj *o = calloc(1, sizeof *o);
+    if (!o)
+        return SKIPPR_NOMEM;
+    o->fd = -1;
+    int rc = obj_paths(c, info, o);
+    if (!rc && length == 0)
+        rc = create_tmp(c, o);
+    else if (!rc) {
+        struct stat sb;
+        o->fd = open(o->tmp, O_WRONLY | O_CLOEXEC);
+        if (o->fd < 0 || fstat(o->fd, &sb) != 0) {
+            LOG(c, SKIPPR_LOG_ERROR, "reopen %s: %s", o->tmp,
+                strerror(errno));
+            rc = errno == ENOENT ? SKIPPR_NOENT : SKIPPR_FATAL;
+        } else if ((uint64_t)sb.st_size < length) {
+            LOG(c, SKIPPR_LOG_ERROR, "%s holds %lld bytes, fewer than the "
+                "%llu made durable: it was changed outside skippr", o->tmp,
+                (long long)sb.st_size, (unsigned long long)length);
+            rc = SKIPPR_NOENT;
+        } else if ((uint64_t)sb.st_size > length &&
+                   ftruncate(o->fd, (off_t)length) != 0) {
+            LOG(c, SKIPPR_LOG_ERROR, "cut %s back to %llu bytes: %s", o->tmp,
+                (unsigned long long)length, strerror(errno));
+            rc = SKIPPR_FATAL;
+        }
+    }
+    if (rc) {
+        if (o->fd >= 0)
+            close(o->fd);
+        free(o);
+        return rc;
+    }
+    o->len = length;
+    c->grow_fds++;
+    *h = o;
+    return SKIPPR_OK;
+}
+
+static void grow_fd_close(file_ctx *c, file_obj *o)
+{
+    if (o->fd < 0)
+        return;
+    close(o->fd);
+    o->fd = -1;
+    c->grow_fds--;
+}
+
+static int grow_write(void *ctx, void *h, const void *buf, size_t len)
+{
+    file_ctx *c = ctx;
+    file_obj *o = h;
+    if (o->fd < 0) {
+        if ((o->fd = open(o->tmp, O_WRONLY | O_CLOEXEC)) < 0) {
+            LOG(c, SKIPPR_LOG_ERROR, "reopen %s: %s", o->tmp,
+                strerror(errno));
+            return SKIPPR_FATAL;
+        }
+        c->grow_fds++;
+    }
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = pwrite(o->fd, p, len, (off_t)o->len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            LOG(c, SKIPPR_LOG_ERROR, "write %s: %s", o->tmp, strerror(errno));
+            return SKIPPR_FATAL; /* the engine cuts it back at restart */
+        }
+        p += w;
+        len -= (size_t)w;
+        o->len += (uint64_t)w;
+        c->host->counter_add(c->host, "bytes_written", w);
+    }
+    c->dirty = 1;
+    if (c->grow_fds > c->grow_fd_cap)
+        grow_fd_close(c, o);
+    return SKIPPR_OK;
+}
+
+static void grow_close(void *ctx, void *h)
+{
+    grow_fd_close(ctx, h);
+    free(h);
+}
+
+static int grow_commit(void *ctx, void *h)
+{
+    file_ctx *c = ctx;
+    file_obj *o = h;
+    int rc = SKIPPR_OK;
+    if (c->fsync && !c->deferred) {
+        if (o->fd < 0 && (o->fd = open(o->tmp, O_WRONLY | O_CLOEXEC)) >= 0)
+            c->grow_fds++;
+        if (o->fd < 0 || fsync(o->fd) != 0) {
+            LOG(c, SKIPPR_LOG_ERROR, "fsync %s: %s", o->tmp, strerror(errno));
+            rc = SKIPPR_FATAL;
+        }
+    }
+    grow_fd_close(c, o);
+    if (!rc && rename(o->tmp, o->final) != 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "rename %s -> %s: %s", o->tmp, o->final,
+            strerror(errno));
+        rc = SKIPPR_FATAL;
+    }
+    if (!rc) {
+        c->dirty = 1;
+        if (c->fsync && !c->deferred) {
+            char *slash = strrchr(o->final, '/');
+            *slash = '\0';
+            rc = fsync_dir(c, o->final);
+            *slash = '/';
+        }
+    }
+    if (!rc)
+        c->host->counter_add(c->host, "files_written", 1);
+    free(o);
+    return rc;
+}
+
+static int grow_discard(void *ctx, const skippr_object_info *info)
+{
+    file_ctx *c = ctx;
+    file_obj o = {.fd = -1};
+    int rc = obj_paths(c, info, &o);
+    if (rc)
+        return rc;
+    if (unlink(o.tmp) != 0 && errno != ENOENT) {
+        LOG(c, SKIPPR_LOG_ERROR, "remove %s: %s", o.tmp, strerror(errno));
+        return SKIPPR_FATAL;
+    }
+    c->dirty = 1;
+    return SKIPPR_OK;
+}
+
+/* Recovery: SKIPPR_OK when the object is there with info's size and
+ * CRC32C (its name holds the slice's id, so the content is the check). */
+static int sink_check(void *ctx, const skippr_object_info *info)
+{
+    file_ctx *c = ctx;
+    file_obj o = {.fd = -1};
+    int rc = obj_paths(c, info, &o);
+    if (rc)
+        return rc;
+    struct stat sb;
+    if (stat(o.final, &sb) != 0)
+        return errno == ENOENT ? SKIPPR_NOENT : SKIPPR_RETRY;
+    if ((uint64_t)sb.st_size != info->size ||
+        !SKIPPR_HOST_HAS(c->host, crc32c) || !c->host->crc32c)
+        return SKIPPR_CHANGED;
+    int fd = open(o.final, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return SKIPPR_RETRY;
+    char buf[1 << 16];
+    uint32_t crc = 0;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        crc = c->host->crc32c(crc, buf, (size_t)n);
+    close(fd);
+    if (n < 0)
+        return SKIPPR_RETRY;
+    return crc == info->crc32c ? SKIPPR_OK : SKIPPR_CHANGED;
+}
+
 static const skippr_source_ops source = {
     .struct_size = sizeof(skippr_source_ops),
     .ctx_size = sizeof(file_ctx),
@@ -478,7 +695,14 @@ static const skippr_sink_ops sink = {
     .object_write = sink_write,
     .object_commit = sink_commit,
     .object_abort = sink_abort,
+    .object_check = sink_check,
     .sync = sink_sync,
+    .flags = SKIPPR_SINK_GROWS,
+    .grow_open = grow_open,
+    .grow_write = grow_write,
+    .grow_commit = grow_commit,
+    .grow_close = grow_close,
+    .grow_discard = grow_discard,
 };
 
 static const skippr_plugin plugin = {
