@@ -13,6 +13,7 @@
  *   append.c    slices: records, dead letters, format pipeline thread
  *   seal.c      commit, seal, upload batch, WAL GC    pipeline thread
  *   deliver.c   write one sealed slice to the sink    upload threads
+ *   grow.c      slices growing in place in the sink   pipeline thread
  *   stream.c    streaming sources: emit, sync, ack    pipeline thread
  *   report.c    progress line, minute report, status  pipeline thread
  *
@@ -315,6 +316,12 @@ int pl_write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
                        writer *w, sk_buf *scratch);
 int pl_sink_takes_records(const sk_instance *sink);
 int pl_upload_one(uploader *u, sk_slice *s);
+
+/* grow.c: slices that grow in the sink (SKIPPR_SINK_GROWS) */
+int pl_grow_init(engine *e);
+int pl_grow_finish(engine *e, sk_slice *s);
+int pl_grow_forget(engine *e, sk_slice *s);
+void pl_grow_release(engine *e);
 
 /* seal.c: group commit, sealing, the upload batch, WAL GC */
 int pl_flush_slices(engine *e, int force);

@@ -169,6 +169,7 @@ static void engine_free(engine *e)
         pl_lane_free(e->doc_lane);
     sk_free(e->doc_lane);
     sk_router_free(e->router);
+    pl_grow_release(e);
     sk_instance_free(e->src);
     for (int k = 0; k < e->nup; k++) {
         sk_instance_free(e->up[k].sink);
@@ -267,6 +268,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                             &e.st)))
         goto out;
     e.st->zstd_level = (int)cfg->wal_zstd_level;
+    if ((rc = pl_grow_init(&e)))
+        goto out;
     e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
     if ((rc = pl_lanes_init(&e)))
         goto out;

@@ -42,6 +42,8 @@ static void *upload_main(void *arg)
         size_t i = atomic_fetch_add(&b->next, 1);
         if (i >= b->n || atomic_load(&b->failed) || sk_stop_requested)
             break;
+        if (b->slices[i]->streamed)
+            continue; /* finished by upload_sealed() */
         b->rcs[i] = pl_upload_one(w->u, b->slices[i]);
         if (b->rcs[i])
             atomic_store(&b->failed, 1);
@@ -70,9 +72,22 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
     upload_batch b = {.slices = slices, .rcs = rcs, .n = n};
     for (size_t i = 0; i < n; i++)
         rcs[i] = NOT_TRIED;
-    size_t started = 1; /* worker 0 runs on this thread */
     for (size_t k = 0; k < nw; k++)
         ws[k] = (upload_worker){.b = &b, .u = &e->up[k]};
+    /* Growing objects are finished here first, on uploader 0's instance
+     * (their handles are its), each a rename; the upload threads skip
+     * them. */
+    for (size_t i = 0; i < n && !sk_stop_requested; i++) {
+        if (!slices[i]->streamed)
+            continue;
+        rcs[i] = pl_grow_finish(e, slices[i]);
+        if (rcs[i]) {
+            atomic_store(&b.failed, 1);
+            break;
+        }
+        ws[0].written++;
+    }
+    size_t started = 1; /* worker 0 runs on this thread */
     while (started < nw &&
            pthread_create(&ws[started].thread, NULL, upload_main,
                           &ws[started]) == 0)
@@ -165,16 +180,24 @@ int pl_flush_slices(engine *e, int force)
         memcpy(list, st->live, n * sizeof *list);
     for (size_t i = 0; i < n; i++) {
         sk_slice *s = list[i];
+        if (s->state == SK_SLICE_OPEN && s->records == 0 && s->streamed &&
+            force) {
+            /* its records went to other slices after a restart */
+            if ((rc = pl_grow_forget(e, s)))
+                goto out;
+            continue;
+        }
         if (s->state != SK_SLICE_OPEN || s->records == 0)
             continue;
         int due = force || now - s->opened_at >=
                                e->cfg->buffer_threshold_seconds ||
                   s->bytes >= (uint64_t)e->cfg->max_object_bytes;
         if (!due && over_budget) {
-            /* The WAL is over budget: flush the largest slices first. */
+            /* The WAL is over budget: flush the largest slices it holds
+             * first (a streamed slice holds none of its bytes there). */
             sk_slice *big = NULL;
             for (size_t k = 0; k < n; k++)
-                if (list[k]->state == SK_SLICE_OPEN &&
+                if (list[k]->state == SK_SLICE_OPEN && !list[k]->streamed &&
                     (!big || list[k]->bytes > big->bytes))
                     big = list[k];
             due = big == s;
@@ -214,9 +237,11 @@ int pl_flush_slices(engine *e, int force)
     rc = sk_wal_sync(st->wal);
     /* A full segment (or a drained run) starts a new one, so that the old
      * one can be deleted once its slices are done. */
+    uint64_t seg_max = SK_MIN((uint64_t)SEGMENT_BYTES,
+                              (uint64_t)e->cfg->wal_disk_budget / 4);
     if (!rc && ((force && sk_wal_active_size(st->wal) > 0) ||
-                sk_wal_active_size(st->wal) >= SEGMENT_BYTES))
-        rc = sk_wal_rotate(st->wal);
+                sk_wal_active_size(st->wal) >= seg_max))
+        rc = sk_state_rotate(st);
     if (!rc)
         rc = sk_state_gc(st);
 out:

@@ -18,7 +18,14 @@ typedef struct pend_slice {
     uint8_t kind;
     int64_t opened_at;
     uint64_t seg;
+    int streamed;
 } pend_slice;
+
+typedef struct pend_stream {
+    uint64_t id;
+    uint64_t len, records;
+    uint32_t crc;
+} pend_stream;
 
 typedef struct pend_block {
     uint64_t id;
@@ -33,6 +40,10 @@ typedef struct replay {
     size_t nps, ps_cap;
     pend_block *pb;
     size_t npb, pb_cap;
+    pend_stream *pst;
+    size_t npst, pst_cap;
+    sk_slice **orph; /* streamed slices announced, never committed */
+    size_t norph, orph_cap;
     uint64_t max_id;
 } replay;
 
@@ -40,7 +51,49 @@ static void pend_clear(replay *r)
 {
     for (size_t i = 0; i < r->nps; i++)
         sk_free(r->ps[i].key);
-    r->nps = r->npb = 0;
+    r->nps = r->npb = r->npst = 0;
+}
+
+/* The pending frames will never count (no COMMIT followed them): a
+ * streamed slice among them may have left a growing object in the sink. */
+static int pend_drop(replay *r)
+{
+    for (size_t i = 0; i < r->nps; i++) {
+        pend_slice *q = &r->ps[i];
+        if (!q->streamed)
+            continue;
+        sk_slice *s = st_slice_new(q->id, q->key, q->klen, SK_SLICE_DATA,
+                                   q->opened_at);
+        if (!s || sk_array_grow(&r->orph, r->norph, &r->orph_cap,
+                                sizeof *r->orph, 8)) {
+            st_slice_free(s);
+            return SKIPPR_NOMEM;
+        }
+        s->streamed = 1;
+        r->orph[r->norph++] = s;
+    }
+    pend_clear(r);
+    return SKIPPR_OK;
+}
+
+/* The STREAM entries of a commit: each streamed slice's durable length. */
+static int apply_streams(replay *r)
+{
+    for (size_t i = 0; i < r->npst; i++) {
+        pend_stream *q = &r->pst[i];
+        sk_slice *s = st_live_find(r->st, q->id);
+        if (!s || !s->streamed || q->len < q->records) {
+            sk_error("WAL corrupt: a STREAM entry names slice %" PRIu64
+                     ", which is not an open streamed slice", q->id);
+            return SKIPPR_CORRUPT;
+        }
+        s->durable_len = s->pushed = q->len;
+        s->records = q->records;
+        s->bytes = q->len - q->records;
+        s->out_crc = q->crc;
+        s->crc_known = 1;
+    }
+    return SKIPPR_OK;
 }
 
 static int rd_str(const uint8_t **p, const uint8_t *end, const uint8_t **s,
@@ -64,15 +117,20 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
     /* Frames that this COMMIT makes count. */
     for (size_t i = 0; i < r->nps; i++) {
         pend_slice *q = &r->ps[i];
-        if (st_live_find(st, q->id))
+        sk_slice *s = st_live_find(st, q->id);
+        if (s) {
+            /* a restatement: the slice needs only this segment now */
+            if (s->streamed && s->nblocks == 0)
+                s->first_seg = q->seg;
             continue;
-        sk_slice *s = st_slice_new(q->id, q->key, q->klen, q->kind,
-                                q->opened_at);
+        }
+        s = st_slice_new(q->id, q->key, q->klen, q->kind, q->opened_at);
         if (!s || st_live_add(st, s)) {
             st_slice_free(s);
             return SKIPPR_NOMEM;
         }
         s->announced = 1;
+        s->streamed = s->durable_announced = s->crc_known = q->streamed;
         s->first_seg = q->seg;
         if (q->id > r->max_id)
             r->max_id = q->id;
@@ -98,6 +156,9 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
         s->records += r->pb[i].nrec;
         s->bytes += r->pb[i].bytes;
     }
+    int src = apply_streams(r);
+    if (src)
+        return src;
     pend_clear(r);
 
     if (len < 12)
@@ -144,7 +205,9 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
     const uint8_t *end = p + len;
     if (pos.seg != r->seg) {
         /* Uncommitted frames of the previous segment never count. */
-        pend_clear(r);
+        int drc = pend_drop(r);
+        if (drc)
+            return drc;
         r->seg = pos.seg;
     }
     switch (type) {
@@ -159,12 +222,28 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
         char *key = sk_strndup((const char *)k, kl);
         if (!key)
             return SKIPPR_NOMEM;
-        r->ps[r->nps++] = (pend_slice){.id = sk_get_u64(p),
-                                       .key = key,
-                                       .klen = kl,
-                                       .kind = q[0],
-                                       .opened_at = (int64_t)sk_get_u64(q + 1),
-                                       .seg = pos.seg};
+        r->ps[r->nps++] = (pend_slice){
+            .id = sk_get_u64(p),
+            .key = key,
+            .klen = kl,
+            .kind = (uint8_t)(q[0] & ~SK_SLICE_STREAMED),
+            .opened_at = (int64_t)sk_get_u64(q + 1),
+            .seg = pos.seg,
+            .streamed = (q[0] & SK_SLICE_STREAMED) != 0};
+        return SKIPPR_OK;
+    }
+    case SK_WAL_STREAM: {
+        if (len < 4 || (len - 4) / 28 != sk_get_u32(p) ||
+            (len - 4) % 28 != 0)
+            return SKIPPR_CORRUPT;
+        for (const uint8_t *e = p + 4; e < end; e += 28) {
+            if (sk_array_grow(&r->pst, r->npst, &r->pst_cap,
+                              sizeof *r->pst, 64))
+                return SKIPPR_NOMEM;
+            r->pst[r->npst++] = (pend_stream){
+                sk_get_u64(e), sk_get_u64(e + 8), sk_get_u64(e + 16),
+                sk_get_u32(e + 24)};
+        }
         return SKIPPR_OK;
     }
     case SK_WAL_BLOCK:
@@ -238,9 +317,23 @@ int st_replay(sk_state *st)
         rc = sk_wal_replay_readonly(st->wal, replay_cb, &r);
     else
         rc = sk_wal_replay(st->wal, replay_cb, &r);
+    if (!rc)
+        rc = pend_drop(&r);
     pend_clear(&r);
     sk_free(r.ps);
     sk_free(r.pb);
+    sk_free(r.pst);
+    /* Orphans are those not live after all (not a restatement, and not
+     * committed in a later segment); the list becomes the state's. */
+    size_t keep = 0;
+    for (size_t i = 0; i < r.norph; i++) {
+        if (rc || st_live_find(st, r.orph[i]->id))
+            st_slice_free(r.orph[i]);
+        else
+            r.orph[keep++] = r.orph[i];
+    }
+    st->orphans = r.orph;
+    st->norphans = keep;
     if (rc) {
         if (rc != SKIPPR_CORRUPT)
             sk_error("WAL replay of %s failed: %s", st->dir,

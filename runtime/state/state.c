@@ -215,6 +215,7 @@ void sk_state_close(sk_state *st)
     for (size_t i = 0; i < st->nlive; i++)
         st_slice_free(st->live[i]);
     sk_free(st->live);
+    sk_state_orphans_clear(st);
     sk_map_free(&st->open_by_key);
     sk_buf_free(&st->zbuf);
     ZSTD_freeCCtx(st->zctx);
@@ -246,6 +247,8 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
     if (!s)
         return NULL;
     s->crc_known = kind == SK_SLICE_DATA;
+    s->streamed = kind == SK_SLICE_DATA && st->grow.wants &&
+                  st->grow.wants(st->grow.ud, s);
     if (st_live_add(st, s)) {
         st_slice_free(s);
         return NULL;
@@ -276,31 +279,40 @@ static size_t compress_block(sk_state *st, const void *p, size_t n)
 }
 
 /* Give s's open-block buffer back; it must be empty. */
-static void release_block(sk_state *st, sk_slice *s)
+void st_release_block(sk_state *st, sk_slice *s)
 {
     st->open_block_cap -= s->open_block.cap;
     sk_buf_free(&s->open_block);
 }
 
+/* The SLICE frame of s: its id, key, kind and age. */
+int st_announce(sk_state *st, sk_slice *s)
+{
+    uint8_t h[8 + 4], t[9];
+    sk_put_u64(h, s->id);
+    sk_put_u32(h + 8, (uint32_t)s->key_len);
+    t[0] = (uint8_t)(s->kind | (s->streamed ? SK_SLICE_STREAMED : 0));
+    sk_put_u64(t + 1, (uint64_t)s->opened_at);
+    sk_iov parts[] = {{h, sizeof h}, {s->key, s->key_len}, {t, sizeof t}};
+    sk_wal_pos pos;
+    int rc = sk_wal_append(st->wal, SK_WAL_SLICE, parts, 3, &pos);
+    if (rc)
+        return rc;
+    if (pos.seg < s->first_seg || s->streamed)
+        s->first_seg = pos.seg;
+    s->announced = 1;
+    return SKIPPR_OK;
+}
+
 static int write_block(sk_state *st, sk_slice *s)
 {
     int rc;
+    if (s->streamed)
+        return st_push_block(st, s);
     if (s->open_nrec == 0)
         return SKIPPR_OK;
-    if (!s->announced) {
-        uint8_t h[8 + 4], t[9];
-        sk_put_u64(h, s->id);
-        sk_put_u32(h + 8, (uint32_t)s->key_len);
-        t[0] = s->kind;
-        sk_put_u64(t + 1, (uint64_t)s->opened_at);
-        sk_iov parts[] = {{h, sizeof h}, {s->key, s->key_len}, {t, sizeof t}};
-        sk_wal_pos pos;
-        if ((rc = sk_wal_append(st->wal, SK_WAL_SLICE, parts, 3, &pos)))
-            return rc;
-        if (pos.seg < s->first_seg)
-            s->first_seg = pos.seg;
-        s->announced = 1;
-    }
+    if (!s->announced && (rc = st_announce(st, s)))
+        return rc;
     uint8_t h[16];
     sk_put_u64(h, s->id);
     sk_put_u32(h + 8, s->open_nrec);
@@ -327,7 +339,7 @@ static int write_block(sk_state *st, sk_slice *s)
     s->open_nrec = 0;
     /* Keep a block-sized buffer for reuse; give back larger ones. */
     if (s->open_block.cap > 2 * st->block_bytes)
-        release_block(st, s);
+        st_release_block(st, s);
     return SKIPPR_OK;
 }
 
@@ -353,6 +365,8 @@ int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
     assert(s->state == SK_SLICE_OPEN);
     if (len > SK_WAL_MAX_PAYLOAD / 2)
         return SKIPPR_RANGE;
+    if (s->streamed)
+        return st_append_streamed(st, s, rec, len);
     uint8_t l[4];
     sk_put_u32(l, (uint32_t)len);
     /* A record that does not fit the block's buffer goes to the next
@@ -386,12 +400,15 @@ int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
 
 int sk_state_flush_blocks(sk_state *st, int release)
 {
+    int arc = st_announce_streams(st);
+    if (arc)
+        return arc;
     for (size_t i = 0; i < st->nlive; i++) {
         int rc = write_block(st, st->live[i]);
         if (rc)
             return rc;
         if (release)
-            release_block(st, st->live[i]);
+            st_release_block(st, st->live[i]);
     }
     return SKIPPR_OK;
 }
@@ -404,6 +421,8 @@ int sk_state_commit(sk_state *st)
 int sk_state_commit_as(sk_state *st, int durable)
 {
     int rc = sk_state_flush_blocks(st, 0);
+    if (!rc)
+        rc = st_record_streams(st);
     if (rc)
         return rc;
     sk_buf b;
@@ -455,6 +474,13 @@ int sk_state_commit_as(sk_state *st, int durable)
     it = 0;
     while ((u = sk_ledger_recent_next(st->ledger, &it)))
         u->dirty = 0;
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (s->streamed && s->state == SK_SLICE_OPEN) {
+            s->durable_len = s->pushed;
+            s->restate = 0;
+        }
+    }
     return SKIPPR_OK;
 }
 
@@ -555,6 +581,7 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
         if (rc)
             return rc;
     }
+    assert(!s->streamed || tail_len == 0);
     if (tail_len) {
         c.crc = sk_crc32c(c.crc, tail, tail_len);
         c.bytes += tail_len;
@@ -562,18 +589,26 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
     return sk_state_seal_as(st, s, ext, c.bytes, c.crc);
 }
 
+char *sk_state_object_key(const sk_state *st, const sk_slice *s,
+                          const char *ext)
+{
+    return sk_asprintf("%.*s/apply-%s-%010" PRIu64 "%s", (int)s->name_len,
+                       s->key, st->state_id, s->id, ext);
+}
+
 int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
                      uint64_t bytes, uint32_t crc)
 {
+    /* A streamed slice's object is what the sink durably holds. */
+    assert(!s->streamed || (bytes == s->durable_len &&
+                            s->pushed == s->durable_len));
     assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
     int rc;
     sum_ctx c = {bytes, crc, 0, 0};
     /* A slice's key may carry an identity after a NUL (a CSV header's id,
      * so rows under another header get another slice): the object's name
      * is built from the part before it. */
-    int name_len = (int)s->name_len;
-    char *key = sk_asprintf("%.*s/apply-%s-%010" PRIu64 "%s", name_len,
-                            s->key, st->state_id, s->id, ext);
+    char *key = sk_state_object_key(st, s, ext);
     if (!key)
         return SKIPPR_NOMEM;
     uint8_t h[12], t[20];
@@ -596,7 +631,7 @@ int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
     s->object_bytes = c.bytes;
     s->object_crc = c.crc;
     s->state = SK_SLICE_SEALED;
-    release_block(st, s); /* sealed slices take no more records */
+    st_release_block(st, s); /* sealed slices take no more records */
     return SKIPPR_OK;
 }
 

@@ -57,6 +57,9 @@ typedef enum sk_slice_kind {
     SK_SLICE_DEAD = 1 /* dead letters: records come in (meta, bytes) pairs */
 } sk_slice_kind;
 
+/* In a SLICE frame's kind byte: the slice streams into the sink. */
+#define SK_SLICE_STREAMED 0x80u
+
 typedef struct sk_slice {
     uint64_t id;
     char *key; /* partition key: "ns/p_x=v/p_year=2021/..." or "_errors" */
@@ -79,11 +82,35 @@ typedef struct sk_slice {
     uint32_t open_nrec;
     uint32_t out_crc;   /* CRC32C of the object so far (DATA slices) */
     int crc_known;      /* out_crc covers every record (not after replay) */
+    /* Streamed slices (sk_grow_hooks): the object grows in the sink as
+     * records come, so the WAL holds none of its bytes; open_block then
+     * holds object bytes (each record and its newline) not yet put. */
+    int streamed;
+    int durable_announced; /* its SLICE frame is durable: the sink may hold
+                            * a growing object for it */
+    int restate;           /* its length goes into the next STREAM frame
+                            * even when unchanged (a new segment) */
+    uint64_t pushed;       /* object bytes handed to the sink */
+    uint64_t durable_len;  /* object bytes a COMMIT recorded as durable */
+    void *handle;          /* the sink's growing object; the pipeline's */
     /* set when sealed */
     char *object_key;
     uint64_t object_bytes;
     uint32_t object_crc;
 } sk_slice;
+
+/* How streamed slices reach the sink. The pipeline sets these before any
+ * append; without them (wants NULL) every slice lives in the WAL. */
+typedef struct sk_grow_hooks {
+    void *ud;
+    /* Non-zero: the new DATA slice s streams. */
+    int (*wants)(void *ud, const sk_slice *s);
+    /* Append n object bytes to s's growing object (made on first use, or
+     * reopened at s->durable_len after a restart). */
+    int (*put)(void *ud, sk_slice *s, const void *p, size_t n);
+    /* Make every put so far durable. */
+    int (*sync)(void *ud);
+} sk_grow_hooks;
 
 typedef struct sk_state {
     char *dir;
@@ -102,6 +129,13 @@ typedef struct sk_state {
     int zstd_level;            /* > 0: blocks written as BLOCKZ frames */
     struct ZSTD_CCtx_s *zctx;  /* created on first use */
     sk_buf zbuf;               /* compressed block */
+    sk_grow_hooks grow;
+    int grow_unsynced;         /* puts since the last grow.sync() */
+    /* Streamed slices whose SLICE frame was durable but never committed
+     * (a crash): the pipeline removes their growing objects, then calls
+     * sk_state_orphans_clear(). */
+    sk_slice **orphans;
+    size_t norphans;
 } sk_state;
 
 /* Open the state of one pipeline, replaying its WAL. Unless readonly, takes
@@ -150,6 +184,19 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
  * conversion): the caller measured its size and CRC32C. */
 int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
                      uint64_t bytes, uint32_t crc);
+/* The object key s gets when sealed: "{name}/apply-{state_id}-{id}{ext}".
+ * Caller owns the string; NULL on allocation failure. */
+char *sk_state_object_key(const sk_state *st, const sk_slice *s,
+                          const char *ext);
+/* Forget an OPEN streamed slice that holds no record (its growing object,
+ * if any, already removed): a DONE frame, durable with the next sync. */
+int sk_state_forget(sk_state *st, sk_slice *s);
+/* Free the orphan list once their growing objects are gone. */
+void sk_state_orphans_clear(sk_state *st);
+/* Start a new WAL segment and restate every open streamed slice in it
+ * (SLICE frame, then its length in the next commit), so that older
+ * segments are not kept for them. */
+int sk_state_rotate(sk_state *st);
 /* Mark a SEALED slice DONE and forget it. */
 int sk_state_done(sk_state *st, sk_slice *s);
 /* Durable commit, then move finished units from memory to the ledger

@@ -15,6 +15,18 @@ int st_live_add(sk_state *st, sk_slice *s);
 void st_live_remove(sk_state *st, sk_slice *s);
 sk_slice *st_live_find(const sk_state *st, uint64_t id);
 int st_add_block(sk_slice *s, sk_wal_pos pos);
+/* Write s's SLICE frame (state.c). */
+int st_announce(sk_state *st, sk_slice *s);
+/* Give s's open-block buffer back; it must be empty (state.c). */
+void st_release_block(sk_state *st, sk_slice *s);
+/* Streamed slices (grow.c): append object bytes; put the buffer to the
+ * sink; make new ones' SLICE frames durable; the STREAM frame of a
+ * commit. */
+int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
+                       size_t len);
+int st_push_block(sk_state *st, sk_slice *s);
+int st_announce_streams(sk_state *st);
+int st_record_streams(sk_state *st);
 /* Replay st's WAL into its live slices (replay.c). */
 int st_replay(sk_state *st);
 

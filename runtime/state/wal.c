@@ -8,7 +8,8 @@
  *
  *   offset size  field
  *        0    4  magic 0x31574B53 ("SKW1")
- *        4    1  type (wal.h: SLICE, BLOCK, COMMIT, SEAL, DONE, BLOCKZ)
+ *        4    1  type (wal.h: SLICE, BLOCK, COMMIT, SEAL, DONE, BLOCKZ,
+ *                 STREAM)
  *        5    1  format version, 1
  *        6    2  reserved, 0
  *        8    8  sequence number: previous frame's + 1, across segments
@@ -28,7 +29,11 @@
  * meaning is state.c's and replay.c's; their layout is written down here.
  *   SLICE   n, str slice key (the object's name; for slices with a tag,
  *           then a NUL and the tag: pipeline/append.c), u8 kind (0 data,
- *           1 dead letters), u64 opened_at (unix seconds)
+ *           1 dead letters; plus 0x80 for a streamed slice, whose object
+ *           grows in the sink), u64 opened_at (unix seconds). A streamed
+ *           slice's SLICE frame is fsynced before the sink gets a byte
+ *           of it, and written again at the start of each new segment
+ *           while the slice is open (the restatement).
  *   BLOCK   n, u32 record count, then per record: u32 length, bytes
  *   BLOCKZ  n, u32 record count, u32 length R of the records part, then
  *           one zstd frame that decompresses to exactly that part (R
@@ -42,15 +47,23 @@
  *           it in the segment (see WHICH FRAMES COUNT).
  *   SEAL    n, str object key, u64 object bytes, u64 records, u32 crc32c
  *   DONE    n
+ *   STREAM  u32 count, then per streamed slice: n, u64 object bytes the
+ *           sink holds durably (its sync() ran before this frame was
+ *           written), u64 records, u32 crc32c of those bytes. Written
+ *           just before a COMMIT, for the slices that grew since the last
+ *           one (and restated ones); counts as a BLOCK does.
  *
- * WHICH FRAMES COUNT. SLICE and BLOCK frames count only when a COMMIT frame
- * follows them in the same segment: a crash between appending blocks and
- * the group commit's fsync must not resurrect them, and every replay starts
+ * WHICH FRAMES COUNT. SLICE, BLOCK and STREAM frames count only when a
+ * COMMIT frame follows them in the same segment: a crash between appending
+ * blocks and the group commit's fsync must not resurrect them, and every
+ * replay starts
  * a new segment, so uncommitted frames of an old segment never gain a
  * COMMIT. SEAL and DONE frames are written only after a commit and count
  * wherever they are valid. Segments are deleted oldest first, and only below
  * the oldest segment any unfinished slice uses; so a BLOCK whose SLICE frame
  * is gone belongs to a slice whose DONE frame follows later in the log.
+ * A streamed slice's SLICE frame that no COMMIT follows names a growing
+ * object a crash left behind: recovery removes it.
  * (These rules are applied by the replay's consumer, state/replay.c; this
  * file only guarantees frame validity.)
  *

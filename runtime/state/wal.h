@@ -18,7 +18,9 @@ enum sk_wal_type {
     SK_WAL_COMMIT = 3, /* group commit: unit progress; makes blocks count */
     SK_WAL_SEAL = 4,   /* slice closed: final object key, size, checksum */
     SK_WAL_DONE = 5,   /* the sink confirmed the slice's object */
-    SK_WAL_BLOCKZ = 6  /* a BLOCK whose records are zstd-compressed */
+    SK_WAL_BLOCKZ = 6, /* a BLOCK whose records are zstd-compressed */
+    SK_WAL_STREAM = 7  /* streamed slices' durable lengths; counts with
+                        * the COMMIT that follows */
 };
 
 #define SK_WAL_HEADER 24

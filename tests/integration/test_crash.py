@@ -21,8 +21,12 @@ from skippr_test import (GEN, SKIPPRD, Workspace, assert_exact, check, main,
                          run)
 
 # Crash point -> largest N drawn (hits per run differ a lot between points).
-POINTS = {"read": 8, "commit": 6, "seal": 6, "sink_write": 30,
-          "sink_commit": 10, "done": 10, "gc": 2, "any": 60}
+# The File sink grows data objects in place: grow_write is an append to a
+# temporary file, stream_sync the sink's sync() before a commit records
+# the appends, grow_commit the rename of a sealed slice's file.
+POINTS = {"read": 8, "commit": 6, "seal": 6, "grow_write": 30,
+          "stream_sync": 6, "grow_commit": 10, "sink_commit": 3,
+          "done": 10, "gc": 2, "any": 60}
 MIN_KILLS = 50
 
 

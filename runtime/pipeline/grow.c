@@ -1,0 +1,235 @@
+/* Growing objects: data slices that stream into a sink with
+ * SKIPPR_SINK_GROWS (the File sink) while they are open, so that each
+ * byte is written once, into the object's own file, instead of into the
+ * WAL and then again into the object. The state decides when bytes move
+ * (state.c: push_block, record_streams); this file is how they reach the
+ * sink: the hooks the state calls, recovery of growing objects a crash
+ * left, and the finish of sealed ones (the rename).
+ *
+ * Owns: each streamed slice's sink handle (s->handle), from its first put
+ * to its finish or the engine's teardown.
+ * Thread: the pipeline thread; the handles are uploaders[0]'s instance's,
+ * which no upload thread uses while the pipeline thread does.
+ */
+#include "pipeline/engine.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/fault.h"
+
+static const skippr_sink_ops *grow_ops(const engine *e)
+{
+    return e->up[0].sink->plugin->sink;
+}
+
+/* Non-zero when the sink grows objects in place and the engine may use
+ * it for this pipeline's data slices. */
+static int sink_grows(const engine *e)
+{
+    const skippr_sink_ops *ops = grow_ops(e);
+    return SKIPPR_OPS_HAS(skippr_sink_ops, ops, grow_discard) &&
+           (ops->flags & SKIPPR_SINK_GROWS) && ops->grow_open &&
+           ops->grow_write && ops->grow_commit && ops->grow_close &&
+           ops->grow_discard && !pl_sink_takes_records(e->up[0].sink);
+}
+
+/* The object info of streamed slice s, for key (its object key). */
+static void grow_info(engine *e, const sk_slice *s, const char *key,
+                      char *slice_id, size_t cap, skippr_object_info *info)
+{
+    snprintf(slice_id, cap, "%s-%010" PRIu64, e->st->state_id, s->id);
+    *info = (skippr_object_info){.key = key,
+                                 .slice_id = slice_id,
+                                 .size = s->object_key ? s->object_bytes : 0,
+                                 .crc32c = s->object_key ? s->object_crc : 0,
+                                 .content_type =
+                                     pl_slice_is_multiline(s)
+                                         ? "application/json"
+                                         : "application/x-ndjson",
+                                 .partition = s->key,
+                                 .records = s->records};
+}
+
+static int wants(void *ud, const sk_slice *s)
+{
+    engine *e = ud;
+    char tail[300];
+    return pl_slice_conv(e, s) == SK_CONV_NONE &&
+           pl_xml_trailer(s, tail, sizeof tail) == 0;
+}
+
+/* Open s's growing object: new, or reopened at its durable length. */
+static int grow_attach(engine *e, sk_slice *s, uint64_t length)
+{
+    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
+    if (!key)
+        return SKIPPR_NOMEM;
+    char sid[40];
+    skippr_object_info info;
+    grow_info(e, s, key, sid, sizeof sid, &info);
+    sk_instance *sink = e->up[0].sink;
+    int rc = grow_ops(e)->grow_open(sink->ctx, &info, length, &s->handle);
+    if (rc == SKIPPR_NOENT && length > 0)
+        sk_error("%s: the growing object of %s lost bytes that were made "
+                 "durable (%" PRIu64 "); it was changed outside skippr",
+                 sink->label, key, length);
+    else if (rc)
+        plugin_failed(sink, "%s: opening %s to grow failed: %s", sink->label,
+                      key, skippr_status_str(rc));
+    sk_free(key);
+    if (rc)
+        s->handle = NULL;
+    return rc;
+}
+
+static int put(void *ud, sk_slice *s, const void *p, size_t n)
+{
+    engine *e = ud;
+    int rc;
+    if (!s->handle && (rc = grow_attach(e, s, s->pushed)))
+        return rc;
+    sk_crashpoint("grow_write");
+    rc = grow_ops(e)->grow_write(e->up[0].sink->ctx, s->handle, p, n);
+    if (rc)
+        plugin_failed(e->up[0].sink, "%s: appending to slice %" PRIu64
+                      " failed: %s", e->up[0].sink->label, s->id,
+                      skippr_status_str(rc));
+    return rc;
+}
+
+static int sync_sink(void *ud)
+{
+    engine *e = ud;
+    const skippr_sink_ops *ops = grow_ops(e);
+    if (!ops->sync)
+        return SKIPPR_OK;
+    int rc = ops->sync(e->up[0].sink->ctx);
+    if (rc)
+        plugin_failed(e->up[0].sink, "%s: making appended bytes durable "
+                      "failed: %s", e->up[0].sink->label,
+                      skippr_status_str(rc));
+    return rc;
+}
+
+/* Remove what a crash left of slices that never reached a commit. */
+static int discard_orphans(engine *e)
+{
+    sk_state *st = e->st;
+    for (size_t i = 0; i < st->norphans; i++) {
+        sk_slice *s = st->orphans[i];
+        char *key = sk_state_object_key(st, s, pl_slice_ext(e, s));
+        if (!key)
+            return SKIPPR_NOMEM;
+        char sid[40];
+        skippr_object_info info;
+        grow_info(e, s, key, sid, sizeof sid, &info);
+        int rc = grow_ops(e)->grow_discard(e->up[0].sink->ctx, &info);
+        if (rc)
+            plugin_failed(e->up[0].sink, "%s: removing the unfinished %s "
+                          "failed: %s", e->up[0].sink->label, key,
+                          skippr_status_str(rc));
+        sk_free(key);
+        if (rc)
+            return rc;
+    }
+    if (st->norphans)
+        sk_info("recovery: removed %zu unfinished object%s of slices that "
+                "never reached a commit", st->norphans,
+                st->norphans == 1 ? "" : "s");
+    sk_state_orphans_clear(st);
+    return SKIPPR_OK;
+}
+
+int pl_grow_init(engine *e)
+{
+    sk_state *st = e->st;
+    int streamed = 0;
+    for (size_t i = 0; i < st->nlive; i++)
+        streamed |= st->live[i]->streamed;
+    if (!sink_grows(e)) {
+        if (streamed || st->norphans) {
+            sk_error("%s: the state holds objects growing in a sink that "
+                     "grows objects in place, and this sink does not; run "
+                     "the pipeline with its earlier sink to finish them",
+                     e->sink->label);
+            return SKIPPR_INVAL;
+        }
+        return SKIPPR_OK;
+    }
+    st->grow = (sk_grow_hooks){.ud = e, .wants = wants, .put = put,
+                               .sync = sync_sink};
+    return discard_orphans(e);
+}
+
+/* Finish sealed streamed slice s: its object becomes visible under its
+ * key (durable with the sink's next sync()). After a crash its growing
+ * object may already have been renamed: then the object itself is
+ * checked. */
+int pl_grow_finish(engine *e, sk_slice *s)
+{
+    sk_instance *sink = e->up[0].sink;
+    const skippr_sink_ops *ops = grow_ops(e);
+    int rc = SKIPPR_OK;
+    if (!s->handle) {
+        rc = grow_attach(e, s, s->object_bytes);
+        if (rc == SKIPPR_NOENT && ops->object_check) {
+            char sid[40];
+            skippr_object_info info;
+            grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+            rc = ops->object_check(sink->ctx, &info);
+            if (rc == SKIPPR_OK) {
+                sk_info("object %s already complete (slice %s)",
+                        s->object_key, sid);
+                return SKIPPR_OK;
+            }
+            sk_error("%s: slice %s was sealed but neither its growing "
+                     "object nor %s is there whole (%s)", sink->label, sid,
+                     s->object_key, skippr_status_str(rc));
+            return SKIPPR_CORRUPT;
+        }
+        if (rc)
+            return rc;
+    }
+    sk_crashpoint("grow_commit");
+    rc = ops->grow_commit(sink->ctx, s->handle);
+    s->handle = NULL;
+    if (rc)
+        plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,
+                      s->object_key, skippr_status_str(rc));
+    return rc;
+}
+
+/* An open streamed slice without records (its records went elsewhere
+ * after a restart): its growing object goes, and so does the slice. */
+int pl_grow_forget(engine *e, sk_slice *s)
+{
+    if (s->handle) {
+        grow_ops(e)->grow_close(e->up[0].sink->ctx, s->handle);
+        s->handle = NULL;
+    }
+    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
+    if (!key)
+        return SKIPPR_NOMEM;
+    char sid[40];
+    skippr_object_info info;
+    grow_info(e, s, key, sid, sizeof sid, &info);
+    int rc = grow_ops(e)->grow_discard(e->up[0].sink->ctx, &info);
+    sk_free(key);
+    return rc ? rc : sk_state_forget(e->st, s);
+}
+
+/* Teardown: let go of every handle; the objects stay for the next run. */
+void pl_grow_release(engine *e)
+{
+    if (!e->st || !e->up)
+        return;
+    for (size_t i = 0; i < e->st->nlive; i++) {
+        sk_slice *s = e->st->live[i];
+        if (s->handle) {
+            grow_ops(e)->grow_close(e->up[0].sink->ctx, s->handle);
+            s->handle = NULL;
+        }
+    }
+}
