@@ -86,6 +86,17 @@ const sk_engine_option sk_engine_options[] = {
      .offset = CFG(buffer_threshold_seconds),
      .flag = 1,
      .doc = "Longest a slice stays open before it is written (0 to 604800)."},
+    {.name = "allowed_lateness_seconds",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "3600",
+     .hi = 30 * 86400,
+     .offset = CFG(allowed_lateness_seconds),
+     .flag = 1,
+     .doc = "Event-time sealing: a slice whose time bucket ended this long "
+        "before the earliest arrival time among units not yet done is "
+        "written (0 to 2592000). The default covers Firehose's longest "
+        "buffering (900 s) four times over."},
     {.name = "max_object_bytes",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_SIZE,

@@ -133,6 +133,8 @@ typedef struct todo {
     int64_t size;
     int64_t offset;
     uint32_t flags;
+    int64_t arrival; /* event time: what the key names (eventtime.c) */
+    int done;        /* copied in this batch */
 } todo;
 
 struct engine {
@@ -155,6 +157,14 @@ struct engine {
     char *list_after;
     int list_more;
     uint64_t skipped_done, skipped_changed;
+    /* event-time sealing (seal.c): on while every listed unit's key names
+     * its arrival time and the listing comes in that order */
+    int event_time;
+    int64_t arrival_max;          /* latest arrival listed */
+    int64_t wm_prev;              /* the watermark at the last flush */
+    int64_t next_seal_at;         /* the earliest seal_at of slices open
+                                   * at the last flush */
+    uint64_t late_slices, late_records; /* opened for sealed buckets */
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
@@ -325,6 +335,7 @@ void pl_grow_release(engine *e);
 
 /* seal.c: group commit, sealing, the upload batch, WAL GC */
 int pl_flush_slices(engine *e, int force);
+int64_t pl_watermark(const engine *e);
 int pl_st_memory_over(const engine *e);
 int pl_maybe_commit(engine *e, int force);
 

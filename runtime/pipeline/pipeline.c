@@ -229,6 +229,11 @@ static void summary(engine *e, int rc)
                 rc ? "stopped" : "done", e->units_done, e->skipped_done,
                 e->skipped_changed, e->records, e->dead, e->objects,
                 (double)e->bytes_in / 1e6, secs);
+        if (e->late_slices)
+            sk_info("late records: %" PRIu64 " in %" PRIu64 " objects of "
+                    "partitions whose time bucket was already written "
+                    "(allowed_lateness_seconds)", e->late_records,
+                    e->late_slices);
         if (e->multiline_json || e->multiline_compacted)
             sk_info("records spanning lines: %" PRIu64 " in .json objects "
                     "beside the .jsonl ones, %" PRIu64 " compacted "
@@ -264,6 +269,11 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     }
     if ((rc = formats_init(&e)))
         goto out;
+    e.event_time = !e.streaming &&
+                   sk_router_time_unit(e.router) != SK_TIME_UNIT_NONE;
+    e.arrival_max = e.wm_prev = INT64_MIN;
+    /* the first unit finished checks the slices it opened */
+    e.next_seal_at = INT64_MIN;
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 0,
                             &e.st)))
         goto out;

@@ -143,20 +143,63 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
     return rc;
 }
 
+/* Event time: the earliest arrival time among the listed units not yet
+ * done, or when all are, the latest one listed (units.c checks that the
+ * listing comes in arrival order, else turns event time off). INT64_MIN
+ * when unknown. */
+int64_t pl_watermark(const engine *e)
+{
+    if (!e->event_time)
+        return INT64_MIN;
+    for (size_t i = 0; i < e->ntodo; i++)
+        if (!e->todo[i].done)
+            return e->todo[i].arrival;
+    return e->arrival_max;
+}
+
+/* Whether open slice s is due: forced; open for buffer_threshold_seconds
+ * (wall clock); max_object_bytes reached; or its time bucket ended
+ * allowed_lateness_seconds before the watermark wm. A slice first seen
+ * when its bucket had already been passed holds late records. */
+static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
+                     int force)
+{
+    if (s->seal_at == 0) {
+        int64_t from, to;
+        s->seal_at = e->event_time && sk_route_key_bucket(e->router, s->key,
+                                                          s->name_len, &from,
+                                                          &to)
+                         ? to + e->cfg->allowed_lateness_seconds
+                         : INT64_MAX;
+        if (s->seal_at <= e->wm_prev) {
+            s->late = 1;
+            e->late_slices++;
+        }
+    }
+    return force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
+           s->bytes >= (uint64_t)e->cfg->max_object_bytes ||
+           s->seal_at <= wm;
+}
+
 /* Seal what is due and upload every sealed slice. force: seal all. */
 int pl_flush_slices(engine *e, int force)
 {
     sk_state *st = e->st;
     int64_t now = (int64_t)time(NULL);
+    int64_t wm = pl_watermark(e);
     int any = 0;
+    e->next_seal_at = INT64_MAX;
     for (size_t i = 0; i < st->nlive; i++) {
         sk_slice *s = st->live[i];
         if (s->state != SK_SLICE_OPEN)
             continue;
-        if (force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
-            s->bytes >= (uint64_t)e->cfg->max_object_bytes)
+        if (slice_due(e, s, now, wm, force))
             any = 1;
+        else if (s->seal_at < e->next_seal_at)
+            e->next_seal_at = s->seal_at;
     }
+    if (wm > e->wm_prev)
+        e->wm_prev = wm;
     uint64_t disk = sk_wal_disk_bytes(st->wal);
     int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
     if (!any && !over_budget && !force) {
@@ -189,9 +232,7 @@ int pl_flush_slices(engine *e, int force)
         }
         if (s->state != SK_SLICE_OPEN || s->records == 0)
             continue;
-        int due = force || now - s->opened_at >=
-                               e->cfg->buffer_threshold_seconds ||
-                  s->bytes >= (uint64_t)e->cfg->max_object_bytes;
+        int due = slice_due(e, s, now, wm, force);
         if (!due && over_budget) {
             /* The WAL is over budget: flush the largest slices it holds
              * first (a streamed slice holds none of its bytes there). */
@@ -204,6 +245,8 @@ int pl_flush_slices(engine *e, int force)
         }
         if (!due)
             continue;
+        if (s->late)
+            e->late_records += s->records;
         sk_conv_kind ck = pl_slice_conv(e, s);
         char tail[300];
         size_t tl = pl_xml_trailer(s, tail, sizeof tail);

@@ -18,7 +18,7 @@
 static int run_units(engine *e, todo *todo, size_t ntodo)
 {
     lane *lanes = e->lanes;
-    size_t nl = e->nlanes, next = 0;
+    size_t nl = e->nlanes, next = 0, turn = 0;
     sk_group *waiting[MAX_LANES];
     size_t widx[MAX_LANES];
     int rc = SKIPPR_OK;
@@ -41,12 +41,18 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
             rc = SKIPPR_STOPPED;
             break;
         }
+        /* Lanes are looked at round-robin, starting after the one applied
+         * last: the first finished lane in a fixed order would let the
+         * low lanes run ahead while a finished high one waits, holding
+         * its unit (and the event-time watermark) back. */
         size_t nw = 0;
-        for (size_t i = 0; i < nl; i++)
+        for (size_t k = 0; k < nl; k++) {
+            size_t i = (turn + k) % nl;
             if (lanes[i].busy) {
                 widx[nw] = i;
                 waiting[nw++] = &lanes[i].g;
             }
+        }
         if (nw == 0)
             break; /* every unit is done */
         /* Apply a finished lane; while none is, frame a queued one here
@@ -59,12 +65,14 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
             }
         }
         lane *l = &lanes[widx[w]];
+        turn = widx[w] + 1;
         int finished = 0;
         if ((rc = pl_lane_apply(l, &finished))) {
             pl_unit_failed(e, l->t->id, l->base, rc);
             break;
         }
         if (finished) {
+            l->t->done = 1;
             pl_lane_close(l);
             /* Finished units wait in memory for the next compaction, which
              * otherwise comes only with a seal: bound them, at a cost
@@ -82,8 +90,11 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
         if ((rc = pl_maybe_commit(e, 0)))
             break;
         uint64_t now = sk_now_ns();
+        /* Slices are due by the clock, or because the unit just finished
+         * moved the watermark past one's time bucket (event time). */
         if (now - e->last_seal_check_ns >=
-            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
+                (uint64_t)e->cfg->commit_interval_ms * 1000000ULL ||
+            (finished && pl_watermark(e) >= e->next_seal_at)) {
             e->last_seal_check_ns = now;
             if ((rc = pl_flush_slices(e, 0)))
                 break;
@@ -199,6 +210,30 @@ typedef struct list_ctx {
     int rc;
 } list_ctx;
 
+/* Event time: t's arrival time from its key. Sealing by event time needs
+ * every unit's, in listing order; the first unit without one, or listed
+ * before an earlier-listed later one, turns it off for the run (slices
+ * are then sealed by buffer_threshold_seconds and max_object_bytes). */
+static void note_arrival(engine *e, todo *t)
+{
+    if (!e->event_time)
+        return;
+    int64_t a;
+    const char *why = NULL;
+    if (!sk_route_unit_arrival(t->id, &a))
+        why = "names no arrival time (a Firehose YYYY/MM/DD/HH/ prefix or "
+              "Hive year=/month=/day= folders)";
+    else if (a < e->arrival_max)
+        why = "is listed after a later one";
+    if (why) {
+        sk_info("event-time sealing is off for this run: unit %s %s", t->id,
+                why);
+        e->event_time = 0;
+        return;
+    }
+    t->arrival = e->arrival_max = a;
+}
+
 static int list_cb(void *ud, const skippr_unit *u)
 {
     list_ctx *c = ud;
@@ -261,6 +296,9 @@ static int list_cb(void *ud, const skippr_unit *u)
     t->size = u->size;
     t->offset = offset;
     t->flags = flags;
+    t->done = 0;
+    t->arrival = INT64_MIN;
+    note_arrival(e, t);
     e->ntodo++;
     return e->ntodo >= (size_t)e->cfg->list_batch; /* process in batches */
 }

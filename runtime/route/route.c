@@ -395,6 +395,16 @@ int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
     return SKIPPR_OK;
 }
 
+sk_time_unit sk_router_time_unit(const sk_router *r)
+{
+    return r->unit;
+}
+
+const char *sk_router_time_head(const sk_router *r, int u)
+{
+    return r->time_head[u];
+}
+
 int sk_route_json_fields(const sk_router *r, const uint8_t *buf,
                          const sk_json_value *vals, sk_buf *scratch,
                          sk_field *f)

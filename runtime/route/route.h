@@ -80,6 +80,21 @@ const sk_peek_spec *sk_router_json_spec(const sk_router *r);
  * given. Returns SKIPPR_OK or SKIPPR_RANGE/NOMEM from the buffer. */
 int sk_route_key(const sk_router *r, const sk_field *fields, sk_buf *key);
 
+/* The time unit of the router's keys, and the head of unit u's segment
+ * ("/{prefix}year=" for u 0, month 1, day 2, hour 3). */
+sk_time_unit sk_router_time_unit(const sk_router *r);
+const char *sk_router_time_head(const sk_router *r, int u);
+
+/* eventtime.c. The time bucket [*start, *end) named by a partition key's
+ * time segments: 1, or 0 when it names none (no time unit, or the
+ * default partition). */
+int sk_route_key_bucket(const sk_router *r, const char *key, size_t len,
+                        int64_t *start, int64_t *end);
+/* The arrival time a unit's key names: the start of the hour (day, month)
+ * of a Firehose YYYY/MM/DD/HH/ prefix or Hive year=/month=/day=/hour=
+ * folders. 1 and *t, or 0 when the key names none. */
+int sk_route_unit_arrival(const char *id, int64_t *t);
+
 /* Convenience for JSON: converts peeked values (decoding strings into
  * scratch, which is reset first) and appends the key. */
 int sk_route_json(const sk_router *r, const uint8_t *buf,

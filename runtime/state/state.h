@@ -93,6 +93,11 @@ typedef struct sk_slice {
     uint64_t pushed;       /* object bytes handed to the sink */
     uint64_t durable_len;  /* object bytes a COMMIT recorded as durable */
     void *handle;          /* the sink's growing object; the pipeline's */
+    /* The pipeline's (pipeline/seal.c): when event time makes the slice
+     * due (0: not yet known; INT64_MAX: never), and whether it opened
+     * after its time bucket had been sealed (late records). */
+    int64_t seal_at;
+    int late;
     /* set when sealed */
     char *object_key;
     uint64_t object_bytes;

@@ -177,6 +177,44 @@ static void test_time_units(void **state)
                         "_default/year=2020/month=02");
 }
 
+/* Event time: a key's time bucket and a unit's arrival time. */
+static void test_event_time(void **state)
+{
+    (void)state;
+    const char *err = NULL;
+    sk_router *r = sk_router_new(&seed, &err);
+    assert_non_null(r);
+    int64_t a = 0, b = 0;
+    const char *k = "login/p_detail.tenant_id=a%2Fp_year=1999"
+                    "/p_year=2021/p_month=03/p_day=01";
+    assert_int_equal(sk_route_key_bucket(r, k, strlen(k), &a, &b), 1);
+    assert_int_equal(a, 1614556800); /* 2021-03-01T00:00:00Z */
+    assert_int_equal(b - a, 86400);
+    k = "_default/p_detail.tenant_id=x/p_year=__HIVE_DEFAULT_PARTITION__"
+        "/p_month=__HIVE_DEFAULT_PARTITION__/p_day=__HIVE_DEFAULT_PARTITION__";
+    assert_int_equal(sk_route_key_bucket(r, k, strlen(k), &a, &b), 0);
+    sk_router_free(r);
+    sk_route_config m = seed;
+    m.time_unit = SK_TIME_UNIT_MONTH;
+    r = sk_router_new(&m, &err);
+    k = "x/p_detail.tenant_id=t/p_year=2021/p_month=12";
+    assert_int_equal(sk_route_key_bucket(r, k, strlen(k), &a, &b), 1);
+    assert_int_equal(b, 1640995200); /* 2022-01-01 */
+    sk_router_free(r);
+
+    assert_int_equal(sk_route_unit_arrival("in/2021/03/01/05/events-1", &a),
+                     1);
+    assert_int_equal(a, 1614556800 + 5 * 3600);
+    assert_int_equal(sk_route_unit_arrival("2021/03/01/05/x", &a), 1);
+    assert_int_equal(sk_route_unit_arrival("t/year=2021/month=03/day=02/f",
+                                           &a), 1);
+    assert_int_equal(a, 1614556800 + 86400);
+    assert_int_equal(sk_route_unit_arrival("t/year=2021/month=3/x", &a), 0);
+    assert_int_equal(sk_route_unit_arrival("logs/2021-03-01.json", &a), 0);
+    assert_int_equal(sk_route_unit_arrival("a/2021/13/01/05/x", &a), 0);
+    assert_int_equal(sk_route_unit_arrival("", &a), 0);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -199,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_seed_layout),
         cmocka_unit_test(test_namespace_dots),
         cmocka_unit_test(test_time_units),
+        cmocka_unit_test(test_event_time),
         cmocka_unit_test(test_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

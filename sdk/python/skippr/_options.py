@@ -536,7 +536,8 @@ PLUGINS = {'File': {'sink': [('path',
                       False,
                       "Print '# <object key>' before each object's bytes.")]}}
 
-PIPELINE_SETTINGS = {'buffer_threshold_seconds': 'int',
+PIPELINE_SETTINGS = {'allowed_lateness_seconds': 'int',
+ 'buffer_threshold_seconds': 'int',
  'commit_interval_ms': 'int',
  'list_batch': 'int',
  'max_inflate_ratio': 'int',
