@@ -82,7 +82,18 @@ static int apply_streams(replay *r)
     for (size_t i = 0; i < r->npst; i++) {
         pend_stream *q = &r->pst[i];
         sk_slice *s = st_live_find(r->st, q->id);
-        if (!s || !s->streamed || q->len < q->records) {
+        if (!s) {
+            /* Its SLICE frame was in a segment collected after the slice
+             * was DONE, which must follow (a ghost, as for blocks). */
+            s = st_slice_new(q->id, "?", 1, SK_SLICE_DATA, 0);
+            if (!s || st_live_add(r->st, s)) {
+                st_slice_free(s);
+                return SKIPPR_NOMEM;
+            }
+            s->ghost = s->announced = s->streamed = 1;
+            s->first_seg = r->seg;
+        }
+        if (!s->streamed || q->len < q->records) {
             sk_error("WAL corrupt: a STREAM entry names slice %" PRIu64
                      ", which is not an open streamed slice", q->id);
             return SKIPPR_CORRUPT;
