@@ -43,7 +43,15 @@ typedef struct file_ctx {
     int dirty;          /* renamed since the last sync() */
     long grow_fds;      /* descriptors held by growing objects */
     long grow_fd_cap;   /* above this many, a write closes its own */
+    /* Folders this instance made or found: a set of paths (open
+     * addressing, DIRS_CAP slots, emptied when three quarters full), so
+     * that an object in a known folder costs no mkdir and no failed
+     * open, and a new one only the mkdirs of its missing levels. */
+    char **dirs;
+    size_t ndirs;
 } file_ctx;
+
+#define DIRS_CAP 65536u
 
 static const skippr_option source_options[] = {
     {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
@@ -91,7 +99,53 @@ static int init(void *ctx, const skippr_host *host)
     return rc;
 }
 
-static void destroy(void *ctx) { (void)ctx; }
+static void dirs_clear(file_ctx *c)
+{
+    if (!c->dirs)
+        return;
+    for (size_t i = 0; i < DIRS_CAP; i++)
+        free(c->dirs[i]);
+    memset(c->dirs, 0, DIRS_CAP * sizeof *c->dirs);
+    c->ndirs = 0;
+}
+
+static void destroy(void *ctx)
+{
+    file_ctx *c = ctx;
+    dirs_clear(c);
+    free(c->dirs);
+}
+
+/* The slot of dir (n bytes) in the set: where it is, or the empty slot
+ * where it would go. NULL when the set cannot be made. */
+static char **dirs_slot(file_ctx *c, const char *dir, size_t n)
+{
+    if (!c->dirs && !(c->dirs = calloc(DIRS_CAP, sizeof *c->dirs)))
+        return NULL;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)dir[i]) * 1099511628211ULL;
+    for (size_t i = (size_t)h & (DIRS_CAP - 1);; i = (i + 1) & (DIRS_CAP - 1))
+        if (!c->dirs[i] ||
+            (strncmp(c->dirs[i], dir, n) == 0 && c->dirs[i][n] == '\0'))
+            return &c->dirs[i];
+}
+
+static int dir_known(file_ctx *c, const char *dir, size_t n)
+{
+    char **slot = dirs_slot(c, dir, n);
+    return slot && *slot;
+}
+
+/* Remember dir; forgetting is harmless (it only costs a mkdir). */
+static void dir_note(file_ctx *c, const char *dir, size_t n)
+{
+    if (c->ndirs >= DIRS_CAP / 4 * 3)
+        dirs_clear(c);
+    char **slot = dirs_slot(c, dir, n);
+    if (slot && !*slot && (*slot = strndup(dir, n)))
+        c->ndirs++;
+}
 
 /* ---- source ------------------------------------------------------------- */
 
@@ -374,8 +428,28 @@ static int obj_paths(file_ctx *c, const skippr_object_info *info,
  * the first attempt says ENOENT. */
 static int create_tmp(file_ctx *c, file_obj *o)
 {
+    /* A folder made or seen before needs nothing; a new one is made
+     * level by level from the first one not known. */
+    size_t dn = (size_t)(strrchr(o->final, '/') - o->final);
+    if (!dir_known(c, o->final, dn)) {
+        for (size_t i = strlen(c->path) + 1; i <= dn; i++) {
+            if (i < dn && o->final[i] != '/')
+                continue;
+            if (dir_known(c, o->final, i))
+                continue;
+            char save = o->final[i];
+            o->final[i] = '\0';
+            int rc = make_dir(c, o->final);
+            o->final[i] = save;
+            if (rc)
+                return rc;
+            dir_note(c, o->final, i);
+        }
+    }
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (o->fd < 0 && errno == ENOENT) {
+        /* removed behind our back: forget what we knew */
+        dirs_clear(c);
         int rc = mkdirs(c, o->final);
         if (rc)
             return rc;
