@@ -68,20 +68,23 @@ int st_push_block(sk_state *st, sk_slice *s)
 }
 
 /* A streamed slice buffers object bytes: the record and its newline. A
- * full buffer goes to the sink; before the slice's SLICE frame is durable
- * it grows instead (the memory budget bounds it: the pipeline then flushes,
- * which announces and pushes). */
+ * full block goes to the sink; before the slice's SLICE frame is durable
+ * the buffer grows instead (the memory budget bounds it: the pipeline then
+ * flushes, which announces and pushes). */
 int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
                        size_t len)
 {
     sk_buf *b = &s->open_block;
     int rc;
-    if (b->len && b->len + len + 1 > b->cap && s->durable_announced &&
-        (rc = st_push_block(st, s)))
+    if (b->len && b->len + len + 1 > b->cap && b->cap >= st->block_bytes &&
+        s->durable_announced && (rc = st_push_block(st, s)))
         return rc;
     if (b->cap < b->len + len + 1) {
+        /* From a page up to a block by doubling: thousands of slices of
+         * a few records each must not hold a block of memory apiece. */
         size_t cap0 = b->cap;
-        size_t want = SK_MAX(SK_MAX(st->block_bytes, 2 * cap0),
+        size_t want = SK_MAX(SK_MIN(SK_MAX((size_t)4096, 2 * cap0),
+                                    (size_t)st->block_bytes),
                              b->len + len + 1);
         rc = sk_buf_reserve_exact(b, want);
         st->open_block_cap += b->cap - cap0;

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Buffer v2 figures (bench/run.sh section 6; prints, asserts nothing).
+
+On a generated date-ordered Firehose archive (tests/tools/gen_backfill.py)
+with thousands of partitions and adversarial tenant values:
+
+  - file -> file --once with 2 threads next to cp -r + sync of the same
+    tree: medians of 3, their ratio, user and system CPU seconds;
+  - bytes written to local disk per input byte (write_bytes of
+    /proc/PID/io, the state folder and the sink together, as the kernel
+    counts pages dirtied);
+  - the state folder's peak size, sampled every 20 ms, against
+    wal_disk_budget;
+  - how many objects per partition-day.
+
+usage: bench/buffer.py [--mb 300] [--days 2] [--tenants 400]
+"""
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SKIPPRD = os.environ.get("SKIPPRD",
+                         os.path.join(ROOT, "build", "runtime", "skipprd"))
+GEN = os.path.join(ROOT, "tests", "tools", "gen_backfill.py")
+
+CONFIG = """skippr:
+  workspace: bench
+  skipprd_el_storage_mode: local
+  state_dir: {state}
+pipelines:
+  p:
+    type: copy
+    buffer_threshold_seconds: 86400
+    wal_disk_budget: {budget}
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    transform:
+      batch_partition_fields: detail.tenant_id
+      batch_time_fields: timestamp
+      batch_time_unit: day
+      time_partition_prefix: p_
+data_sources:
+  a:
+    File:
+      path: {inp}
+data_sinks:
+  b:
+    File:
+      path: {out}
+      format: jsonl
+"""
+
+
+def tree_bytes(root):
+    total = 0
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def timed(cmd):
+    """Runs cmd (a shell line) in a shell that prints its own /proc/PID/io
+    after waiting, which then includes the reaped command's. Returns
+    (seconds, user s, sys s, write_bytes)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(["sh", "-c", cmd + " >/dev/null 2>&1 || exit 9; "
+                          "cat /proc/$$/io"], check=True,
+                         stdout=subprocess.PIPE).stdout.decode()
+    secs = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wb = int([ln.split()[1] for ln in out.splitlines()
+              if ln.startswith("write_bytes")][0])
+    return secs, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, wb
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=300)
+    ap.add_argument("--days", type=int, default=2)
+    ap.add_argument("--tenants", type=int, default=400)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="skippr-bench-buffer-")
+    try:
+        inp = os.path.join(work, "in")
+        made = subprocess.run(
+            [sys.executable, GEN, inp, "--days", str(a.days), "--day-bytes",
+             str(a.mb * 1_000_000 // a.days), "--tenants", str(a.tenants)],
+            check=True, stdout=subprocess.PIPE).stdout.decode().split()
+        size = tree_bytes(inp)
+        nobj = sum(len(fs) for _, _, fs in os.walk(inp))
+        print("corpus: %.0f MB in %d objects, %s records, %s partition-days "
+              "(%d tenants with names like %r)" % (
+                  size / 1e6, nobj, made[0], made[2], a.tenants,
+                  "tenant-001-..-" ))
+        budget = 64 << 20
+        cfg = os.path.join(work, "skippr.yml")
+        state, out = os.path.join(work, "state"), os.path.join(work, "out")
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(state=state, out=out, inp=inp,
+                                  budget=budget))
+
+        def fresh():
+            for d in (state, out, os.path.join(work, "cp")):
+                shutil.rmtree(d, ignore_errors=True)
+            subprocess.run(["sync"], check=True)
+
+        cp, sk = [], []
+        peak = [0]
+        for _ in range(a.runs):
+            fresh()
+            cp.append(timed("cp -r %s %s/cp && sync %s/cp" % (inp, work,
+                                                              work)))
+            fresh()
+            stop = threading.Event()
+
+            def sample():
+                while not stop.is_set():
+                    peak[0] = max(peak[0], tree_bytes(state))
+                    time.sleep(0.02)
+            th = threading.Thread(target=sample, daemon=True)
+            th.start()
+            sk.append(timed("%s sync -p p --once -q -t 2 -c %s" % (SKIPPRD,
+                                                                    cfg)))
+            stop.set()
+            th.join()
+        objects = sum(len(fs) for _, _, fs in os.walk(out))
+        pdays = set()
+        for d, _, fs in os.walk(out):
+            if fs:
+                pdays.add(d)
+        med = lambda rows, i: statistics.median(r[i] for r in rows)  # noqa
+        tc, ts = med(cp, 0), med(sk, 0)
+        print("%-34s %7.2f s  %6.0f MB/s  user %5.2f s  sys %5.2f s" % (
+            "cp -r + sync", tc, size / tc / 1e6, med(cp, 1), med(cp, 2)))
+        print("%-34s %7.2f s  %6.0f MB/s  user %5.2f s  sys %5.2f s" % (
+            "skipprd file -> file, 2 threads", ts, size / ts / 1e6,
+            med(sk, 1), med(sk, 2)))
+        print("skipprd / cp -r + sync speed: %.2fx (medians of %d)" % (
+            tc / ts, a.runs))
+        print("bytes written to local disk per input byte: cp -r %.2f, "
+              "skipprd %.2f (state folder and sink)" % (
+                  med(cp, 3) / size, med(sk, 3) / size))
+        print("state folder peak %.2f MB (wal_disk_budget %d MiB); %d "
+              "objects for %d partition-days" % (peak[0] / 1e6, budget >> 20,
+                                                 objects, len(pdays)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
