@@ -876,6 +876,125 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Append bytes [from, to) of o to a growing object, in uneven chunks. */
+static int grow_range(instance *in, void *h, const object *o, uint64_t from,
+                      uint64_t to)
+{
+    char buf[7001];
+    while (from < to) {
+        size_t n = to - from < sizeof buf ? (size_t)(to - from) : sizeof buf;
+        gen_bytes(o, from, buf, n);
+        int rc = sink->grow_write(in->ctx, h, buf, n);
+        if (rc != SKIPPR_OK)
+            return rc;
+        from += n;
+    }
+    return SKIPPR_OK;
+}
+
+/* SKIPPR_SINK_GROWS: an object grown across "commits" and a crash. It is
+ * started, grown, let go, reopened at a shorter length (what a commit
+ * recorded; the rest must be cut off), grown to the end and finished; a
+ * reopen past what it holds is NOENT; a discarded one leaves nothing. */
+static void check_grow(void)
+{
+    int grows = SKIPPR_OPS_HAS(skippr_sink_ops, sink, flags) &&
+                (sink->flags & SKIPPR_SINK_GROWS);
+    if (!grows) {
+        skip("growing objects", "the sink does not declare "
+             "SKIPPR_SINK_GROWS");
+        return;
+    }
+    if (!SKIPPR_OPS_HAS(skippr_sink_ops, sink, grow_discard) ||
+        !sink->grow_open || !sink->grow_write || !sink->grow_commit ||
+        !sink->grow_close || !sink->grow_discard) {
+        fail("SKIPPR_SINK_GROWS needs grow_open, grow_write, grow_commit, "
+             "grow_close and grow_discard");
+        report("growing objects");
+        return;
+    }
+    instance *in = instance_up();
+    if (!in)
+        goto out;
+    object o, d;
+    object_make(&o, "grow", 1, 3000);
+    object_make(&d, "grow-discard", 2, 10);
+    skippr_object_info info = object_info(&o);
+    info.size = 0;
+    info.crc32c = 0;
+    void *h = NULL;
+    /* What a crashed run wrote past its last commit: here, bytes that
+     * are not the object's and reach past its end, so a reopen that does
+     * not cut them off leaves them in it. */
+    uint64_t kept = o.size / 5;
+    int rc = sink->grow_open(in->ctx, &info, 0, &h);
+    if (rc == SKIPPR_OK)
+        rc = grow_range(in, h, &o, 0, kept);
+    static const char junk[4096] = "not the object's bytes";
+    for (uint64_t n = kept; rc == SKIPPR_OK && n < o.size + 8192;
+         n += sizeof junk)
+        rc = sink->grow_write(in->ctx, h, junk, sizeof junk);
+    if (rc == SKIPPR_OK)
+        sink->grow_close(in->ctx, h);
+    if (rc != SKIPPR_OK) {
+        fail("starting a growing object returned %s", skippr_status_name(rc));
+        goto out;
+    }
+    /* A crash after `kept` bytes were recorded: the rest is cut off. */
+    if ((rc = sink->grow_open(in->ctx, &info, kept, &h)) != SKIPPR_OK) {
+        fail("reopening it at %" PRIu64 " bytes returned %s", kept,
+             skippr_status_name(rc));
+        goto out;
+    }
+    rc = grow_range(in, h, &o, kept, o.size);
+    if (rc == SKIPPR_OK && sink->sync)
+        rc = sink->sync(in->ctx);
+    if (rc != SKIPPR_OK) {
+        sink->grow_close(in->ctx, h);
+        fail("growing it returned %s", skippr_status_name(rc));
+        goto out;
+    }
+    if ((rc = sink->grow_commit(in->ctx, h)) != SKIPPR_OK) {
+        fail("grow_commit returned %s", skippr_status_name(rc));
+        goto out;
+    }
+    if (sink->sync && (rc = sink->sync(in->ctx)) != SKIPPR_OK) {
+        fail("sync after grow_commit returned %s", skippr_status_name(rc));
+        goto out;
+    }
+    expect_stored(in, &o, "growing it across a reopen");
+    /* Reopening past what an object holds must say so, not invent. */
+    skippr_object_info dinfo = object_info(&d);
+    dinfo.size = 0;
+    dinfo.crc32c = 0;
+    if ((rc = sink->grow_open(in->ctx, &dinfo, 0, &h)) != SKIPPR_OK) {
+        fail("starting a second growing object returned %s",
+             skippr_status_name(rc));
+        goto out;
+    }
+    rc = grow_range(in, h, &d, 0, d.size / 2);
+    sink->grow_close(in->ctx, h);
+    if (rc == SKIPPR_OK) {
+        rc = sink->grow_open(in->ctx, &dinfo, d.size, &h);
+        if (rc == SKIPPR_OK) {
+            sink->grow_close(in->ctx, h);
+            fail("reopening a growing object at more bytes than it holds "
+                 "returned OK, expected NOENT");
+        } else if (rc != SKIPPR_NOENT)
+            fail("reopening a growing object at more bytes than it holds "
+                 "returned %s, expected NOENT", skippr_status_name(rc));
+    }
+    if ((rc = sink->grow_discard(in->ctx, &dinfo)) != SKIPPR_OK)
+        fail("grow_discard returned %s", skippr_status_name(rc));
+    else if ((rc = sink->grow_discard(in->ctx, &dinfo)) != SKIPPR_OK)
+        fail("grow_discard of an object already gone returned %s, "
+             "expected OK", skippr_status_name(rc));
+    expect_absent(in, &d, "grow_discard");
+out:
+    instance_free(in);
+    report("growing objects: start, reopen cut back, finish, discard");
+}
+
 static void check_instances(void)
 {
     worker *ws = calloc((size_t)g.instances, sizeof *ws);
@@ -994,6 +1113,7 @@ int main(int argc, char **argv)
         check_rewrite();
         check_abort_and_retry();
         check_big();
+        check_grow();
         check_instances();
         if (!g.read_cmd && !sink->object_check)
             skip("stored bytes", "neither --read nor object_check: what "
