@@ -115,7 +115,10 @@ const sk_engine_option sk_engine_options[] = {
      .hi = INT64_MAX,
      .offset = CFG(wal_disk_budget),
      .flag = 1,
-     .doc = "Above this much WAL on disk, the largest slices are written early."},
+     .doc = "Above this much WAL on disk, the largest slices the WAL holds "
+        "are written early, and segments rotate at a quarter of it. Slices "
+        "growing in the sink (the File sink's data slices) hold no bytes "
+        "in the WAL."},
     {.name = "memory_budget",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_SIZE,
@@ -124,7 +127,8 @@ const sk_engine_option sk_engine_options[] = {
      .hi = INT64_MAX,
      .offset = CFG(memory_budget),
      .flag = 1,
-     .doc = "Above this much in open blocks, blocks are spilled to the WAL. "
+     .doc = "Above this much in open blocks, blocks are spilled to the WAL "
+        "(or, for slices growing in the sink, appended to their objects). "
         "Plugins see it too (`host->memory_budget`): the S3 source fetches "
         "ahead within half of it."},
     {.name = "max_record_bytes",
@@ -155,7 +159,9 @@ const sk_engine_option sk_engine_options[] = {
      .doc = "Longest time between durable group commits, which wait for fsync "
         "(0: after every read window). In between, a commit every 16 MB of "
         "input is written without waiting for the disk: it survives a crash "
-        "of the process, not a power loss."},
+        "of the process, not a power loss. With slices growing in the sink "
+        "every commit syncs the sink, and commits also wait for ten pages "
+        "(40 KiB) of input per open slice."},
     {.name = "list_batch",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_INT,
