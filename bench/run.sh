@@ -23,6 +23,10 @@
 #    servers, next to kcat and mosquitto_pub/mosquitto_sub; then
 #    bench/mqtt_rate.py: the MQTT source live against a broker at its
 #    defaults, next to mosquitto_sub.
+# 6. bench/buffer.py: a date-ordered backfill with 5,600 partition-days and
+#    adversarial tenant names, file -> file next to cp -r + sync: speed,
+#    user and system time, bytes written to disk per input byte, the state
+#    folder's peak, objects per partition-day.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=128
@@ -148,3 +152,6 @@ python3 bench/plugins.py --records 200000 --runs 3
 echo
 echo "== 5b. MQTT source live, broker at its defaults, median of 3"
 python3 bench/mqtt_rate.py --runs 3
+echo
+echo "== 6. buffer v2: a backfill with 5,600 partition-days, file -> file"
+python3 bench/buffer.py --mb 300 --days 2 --tenants 400 --runs 3
