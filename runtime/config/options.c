@@ -160,8 +160,8 @@ const sk_engine_option sk_engine_options[] = {
         "(0: after every read window). In between, a commit every 16 MB of "
         "input is written without waiting for the disk: it survives a crash "
         "of the process, not a power loss. With slices growing in the sink "
-        "every commit syncs the sink, and commits also wait for ten pages "
-        "(40 KiB) of input per open slice."},
+        "every commit syncs the sink, and unless this is 0 commits also "
+        "wait for ten pages (40 KiB) of input per open slice."},
     {.name = "list_batch",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_INT,

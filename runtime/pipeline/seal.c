@@ -306,14 +306,15 @@ int pl_maybe_commit(engine *e, int force)
     uint64_t now = sk_now_ns();
     int due = force || now - e->last_commit_ns >=
                            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL;
-    if (e->st->grow.wants && !force) {
+    if (e->st->grow.wants && !force && e->cfg->commit_interval_ms > 0) {
         /* Slices grow in the sink: a commit syncs it, and each sync
          * writes the last, partly filled page of every growing object
          * once more. Spacing commits so that each carries ten pages per
          * open slice keeps that under a tenth of the bytes written; the
          * re-read after a crash is bounded by the same spacing. There are
          * no lazy commits: one that does not sync the sink could not be
-         * trusted after a power loss. */
+         * trusted after a power loss. commit_interval_ms 0 still commits
+         * after every window, as asked. */
         uint64_t spacing = SK_MAX((uint64_t)COMMIT_BYTES,
                                   (uint64_t)e->st->nlive * 10 * 4096);
         if (!due || e->bytes_since_commit < spacing)
