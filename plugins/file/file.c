@@ -24,6 +24,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,8 @@ typedef struct file_ctx {
     const char *prefix; /* option */
     int fsync;          /* option (sink) */
     int deferred;       /* durability left to sync(): one syncfs a batch */
-    int dirty;          /* renamed since the last sync() */
+    uint64_t dirty;     /* the number of its latest change not yet synced
+                         * (mark_dirty), or 0 */
     long grow_fds;      /* descriptors held by growing objects */
     long grow_fd_cap;   /* above this many, a write closes its own */
     /* Folders this instance made or found: a set of paths (open
@@ -52,6 +55,19 @@ typedef struct file_ctx {
 } file_ctx;
 
 #define DIRS_CAP 65536u
+
+/* One syncfs makes every change on the file system durable, whichever
+ * instance made it. Changes are numbered process-wide; an instance's
+ * dirty holds the number of its latest, and a sync that began after it
+ * (changes_synced: the highest number a finished syncfs covers) lets the
+ * instance skip its own. The instances of a skipprd process are one
+ * sink's, writing into one folder. */
+static atomic_uint_fast64_t changes_made, changes_synced;
+
+static void mark_dirty(file_ctx *c)
+{
+    c->dirty = atomic_fetch_add(&changes_made, 1) + 1;
+}
 
 static const skippr_option source_options[] = {
     {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
@@ -534,7 +550,7 @@ static int sink_commit(void *ctx, void *h)
         return SKIPPR_RETRY;
     }
     int rc = SKIPPR_OK;
-    c->dirty = 1;
+    mark_dirty(c);
     if (c->fsync && !c->deferred) {
         char *slash = strrchr(o->final, '/');
         *slash = '\0';
@@ -626,7 +642,7 @@ static int grow_write(void *ctx, void *h, const void *buf, size_t len)
         o->len += (uint64_t)w;
         c->host->counter_add(c->host, "bytes_written", w);
     }
-    c->dirty = 1;
+    mark_dirty(c);
     if (c->grow_fds > c->grow_fd_cap)
         grow_fd_close(c, o);
     return SKIPPR_OK;
@@ -658,7 +674,7 @@ static int grow_commit(void *ctx, void *h)
         rc = SKIPPR_FATAL;
     }
     if (!rc) {
-        c->dirty = 1;
+        mark_dirty(c);
         if (c->fsync && !c->deferred) {
             char *slash = strrchr(o->final, '/');
             *slash = '\0';
@@ -683,7 +699,7 @@ static int grow_discard(void *ctx, const skippr_object_info *info)
         LOG(c, SKIPPR_LOG_ERROR, "remove %s: %s", o.tmp, strerror(errno));
         return SKIPPR_FATAL;
     }
-    c->dirty = 1;
+    mark_dirty(c);
     return SKIPPR_OK;
 }
 
@@ -736,6 +752,11 @@ static int sink_sync(void *ctx)
     file_ctx *c = ctx;
     if (!c->deferred || !c->dirty)
         return SKIPPR_OK;
+    if (atomic_load(&changes_synced) >= c->dirty) {
+        c->dirty = 0; /* another instance's syncfs began after our change */
+        return SKIPPR_OK;
+    }
+    uint64_t upto = atomic_load(&changes_made);
     const char *fail = getenv("SKIPPR_TEST_FILE_SYNC_FAIL");
     if (fail && strcmp(fail, "1") == 0) {
         LOG(c, SKIPPR_LOG_ERROR, "syncfs %s: injected failure (test)",
@@ -755,6 +776,10 @@ static int sink_sync(void *ctx)
         return SKIPPR_FATAL;
     }
     c->dirty = 0;
+    uint64_t seen = atomic_load(&changes_synced);
+    while (seen < upto &&
+           !atomic_compare_exchange_weak(&changes_synced, &seen, upto))
+        ;
     c->host->counter_add(c->host, "syncs", 1);
     return SKIPPR_OK;
 }
