@@ -49,6 +49,7 @@
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
 #define LANES_PER_THREAD 3        /* units in flight per worker */
 #define MAX_LANES 64
+#define MAX_UPLOADERS 256         /* upload_concurrency's bound */
 #define REPORT_NS 60000000000ULL /* the minute report's period */
 #define LEDGER_HELD 4096          /* finished units held in memory */
 #define DOC_MAX_BYTES (1u << 30)  /* a streaming document (skippr_message) */
@@ -330,6 +331,8 @@ int pl_upload_one(uploader *u, sk_slice *s);
 /* grow.c: slices that grow in the sink (SKIPPR_SINK_GROWS) */
 int pl_grow_init(engine *e);
 int pl_grow_finish(engine *e, sk_slice *s);
+int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs);
+int pl_grow_sync(engine *e);
 int pl_grow_forget(engine *e, sk_slice *s);
 void pl_grow_release(engine *e);
 

@@ -8,12 +8,15 @@
  *
  * Owns: each streamed slice's sink handle (s->handle), from its first put
  * to its finish or the engine's teardown.
- * Thread: the pipeline thread; the handles are uploaders[0]'s instance's,
- * which no upload thread uses while the pipeline thread does.
+ * Thread: the pipeline thread, and while it waits, one thread per sink
+ * instance (a flush's puts, a batch's finishes). Each slice belongs to
+ * one instance, uploaders[id % upload_concurrency], which makes and uses
+ * its handle: an instance is never called from two threads at once.
  */
 #include "pipeline/engine.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +25,12 @@
 static const skippr_sink_ops *grow_ops(const engine *e)
 {
     return e->up[0].sink->plugin->sink;
+}
+
+/* The instance that owns slice s's growing object. */
+static sk_instance *owner(const engine *e, const sk_slice *s)
+{
+    return e->up[s->id % (uint64_t)e->nup].sink;
 }
 
 /* Non-zero when the sink grows objects in place and the engine may use
@@ -69,7 +78,7 @@ static int grow_attach(engine *e, sk_slice *s, uint64_t length)
     char sid[40];
     skippr_object_info info;
     grow_info(e, s, key, sid, sizeof sid, &info);
-    sk_instance *sink = e->up[0].sink;
+    sk_instance *sink = owner(e, s);
     int rc = grow_ops(e)->grow_open(sink->ctx, &info, length, &s->handle);
     if (rc == SKIPPR_NOENT && length > 0)
         sk_error("%s: the growing object of %s lost bytes that were made "
@@ -91,26 +100,101 @@ static int put(void *ud, sk_slice *s, const void *p, size_t n)
     if (!s->handle && (rc = grow_attach(e, s, s->pushed)))
         return rc;
     sk_crashpoint("grow_write");
-    rc = grow_ops(e)->grow_write(e->up[0].sink->ctx, s->handle, p, n);
+    sk_instance *sink = owner(e, s);
+    rc = grow_ops(e)->grow_write(sink->ctx, s->handle, p, n);
     if (rc)
-        plugin_failed(e->up[0].sink, "%s: appending to slice %" PRIu64
-                      " failed: %s", e->up[0].sink->label, s->id,
-                      skippr_status_str(rc));
+        plugin_failed(sink, "%s: appending to slice %" PRIu64 " failed: %s",
+                      sink->label, s->id, skippr_status_str(rc));
     return rc;
 }
 
+/* Every instance's sync(): those that appended nothing since return at
+ * once (the File sink's one syncfs covers the file system). */
 static int sync_sink(void *ud)
 {
     engine *e = ud;
     const skippr_sink_ops *ops = grow_ops(e);
     if (!ops->sync)
         return SKIPPR_OK;
-    int rc = ops->sync(e->up[0].sink->ctx);
-    if (rc)
-        plugin_failed(e->up[0].sink, "%s: making appended bytes durable "
-                      "failed: %s", e->up[0].sink->label,
-                      skippr_status_str(rc));
+    for (int k = 0; k < e->nup; k++) {
+        int rc = ops->sync(e->up[k].sink->ctx);
+        if (rc) {
+            plugin_failed(e->up[k].sink, "%s: making appended bytes "
+                          "durable failed: %s", e->up[k].sink->label,
+                          skippr_status_str(rc));
+            return rc;
+        }
+    }
+    return SKIPPR_OK;
+}
+
+/* Work for one instance's thread: the slices of v it owns. */
+typedef struct grow_job {
+    engine *e;
+    sk_slice **v;
+    size_t n;
+    int k;         /* the instance */
+    int *rcs;      /* NULL: put each buffer; else finish each sealed
+                    * slice, its status in rcs[i] */
+    int rc;
+    pthread_t th;
+} grow_job;
+
+static void *grow_job_run(void *arg)
+{
+    grow_job *j = arg;
+    for (size_t i = 0; i < j->n && !j->rc; i++) {
+        sk_slice *s = j->v[i];
+        if (s->id % (uint64_t)j->e->nup != (uint64_t)j->k ||
+            (j->rcs && !s->streamed))
+            continue;
+        if (j->rcs) {
+            j->rc = j->rcs[i] = pl_grow_finish(j->e, s);
+        } else {
+            j->rc = put(j->e, s, s->open_block.data, s->open_block.len);
+        }
+    }
+    return NULL;
+}
+
+/* Put the buffers of the n slices of v (rcs NULL), or finish them (each
+ * one's status in rcs[i], which the caller set to a positive "not tried"),
+ * on one thread per instance (this thread is instance 0's), and wait.
+ * After a failure an instance starts no more. Returns the first failure. */
+int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs)
+{
+    grow_job jobs[MAX_UPLOADERS];
+    int nj = e->nup < MAX_UPLOADERS ? e->nup : MAX_UPLOADERS;
+    int started = 1;
+    for (int k = 0; k < nj; k++)
+        jobs[k] = (grow_job){.e = e, .v = v, .n = n, .k = k, .rcs = rcs};
+    /* a thread that cannot be started: its instance's work runs here */
+    for (int k = 1; k < nj; k++) {
+        if (pthread_create(&jobs[k].th, NULL, grow_job_run, &jobs[k]))
+            break;
+        started++;
+    }
+    grow_job_run(&jobs[0]);
+    for (int k = started; k < nj; k++)
+        grow_job_run(&jobs[k]);
+    int rc = jobs[0].rc;
+    for (int k = 1; k < nj; k++) {
+        if (k < started)
+            pthread_join(jobs[k].th, NULL);
+        if (!rc)
+            rc = jobs[k].rc;
+    }
     return rc;
+}
+
+static int put_all(void *ud, sk_slice **v, size_t n)
+{
+    return pl_grow_parallel(ud, v, n, NULL);
+}
+
+int pl_grow_sync(engine *e)
+{
+    return sync_sink(e);
 }
 
 /* Remove what a crash left of slices that never reached a commit. */
@@ -159,7 +243,7 @@ int pl_grow_init(engine *e)
         return SKIPPR_OK;
     }
     st->grow = (sk_grow_hooks){.ud = e, .wants = wants, .put = put,
-                               .sync = sync_sink};
+                               .sync = sync_sink, .put_all = put_all};
     return discard_orphans(e);
 }
 
@@ -169,7 +253,7 @@ int pl_grow_init(engine *e)
  * checked. */
 int pl_grow_finish(engine *e, sk_slice *s)
 {
-    sk_instance *sink = e->up[0].sink;
+    sk_instance *sink = owner(e, s);
     const skippr_sink_ops *ops = grow_ops(e);
     int rc = SKIPPR_OK;
     if (!s->handle) {
@@ -206,7 +290,7 @@ int pl_grow_finish(engine *e, sk_slice *s)
 int pl_grow_forget(engine *e, sk_slice *s)
 {
     if (s->handle) {
-        grow_ops(e)->grow_close(e->up[0].sink->ctx, s->handle);
+        grow_ops(e)->grow_close(owner(e, s)->ctx, s->handle);
         s->handle = NULL;
     }
     char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
@@ -215,7 +299,7 @@ int pl_grow_forget(engine *e, sk_slice *s)
     char sid[40];
     skippr_object_info info;
     grow_info(e, s, key, sid, sizeof sid, &info);
-    int rc = grow_ops(e)->grow_discard(e->up[0].sink->ctx, &info);
+    int rc = grow_ops(e)->grow_discard(owner(e, s)->ctx, &info);
     sk_free(key);
     return rc ? rc : sk_state_forget(e->st, s);
 }
@@ -228,7 +312,7 @@ void pl_grow_release(engine *e)
     for (size_t i = 0; i < e->st->nlive; i++) {
         sk_slice *s = e->st->live[i];
         if (s->handle) {
-            grow_ops(e)->grow_close(e->up[0].sink->ctx, s->handle);
+            grow_ops(e)->grow_close(owner(e, s)->ctx, s->handle);
             s->handle = NULL;
         }
     }

@@ -74,18 +74,23 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
         rcs[i] = NOT_TRIED;
     for (size_t k = 0; k < nw; k++)
         ws[k] = (upload_worker){.b = &b, .u = &e->up[k]};
-    /* Growing objects are finished here first, on uploader 0's instance
-     * (their handles are its), each a rename; the upload threads skip
-     * them. */
-    for (size_t i = 0; i < n && !sk_stop_requested; i++) {
-        if (!slices[i]->streamed)
-            continue;
-        rcs[i] = pl_grow_finish(e, slices[i]);
-        if (rcs[i]) {
+    /* Growing objects are finished first, each by the instance that
+     * owns its handle, one thread per instance (a rename each); the
+     * upload threads skip them. */
+    int grown = 0;
+    for (size_t i = 0; i < n; i++)
+        grown |= slices[i]->streamed;
+    if (grown && !sk_stop_requested &&
+        pl_grow_parallel(e, slices, n, rcs) != SKIPPR_OK)
+        atomic_store(&b.failed, 1);
+    if (grown && !atomic_load(&b.failed)) {
+        sk_crashpoint("sink_commit"); /* renamed, not yet durable */
+        int src = pl_grow_sync(e);
+        for (size_t i = 0; i < n && src; i++)
+            if (slices[i]->streamed && rcs[i] == SKIPPR_OK)
+                rcs[i] = src; /* nothing of it is recorded */
+        if (src)
             atomic_store(&b.failed, 1);
-            break;
-        }
-        ws[0].written++;
     }
     size_t started = 1; /* worker 0 runs on this thread */
     while (started < nw &&

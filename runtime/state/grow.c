@@ -54,9 +54,16 @@ int st_push_block(sk_state *st, sk_slice *s)
     if (s->open_block.len == 0 || !s->durable_announced)
         return SKIPPR_OK;
     int rc = st->grow.put(st->grow.ud, s, s->open_block.data,
-                            s->open_block.len);
+                          s->open_block.len);
     if (rc)
         return rc;
+    st_pushed(st, s);
+    return SKIPPR_OK;
+}
+
+/* s's buffer is in the sink now. */
+void st_pushed(sk_state *st, sk_slice *s)
+{
     s->pushed += s->open_block.len;
     st->open_block_bytes -= s->open_block.len;
     sk_buf_reset(&s->open_block);
@@ -64,7 +71,37 @@ int st_push_block(sk_state *st, sk_slice *s)
     st->grow_unsynced = 1;
     if (s->open_block.cap > 2 * st->block_bytes)
         st_release_block(st, s);
-    return SKIPPR_OK;
+}
+
+/* Every streamed slice's buffer to the sink at once (a flush): through
+ * grow.put_all when there is one, which may put them in parallel, each
+ * slice still from one thread. On failure nothing more is recorded; the
+ * run stops and recovery cuts the objects back. */
+int st_push_all(sk_state *st)
+{
+    if (!st->grow.put_all) {
+        for (size_t i = 0; i < st->nlive; i++)
+            if (st->live[i]->streamed) {
+                int rc = st_push_block(st, st->live[i]);
+                if (rc)
+                    return rc;
+            }
+        return SKIPPR_OK;
+    }
+    sk_slice **v = sk_calloc(st->nlive ? st->nlive : 1, sizeof *v);
+    if (!v)
+        return SKIPPR_NOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (s->streamed && s->durable_announced && s->open_block.len)
+            v[n++] = s;
+    }
+    int rc = n ? st->grow.put_all(st->grow.ud, v, n) : SKIPPR_OK;
+    for (size_t i = 0; i < n && !rc; i++)
+        st_pushed(st, v[i]);
+    sk_free(v);
+    return rc;
 }
 
 /* A streamed slice buffers object bytes: the record and its newline. A

@@ -401,6 +401,8 @@ int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
 int sk_state_flush_blocks(sk_state *st, int release)
 {
     int arc = st_announce_streams(st);
+    if (!arc)
+        arc = st_push_all(st);
     if (arc)
         return arc;
     for (size_t i = 0; i < st->nlive; i++) {

@@ -115,6 +115,9 @@ typedef struct sk_grow_hooks {
     int (*put)(void *ud, sk_slice *s, const void *p, size_t n);
     /* Make every put so far durable. */
     int (*sync)(void *ud);
+    /* Optional: put each of the n slices' whole buffer (open_block), as
+     * put() would, perhaps in parallel; the state then marks them put. */
+    int (*put_all)(void *ud, sk_slice **v, size_t n);
 } sk_grow_hooks;
 
 typedef struct sk_state {
