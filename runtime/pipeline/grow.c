@@ -61,11 +61,16 @@ static void grow_info(engine *e, const sk_slice *s, const char *key,
                                  .records = s->records};
 }
 
+/* Listed sources only: a streaming source's acknowledgements ask for a
+ * durable commit every few hundred milliseconds, and with growing
+ * objects each would be a sync of the whole output file system (an MQTT
+ * broker at its defaults then drops messages while skippr waits); the WAL
+ * makes each one small fsync. */
 static int wants(void *ud, const sk_slice *s)
 {
     engine *e = ud;
     char tail[300];
-    return pl_slice_conv(e, s) == SK_CONV_NONE &&
+    return !e->streaming && pl_slice_conv(e, s) == SK_CONV_NONE &&
            pl_xml_trailer(s, tail, sizeof tail) == 0;
 }
 

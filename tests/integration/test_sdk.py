@@ -69,7 +69,7 @@ def test_example_plugin_out_of_tree_passes_testkit():
              "--read", "tar -xOf '%s' \"$SKIPPR_KEY\"" % archive],
             capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, "testkit failed the Tar sink:\n" + p.stderr)
-        check("# 8 checks, 0 failed" in p.stderr, p.stderr)
+        check("# 9 checks, 0 failed" in p.stderr, p.stderr)
         check(re.search(r"64 MiB object: memory grew by [0-9.]+ MiB",
                         p.stderr), p.stderr)
         # The archive is a plain tar: the standard reader lists every
@@ -139,7 +139,8 @@ def test_testkit_fails_a_sink_that_is_not_idempotent():
             check(any(l.startswith("ok %d " % n) for l in lines),
                   "check %d did not pass:\n%s" % (n, p.stderr))
         # A sink whose init() starts refusing after the first two: every
-        # later check says it had no instance, none passes by default.
+        # later check says it had no instance, none passes by default
+        # (a capability the sink does not declare is a SKIP).
         p = subprocess.run([TESTKIT, BROKEN, "-o", "dir=" + out,
                             "-o", "fail_init_after=2", "--big-mib", "4",
                             "--read", read], capture_output=True, text=True,
@@ -149,8 +150,8 @@ def test_testkit_fails_a_sink_that_is_not_idempotent():
               any(l.startswith("not ok 3 - open, write and commit an "
                                "object: init() with the given options "
                                "returned FATAL") for l in lines) and
-              not any(l.startswith("ok %d " % n)
-                      for l in lines for n in range(3, 9)),
+              not any(l.startswith("ok %d " % n) and "# SKIP" not in l
+                      for l in lines for n in range(3, 10)),
               "a refused init() did not fail every later check:\n" +
               p.stderr)
         # A missing required option is named, not guessed.
@@ -206,7 +207,7 @@ def test_s3_sink_passes_testkit_through_faults():
             text=True, timeout=600)
         injected = sum(s3.stats().get("injected", {}).values())
         check(p.returncode == 0, "testkit failed the S3 sink:\n" + p.stderr)
-        m = re.search(r"# 8 checks, 0 failed; (\d+) calls retried", p.stderr)
+        m = re.search(r"# 9 checks, 0 failed; (\d+) calls retried", p.stderr)
         check(m and injected > 0 and int(m.group(1)) > 0,
               "no fault reached the sink as RETRY (%d injected):\n%s" % (
                   injected, p.stderr))
