@@ -202,24 +202,30 @@ int pl_grow_sync(engine *e)
     return sync_sink(e);
 }
 
+/* Remove s's growing object, if any (its owner instance's call). */
+static int discard(engine *e, const sk_slice *s)
+{
+    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
+    if (!key)
+        return SKIPPR_NOMEM;
+    char sid[40];
+    skippr_object_info info;
+    grow_info(e, s, key, sid, sizeof sid, &info);
+    sk_instance *sink = owner(e, s);
+    int rc = grow_ops(e)->grow_discard(sink->ctx, &info);
+    if (rc)
+        plugin_failed(sink, "%s: removing the unfinished %s failed: %s",
+                      sink->label, key, skippr_status_str(rc));
+    sk_free(key);
+    return rc;
+}
+
 /* Remove what a crash left of slices that never reached a commit. */
 static int discard_orphans(engine *e)
 {
     sk_state *st = e->st;
     for (size_t i = 0; i < st->norphans; i++) {
-        sk_slice *s = st->orphans[i];
-        char *key = sk_state_object_key(st, s, pl_slice_ext(e, s));
-        if (!key)
-            return SKIPPR_NOMEM;
-        char sid[40];
-        skippr_object_info info;
-        grow_info(e, s, key, sid, sizeof sid, &info);
-        int rc = grow_ops(e)->grow_discard(e->up[0].sink->ctx, &info);
-        if (rc)
-            plugin_failed(e->up[0].sink, "%s: removing the unfinished %s "
-                          "failed: %s", e->up[0].sink->label, key,
-                          skippr_status_str(rc));
-        sk_free(key);
+        int rc = discard(e, st->orphans[i]);
         if (rc)
             return rc;
     }
@@ -298,14 +304,7 @@ int pl_grow_forget(engine *e, sk_slice *s)
         grow_ops(e)->grow_close(owner(e, s)->ctx, s->handle);
         s->handle = NULL;
     }
-    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
-    if (!key)
-        return SKIPPR_NOMEM;
-    char sid[40];
-    skippr_object_info info;
-    grow_info(e, s, key, sid, sizeof sid, &info);
-    int rc = grow_ops(e)->grow_discard(owner(e, s)->ctx, &info);
-    sk_free(key);
+    int rc = discard(e, s);
     return rc ? rc : sk_state_forget(e->st, s);
 }
 

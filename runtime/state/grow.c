@@ -184,14 +184,9 @@ int st_record_streams(sk_state *st)
 int sk_state_forget(sk_state *st, sk_slice *s)
 {
     assert(s->state == SK_SLICE_OPEN && s->streamed && s->records == 0);
-    if (s->announced) {
-        uint8_t id[8];
-        sk_put_u64(id, s->id);
-        sk_iov part = {id, sizeof id};
-        int rc = sk_wal_append(st->wal, SK_WAL_DONE, &part, 1, NULL);
-        if (rc)
-            return rc;
-    }
+    int rc = s->announced ? st_write_done(st, s->id) : SKIPPR_OK;
+    if (rc)
+        return rc;
     sk_map_del(&st->open_by_key, s->key, s->key_len, s->key_hash);
     st_release_block(st, s);
     st_live_remove(st, s);

@@ -637,13 +637,18 @@ int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
     return SKIPPR_OK;
 }
 
+int st_write_done(sk_state *st, uint64_t id)
+{
+    uint8_t b[8];
+    sk_put_u64(b, id);
+    sk_iov part = {b, sizeof b};
+    return sk_wal_append(st->wal, SK_WAL_DONE, &part, 1, NULL);
+}
+
 int sk_state_done(sk_state *st, sk_slice *s)
 {
     assert(s->state == SK_SLICE_SEALED);
-    uint8_t id[8];
-    sk_put_u64(id, s->id);
-    sk_iov part = {id, sizeof id};
-    int rc = sk_wal_append(st->wal, SK_WAL_DONE, &part, 1, NULL);
+    int rc = st_write_done(st, s->id);
     if (rc)
         return rc;
     sk_crashpoint("done");

@@ -15,8 +15,9 @@ int st_live_add(sk_state *st, sk_slice *s);
 void st_live_remove(sk_state *st, sk_slice *s);
 sk_slice *st_live_find(const sk_state *st, uint64_t id);
 int st_add_block(sk_slice *s, sk_wal_pos pos);
-/* Write s's SLICE frame (state.c). */
+/* Write s's SLICE frame; a DONE frame for slice id (state.c). */
 int st_announce(sk_state *st, sk_slice *s);
+int st_write_done(sk_state *st, uint64_t id);
 /* Give s's open-block buffer back; it must be empty (state.c). */
 void st_release_block(sk_state *st, sk_slice *s);
 /* Streamed slices (grow.c): append object bytes; put the buffer to the
