@@ -29,11 +29,12 @@ def test_seed_layout_byte_equal():
         nfiles = sum(len(f) for _, _, f in os.walk(ws.sink_root))
         check("files_written=%d" % nfiles in p.err and
               "files_opened=60" in p.err, "counters: %s" % p.err)
-        # Durability came from syncfs, once per upload thread that wrote
-        # (the --once run flushes once), not an fsync per file.
+        # Durability came from syncfs, once per commit or batch (event-time
+        # sealing and growing objects make a few), not an fsync per file.
         syncs = re.search(r"syncs=(\d+)", p.err)
-        check(syncs and 1 <= int(syncs.group(1)) <= 8,
-              "the File sink did not sync its batch: %s" % p.err)
+        check(syncs and 1 <= int(syncs.group(1)) <= nfiles // 20,
+              "the File sink did not sync in batches (%d files): %s" % (
+                  nfiles, p.err))
         # Trucks only carry truck.tenant_id.
         trucks = [k for k in output_records(ws.sink_root)
                   if k[0].startswith("truck_ping/")]
