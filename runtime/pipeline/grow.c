@@ -61,16 +61,16 @@ static void grow_info(engine *e, const sk_slice *s, const char *key,
                                  .records = s->records};
 }
 
-/* Listed sources only: a streaming source's acknowledgements ask for a
- * durable commit every few hundred milliseconds, and with growing
- * objects each would be a sync of the whole output file system (an MQTT
- * broker at its defaults then drops messages while skippr waits); the WAL
- * makes each one small fsync. */
+/* Listed sources only (pl_grow_init installs no hooks for a streaming
+ * source): its acknowledgements ask for a durable commit every few
+ * hundred milliseconds, and with growing objects each would be a sync of
+ * the whole output file system (an MQTT broker at its defaults then drops
+ * messages while skippr waits); the WAL makes each one small fsync. */
 static int wants(void *ud, const sk_slice *s)
 {
     engine *e = ud;
     char tail[300];
-    return !e->streaming && pl_slice_conv(e, s) == SK_CONV_NONE &&
+    return pl_slice_conv(e, s) == SK_CONV_NONE &&
            pl_xml_trailer(s, tail, sizeof tail) == 0;
 }
 
@@ -243,7 +243,9 @@ int pl_grow_init(engine *e)
     int streamed = 0;
     for (size_t i = 0; i < st->nlive; i++)
         streamed |= st->live[i]->streamed;
-    if (!sink_grows(e)) {
+    /* Streaming sources keep the WAL path (see wants()), and with it
+     * their lazy commits: no hooks at all. */
+    if (!sink_grows(e) || e->streaming) {
         if (streamed || st->norphans) {
             sk_error("%s: the state holds objects growing in a sink that "
                      "grows objects in place, and this sink does not; run "
