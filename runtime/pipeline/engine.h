@@ -162,6 +162,7 @@ struct engine {
      * its arrival time and the listing comes in that order */
     int event_time;
     int64_t arrival_max;          /* latest arrival listed */
+    size_t todo_undone;           /* todo[..this) are done (pl_watermark) */
     int64_t wm_prev;              /* the watermark at the last flush */
     int64_t next_seal_at;         /* the earliest seal_at of slices open
                                    * at the last flush */
@@ -338,7 +339,7 @@ void pl_grow_release(engine *e);
 
 /* seal.c: group commit, sealing, the upload batch, WAL GC */
 int pl_flush_slices(engine *e, int force);
-int64_t pl_watermark(const engine *e);
+int64_t pl_watermark(engine *e);
 int pl_st_memory_over(const engine *e);
 int pl_maybe_commit(engine *e, int force);
 

@@ -152,14 +152,16 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
  * done, or when all are, the latest one listed (units.c checks that the
  * listing comes in arrival order, else turns event time off). INT64_MIN
  * when unknown. */
-int64_t pl_watermark(const engine *e)
+int64_t pl_watermark(engine *e)
 {
     if (!e->event_time)
         return INT64_MIN;
-    for (size_t i = 0; i < e->ntodo; i++)
-        if (!e->todo[i].done)
-            return e->todo[i].arrival;
-    return e->arrival_max;
+    /* Units only become done, so the first one not done only moves on:
+     * asked after every finished unit, this stays linear in the batch. */
+    while (e->todo_undone < e->ntodo && e->todo[e->todo_undone].done)
+        e->todo_undone++;
+    return e->todo_undone < e->ntodo ? e->todo[e->todo_undone].arrival
+                                     : e->arrival_max;
 }
 
 /* Whether open slice s is due: forced; open for buffer_threshold_seconds

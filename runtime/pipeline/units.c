@@ -203,6 +203,7 @@ void pl_todo_clear(engine *e)
         sk_free(e->todo[i].version);
     }
     e->ntodo = 0;
+    e->todo_undone = 0;
 }
 
 typedef struct list_ctx {
