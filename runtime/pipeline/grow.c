@@ -61,6 +61,18 @@ static void grow_info(engine *e, const sk_slice *s, const char *key,
                                  .records = s->records};
 }
 
+/* The info of an open slice's growing object, under the key it will get
+ * when sealed. Caller owns the returned key (info->key points to it);
+ * NULL on allocation failure. */
+static char *open_info(engine *e, const sk_slice *s, char *sid, size_t cap,
+                       skippr_object_info *info)
+{
+    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
+    if (key)
+        grow_info(e, s, key, sid, cap, info);
+    return key;
+}
+
 /* Listed sources only (pl_grow_init installs no hooks for a streaming
  * source): its acknowledgements ask for a durable commit every few
  * hundred milliseconds, and with growing objects each would be a sync of
@@ -77,12 +89,11 @@ static int wants(void *ud, const sk_slice *s)
 /* Open s's growing object: new, or reopened at its durable length. */
 static int grow_attach(engine *e, sk_slice *s, uint64_t length)
 {
-    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
-    if (!key)
-        return SKIPPR_NOMEM;
     char sid[40];
     skippr_object_info info;
-    grow_info(e, s, key, sid, sizeof sid, &info);
+    char *key = open_info(e, s, sid, sizeof sid, &info);
+    if (!key)
+        return SKIPPR_NOMEM;
     sk_instance *sink = owner(e, s);
     int rc = grow_ops(e)->grow_open(sink->ctx, &info, length, &s->handle);
     if (rc == SKIPPR_NOENT && length > 0)
@@ -205,12 +216,11 @@ int pl_grow_sync(engine *e)
 /* Remove s's growing object, if any (its owner instance's call). */
 static int discard(engine *e, const sk_slice *s)
 {
-    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
-    if (!key)
-        return SKIPPR_NOMEM;
     char sid[40];
     skippr_object_info info;
-    grow_info(e, s, key, sid, sizeof sid, &info);
+    char *key = open_info(e, s, sid, sizeof sid, &info);
+    if (!key)
+        return SKIPPR_NOMEM;
     sk_instance *sink = owner(e, s);
     int rc = grow_ops(e)->grow_discard(sink->ctx, &info);
     if (rc)
