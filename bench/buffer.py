@@ -13,7 +13,13 @@ with thousands of partitions and adversarial tenant values:
     wal_disk_budget;
   - how many objects per partition-day.
 
-usage: bench/buffer.py [--mb 300] [--days 2] [--tenants 400]
+With --sink s3 (s3rver on loopback, which stands in for S3: its own disk
+writes are not counted), file -> S3 instead, on a corpus whose partitions
+mostly exceed a 5 MiB part: the bytes skipprd writes to local disk per
+input byte (its WAL: the tails of objects between parts), the state
+folder's peak, objects per partition-day, wall and CPU time.
+
+usage: bench/buffer.py [--mb 300] [--days 2] [--tenants 400] [--sink s3]
 """
 import argparse
 import os
@@ -86,12 +92,65 @@ def timed(cmd):
     return secs, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, wb
 
 
+def s3_figures(a, work, inp, size):
+    """file -> S3 (s3rver): local bytes written per input byte."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+    os.environ.setdefault("SKIPPR_SOURCE_DIR", ROOT)
+    from s3_test import S3Server
+    budget = 64 << 20
+    cfg = os.path.join(work, "skippr-s3.yml")
+    state = os.path.join(work, "state-s3")
+    text = CONFIG.format(state=state, out="", inp=inp, budget=budget)
+    text = text.split("data_sinks:")[0] + (
+        "data_sinks:\n  b:\n    S3:\n      s3_bucket: dst\n"
+        "      s3_prefix: out\n      part_size: 5MiB\n")
+    with open(cfg, "w") as f:
+        f.write(text)
+    rows, peak, objects, pdays = [], [0], 0, 0
+    for _ in range(a.runs):
+        shutil.rmtree(state, ignore_errors=True)
+        s3 = S3Server(["dst"])
+        try:
+            env = " ".join("%s=%s" % kv for kv in s3.env().items())
+            stop = threading.Event()
+
+            def sample():
+                while not stop.is_set():
+                    peak[0] = max(peak[0], tree_bytes(state))
+                    time.sleep(0.02)
+            th = threading.Thread(target=sample, daemon=True)
+            th.start()
+            rows.append(timed("env %s %s sync -p p --once -q -t 2 -c %s" % (
+                env, SKIPPRD, cfg)))
+            stop.set()
+            th.join()
+            keys = [o["Key"] for page in s3.client.get_paginator(
+                "list_objects_v2").paginate(Bucket="dst", Prefix="out/")
+                for o in page.get("Contents", [])]
+            objects = len(keys)
+            pdays = len(set(k.rsplit("/", 1)[0] for k in keys))
+            st = s3.stats()["counts"]
+        finally:
+            s3.close()
+    med = lambda i: statistics.median(r[i] for r in rows)  # noqa
+    print("%-34s %7.2f s  %6.0f MB/s  user %5.2f s  sys %5.2f s" % (
+        "skipprd file -> S3 (s3rver)", med(0), size / med(0) / 1e6, med(1),
+        med(2)))
+    print("bytes written to local disk per input byte, file -> S3: %.3f "
+          "(skipprd's WAL; medians of %d)" % (med(3) / size, a.runs))
+    print("state folder peak %.2f MB (wal_disk_budget %d MiB); %d objects "
+          "for %d partition-days; requests %s" % (
+              peak[0] / 1e6, budget >> 20, objects, pdays,
+              dict(sorted(st.items()))))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=300)
     ap.add_argument("--days", type=int, default=2)
     ap.add_argument("--tenants", type=int, default=400)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sink", choices=["file", "s3"], default="file")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="skippr-bench-buffer-")
     try:
@@ -106,6 +165,9 @@ def main():
               "(%d tenants with names like %r)" % (
                   size / 1e6, nobj, made[0], made[2], a.tenants,
                   "tenant-001-..-" ))
+        if a.sink == "s3":
+            s3_figures(a, work, inp, size)
+            return
         budget = 64 << 20
         cfg = os.path.join(work, "skippr.yml")
         state, out = os.path.join(work, "state"), os.path.join(work, "out")

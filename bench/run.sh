@@ -26,7 +26,8 @@
 # 6. bench/buffer.py: a date-ordered backfill with 5,600 partition-days and
 #    adversarial tenant names, file -> file next to cp -r + sync: speed,
 #    user and system time, bytes written to disk per input byte, the state
-#    folder's peak, objects per partition-day.
+#    folder's peak, objects per partition-day; then file -> S3 (s3rver):
+#    bytes skipprd writes to local disk per input byte.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=128
@@ -155,3 +156,6 @@ python3 bench/mqtt_rate.py --runs 3
 echo
 echo "== 6. buffer v2: a backfill with 5,600 partition-days, file -> file"
 python3 bench/buffer.py --mb 300 --days 2 --tenants 400 --runs 3
+echo
+echo "== 6b. buffer v2: file -> S3 (s3rver), partitions mostly over a part"
+python3 bench/buffer.py --mb 300 --days 2 --tenants 3 --runs 3 --sink s3

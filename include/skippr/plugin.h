@@ -315,29 +315,63 @@ typedef struct skippr_sink_ops {
     /* Appended within ABI 2 (test with SKIPPR_OPS_HAS), for sinks whose
      * flags have SKIPPR_SINK_GROWS: objects that grow in place while their
      * slice is open, so each byte is written once (the File sink: a
-     * temporary file in the object's final folder). The engine appends a
-     * slice's bytes as they come, calls sync() before it records how long
-     * the object is, and after a crash reopens it at that length. One
-     * thread at a time uses a handle, the instance's own.
+     * temporary file in the object's final folder; S3: a multipart
+     * upload). The engine appends a slice's bytes as they come, records
+     * how long the object durably is, and after a crash reopens it at that
+     * length. One thread at a time uses a handle, the instance's own.
      *
      * Open the growing object of info->key (info->size and crc32c are 0:
      * not known yet). length 0: start it empty, replacing any earlier
      * attempt. length > 0: reopen it and cut it back to length bytes;
-     * SKIPPR_NOENT when it does not exist or holds fewer bytes. On
+     * notes are every note grow_note() gave for it, in order (NULL, 0 when
+     * none); SKIPPR_NOENT when it does not exist or holds fewer bytes. On
      * SKIPPR_OK *handle is the plugin's until grow_commit() or
      * grow_close(). */
     int (*grow_open)(void *ctx, const skippr_object_info *info,
-                     uint64_t length, void **handle);
-    /* Append bytes; durable at the next sync(). */
+                     uint64_t length, const char *notes, size_t notes_len,
+                     void **handle);
+    /* Append bytes; durable at the next sync(), or, with SKIPPR_SINK_PARTS,
+     * when it returns. */
     int (*grow_write)(void *ctx, void *handle, const void *buf, size_t len);
     /* Make the object visible under its key (durable at the next sync());
-     * the handle is gone whatever it returns. */
-    int (*grow_commit)(void *ctx, void *handle);
+     * info is its final one: size and crc32c are known now. The handle is
+     * gone whatever it returns. */
+    int (*grow_commit)(void *ctx, void *handle,
+                       const skippr_object_info *info);
     /* Let go of the handle; the object stays as it is, to be reopened. */
     void (*grow_close)(void *ctx, void *handle);
     /* Remove the growing object of info->key, if any (a slice that never
      * reached a commit). SKIPPR_OK also when there was none. */
     int (*grow_discard)(void *ctx, const skippr_object_info *info);
+
+    /* Appended within ABI 2, for sinks whose flags also have
+     * SKIPPR_SINK_PARTS: an object is a list of parts (an S3 multipart
+     * upload) and each grow_write() is one part, durable when it returns.
+     * The engine keeps the bytes of a part until it has at least
+     * grow_part_bytes() of them (in memory, and in its WAL across
+     * commits); only the last write before grow_commit() may be smaller.
+     * After each write the engine asks grow_note() for what a reopen needs
+     * to know of that part (an upload id, the part's number and ETag): at
+     * most cap bytes into buf, their count in *len. It records the note
+     * durably with the length, and hands all of them back to grow_open(). */
+    uint64_t (*grow_part_bytes)(void *ctx);
+    int (*grow_note)(void *ctx, void *handle, char *buf, size_t cap,
+                     size_t *len);
+
+    /* Appended within ABI 2, for sinks whose flags also have
+     * SKIPPR_SINK_STAGES. When wal_disk_budget cannot hold the tails of
+     * growing objects (their bytes no part holds yet), the engine moves
+     * them into the sink's own storage as staging pieces, each named by
+     * the growing object (info->slice_id) and its offset in it, and reads
+     * them back for the object's next part. stage_put stores len bytes at
+     * offset, durable when it returns; stage_get reads exactly those len
+     * bytes back; stage_clear removes every piece of info's object
+     * (SKIPPR_OK also when there is none), once the object is complete. */
+    int (*stage_put)(void *ctx, const skippr_object_info *info,
+                     uint64_t offset, const void *buf, size_t len);
+    int (*stage_get)(void *ctx, const skippr_object_info *info,
+                     uint64_t offset, void *buf, size_t len);
+    int (*stage_clear)(void *ctx, const skippr_object_info *info);
 } skippr_sink_ops;
 
 /* skippr_sink_ops.flags: the sink sends records, not files (Kafka, MQTT,
@@ -347,6 +381,12 @@ typedef struct skippr_sink_ops {
 #define SKIPPR_SINK_RECORDS 1u
 /* skippr_sink_ops.flags: the sink has the grow_* calls. */
 #define SKIPPR_SINK_GROWS 2u
+/* skippr_sink_ops.flags: with SKIPPR_SINK_GROWS, objects grow by parts
+ * (grow_part_bytes, grow_note). */
+#define SKIPPR_SINK_PARTS 4u
+/* skippr_sink_ops.flags: with SKIPPR_SINK_PARTS, the sink keeps staging
+ * pieces (stage_put, stage_get, stage_clear). */
+#define SKIPPR_SINK_STAGES 8u
 
 /* Non-zero when an ops struct of type `type` at `ops` has `field`. */
 #define SKIPPR_OPS_HAS(type, ops, field)                                   \

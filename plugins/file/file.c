@@ -565,9 +565,13 @@ static int sink_commit(void *ctx, void *h)
 
 /* ---- growing objects (SKIPPR_SINK_GROWS) ------------------------------ */
 
+/* notes: none; the File sink gives no grow_note(). */
 static int grow_open(void *ctx, const skippr_object_info *info,
-                     uint64_t length, void **h)
+                     uint64_t length, const char *notes, size_t notes_len,
+                     void **h)
 {
+    (void)notes;
+    (void)notes_len;
     file_ctx *c = ctx;
     file_obj *o = calloc(1, sizeof *o);
     if (!o)
@@ -654,12 +658,17 @@ static void grow_close(void *ctx, void *h)
     free(h);
 }
 
-static int grow_commit(void *ctx, void *h)
+static int grow_commit(void *ctx, void *h, const skippr_object_info *info)
 {
     file_ctx *c = ctx;
     file_obj *o = h;
     int rc = SKIPPR_OK;
-    if (c->fsync && !c->deferred) {
+    if (o->len != info->size) {
+        LOG(c, SKIPPR_LOG_ERROR, "%s holds %llu bytes, not the %llu of its "
+            "object; not renamed", o->tmp, (unsigned long long)o->len,
+            (unsigned long long)info->size);
+        rc = SKIPPR_CORRUPT;
+    } else if (c->fsync && !c->deferred) {
         if (o->fd < 0 && (o->fd = open(o->tmp, O_WRONLY | O_CLOEXEC)) >= 0)
             c->grow_fds++;
         if (o->fd < 0 || fsync(o->fd) != 0) {

@@ -25,6 +25,13 @@
  * retry after a lost answer gets 412; a HEAD then tells our own slice (done)
  * from someone else's (a fatal conflict).
  *
+ * Growing objects (sink.c, SKIPPR_SINK_GROWS | PARTS): the engine's open
+ * data slices are multipart uploads whose parts it hands over as they
+ * fill, each uploaded from its buffer and noted (upload id, number, ETag)
+ * so that a reopen after a crash resumes the upload. Staging pieces
+ * (stage.c, SKIPPR_SINK_STAGES) hold the tails the engine's disk budget
+ * cannot, under staging_prefix, until the object is complete.
+ *
  * Credentials: the AWS SDKs' default chain (creds.h): options,
  * environment, the shared files' profile (static keys, role_arn with
  * source_profile, credential_process), web identity, ECS container
@@ -112,6 +119,12 @@ static const skippr_option sink_options[] = {
     OPT("conditional_writes", SKIPPR_OPT_BOOL, "true", 0, conditional,
         "Send If-None-Match: * so a retried write never replaces an object "
         "(one that answered 412 is compared by HEAD)."),
+    OPT("staging_prefix", SKIPPR_OPT_STRING, "skippr-staging", 0,
+        staging_prefix,
+        "Where, in the same bucket, the tails of objects still growing go "
+        "when wal_disk_budget cannot hold them (each deleted once its "
+        "object is complete); give it a lifecycle rule that expires "
+        "objects after a few days, for a state folder that is lost."),
     {NULL, 0, NULL, 0, 0, NULL}};
 
 /* Region, endpoint and CA bundle: the options, else the variables and
@@ -281,6 +294,17 @@ static const skippr_sink_ops sink = {
     .object_commit = sink_commit,
     .object_abort = sink_abort,
     .object_check = sink_check,
+    .flags = SKIPPR_SINK_GROWS | SKIPPR_SINK_PARTS | SKIPPR_SINK_STAGES,
+    .grow_open = sink_grow_open,
+    .grow_write = sink_grow_write,
+    .grow_commit = sink_grow_commit,
+    .grow_close = sink_grow_close,
+    .grow_discard = sink_grow_discard,
+    .grow_part_bytes = sink_grow_part_bytes,
+    .grow_note = sink_grow_note,
+    .stage_put = sink_stage_put,
+    .stage_get = sink_stage_get,
+    .stage_clear = sink_stage_clear,
 };
 
 static const skippr_plugin plugin = {

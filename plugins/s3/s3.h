@@ -40,6 +40,7 @@ typedef struct s3_ctx {
     const char *bucket, *prefix, *start_after, *region, *endpoint;
     const char *access_key_id, *secret_access_key, *session_token, *profile;
     const char *addressing, *ca_bundle, *storage_class, *sse;
+    const char *staging_prefix;
     int verify_tls, checksum;
     int64_t part_size, read_chunk_bytes, max_attempts, timeout_seconds;
     /* resolved at init */
@@ -72,6 +73,7 @@ typedef struct resp {
     char meta_slice[128];
     char meta_crc[32];
     char content_range[128];
+    char content_length[24];
     const char *curl_error; /* transport failure, static */
     int body_rc; /* why the body stopped: SKIPPR_NOMEM or SKIPPR_RANGE */
 } resp;
@@ -158,5 +160,20 @@ int sink_write(void *ctx, void *h, const void *p, size_t n);
 void sink_abort(void *ctx, void *h);
 int sink_commit(void *ctx, void *h);
 int sink_check(void *ctx, const skippr_object_info *info);
+int sink_grow_open(void *ctx, const skippr_object_info *info,
+                   uint64_t length, const char *notes, size_t notes_len,
+                   void **h);
+int sink_grow_write(void *ctx, void *h, const void *p, size_t n);
+int sink_grow_note(void *ctx, void *h, char *buf, size_t cap, size_t *len);
+int sink_grow_commit(void *ctx, void *h, const skippr_object_info *info);
+void sink_grow_close(void *ctx, void *h);
+int sink_grow_discard(void *ctx, const skippr_object_info *info);
+uint64_t sink_grow_part_bytes(void *ctx);
+/* stage.c: staging pieces */
+int sink_stage_put(void *ctx, const skippr_object_info *info,
+                   uint64_t offset, const void *p, size_t n);
+int sink_stage_get(void *ctx, const skippr_object_info *info,
+                   uint64_t offset, void *buf, size_t n);
+int sink_stage_clear(void *ctx, const skippr_object_info *info);
 
 #endif

@@ -1,5 +1,8 @@
 /* The sink: an object smaller than part_size is one PutObject, a larger
  * one a multipart upload of part_size parts, each part retried in place.
+ * Growing objects (the engine's open slices, grow_*) are multipart uploads
+ * whose parts the engine hands over as they fill; see "growing objects"
+ * below.
  * Every request carries Content-MD5 and (checksum_crc32c) CRC32C; the PUT
  * or Complete carries If-None-Match: * so a retry after a lost answer
  * gets 412, and a HEAD then tells our own slice from someone else's.
@@ -19,6 +22,7 @@
 typedef struct part {
     char etag[128];
     char crc[16]; /* base64 CRC32C of the part; "" when not sent */
+    uint64_t size;
 } part;
 
 typedef struct s3_obj {
@@ -32,6 +36,10 @@ typedef struct s3_obj {
     part *parts;
     size_t nparts, cap;
     int conditional; /* send If-None-Match: * with the final request */
+    int part_sums;   /* parts carry their CRC32C (growing objects) */
+    int grown;       /* a growing object: a failure keeps its upload */
+    size_t noted;    /* parts told to the engine (grow_note) */
+    int id_noted;    /* upload id told */
 } s3_obj;
 
 static void obj_free(s3_obj *o)
@@ -64,7 +72,8 @@ static size_t object_headers(s3_ctx *c, s3_obj *o, sigv4_kv *h)
 {
     size_t n = 0;
     h[n++] = (sigv4_kv){"x-amz-meta-skippr-slice", o->slice};
-    h[n++] = (sigv4_kv){"x-amz-meta-skippr-crc32c", o->crc};
+    if (*o->crc) /* a growing object's CRC is not known when it starts */
+        h[n++] = (sigv4_kv){"x-amz-meta-skippr-crc32c", o->crc};
     h[n++] = (sigv4_kv){"content-type", o->ctype};
     if (c->storage_class)
         h[n++] = (sigv4_kv){"x-amz-storage-class", c->storage_class};
@@ -73,39 +82,60 @@ static size_t object_headers(s3_ctx *c, s3_obj *o, sigv4_kv *h)
     return n;
 }
 
-int sink_open(void *ctx, const skippr_object_info *info, void **h)
+/* The full key of info's object (prefix and key). Caller frees; NULL on
+ * allocation failure. */
+static char *full_key(const s3_ctx *c, const skippr_object_info *info)
 {
-    s3_ctx *c = ctx;
-    s3_obj *o = calloc(1, sizeof *o);
-    if (!o)
-        return SKIPPR_NOMEM;
     size_t pl = strlen(c->prefix);
     size_t kl = pl + 1 + strlen(info->key) + 1;
-    o->key = malloc(kl);
-    if (!o->key) {
+    char *key = malloc(kl);
+    if (key)
+        snprintf(key, kl, "%s%s%s", c->prefix,
+                 pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
+    return key;
+}
+
+/* A new handle for info's object; grown: a growing object, whose size and
+ * CRC are not known yet. NULL on allocation failure. */
+static s3_obj *obj_new(s3_ctx *c, const skippr_object_info *info, int grown)
+{
+    s3_obj *o = calloc(1, sizeof *o);
+    if (!o || !(o->key = full_key(c, info))) {
         free(o);
-        return SKIPPR_NOMEM;
+        return NULL;
     }
-    snprintf(o->key, kl, "%s%s%s", c->prefix,
-             pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
     snprintf(o->slice, sizeof o->slice, "%s", info->slice_id);
-    snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
-    if (checksums(c))
+    o->grown = grown;
+    if (grown)
+        o->part_sums = checksums(c);
+    else
+        snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
+    if (!grown && checksums(c))
         crc32c_b64(info->crc32c, o->crc_b64);
     snprintf(o->ctype, sizeof o->ctype, "%s",
              info->content_type ? info->content_type : "application/octet-stream");
     o->data.max = (size_t)c->part_size;
     o->conditional = c->conditional &&
                      !(c->replace_key && strcmp(c->replace_key, o->key) == 0);
+    return o;
+}
+
+int sink_open(void *ctx, const skippr_object_info *info, void **h)
+{
+    s3_obj *o = obj_new(ctx, info, 0);
+    if (!o)
+        return SKIPPR_NOMEM;
     *h = o;
     return SKIPPR_OK;
 }
 
-/* HEAD key and compare its metadata with the slice id and CRC: SKIPPR_OK
- * when they match, SKIPPR_NOENT when there is no object, SKIPPR_CHANGED
- * when it holds something else, or the request's failure. */
+/* HEAD key and compare its metadata with the slice id and CRC (a grown
+ * object, which has no CRC in its metadata: its size): SKIPPR_OK when
+ * they match, SKIPPR_NOENT when there is no object, SKIPPR_CHANGED when it
+ * holds something else, or the request's failure. size UINT64_MAX: not
+ * known (then only the slice id counts for a grown object). */
 static int head_compare(s3_ctx *c, const char *key, const char *slice,
-                        const char *crc)
+                        const char *crc, uint64_t size)
 {
     resp r = {0};
     int rc = s3_request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0, &r);
@@ -117,9 +147,14 @@ static int head_compare(s3_ctx *c, const char *key, const char *slice,
     skippr_buf_free(&r.body);
     if (rc)
         return rc;
-    if (strcmp(r.meta_slice, slice) == 0 && strcmp(r.meta_crc, crc) == 0)
-        return SKIPPR_OK;
-    return SKIPPR_CHANGED;
+    if (strcmp(r.meta_slice, slice) != 0)
+        return SKIPPR_CHANGED;
+    if (*r.meta_crc)
+        return strcmp(r.meta_crc, crc) == 0 ? SKIPPR_OK : SKIPPR_CHANGED;
+    return size == UINT64_MAX ||
+                   strtoull(r.content_length, NULL, 10) == size
+               ? SKIPPR_OK
+               : SKIPPR_CHANGED;
 }
 
 /* The final request of o answered 412: an object is already there. It is
@@ -127,7 +162,7 @@ static int head_compare(s3_ctx *c, const char *key, const char *slice,
  * else was written by someone else since object_check looked. */
 static int settle_existing(s3_ctx *c, s3_obj *o)
 {
-    int rc = head_compare(c, o->key, o->slice, o->crc);
+    int rc = head_compare(c, o->key, o->slice, o->crc, UINT64_MAX);
     if (rc == SKIPPR_OK) {
         LOG(c, SKIPPR_LOG_INFO, "s3://%s/%s is already written (an earlier "
             "attempt succeeded); not replaced", c->bucket, o->key);
@@ -215,7 +250,9 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
  * requests, and one failure among them should not cost all of them. */
 #define SINK_TRIES 3
 
-static int upload_part(s3_ctx *c, s3_obj *o)
+/* Upload p[0..n) as o's next part, starting the upload first if need
+ * be. */
+static int upload_part(s3_ctx *c, s3_obj *o, const char *p, size_t n)
 {
     int rc;
     if (!*o->upload_id) {
@@ -226,6 +263,11 @@ static int upload_part(s3_ctx *c, s3_obj *o)
         size_t nh = object_headers(c, o, h);
         if (*o->crc_b64) {
             /* Parts carry their CRC32C; Complete, the whole object's. */
+            h[nh++] = (sigv4_kv){"x-amz-checksum-algorithm", "CRC32C"};
+            h[nh++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
+        } else if (o->part_sums) {
+            /* A growing object: each part's CRC32C, and at Complete the
+             * whole object's (known by then). */
             h[nh++] = (sigv4_kv){"x-amz-checksum-algorithm", "CRC32C"};
             h[nh++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
         }
@@ -253,11 +295,12 @@ static int upload_part(s3_ctx *c, s3_obj *o)
         return rc;
     char num[16], md5[32];
     snprintf(num, sizeof num, "%zu", o->nparts + 1);
-    s3_md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
+    if (!p)
+        p = "";
+    s3_md5_b64(p, n, md5);
     char pcrc[16] = "";
-    if (*o->crc_b64)
-        crc32c_b64(c->host->crc32c(0, o->data.p ? o->data.p : "", o->data.n),
-                   pcrc);
+    if (*o->crc_b64 || o->part_sums)
+        crc32c_b64(c->host->crc32c(0, p, n), pcrc);
     sigv4_kv q[] = {{"partNumber", num}, {"uploadId", o->upload_id}};
     sigv4_kv h[] = {{"content-md5", md5}, {"x-amz-checksum-crc32c", pcrc}};
     resp r = {0};
@@ -271,7 +314,7 @@ static int upload_part(s3_ctx *c, s3_obj *o)
                 break;
             s3_backoff(c, attempt);
         }
-        rc = s3_verdict(c, s3_request(c, "PUT", o->key, q, 2, o->data.p, o->data.n,
+        rc = s3_verdict(c, s3_request(c, "PUT", o->key, q, 2, p, n,
                                 h, *pcrc ? 2 : 1, &r),
                      &r, "upload part", o->key);
         if (rc != SKIPPR_RETRY)
@@ -286,8 +329,8 @@ static int upload_part(s3_ctx *c, s3_obj *o)
         snprintf(o->parts[o->nparts].etag, sizeof o->parts[0].etag, "%s",
                  r.etag);
         memcpy(o->parts[o->nparts].crc, pcrc, sizeof pcrc);
+        o->parts[o->nparts].size = n;
         o->nparts++;
-        o->data.n = 0;
         c->host->counter_add(c->host, "parts_uploaded", 1);
     }
     skippr_buf_free(&r.body);
@@ -308,8 +351,9 @@ int sink_write(void *ctx, void *h, const void *p, size_t n)
         d += k;
         n -= k;
         if (o->data.n == (size_t)c->part_size) {
-            if ((rc = upload_part(c, o)))
+            if ((rc = upload_part(c, o, o->data.p, o->data.n)))
                 return rc;
+            o->data.n = 0;
         }
     }
     return SKIPPR_OK;
@@ -423,7 +467,8 @@ int sink_commit(void *ctx, void *h)
                                  &r, "put", &settled);
         skippr_buf_free(&r.body);
     } else {
-        rc = o->data.n ? upload_part(c, o) : SKIPPR_OK;
+        rc = o->data.n ? upload_part(c, o, o->data.p, o->data.n)
+                       : SKIPPR_OK;
         if (!rc) {
             int settled = 0;
             rc = complete_upload(c, o, &settled);
@@ -433,6 +478,12 @@ int sink_commit(void *ctx, void *h)
                 return SKIPPR_OK;
             }
         }
+    }
+    if (rc && o->grown) {
+        /* Its parts are the only copy of their bytes: the upload stays
+         * for the engine's next attempt, which asks object_check first. */
+        obj_free(o);
+        return rc;
     }
     if (rc) {
         /* The engine will write the whole object again. */
@@ -447,16 +498,179 @@ int sink_commit(void *ctx, void *h)
 int sink_check(void *ctx, const skippr_object_info *info)
 {
     s3_ctx *c = ctx;
-    size_t pl = strlen(c->prefix);
-    char key[4096];
-    snprintf(key, sizeof key, "%s%s%s", c->prefix,
-             pl && c->prefix[pl - 1] != '/' ? "/" : "", info->key);
+    char *key = full_key(c, info);
+    if (!key)
+        return SKIPPR_NOMEM;
     char crc[16];
     snprintf(crc, sizeof crc, "%08x", info->crc32c);
     free(c->replace_key);
     c->replace_key = NULL;
-    int rc = head_compare(c, key, info->slice_id, crc);
-    if (rc == SKIPPR_CHANGED && !(c->replace_key = strdup(key)))
-        return SKIPPR_NOMEM; /* the engine replaces it: no If-None-Match */
+    int rc = head_compare(c, key, info->slice_id, crc, info->size);
+    if (rc == SKIPPR_CHANGED)
+        c->replace_key = key; /* the engine replaces it: no If-None-Match */
+    else
+        free(key);
     return rc;
+}
+
+/* ---- growing objects (SKIPPR_SINK_GROWS | SKIPPR_SINK_PARTS) ----------
+ * An open slice is a multipart upload. Each grow_write() is one part,
+ * uploaded from the engine's buffer as it stands (no copy); grow_note()
+ * then tells the engine the upload id and each new part's number, size,
+ * ETag and CRC32C ("U id" and "P number size etag crc" lines), which it
+ * records with the slice's length and hands back to grow_open() after a
+ * crash: the upload resumes from those notes, without ListParts (which
+ * not every server has). Parts a crashed run uploaded past the recorded
+ * ones are uploaded again under the same numbers, or left out of the
+ * Complete, which drops them. A slice smaller than a part never starts an
+ * upload: its one write is kept and becomes a PutObject at grow_commit().
+ * A grown object's metadata holds its slice id but no CRC (not known when
+ * the upload starts); object_check compares its size instead.
+ */
+
+/* Parse notes into o: the upload id and the parts, which must add up to
+ * length. */
+static int parse_notes(s3_ctx *c, s3_obj *o, const char *notes, size_t n,
+                       uint64_t length)
+{
+    uint64_t sum = 0;
+    const char *p = notes, *end = notes + n;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            break;
+        char line[1200];
+        size_t ll = (size_t)(nl - p);
+        if (ll >= sizeof line)
+            break;
+        memcpy(line, p, ll);
+        line[ll] = '\0';
+        p = nl + 1;
+        if (line[0] == 'U' && line[1] == ' ') {
+            if (ll - 2 >= sizeof o->upload_id)
+                break;
+            memcpy(o->upload_id, line + 2, ll - 1); /* and its NUL */
+            o->nparts = 0; /* a new upload starts its parts again */
+            continue;
+        }
+        size_t num;
+        unsigned long long size;
+        char etag[128], crc[16];
+        if (sscanf(line, "P %zu %llu %127s %15s", &num, &size, etag, crc) !=
+                4 ||
+            num == 0 || num > o->nparts + 1)
+            break;
+        o->nparts = num - 1; /* a part uploaded again replaces it */
+        if (skippr_array_grow(&o->parts, o->nparts, &o->cap,
+                              sizeof *o->parts, 16))
+            return SKIPPR_NOMEM;
+        part *pt = &o->parts[o->nparts++];
+        snprintf(pt->etag, sizeof pt->etag, "%s", etag);
+        snprintf(pt->crc, sizeof pt->crc, "%s", strcmp(crc, "-") ? crc : "");
+        pt->size = size;
+    }
+    for (size_t i = 0; i < o->nparts; i++)
+        sum += o->parts[i].size;
+    if (p != end || !*o->upload_id || sum != length) {
+        LOG(c, SKIPPR_LOG_ERROR, "resume s3://%s/%s: the recorded parts "
+            "(%zu, %llu bytes) do not make the %llu bytes recorded", c->bucket,
+            o->key, o->nparts, (unsigned long long)sum,
+            (unsigned long long)length);
+        return SKIPPR_NOENT;
+    }
+    o->noted = o->nparts;
+    o->id_noted = 1;
+    return SKIPPR_OK;
+}
+
+int sink_grow_open(void *ctx, const skippr_object_info *info,
+                   uint64_t length, const char *notes, size_t notes_len,
+                   void **h)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = obj_new(c, info, 1);
+    if (!o)
+        return SKIPPR_NOMEM;
+    if (length > 0) {
+        int rc = parse_notes(c, o, notes ? notes : "", notes_len, length);
+        if (rc) {
+            obj_free(o);
+            return rc;
+        }
+    }
+    *h = o;
+    return SKIPPR_OK;
+}
+
+int sink_grow_write(void *ctx, void *h, const void *p, size_t n)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    if (!*o->upload_id && n < (size_t)c->part_size) {
+        /* The last write, and the only one: a PutObject at commit. */
+        o->data.n = 0;
+        return skippr_buf_put(&o->data, p, n);
+    }
+    return upload_part(c, o, p, n);
+}
+
+int sink_grow_note(void *ctx, void *h, char *buf, size_t cap, size_t *len)
+{
+    (void)ctx;
+    s3_obj *o = h;
+    size_t n = 0;
+    if (!o->id_noted && *o->upload_id) {
+        int k = snprintf(buf, cap, "U %s\n", o->upload_id);
+        if (k < 0 || (size_t)k >= cap)
+            return SKIPPR_RANGE;
+        n = (size_t)k;
+        o->id_noted = 1;
+    }
+    for (; o->noted < o->nparts; o->noted++) {
+        const part *pt = &o->parts[o->noted];
+        int k = snprintf(buf + n, cap - n, "P %zu %llu %s %s\n", o->noted + 1,
+                         (unsigned long long)pt->size, pt->etag,
+                         *pt->crc ? pt->crc : "-");
+        if (k < 0 || (size_t)k >= cap - n)
+            return SKIPPR_RANGE;
+        n += (size_t)k;
+    }
+    *len = n;
+    return SKIPPR_OK;
+}
+
+/* Now the object's CRC32C is known: a PutObject carries it (and in its
+ * metadata), a Complete declares it for the whole object (the upload
+ * started as FULL_OBJECT). */
+int sink_grow_commit(void *ctx, void *h, const skippr_object_info *info)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    if (!*o->upload_id)
+        snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
+    if (o->part_sums)
+        crc32c_b64(info->crc32c, o->crc_b64);
+    return sink_commit(c, h);
+}
+
+void sink_grow_close(void *ctx, void *h)
+{
+    (void)ctx;
+    obj_free(h);
+}
+
+int sink_grow_discard(void *ctx, const skippr_object_info *info)
+{
+    s3_ctx *c = ctx;
+    s3_obj o = {0};
+    if (!(o.key = full_key(c, info)))
+        return SKIPPR_NOMEM;
+    int rc = abort_orphans(c, &o);
+    free(o.key);
+    return rc;
+}
+
+uint64_t sink_grow_part_bytes(void *ctx)
+{
+    return (uint64_t)((s3_ctx *)ctx)->part_size;
 }

@@ -115,10 +115,12 @@ const sk_engine_option sk_engine_options[] = {
      .hi = INT64_MAX,
      .offset = CFG(wal_disk_budget),
      .flag = 1,
-     .doc = "Above this much WAL on disk, the largest slices the WAL holds "
-        "are written early, and segments rotate at a quarter of it. Slices "
-        "growing in the sink (the File sink's data slices) hold no bytes "
-        "in the WAL."},
+     .doc = "Local disk for the WAL. Slices growing in the sink hold no "
+        "bytes in it (the File sink's data slices), or only the tails no "
+        "part holds yet (S3), which go to staging pieces in the bucket "
+        "when they do not fit in half of it. Above it, the largest slices "
+        "the WAL holds (converted, XML, dead letters, other sinks) are "
+        "written early. Segments rotate at a quarter of it."},
     {.name = "memory_budget",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_SIZE,
@@ -128,7 +130,10 @@ const sk_engine_option sk_engine_options[] = {
      .offset = CFG(memory_budget),
      .flag = 1,
      .doc = "Above this much in open blocks, blocks are spilled to the WAL "
-        "(or, for slices growing in the sink, appended to their objects). "
+        "(or, for slices growing in the sink, appended to their objects; "
+        "S3: their whole parts uploaded, their tails committed and "
+        "dropped from memory). With S3 as the sink, commits are spaced by "
+        "half of it, so most bytes reach a part without touching the disk. "
         "Plugins see it too (`host->memory_budget`): the S3 source fetches "
         "ahead within half of it."},
     {.name = "max_record_bytes",

@@ -341,6 +341,9 @@ void pl_grow_release(engine *e);
 int pl_flush_slices(engine *e, int force);
 int64_t pl_watermark(engine *e);
 int pl_st_memory_over(const engine *e);
+int pl_relieve_memory(engine *e);
+int pl_wal_over_budget(const engine *e);
+int pl_grow_stage(engine *e, size_t *n);
 int pl_maybe_commit(engine *e, int force);
 
 /* read.c: opening units, reading and decompressing them into windows */

@@ -1,7 +1,7 @@
 /* Growing objects: data slices that stream into a sink with
- * SKIPPR_SINK_GROWS (the File sink) while they are open, so that each
- * byte is written once, into the object's own file, instead of into the
- * WAL and then again into the object. The state decides when bytes move
+ * SKIPPR_SINK_GROWS (the File sink; S3, by parts) while they are open, so
+ * that each byte is written once, into the object itself, instead of into
+ * the WAL and then again into the object. The state decides when bytes move
  * (state.c: push_block, record_streams); this file is how they reach the
  * sink: the hooks the state calls, recovery of growing objects a crash
  * left, and the finish of sealed ones (the rename).
@@ -42,6 +42,27 @@ static int sink_grows(const engine *e)
            (ops->flags & SKIPPR_SINK_GROWS) && ops->grow_open &&
            ops->grow_write && ops->grow_commit && ops->grow_close &&
            ops->grow_discard && !pl_sink_takes_records(e->up[0].sink);
+}
+
+/* Non-zero when the sink keeps staging pieces of objects growing by
+ * parts. */
+static int sink_stages(const engine *e)
+{
+    const skippr_sink_ops *ops = grow_ops(e);
+    return (ops->flags & SKIPPR_SINK_STAGES) &&
+           SKIPPR_OPS_HAS(skippr_sink_ops, ops, stage_clear) &&
+           ops->stage_put && ops->stage_get && ops->stage_clear;
+}
+
+/* The sink's part size when it grows objects by parts (S3), else 0. */
+static uint64_t sink_part_bytes(const engine *e)
+{
+    const skippr_sink_ops *ops = grow_ops(e);
+    if (!(ops->flags & SKIPPR_SINK_PARTS) ||
+        !SKIPPR_OPS_HAS(skippr_sink_ops, ops, grow_note) ||
+        !ops->grow_part_bytes || !ops->grow_note)
+        return 0;
+    return ops->grow_part_bytes(e->up[0].sink->ctx);
 }
 
 /* The object info of streamed slice s, for key (its object key). */
@@ -95,7 +116,10 @@ static int grow_attach(engine *e, sk_slice *s, uint64_t length)
     if (!key)
         return SKIPPR_NOMEM;
     sk_instance *sink = owner(e, s);
-    int rc = grow_ops(e)->grow_open(sink->ctx, &info, length, &s->handle);
+    int rc = grow_ops(e)->grow_open(sink->ctx, &info, length,
+                                    length ? (const char *)s->notes.data
+                                           : NULL,
+                                    length ? s->notes.len : 0, &s->handle);
     if (rc == SKIPPR_NOENT && length > 0)
         sk_error("%s: the growing object of %s lost bytes that were made "
                  "durable (%" PRIu64 "); it was changed outside skippr",
@@ -109,18 +133,93 @@ static int grow_attach(engine *e, sk_slice *s, uint64_t length)
     return rc;
 }
 
+/* The uploader whose instance owns slice s (its backoff is that
+ * thread's). */
+static uploader *owner_up(const engine *e, const sk_slice *s)
+{
+    return &e->up[s->id % (uint64_t)e->nup];
+}
+
+/* grow_write, tried again after a retryable failure (writing the same
+ * bytes again is harmless: the File sink appends at its own length, a
+ * part is uploaded again under its number). */
+static int write_retried(engine *e, sk_slice *s, const void *p, size_t n)
+{
+    sk_instance *sink = owner(e, s);
+    int rc = SKIPPR_RETRY;
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        if (attempt) {
+            if (sk_stop_requested)
+                return SKIPPR_STOPPED;
+            sk_warn("%s: appending to slice %" PRIu64 " failed (attempt %d "
+                    "of %d); retrying", sink->label, s->id, attempt,
+                    MAX_ATTEMPTS);
+            skippr_backoff_sleep(&owner_up(e, s)->backoff, attempt);
+        }
+        rc = grow_ops(e)->grow_write(sink->ctx, s->handle, p, n);
+        if (rc != SKIPPR_RETRY)
+            break;
+    }
+    return rc;
+}
+
+/* Write n bytes to s's growing object: for a sink that grows by parts,
+ * one part per part_bytes (the state hands over whole parts but for the
+ * last write, which may end with a shorter one), and for an open slice
+ * the sink's note of each part, which the next commit records. */
+static int write_parts(engine *e, sk_slice *s, const uint8_t *p, size_t n)
+{
+    uint64_t pb = e->st->grow.part_bytes;
+    sk_instance *sink = owner(e, s);
+    int rc = SKIPPR_OK;
+    for (size_t off = 0; off < n && !rc;) {
+        size_t k = pb && n - off > pb ? (size_t)pb : n - off;
+        sk_crashpoint("grow_write");
+        rc = write_retried(e, s, p + off, k);
+        off += k;
+        if (rc || !pb || s->state != SK_SLICE_OPEN)
+            continue;
+        /* uploaded, not yet recorded */
+        sk_crashpoint("part_put");
+        char note[2048];
+        size_t nl = 0;
+        rc = grow_ops(e)->grow_note(sink->ctx, s->handle, note, sizeof note,
+                                    &nl);
+        if (!rc && nl > sizeof note)
+            rc = SKIPPR_RANGE;
+        if (!rc)
+            rc = sk_buf_append(&s->notes, note, nl);
+    }
+    return rc;
+}
+
+/* The error line of a put that failed: the object, and whether it gave
+ * up after retries. */
+static void write_failed(engine *e, const sk_slice *s, int rc)
+{
+    char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
+    sk_instance *sink = owner(e, s);
+    const char *what = e->st->grow.part_bytes ? "uploading a part of"
+                                              : "appending to";
+    if (rc == SKIPPR_RETRY)
+        plugin_failed(sink, "%s: %s %s failed %d times; giving up",
+                      sink->label, what, key ? key : "an object",
+                      MAX_ATTEMPTS);
+    else
+        plugin_failed(sink, "%s: %s %s failed: %s", sink->label, what,
+                      key ? key : "an object", skippr_status_str(rc));
+    sk_free(key);
+}
+
 static int put(void *ud, sk_slice *s, const void *p, size_t n)
 {
     engine *e = ud;
     int rc;
     if (!s->handle && (rc = grow_attach(e, s, s->pushed)))
         return rc;
-    sk_crashpoint("grow_write");
-    sk_instance *sink = owner(e, s);
-    rc = grow_ops(e)->grow_write(sink->ctx, s->handle, p, n);
+    rc = write_parts(e, s, p, n);
     if (rc)
-        plugin_failed(sink, "%s: appending to slice %" PRIu64 " failed: %s",
-                      sink->label, s->id, skippr_status_str(rc));
+        write_failed(e, s, rc);
     return rc;
 }
 
@@ -167,7 +266,8 @@ static void *grow_job_run(void *arg)
         if (j->rcs) {
             j->rc = j->rcs[i] = pl_grow_finish(j->e, s);
         } else {
-            j->rc = put(j->e, s, s->open_block.data, s->open_block.len);
+            j->rc = put(j->e, s, s->open_block.data,
+                        (size_t)sk_state_put_len(j->e->st, s));
         }
     }
     return NULL;
@@ -200,6 +300,77 @@ int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs)
         if (!rc)
             rc = jobs[k].rc;
     }
+    return rc;
+}
+
+/* A staging piece of s at off: stored from src, or (src NULL) read back
+ * into dst; retried as uploads are. */
+static int piece_io(engine *e, const sk_slice *s, uint64_t off,
+                    const void *src, void *dst, size_t len)
+{
+    int put = src != NULL;
+    char sid[40];
+    skippr_object_info info;
+    char *key = open_info(e, s, sid, sizeof sid, &info);
+    if (!key)
+        return SKIPPR_NOMEM;
+    sk_instance *sink = owner(e, s);
+    int rc = SKIPPR_RETRY;
+    for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
+        if (a)
+            skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
+        if (put)
+            sk_crashpoint("stage_put");
+        rc = put ? grow_ops(e)->stage_put(sink->ctx, &info, off, src, len)
+                 : grow_ops(e)->stage_get(sink->ctx, &info, off, dst, len);
+    }
+    if (rc)
+        plugin_failed(sink, "%s: %s the staged bytes of %s at %" PRIu64
+                      " failed: %s", sink->label, put ? "storing" : "reading",
+                      key, off, skippr_status_str(rc));
+    sk_free(key);
+    return rc;
+}
+
+/* sk_grow_hooks.fetch */
+static int fetch(void *ud, const sk_slice *s, uint64_t off, void *buf,
+                 size_t len)
+{
+    return piece_io(ud, s, off, NULL, buf, len);
+}
+
+/* sk_grow_hooks.stage */
+static int stage(void *ud, sk_slice *s, uint64_t off, const void *p,
+                 size_t n)
+{
+    return piece_io(ud, s, off, p, NULL, n);
+}
+
+/* Over the disk budget: every open parted slice's bytes in TAIL frames
+ * become a staging piece in the sink, so that the WAL segments holding
+ * them can go (the caller commits, rotates and collects). *n: how many. */
+int pl_grow_stage(engine *e, size_t *n)
+{
+    sk_state *st = e->st;
+    *n = 0;
+    if (!st->grow.stage)
+        return SKIPPR_OK;
+    sk_buf t;
+    sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < st->nlive && !rc; i++) {
+        sk_slice *s = st->live[i];
+        if (s->state != SK_SLICE_OPEN || !s->streamed || !s->walled)
+            continue;
+        uint64_t from = s->pushed + s->staged;
+        sk_buf_reset(&t);
+        rc = sk_state_read_tail(st, s, from, from + s->walled, &t);
+        if (!rc)
+            rc = stage(e, s, from, t.data, t.len);
+        if (!rc && (rc = sk_state_staged(st, s)) == SKIPPR_OK)
+            (*n)++;
+    }
+    sk_buf_free(&t);
     return rc;
 }
 
@@ -266,8 +437,141 @@ int pl_grow_init(engine *e)
         return SKIPPR_OK;
     }
     st->grow = (sk_grow_hooks){.ud = e, .wants = wants, .put = put,
-                               .sync = sync_sink, .put_all = put_all};
+                               .sync = sync_sink, .put_all = put_all,
+                               .part_bytes = sink_part_bytes(e)};
+    if (st->grow.part_bytes && sink_stages(e)) {
+        st->grow.fetch = fetch;
+        st->grow.stage = stage;
+        st->grow.wal_budget = (uint64_t)e->cfg->wal_disk_budget;
+    }
+    for (size_t i = 0; i < st->nlive && !st->grow.part_bytes; i++)
+        if (st->live[i]->walled || st->live[i]->notes.len ||
+            st->live[i]->staged_ever) {
+            sk_error("%s: the state holds objects growing by parts (S3), "
+                     "and this sink does not grow them so; run the "
+                     "pipeline with its earlier sink to finish them",
+                     e->sink->label);
+            return SKIPPR_INVAL;
+        }
     return discard_orphans(e);
+}
+
+/* One attempt at finishing parted slice s with its tail t: after a
+ * failure or a crash its upload may be complete already (the sink is
+ * asked first); else the tail is the last part, and the upload
+ * completes. */
+static int finish_parted_once(engine *e, sk_slice *s, const sk_buf *t,
+                              const skippr_object_info *info, int attempt)
+{
+    sk_instance *sink = owner(e, s);
+    const skippr_sink_ops *ops = grow_ops(e);
+    int rc;
+    /* Only a retry can find it complete (finish_parted asked for a slice
+     * from before a crash already). */
+    if (!s->handle && attempt == 0) {
+        if ((rc = grow_attach(e, s, s->pushed)))
+            return rc;
+    } else if (!s->handle) {
+        rc = ops->object_check ? ops->object_check(sink->ctx, info)
+                               : SKIPPR_NOENT;
+        if (rc == SKIPPR_OK) {
+            sk_info("object %s already complete (slice %s)", s->object_key,
+                    info->slice_id);
+            return SKIPPR_OK;
+        }
+        if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
+            return rc;
+        if ((rc = grow_attach(e, s, s->pushed)))
+            return rc;
+    }
+    if (t->len) {
+        rc = write_parts(e, s, t->data, t->len);
+        if (rc) {
+            ops->grow_close(sink->ctx, s->handle);
+            s->handle = NULL;
+            return rc;
+        }
+    }
+    sk_crashpoint("grow_commit");
+    rc = ops->grow_commit(sink->ctx, s->handle, info);
+    s->handle = NULL;
+    return rc;
+}
+
+/* A complete object's staging pieces go (before DONE: a crash in between
+ * clears them again). */
+static int clear_pieces(engine *e, sk_slice *s,
+                        const skippr_object_info *info)
+{
+    int rc = SKIPPR_OK;
+    if (!s->staged_ever)
+        return rc;
+    rc = SKIPPR_RETRY;
+    for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
+        if (a)
+            skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
+        rc = grow_ops(e)->stage_clear(owner(e, s)->ctx, info);
+    }
+    return rc;
+}
+
+/* Finish sealed parted slice s (S3): its tail, read back from its TAIL
+ * frames, becomes the last part; retried as uploads are. */
+static int finish_parted(engine *e, sk_slice *s)
+{
+    sk_instance *sink = owner(e, s);
+    char sid[40];
+    skippr_object_info info;
+    grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+    int rc;
+    if (s->recovered && !s->handle && grow_ops(e)->object_check) {
+        /* A crash after the Complete: then its tail may be gone (its
+         * staging pieces deleted), and nothing is written again. */
+        rc = grow_ops(e)->object_check(sink->ctx, &info);
+        if (rc == SKIPPR_OK) {
+            sk_info("object %s already complete (slice %s)", s->object_key,
+                    sid);
+            return clear_pieces(e, s, &info);
+        }
+        if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
+            return rc;
+    }
+    sk_buf t;
+    sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    rc = sk_state_read_tail(e->st, s, s->pushed,
+                            s->pushed + s->staged + s->walled, &t);
+    if (!rc && s->pushed + t.len != s->object_bytes)
+        rc = SKIPPR_CORRUPT;
+    if (rc) {
+        sk_error("slice %s: its tail in the WAL does not make up its "
+                 "object (%s)", sid, skippr_status_str(rc));
+        sk_buf_free(&t);
+        return rc;
+    }
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        if (attempt) {
+            if (sk_stop_requested) {
+                rc = SKIPPR_STOPPED;
+                break;
+            }
+            sk_warn("%s: finishing %s failed (attempt %d of %d); retrying",
+                    sink->label, s->object_key, attempt, MAX_ATTEMPTS);
+            skippr_backoff_sleep(&owner_up(e, s)->backoff, attempt);
+        }
+        rc = finish_parted_once(e, s, &t, &info, attempt);
+        if (rc != SKIPPR_RETRY)
+            break;
+    }
+    sk_buf_free(&t);
+    if (!rc)
+        rc = clear_pieces(e, s, &info);
+    if (rc == SKIPPR_RETRY)
+        plugin_failed(sink, "%s: finishing %s failed %d times; giving up",
+                      sink->label, s->object_key, MAX_ATTEMPTS);
+    else if (rc)
+        plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,
+                      s->object_key, skippr_status_str(rc));
+    return rc;
 }
 
 /* Finish sealed streamed slice s: its object becomes visible under its
@@ -279,6 +583,8 @@ int pl_grow_finish(engine *e, sk_slice *s)
     sk_instance *sink = owner(e, s);
     const skippr_sink_ops *ops = grow_ops(e);
     int rc = SKIPPR_OK;
+    if (e->st->grow.part_bytes)
+        return finish_parted(e, s);
     if (!s->handle) {
         rc = grow_attach(e, s, s->object_bytes);
         if (rc == SKIPPR_NOENT && ops->object_check) {
@@ -299,8 +605,11 @@ int pl_grow_finish(engine *e, sk_slice *s)
         if (rc)
             return rc;
     }
+    char sid[40];
+    skippr_object_info info;
+    grow_info(e, s, s->object_key, sid, sizeof sid, &info);
     sk_crashpoint("grow_commit");
-    rc = ops->grow_commit(sink->ctx, s->handle);
+    rc = ops->grow_commit(sink->ctx, s->handle, &info);
     s->handle = NULL;
     if (rc)
         plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,

@@ -164,6 +164,12 @@ int64_t pl_watermark(engine *e)
                                      : e->arrival_max;
 }
 
+/* Bytes of s's object that the WAL holds. */
+static uint64_t wal_held(const sk_slice *s)
+{
+    return s->streamed ? s->walled : s->bytes;
+}
+
 /* Whether open slice s is due: forced; open for buffer_threshold_seconds
  * (wall clock); max_object_bytes reached; or its time bucket ended
  * allowed_lateness_seconds before the watermark wm. A slice first seen
@@ -221,6 +227,14 @@ int pl_flush_slices(engine *e, int force)
         return rc;
     e->bytes_since_commit = 0;
     e->last_commit_ns = sk_now_ns();
+    /* Over budget with tails of S3 objects in the WAL: they move to
+     * staging pieces (made to count by another commit), and a new
+     * segment lets the old ones go, instead of cutting objects small. */
+    size_t staged = 0;
+    if (over_budget && (rc = pl_grow_stage(e, &staged)))
+        return rc;
+    if (staged && (rc = sk_state_commit(st)))
+        return rc;
     /* Seal. Indexes shift as slices leave, so collect first. */
     size_t n = st->nlive;
     sk_slice **list = sk_calloc(n ? n : 1, sizeof *list);
@@ -242,11 +256,13 @@ int pl_flush_slices(engine *e, int force)
         int due = slice_due(e, s, now, wm, force);
         if (!due && over_budget) {
             /* The WAL is over budget: flush the largest slices it holds
-             * first (a streamed slice holds none of its bytes there). */
+             * first (a streamed slice holds none of its bytes there but
+             * a parted one's tail). */
             sk_slice *big = NULL;
             for (size_t k = 0; k < n; k++)
-                if (list[k]->state == SK_SLICE_OPEN && !list[k]->streamed &&
-                    (!big || list[k]->bytes > big->bytes))
+                if (list[k]->state == SK_SLICE_OPEN &&
+                    wal_held(list[k]) > 0 &&
+                    (!big || wal_held(list[k]) > wal_held(big)))
                     big = list[k];
             due = big == s;
         }
@@ -289,7 +305,7 @@ int pl_flush_slices(engine *e, int force)
      * one can be deleted once its slices are done. */
     uint64_t seg_max = SK_MIN((uint64_t)SEGMENT_BYTES,
                               (uint64_t)e->cfg->wal_disk_budget / 4);
-    if (!rc && ((force && sk_wal_active_size(st->wal) > 0) ||
+    if (!rc && (((force || staged) && sk_wal_active_size(st->wal) > 0) ||
                 sk_wal_active_size(st->wal) >= seg_max))
         rc = sk_state_rotate(st);
     if (!rc)
@@ -299,9 +315,31 @@ out:
     return rc;
 }
 
+/* Whether the WAL holds more than wal_disk_budget. */
+int pl_wal_over_budget(const engine *e)
+{
+    return sk_wal_disk_bytes(e->st->wal) > (uint64_t)e->cfg->wal_disk_budget;
+}
+
 int pl_st_memory_over(const engine *e)
 {
     return e->st->open_block_cap > (uint64_t)e->cfg->memory_budget;
+}
+
+/* Over the memory budget: blocks go to the WAL, growing objects' buffers
+ * to the sink. Parted slices (S3) put only whole parts, so if that was not
+ * enough, a commit writes their tails to the WAL and a spill frees them. */
+int pl_relieve_memory(engine *e)
+{
+    int rc = sk_state_flush_blocks(e->st, 1);
+    if (rc || !e->st->grow.part_bytes || !pl_st_memory_over(e))
+        return rc;
+    if ((rc = sk_state_commit(e->st)))
+        return rc;
+    e->bytes_since_commit = 0;
+    e->last_commit_ns = sk_now_ns();
+    sk_state_spill(e->st);
+    return SKIPPR_OK;
 }
 
 /* Group commit: durable every commit_interval_ms (and when forced);
@@ -324,6 +362,14 @@ int pl_maybe_commit(engine *e, int force)
          * after every window, as asked. */
         uint64_t spacing = SK_MAX((uint64_t)COMMIT_BYTES,
                                   (uint64_t)e->st->nlive * 10 * 4096);
+        /* Parted slices (S3): each commit writes every tail that no part
+         * holds into the WAL; spaced by the memory budget, most bytes
+         * reach a part first and never touch the disk. */
+        if (e->st->grow.part_bytes)
+            spacing = SK_MAX((uint64_t)COMMIT_BYTES,
+                             SK_MIN((uint64_t)e->cfg->memory_budget / 2,
+                                    (uint64_t)e->st->nlive *
+                                        e->st->grow.part_bytes));
         if (!due || e->bytes_since_commit < spacing)
             return SKIPPR_OK;
     }

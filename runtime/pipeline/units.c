@@ -85,7 +85,7 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
                 (rc = sk_state_compact_ledger(e->st)))
                 break;
         }
-        if (pl_st_memory_over(e) && (rc = sk_state_flush_blocks(e->st, 1)))
+        if (pl_st_memory_over(e) && (rc = pl_relieve_memory(e)))
             break;
         if ((rc = pl_maybe_commit(e, 0)))
             break;
@@ -94,7 +94,9 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
          * moved the watermark past one's time bucket (event time). */
         if (now - e->last_seal_check_ns >=
                 (uint64_t)e->cfg->commit_interval_ms * 1000000ULL ||
-            (finished && pl_watermark(e) >= e->next_seal_at)) {
+            (finished && pl_watermark(e) >= e->next_seal_at) ||
+            (now - e->last_seal_check_ns >= 50000000ULL &&
+             pl_wal_over_budget(e))) {
             e->last_seal_check_ns = now;
             if ((rc = pl_flush_slices(e, 0)))
                 break;

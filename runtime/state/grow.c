@@ -10,6 +10,15 @@
  *            slice's length, records and CRC, then the COMMIT
  *   rotate   each open streamed slice is restated in the new segment, so
  *            that old segments can go
+ * Parted slices (hooks.part_bytes > 0: an S3 multipart upload) differ: a
+ * put is a part, durable when it returns, so bytes wait in memory until
+ * there are part_bytes of them; at a commit, whatever no part holds yet
+ * goes into TAIL frames after the STREAM frame, and the sink's notes of
+ * new parts into NOTE frames before it. A spill then frees the memory;
+ * the next part reads the tail back. A put hands over whole parts and
+ * retires every TAIL frame of the slice; what is left over stays in
+ * memory until the next commit saves it again (replay retires every
+ * TAIL frame before the length a STREAM entry gives the sink).
  * See docs/EXACTLY_ONCE.md for the crash cases.
  *
  * Thread: the pipeline thread, like the rest of the state.
@@ -17,9 +26,82 @@
 #include "state/state_impl.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "base/fault.h"
+
+int st_parted(const sk_state *st, const sk_slice *s)
+{
+    return s->streamed && st->grow.part_bytes > 0;
+}
+
+int st_add_tail(sk_slice *s, sk_wal_pos pos, uint64_t off)
+{
+    if (sk_array_grow(&s->tail_off, s->nblocks, &s->tail_cap,
+                      sizeof *s->tail_off, 8))
+        return SKIPPR_NOMEM;
+    int rc = st_add_block(s, pos);
+    if (!rc)
+        s->tail_off[s->nblocks - 1] = off;
+    return rc;
+}
+
+void st_drop_tails(sk_slice *s, uint64_t upto)
+{
+    size_t k = 0;
+    while (k < s->nblocks && s->tail_off[k] < upto)
+        k++;
+    if (!k)
+        return;
+    memmove(s->blocks, s->blocks + k, (s->nblocks - k) * sizeof *s->blocks);
+    memmove(s->tail_off, s->tail_off + k,
+            (s->nblocks - k) * sizeof *s->tail_off);
+    s->nblocks -= k;
+    s->first_seg = s->nblocks ? SK_MIN(s->blocks[0].seg, s->announce_seg)
+                              : s->announce_seg;
+}
+
+/* Bytes of parted slice s not in a part yet. */
+static uint64_t unput(const sk_slice *s)
+{
+    return s->mem_off + s->open_block.len - s->pushed;
+}
+
+/* Make a spilled parted slice's buffer whole again: the tail read back
+ * from its TAIL frames, then what came since. */
+static int unspill(sk_state *st, sk_slice *s)
+{
+    if (!st_parted(st, s) || s->mem_off == s->pushed)
+        return SKIPPR_OK;
+    sk_buf b;
+    sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
+    int rc = sk_buf_reserve_exact(&b, unput(s));
+    if (!rc) /* what is not in memory; the rest is */
+        rc = sk_state_read_tail(st, s, s->pushed, s->mem_off, &b);
+    if (!rc)
+        rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
+    if (rc) {
+        sk_buf_free(&b);
+        return rc;
+    }
+    st->open_block_cap += b.cap;
+    st->open_block_bytes += s->mem_off - s->pushed;
+    st_release_block(st, s);
+    s->open_block = b;
+    s->mem_off = s->pushed;
+    return SKIPPR_OK;
+}
+
+/* Whether s's buffer goes to the sink at a flush. */
+static int due_put(const sk_state *st, const sk_slice *s)
+{
+    if (!s->durable_announced || s->state != SK_SLICE_OPEN)
+        return 0;
+    if (st_parted(st, s))
+        return unput(s) >= st->grow.part_bytes;
+    return s->open_block.len > 0;
+}
 
 /* Before the sink gets a streamed slice's first byte, its SLICE frame is
  * durable, so that a crash before the next commit leaves a growing object
@@ -51,19 +133,65 @@ int st_announce_streams(sk_state *st)
  * SLICE frame is durable; until then they wait in memory). */
 int st_push_block(sk_state *st, sk_slice *s)
 {
-    if (s->open_block.len == 0 || !s->durable_announced)
+    if (!due_put(st, s))
         return SKIPPR_OK;
-    int rc = st->grow.put(st->grow.ud, s, s->open_block.data,
-                          s->open_block.len);
+    int rc = unspill(st, s);
+    if (!rc)
+        rc = st->grow.put(st->grow.ud, s, s->open_block.data,
+                          (size_t)sk_state_put_len(st, s));
     if (rc)
         return rc;
     st_pushed(st, s);
     return SKIPPR_OK;
 }
 
-/* s's buffer is in the sink now. */
+/* Give back most of a parted slice's buffer after its parts went: what
+ * is left is copied into one twice its size. On allocation failure it
+ * keeps the big one. */
+static void shrink_block(sk_state *st, sk_slice *s)
+{
+    sk_buf b;
+    sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
+    if (sk_buf_reserve_exact(&b, SK_MAX(2 * s->open_block.len, (size_t)4096)) ||
+        sk_buf_append(&b, s->open_block.data, s->open_block.len)) {
+        sk_buf_free(&b);
+        return;
+    }
+    st->open_block_cap += b.cap;
+    st_release_block(st, s);
+    s->open_block = b;
+}
+
+uint64_t sk_state_put_len(const sk_state *st, const sk_slice *s)
+{
+    if (!st_parted(st, s))
+        return s->open_block.len;
+    uint64_t pb = st->grow.part_bytes;
+    return s->open_block.len / pb * pb;
+}
+
+/* s's buffer (a parted slice's whole parts) is in the sink now. */
 void st_pushed(sk_state *st, sk_slice *s)
 {
+    if (st_parted(st, s)) {
+        /* The rest stays in memory, saved again by the next commit: the
+         * TAIL frames that held it go with those the parts took. */
+        uint64_t k = sk_state_put_len(st, s);
+        size_t rest = s->open_block.len - (size_t)k;
+        memmove(s->open_block.data, s->open_block.data + k, rest);
+        s->open_block.len = rest;
+        s->pushed += k;
+        st->open_block_bytes -= k;
+        st_drop_tails(s, UINT64_MAX);
+        st_drop_stages(s, UINT64_MAX);
+        s->walled = 0;
+        s->mem_off = s->pushed;
+        if (!rest)
+            st_release_block(st, s);
+        else if (s->open_block.cap > 4 * SK_MAX(rest, (size_t)4096))
+            shrink_block(st, s);
+        return;
+    }
     s->pushed += s->open_block.len;
     st->open_block_bytes -= s->open_block.len;
     sk_buf_reset(&s->open_block);
@@ -94,8 +222,14 @@ int st_push_all(sk_state *st)
     size_t n = 0;
     for (size_t i = 0; i < st->nlive; i++) {
         sk_slice *s = st->live[i];
-        if (s->streamed && s->durable_announced && s->open_block.len)
+        if (s->streamed && due_put(st, s)) {
+            int rc = unspill(st, s);
+            if (rc) {
+                sk_free(v);
+                return rc;
+            }
             v[n++] = s;
+        }
     }
     int rc = n ? st->grow.put_all(st->grow.ud, v, n) : SKIPPR_OK;
     for (size_t i = 0; i < n && !rc; i++)
@@ -113,16 +247,29 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
 {
     sk_buf *b = &s->open_block;
     int rc;
-    if (b->len && b->len + len + 1 > b->cap && b->cap >= st->block_bytes &&
-        s->durable_announced && (rc = st_push_block(st, s)))
+    int parted = st_parted(st, s);
+    /* A full buffer goes to the sink: a block, or a parted slice's whole
+     * parts (so that it holds at most about a part; flushes under memory
+     * pressure put many slices' parts at once, in parallel). */
+    uint64_t full = parted ? st->grow.part_bytes : st->block_bytes;
+    if (b->len && b->len + len + 1 > b->cap && b->cap >= full &&
+        (!parted || b->len >= full) && s->durable_announced &&
+        (rc = st_push_block(st, s)))
         return rc;
     if (b->cap < b->len + len + 1) {
         /* From a page up to a block by doubling: thousands of slices of
-         * a few records each must not hold a block of memory apiece. */
+         * a few records each must not hold a block of memory apiece. A
+         * parted slice keeps doubling towards a part (flushes put it). */
         size_t cap0 = b->cap;
-        size_t want = SK_MAX(SK_MIN(SK_MAX((size_t)4096, 2 * cap0),
-                                    (size_t)st->block_bytes),
-                             b->len + len + 1);
+        size_t grown = SK_MAX((size_t)4096, 2 * cap0);
+        size_t pb = (size_t)st->grow.part_bytes;
+        if (!parted)
+            grown = SK_MIN(grown, (size_t)st->block_bytes);
+        else if (cap0 >= pb) /* past a part: a part more at a time */
+            grown = cap0 + pb;
+        else
+            grown = SK_MIN(grown, pb);
+        size_t want = SK_MAX(grown, b->len + len + 1);
         rc = sk_buf_reserve_exact(b, want);
         st->open_block_cap += b->cap - cap0;
         if (rc)
@@ -135,9 +282,240 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
     s->records++;
     s->bytes += len;
     st->open_block_bytes += len + 1;
-    if (b->len >= st->block_bytes && s->durable_announced)
+    if (!parted && b->len >= st->block_bytes && s->durable_announced)
         return st_push_block(st, s);
     return SKIPPR_OK;
+}
+
+/* NOTE frames: the sink's notes of parted slices' new parts (all of them
+ * for a restated slice). */
+static int record_notes(sk_state *st)
+{
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        size_t from = s->notes_replace ? 0 : s->notes_rec;
+        if (!st_parted(st, s) || s->notes.len == from)
+            continue;
+        uint8_t h[9];
+        sk_put_u64(h, s->id);
+        h[8] = s->notes_replace ? 1 : 0;
+        sk_iov parts[] = {{h, sizeof h},
+                          {s->notes.data + from, s->notes.len - from}};
+        int rc = sk_wal_append(st->wal, SK_WAL_NOTE, parts, 2, NULL);
+        if (rc)
+            return rc;
+        s->notes_rec = s->notes.len;
+        s->notes_replace = 0;
+    }
+    return SKIPPR_OK;
+}
+
+static int record_piece(sk_state *st, sk_slice *s, uint64_t off,
+                        uint64_t len);
+
+/* s's bytes after its staging pieces, [pushed + staged, end), become a
+ * staging piece: those in TAIL frames read back (if memory no longer has
+ * them), then what memory holds. */
+static int stage_tail(sk_state *st, sk_slice *s)
+{
+    uint64_t from = s->pushed + s->staged;
+    uint64_t end = s->mem_off + s->open_block.len;
+    int rc;
+    if (s->mem_off <= from) {
+        rc = st->grow.stage(st->grow.ud, s, from,
+                            s->open_block.data + (from - s->mem_off),
+                            (size_t)(end - from));
+    } else {
+        sk_buf b;
+        sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
+        rc = sk_buf_reserve_exact(&b, (size_t)(end - from));
+        if (!rc)
+            rc = sk_state_read_tail(st, s, from, s->mem_off, &b);
+        if (!rc)
+            rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
+        if (!rc)
+            rc = st->grow.stage(st->grow.ud, s, from, b.data, b.len);
+        sk_buf_free(&b);
+    }
+    return rc ? rc : record_piece(st, s, from, end - from);
+}
+
+/* TAIL frames: each parted slice's bytes that are in neither a part nor
+ * an earlier TAIL frame (or a staging piece, when they would not fit the
+ * disk budget). */
+static int record_tails(sk_state *st)
+{
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (!st_parted(st, s) || s->state != SK_SLICE_OPEN)
+            continue;
+        uint64_t from = s->pushed + s->staged + s->walled; /* >= mem_off */
+        uint64_t end = s->mem_off + s->open_block.len;
+        if (end == from)
+            continue;
+        if (st->grow.stage && st->grow.wal_budget &&
+            sk_wal_disk_bytes(st->wal) + (end - from) >
+                st->grow.wal_budget / 2) {
+            /* It does not fit the disk budget (of which tails get half:
+             * the rest is for retired frames until their segment goes,
+             * and the ledger): a staging piece. */
+            int rc = stage_tail(st, s);
+            if (rc)
+                return rc;
+            continue;
+        }
+        uint8_t h[16];
+        sk_put_u64(h, s->id);
+        sk_put_u64(h + 8, from);
+        sk_iov parts[] = {{h, sizeof h},
+                          {s->open_block.data + (from - s->mem_off),
+                           (size_t)(end - from)}};
+        sk_wal_pos pos;
+        int rc = sk_wal_append(st->wal, SK_WAL_TAIL, parts, 2, &pos);
+        if (!rc)
+            rc = st_add_tail(s, pos, from);
+        if (rc)
+            return rc;
+        s->walled += end - from;
+    }
+    return SKIPPR_OK;
+}
+
+void sk_state_spill(sk_state *st)
+{
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (!st_parted(st, s) || !s->open_block.len ||
+            s->mem_off + s->open_block.len !=
+                s->pushed + s->staged + s->walled)
+            continue;
+        s->mem_off += s->open_block.len;
+        st->open_block_bytes -= s->open_block.len;
+        sk_buf_reset(&s->open_block);
+        s->open_nrec = 0;
+        st_release_block(st, s);
+    }
+}
+
+/* Append the part of piece [off, off + len) that lies in [from, upto),
+ * whose bytes p holds, to out. */
+static int take_range(sk_buf *out, const uint8_t *p, uint64_t off,
+                      uint64_t len, uint64_t from, uint64_t upto)
+{
+    uint64_t a = SK_MAX(from, off), b = SK_MIN(upto, off + len);
+    return a < b ? sk_buf_append(out, p + (a - off), (size_t)(b - a))
+                 : SKIPPR_OK;
+}
+
+int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
+                       uint64_t upto, sk_buf *out)
+{
+    sk_buf f;
+    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    uint64_t at = s->pushed; /* where the next piece or frame starts */
+    int rc = from < s->pushed || from > upto ||
+                     upto > s->pushed + s->staged + s->walled
+                 ? SKIPPR_CORRUPT
+                 : SKIPPR_OK;
+    for (size_t i = 0; i < s->nstaged && at < upto && !rc; i++) {
+        uint64_t len = s->stage_len[i];
+        if (s->stage_off[i] != at || len > SK_WAL_MAX_PAYLOAD)
+            rc = SKIPPR_CORRUPT;
+        else if (at + len > from) {
+            sk_buf_reset(&f);
+            rc = sk_buf_reserve(&f, (size_t)len);
+            if (!rc)
+                rc = st->grow.fetch ? st->grow.fetch(st->grow.ud, s, at,
+                                                     f.data, (size_t)len)
+                                    : SKIPPR_INVAL;
+            if (!rc)
+                rc = take_range(out, f.data, at, len, from, upto);
+        }
+        at += len;
+    }
+    for (size_t i = 0; i < s->nblocks && at < upto && !rc; i++) {
+        int type = 0;
+        rc = sk_wal_read(st->wal, s->blocks[i], &f, &type);
+        if (!rc && (type != SK_WAL_TAIL || f.len < 16 ||
+                    sk_get_u64(f.data) != s->id ||
+                    sk_get_u64(f.data + 8) != at))
+            rc = SKIPPR_CORRUPT;
+        if (!rc) {
+            rc = take_range(out, f.data + 16, at, f.len - 16, from, upto);
+            at += f.len - 16;
+        }
+    }
+    sk_buf_free(&f);
+    if (!rc && at < upto)
+        rc = SKIPPR_CORRUPT;
+    if (rc == SKIPPR_CORRUPT)
+        sk_error("WAL corrupt: the staging pieces and TAIL frames of slice "
+                 "%" PRIu64 " do not make up its bytes %" PRIu64 " to %"
+                 PRIu64 " (%zu pieces, %zu frames)", s->id, from, upto,
+                 s->nstaged, s->nblocks);
+    return rc;
+}
+
+/* The STAGE frame of s's piece i. */
+static int write_stage(sk_state *st, const sk_slice *s, size_t i)
+{
+    uint8_t b[24];
+    sk_put_u64(b, s->id);
+    sk_put_u64(b + 8, s->stage_off[i]);
+    sk_put_u64(b + 16, s->stage_len[i]);
+    sk_iov part = {b, sizeof b};
+    return sk_wal_append(st->wal, SK_WAL_STAGE, &part, 1, NULL);
+}
+
+int st_add_stage(sk_slice *s, uint64_t off, uint64_t len)
+{
+    size_t cap = s->stage_cap;
+    if (sk_array_grow(&s->stage_off, s->nstaged, &cap,
+                      sizeof *s->stage_off, 4))
+        return SKIPPR_NOMEM;
+    cap = s->stage_cap;
+    if (sk_array_grow(&s->stage_len, s->nstaged, &cap,
+                      sizeof *s->stage_len, 4))
+        return SKIPPR_NOMEM;
+    s->stage_cap = cap;
+    s->stage_off[s->nstaged] = off;
+    s->stage_len[s->nstaged++] = len;
+    s->staged += len;
+    s->staged_ever = 1;
+    return SKIPPR_OK;
+}
+
+void st_drop_stages(sk_slice *s, uint64_t upto)
+{
+    size_t k = 0;
+    while (k < s->nstaged && s->stage_off[k] < upto)
+        s->staged -= s->stage_len[k++];
+    memmove(s->stage_off, s->stage_off + k,
+            (s->nstaged - k) * sizeof *s->stage_off);
+    memmove(s->stage_len, s->stage_len + k,
+            (s->nstaged - k) * sizeof *s->stage_len);
+    s->nstaged -= k;
+}
+
+/* s's bytes [off, off + len), which end at its last byte, are a staging
+ * piece now: its STAGE frame, and its TAIL frames retire. */
+static int record_piece(sk_state *st, sk_slice *s, uint64_t off,
+                        uint64_t len)
+{
+    int rc = st_add_stage(s, off, len);
+    if (!rc)
+        rc = write_stage(st, s, s->nstaged - 1);
+    if (rc)
+        return rc;
+    st_drop_tails(s, UINT64_MAX);
+    s->walled = 0;
+    return SKIPPR_OK;
+}
+
+int sk_state_staged(sk_state *st, sk_slice *s)
+{
+    assert(st_parted(st, s) && s->walled > 0);
+    return record_piece(st, s, s->pushed + s->staged, s->walled);
 }
 
 /* What the sink holds of streamed slices is made durable (its sync()),
@@ -152,6 +530,9 @@ int st_record_streams(sk_state *st)
             return rc;
         st->grow_unsynced = 0;
     }
+    int nrc = record_notes(st);
+    if (nrc)
+        return nrc;
     sk_buf b;
     sk_buf_init(&b, SK_WAL_MAX_PAYLOAD);
     uint8_t cnt[4] = {0};
@@ -159,16 +540,23 @@ int st_record_streams(sk_state *st)
     int rc = sk_buf_append(&b, cnt, sizeof cnt);
     for (size_t i = 0; i < st->nlive && !rc; i++) {
         sk_slice *s = st->live[i];
-        if (!s->streamed || s->state != SK_SLICE_OPEN ||
-            (s->pushed == s->durable_len && !s->restate))
+        if (!s->streamed || s->state != SK_SLICE_OPEN)
             continue;
-        /* Every record appended is pushed: flush_blocks ran. */
-        assert(s->open_block.len == 0 || !s->durable_announced);
-        uint8_t e[28];
+        uint64_t total = st_parted(st, s) ? s->mem_off + s->open_block.len
+                                          : s->pushed;
+        if (s->pushed == s->durable_len && total == s->durable_total &&
+            !s->restate)
+            continue;
+        /* Every record appended is pushed (flush_blocks ran), or for a
+         * parted slice, goes into a TAIL frame next. */
+        assert(st_parted(st, s) || s->open_block.len == 0 ||
+               !s->durable_announced);
+        uint8_t e[SK_STREAM_ENTRY];
         sk_put_u64(e, s->id);
         sk_put_u64(e + 8, s->pushed);
-        sk_put_u64(e + 16, s->records);
-        sk_put_u32(e + 24, s->out_crc);
+        sk_put_u64(e + 16, total);
+        sk_put_u64(e + 24, s->records);
+        sk_put_u32(e + 32, s->out_crc);
         rc = sk_buf_append(&b, e, sizeof e);
         n++;
     }
@@ -178,7 +566,7 @@ int st_record_streams(sk_state *st)
         rc = sk_wal_append(st->wal, SK_WAL_STREAM, &part, 1, NULL);
     }
     sk_buf_free(&b);
-    return rc;
+    return rc ? rc : record_tails(st);
 }
 
 int sk_state_forget(sk_state *st, sk_slice *s)
@@ -212,6 +600,9 @@ int sk_state_rotate(sk_state *st)
             continue;
         rc = st_announce(st, s);
         s->restate = 1;
+        s->notes_replace = s->notes.len > 0;
+        for (size_t k = 0; k < s->nstaged && !rc; k++)
+            rc = write_stage(st, s, k);
     }
     return rc;
 }

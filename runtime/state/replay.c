@@ -19,11 +19,12 @@ typedef struct pend_slice {
     int64_t opened_at;
     uint64_t seg;
     int streamed;
+    int staged;
 } pend_slice;
 
 typedef struct pend_stream {
     uint64_t id;
-    uint64_t len, records;
+    uint64_t len, total, records;
     uint32_t crc;
 } pend_stream;
 
@@ -31,7 +32,20 @@ typedef struct pend_block {
     uint64_t id;
     sk_wal_pos pos;
     uint64_t nrec, bytes;
+    int tail;     /* a TAIL frame: bytes at object offset off */
+    uint64_t off;
 } pend_block;
+
+typedef struct pend_stage {
+    uint64_t id, off, len;
+} pend_stage;
+
+typedef struct pend_note {
+    uint64_t id;
+    int replace;
+    uint8_t *p;
+    size_t n;
+} pend_note;
 
 typedef struct replay {
     sk_state *st;
@@ -42,6 +56,10 @@ typedef struct replay {
     size_t npb, pb_cap;
     pend_stream *pst;
     size_t npst, pst_cap;
+    pend_note *pn;
+    size_t npn, pn_cap;
+    pend_stage *pg;
+    size_t npg, pg_cap;
     sk_slice **orph; /* streamed slices announced, never committed */
     size_t norph, orph_cap;
     uint64_t max_id;
@@ -51,7 +69,9 @@ static void pend_clear(replay *r)
 {
     for (size_t i = 0; i < r->nps; i++)
         sk_free(r->ps[i].key);
-    r->nps = r->npb = r->npst = 0;
+    for (size_t i = 0; i < r->npn; i++)
+        sk_free(r->pn[i].p);
+    r->nps = r->npb = r->npst = r->npn = r->npg = 0;
 }
 
 /* The pending frames will never count (no COMMIT followed them): a
@@ -76,34 +96,110 @@ static int pend_drop(replay *r)
     return SKIPPR_OK;
 }
 
-/* The STREAM entries of a commit: each streamed slice's durable length. */
+/* A slice whose frames are seen but whose SLICE frame was in a segment
+ * already collected: either it is DONE later in the log, or (a streamed
+ * slice) a restatement names it later. Until then it is a ghost; one left
+ * at the end of replay is corruption. NULL on allocation failure. */
+static sk_slice *ghost(replay *r, uint64_t id, uint64_t seg, int streamed)
+{
+    sk_slice *s = st_slice_new(id, "?", 1, SK_SLICE_DATA, 0);
+    if (!s || st_live_add(r->st, s)) {
+        st_slice_free(s);
+        return NULL;
+    }
+    s->ghost = s->announced = 1;
+    s->streamed = streamed;
+    s->first_seg = s->announce_seg = seg;
+    return s;
+}
+
+/* The STREAM entries of a commit: each streamed slice's durable length
+ * (in the sink, and for a parted slice in all). */
 static int apply_streams(replay *r)
 {
     for (size_t i = 0; i < r->npst; i++) {
         pend_stream *q = &r->pst[i];
         sk_slice *s = st_live_find(r->st, q->id);
-        if (!s) {
-            /* Its SLICE frame was in a segment collected after the slice
-             * was DONE, which must follow (a ghost, as for blocks). */
-            s = st_slice_new(q->id, "?", 1, SK_SLICE_DATA, 0);
-            if (!s || st_live_add(r->st, s)) {
-                st_slice_free(s);
-                return SKIPPR_NOMEM;
-            }
-            s->ghost = s->announced = s->streamed = 1;
-            s->first_seg = r->seg;
-        }
-        if (!s->streamed || q->len < q->records) {
+        if (!s && !(s = ghost(r, q->id, r->seg, 1)))
+            return SKIPPR_NOMEM;
+        if (!s->streamed || q->total < q->records || q->total < q->len) {
             sk_error("WAL corrupt: a STREAM entry names slice %" PRIu64
                      ", which is not an open streamed slice", q->id);
             return SKIPPR_CORRUPT;
         }
+        st_drop_tails(s, q->len); /* parts took them */
+        st_drop_stages(s, q->len);
         s->durable_len = s->pushed = q->len;
+        s->durable_total = q->total;
         s->records = q->records;
-        s->bytes = q->len - q->records;
+        s->bytes = q->total - q->records;
         s->out_crc = q->crc;
         s->crc_known = 1;
     }
+    return SKIPPR_OK;
+}
+
+/* The NOTE frames of a commit. */
+static int apply_notes(replay *r)
+{
+    for (size_t i = 0; i < r->npn; i++) {
+        pend_note *q = &r->pn[i];
+        sk_slice *s = st_live_find(r->st, q->id);
+        if (!s && !(s = ghost(r, q->id, r->seg, 1)))
+            return SKIPPR_NOMEM;
+        if (q->replace)
+            sk_buf_reset(&s->notes);
+        int rc = sk_buf_append(&s->notes, q->p, q->n);
+        if (rc)
+            return rc;
+        s->notes_rec = s->notes.len;
+    }
+    return SKIPPR_OK;
+}
+
+/* The STAGE frames of a commit, after its STREAM entries: pieces new to
+ * their slice are added and the TAIL frames they cover retire. One that
+ * starts before the slice's bytes end is known already (a restatement),
+ * or a part took it (what a part left of it is in a TAIL frame now). */
+static int apply_stages(replay *r)
+{
+    for (size_t i = 0; i < r->npg; i++) {
+        pend_stage *q = &r->pg[i];
+        sk_slice *s = st_live_find(r->st, q->id);
+        if (!s && !(s = ghost(r, q->id, r->seg, 1)))
+            return SKIPPR_NOMEM;
+        s->staged_ever = 1;
+        uint64_t end = s->durable_len + s->staged;
+        if (q->off < end)
+            continue;
+        if (q->off != end) {
+            sk_error("WAL corrupt: a STAGE frame of slice %" PRIu64 " at %"
+                     PRIu64 " where its bytes reach %" PRIu64, q->id, q->off,
+                     end);
+            return SKIPPR_CORRUPT;
+        }
+        if (st_add_stage(s, q->off, q->len))
+            return SKIPPR_NOMEM;
+        st_drop_tails(s, q->off + q->len);
+    }
+    return SKIPPR_OK;
+}
+
+/* A ghost's restatement: it gets its key back. */
+static int unghost(sk_slice *s, const pend_slice *q)
+{
+    char *key = sk_strndup(q->key, q->klen);
+    if (!key)
+        return SKIPPR_NOMEM;
+    sk_free(s->key);
+    s->key = key;
+    s->key_len = q->klen;
+    s->name_len = strnlen(key, q->klen);
+    s->key_hash = sk_hash_fast(key, q->klen);
+    s->kind = q->kind;
+    s->opened_at = q->opened_at;
+    s->ghost = 0;
+    s->streamed = s->durable_announced = s->crc_known = 1;
     return SKIPPR_OK;
 }
 
@@ -130,9 +226,15 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
         pend_slice *q = &r->ps[i];
         sk_slice *s = st_live_find(st, q->id);
         if (s) {
-            /* a restatement: the slice needs only this segment now */
-            if (s->streamed && s->nblocks == 0)
-                s->first_seg = q->seg;
+            /* a restatement: the slice needs only this segment now (and
+             * those of a parted slice's TAIL frames) */
+            if (s->ghost && q->streamed && unghost(s, q))
+                return SKIPPR_NOMEM;
+            s->staged_ever |= q->staged;
+            s->announce_seg = q->seg;
+            if (s->streamed)
+                s->first_seg = s->nblocks ? SK_MIN(s->blocks[0].seg, q->seg)
+                                          : q->seg;
             continue;
         }
         s = st_slice_new(q->id, q->key, q->klen, q->kind, q->opened_at);
@@ -142,34 +244,39 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
         }
         s->announced = 1;
         s->streamed = s->durable_announced = s->crc_known = q->streamed;
-        s->first_seg = q->seg;
+        s->staged_ever = q->staged;
+        s->first_seg = s->announce_seg = q->seg;
         if (q->id > r->max_id)
             r->max_id = q->id;
     }
-    for (size_t i = 0; i < r->npb; i++) {
-        sk_slice *s = st_live_find(st, r->pb[i].id);
-        if (!s) {
-            /* The slice's first frames were in a segment that garbage
-             * collection deleted, which it does only once the slice is
-             * DONE: its DONE frame must follow. Track it as a ghost until
-             * then; a ghost left at the end of replay is corruption. */
-            s = st_slice_new(r->pb[i].id, "?", 1, SK_SLICE_DATA, 0);
-            if (!s || st_live_add(st, s)) {
-                st_slice_free(s);
-                return SKIPPR_NOMEM;
-            }
-            s->ghost = 1;
-            s->announced = 1;
-            s->first_seg = r->pb[i].pos.seg;
-        }
-        if (st_add_block(s, r->pb[i].pos))
-            return SKIPPR_NOMEM;
-        s->records += r->pb[i].nrec;
-        s->bytes += r->pb[i].bytes;
-    }
-    int src = apply_streams(r);
+    /* A commit's NOTE and STREAM frames come before its TAIL frames. */
+    int src = apply_notes(r);
+    if (!src)
+        src = apply_streams(r);
+    if (!src)
+        src = apply_stages(r);
     if (src)
         return src;
+    for (size_t i = 0; i < r->npb; i++) {
+        pend_block *b = &r->pb[i];
+        sk_slice *s = st_live_find(st, b->id);
+        /* The slice's first frames were in a segment that garbage
+         * collection deleted, which it does only once the slice is DONE:
+         * its DONE frame must follow (or, streamed, a restatement). */
+        if (!s && !(s = ghost(r, b->id, b->pos.seg, b->tail)))
+            return SKIPPR_NOMEM;
+        if (b->tail) {
+            if (!s->streamed)
+                return SKIPPR_CORRUPT;
+            if (st_add_tail(s, b->pos, b->off))
+                return SKIPPR_NOMEM;
+            continue;
+        }
+        if (st_add_block(s, b->pos))
+            return SKIPPR_NOMEM;
+        s->records += b->nrec;
+        s->bytes += b->bytes;
+    }
     pend_clear(r);
 
     if (len < 12)
@@ -208,6 +315,50 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
     return SKIPPR_OK;
 }
 
+/* A STREAM frame's entries, pending until its COMMIT. */
+static int pend_streams(replay *r, const uint8_t *p, size_t len)
+{
+    if (len < 4 || (len - 4) / SK_STREAM_ENTRY != sk_get_u32(p) ||
+        (len - 4) % SK_STREAM_ENTRY != 0)
+        return SKIPPR_CORRUPT;
+    for (const uint8_t *e = p + 4; e < p + len; e += SK_STREAM_ENTRY) {
+        if (sk_array_grow(&r->pst, r->npst, &r->pst_cap, sizeof *r->pst, 64))
+            return SKIPPR_NOMEM;
+        r->pst[r->npst++] = (pend_stream){
+            sk_get_u64(e), sk_get_u64(e + 8), sk_get_u64(e + 16),
+            sk_get_u64(e + 24), sk_get_u32(e + 32)};
+    }
+    return SKIPPR_OK;
+}
+
+/* A TAIL frame, pending as a block is. */
+static int pend_tail(replay *r, sk_wal_pos pos, const uint8_t *p, size_t len)
+{
+    if (len < 16)
+        return SKIPPR_CORRUPT;
+    if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
+        return SKIPPR_NOMEM;
+    r->pb[r->npb++] = (pend_block){.id = sk_get_u64(p), .pos = pos,
+                                   .bytes = len - 16, .tail = 1,
+                                   .off = sk_get_u64(p + 8)};
+    return SKIPPR_OK;
+}
+
+/* A NOTE frame: its bytes are copied, pending until its COMMIT. */
+static int pend_note_frame(replay *r, const uint8_t *p, size_t len)
+{
+    if (len < 9)
+        return SKIPPR_CORRUPT;
+    if (sk_array_grow(&r->pn, r->npn, &r->pn_cap, sizeof *r->pn, 16))
+        return SKIPPR_NOMEM;
+    uint8_t *c = sk_malloc(len - 9 ? len - 9 : 1);
+    if (!c)
+        return SKIPPR_NOMEM;
+    memcpy(c, p + 9, len - 9);
+    r->pn[r->npn++] = (pend_note){sk_get_u64(p), p[8] & 1, c, len - 9};
+    return SKIPPR_OK;
+}
+
 static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
                      size_t len)
 {
@@ -237,26 +388,27 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
             .id = sk_get_u64(p),
             .key = key,
             .klen = kl,
-            .kind = (uint8_t)(q[0] & ~SK_SLICE_STREAMED),
+            .kind = (uint8_t)(q[0] & ~(SK_SLICE_STREAMED | SK_SLICE_STAGED)),
             .opened_at = (int64_t)sk_get_u64(q + 1),
             .seg = pos.seg,
-            .streamed = (q[0] & SK_SLICE_STREAMED) != 0};
+            .streamed = (q[0] & SK_SLICE_STREAMED) != 0,
+            .staged = (q[0] & SK_SLICE_STAGED) != 0};
         return SKIPPR_OK;
     }
-    case SK_WAL_STREAM: {
-        if (len < 4 || (len - 4) / 28 != sk_get_u32(p) ||
-            (len - 4) % 28 != 0)
+    case SK_WAL_STREAM:
+        return pend_streams(r, p, len);
+    case SK_WAL_TAIL:
+        return pend_tail(r, pos, p, len);
+    case SK_WAL_NOTE:
+        return pend_note_frame(r, p, len);
+    case SK_WAL_STAGE:
+        if (len != 24)
             return SKIPPR_CORRUPT;
-        for (const uint8_t *e = p + 4; e < end; e += 28) {
-            if (sk_array_grow(&r->pst, r->npst, &r->pst_cap,
-                              sizeof *r->pst, 64))
-                return SKIPPR_NOMEM;
-            r->pst[r->npst++] = (pend_stream){
-                sk_get_u64(e), sk_get_u64(e + 8), sk_get_u64(e + 16),
-                sk_get_u32(e + 24)};
-        }
+        if (sk_array_grow(&r->pg, r->npg, &r->pg_cap, sizeof *r->pg, 16))
+            return SKIPPR_NOMEM;
+        r->pg[r->npg++] = (pend_stage){sk_get_u64(p), sk_get_u64(p + 8),
+                                       sk_get_u64(p + 16)};
         return SKIPPR_OK;
-    }
     case SK_WAL_BLOCK:
     case SK_WAL_BLOCKZ: {
         if (len < 12)
@@ -272,8 +424,9 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
             return SKIPPR_CORRUPT;
         if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
             return SKIPPR_NOMEM;
-        r->pb[r->npb++] = (pend_block){sk_get_u64(p), pos, nrec,
-                                       part - 4 * nrec};
+        r->pb[r->npb++] = (pend_block){.id = sk_get_u64(p), .pos = pos,
+                                       .nrec = nrec,
+                                       .bytes = part - 4 * nrec};
         return SKIPPR_OK;
     }
     case SK_WAL_COMMIT:
@@ -334,6 +487,8 @@ int st_replay(sk_state *st)
     sk_free(r.ps);
     sk_free(r.pb);
     sk_free(r.pst);
+    sk_free(r.pn);
+    sk_free(r.pg);
     /* Orphans are those not live after all (not a restatement, and not
      * committed in a later segment); the list becomes the state's. */
     size_t keep = 0;
@@ -361,9 +516,15 @@ int st_replay(sk_state *st)
             return SKIPPR_CORRUPT;
         }
     }
-    /* Reopen OPEN slices for appends. */
+    /* Reopen OPEN slices for appends; a parted slice's buffer starts after
+     * its tail. */
     for (size_t i = 0; i < st->nlive; i++) {
         sk_slice *s = st->live[i];
+        s->recovered = 1;
+        if (s->streamed) {
+            s->walled = s->durable_total - s->durable_len - s->staged;
+            s->mem_off = s->durable_total;
+        }
         if (s->state == SK_SLICE_OPEN && s->kind == SK_SLICE_DATA &&
             (rc = sk_map_put(&st->open_by_key, s->key, s->key_len,
                              s->key_hash, s)))

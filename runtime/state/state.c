@@ -29,7 +29,11 @@ void st_slice_free(sk_slice *s)
         return;
     sk_free(s->key);
     sk_free(s->blocks);
+    sk_free(s->tail_off);
+    sk_free(s->stage_off);
+    sk_free(s->stage_len);
     sk_buf_free(&s->open_block);
+    sk_buf_free(&s->notes);
     sk_free(s->object_key);
     sk_free(s);
 }
@@ -47,6 +51,7 @@ sk_slice *st_slice_new(uint64_t id, const char *key, size_t klen,
         s->opened_at = opened_at;
         s->first_seg = UINT64_MAX;
         sk_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
+        sk_buf_init(&s->notes, SK_NOTES_MAX);
     } else if (s) {
         sk_free(s);
         s = NULL;
@@ -291,15 +296,21 @@ int st_announce(sk_state *st, sk_slice *s)
     uint8_t h[8 + 4], t[9];
     sk_put_u64(h, s->id);
     sk_put_u32(h + 8, (uint32_t)s->key_len);
-    t[0] = (uint8_t)(s->kind | (s->streamed ? SK_SLICE_STREAMED : 0));
+    t[0] = (uint8_t)(s->kind | (s->streamed ? SK_SLICE_STREAMED : 0) |
+                     (s->staged_ever ? SK_SLICE_STAGED : 0));
     sk_put_u64(t + 1, (uint64_t)s->opened_at);
     sk_iov parts[] = {{h, sizeof h}, {s->key, s->key_len}, {t, sizeof t}};
     sk_wal_pos pos;
     int rc = sk_wal_append(st->wal, SK_WAL_SLICE, parts, 3, &pos);
     if (rc)
         return rc;
-    if (pos.seg < s->first_seg || s->streamed)
+    if (s->streamed)
+        /* a restatement: older segments are needed only for its tail */
+        s->first_seg = s->nblocks ? SK_MIN(s->blocks[0].seg, pos.seg)
+                                  : pos.seg;
+    else if (pos.seg < s->first_seg)
         s->first_seg = pos.seg;
+    s->announce_seg = pos.seg;
     s->announced = 1;
     return SKIPPR_OK;
 }
@@ -308,7 +319,7 @@ static int write_block(sk_state *st, sk_slice *s)
 {
     int rc;
     if (s->streamed)
-        return st_push_block(st, s);
+        return st_parted(st, s) ? SKIPPR_OK : st_push_block(st, s);
     if (s->open_nrec == 0)
         return SKIPPR_OK;
     if (!s->announced && (rc = st_announce(st, s)))
@@ -409,7 +420,8 @@ int sk_state_flush_blocks(sk_state *st, int release)
         int rc = write_block(st, st->live[i]);
         if (rc)
             return rc;
-        if (release)
+        /* a parted slice's buffer holds its tail: sk_state_spill() */
+        if (release && !st_parted(st, st->live[i]))
             st_release_block(st, st->live[i]);
     }
     return SKIPPR_OK;
@@ -480,6 +492,7 @@ int sk_state_commit_as(sk_state *st, int durable)
         sk_slice *s = st->live[i];
         if (s->streamed && s->state == SK_SLICE_OPEN) {
             s->durable_len = s->pushed;
+            s->durable_total = s->pushed + s->staged + s->walled;
             s->restate = 0;
         }
     }
@@ -601,8 +614,9 @@ char *sk_state_object_key(const sk_state *st, const sk_slice *s,
 int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
                      uint64_t bytes, uint32_t crc)
 {
-    /* A streamed slice's object is what the sink durably holds. */
-    assert(!s->streamed || (bytes == s->durable_len &&
+    /* A streamed slice's object is what the sink durably holds (and, for
+     * a parted one, its TAIL frames). */
+    assert(!s->streamed || (bytes == s->durable_total &&
                             s->pushed == s->durable_len));
     assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
     int rc;

@@ -57,8 +57,10 @@ typedef enum sk_slice_kind {
     SK_SLICE_DEAD = 1 /* dead letters: records come in (meta, bytes) pairs */
 } sk_slice_kind;
 
-/* In a SLICE frame's kind byte: the slice streams into the sink. */
+/* In a SLICE frame's kind byte: the slice streams into the sink; it has
+ * had staging pieces. */
 #define SK_SLICE_STREAMED 0x80u
+#define SK_SLICE_STAGED 0x40u
 
 typedef struct sk_slice {
     uint64_t id;
@@ -93,6 +95,27 @@ typedef struct sk_slice {
     uint64_t pushed;       /* object bytes handed to the sink */
     uint64_t durable_len;  /* object bytes a COMMIT recorded as durable */
     void *handle;          /* the sink's growing object; the pipeline's */
+    /* Parted slices (sk_grow_hooks.part_bytes > 0: S3 multipart): the
+     * object grows a part at a time. Object bytes [0, pushed) are in the
+     * sink's parts, the next `staged` in staging pieces (stage_off[i],
+     * stage_len[i], contiguous), the next `walled` in TAIL frames
+     * (blocks, each at object offset tail_off[i]), and open_block holds
+     * [mem_off, mem_off + open_block.len): all of the tail, or after a
+     * spill only what came since. */
+    uint64_t staged;
+    uint64_t *stage_off, *stage_len;
+    size_t nstaged, stage_cap;
+    int staged_ever;       /* staging pieces to clear when it is done */
+    int recovered;         /* live when the state was opened (replay) */
+    uint64_t walled;
+    uint64_t mem_off;
+    uint64_t *tail_off;
+    size_t tail_cap;
+    uint64_t durable_total; /* pushed + walled at the last COMMIT */
+    sk_buf notes;          /* the sink's notes of its parts (grow_note) */
+    size_t notes_rec;      /* of which in the WAL */
+    int notes_replace;     /* the next NOTE frame restates them all */
+    uint64_t announce_seg; /* segment of its latest SLICE frame */
     /* The pipeline's (pipeline/seal.c): when event time makes the slice
      * due (0: not yet known; INT64_MAX: never), and whether it opened
      * after its time bucket had been sealed (late records). */
@@ -118,6 +141,21 @@ typedef struct sk_grow_hooks {
     /* Optional: put each of the n slices' whole buffer (open_block), as
      * put() would, perhaps in parallel; the state then marks them put. */
     int (*put_all)(void *ud, sk_slice **v, size_t n);
+    /* 0: a put is durable at the next sync() (the File sink). Else each
+     * put is one part, durable when it returns, of at least this many
+     * bytes but the last; put() appends the sink's note of it to
+     * s->notes. */
+    uint64_t part_bytes;
+    /* Parted slices' staging pieces: read the len bytes of s's piece at
+     * object offset off into buf (any thread that may use s's sink). */
+    int (*fetch)(void *ud, const sk_slice *s, uint64_t off, void *buf,
+                 size_t len);
+    /* ... and store n bytes at off of s's object as a staging piece. */
+    int (*stage)(void *ud, sk_slice *s, uint64_t off, const void *p,
+                 size_t n);
+    /* A commit writes a parted slice's tail as a staging piece instead of
+     * TAIL frames when the WAL would grow past this (0: never). */
+    uint64_t wal_budget;
 } sk_grow_hooks;
 
 typedef struct sk_state {
@@ -212,6 +250,23 @@ int sk_state_done(sk_state *st, sk_slice *s);
 int sk_state_compact_ledger(sk_state *st);
 /* Compact the ledger and delete WAL segments no live slice needs. */
 int sk_state_gc(sk_state *st);
+
+/* Release the memory of parted slices whose buffered bytes are all in
+ * TAIL frames (after a commit); they are read back for the next part. */
+void sk_state_spill(sk_state *st);
+/* Append a parted slice's bytes [from, upto) that are in staging pieces
+ * and TAIL frames to out (pushed <= from <= upto <= pushed + staged +
+ * walled). Any thread, for a slice that does not change meanwhile (as
+ * sk_state_foreach_record). */
+int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
+                       uint64_t upto, sk_buf *out);
+/* The bytes of parted slice s in TAIL frames are now a staging piece (the
+ * sink stored them): a STAGE frame, durable with the next commit; the
+ * TAIL frames are retired. */
+int sk_state_staged(sk_state *st, sk_slice *s);
+/* How many of s's buffered bytes a put hands over: all of them, or for a
+ * parted slice its whole parts. */
+uint64_t sk_state_put_len(const sk_state *st, const sk_slice *s);
 
 /* Call fn for each record of a slice's durable blocks, in order. */
 typedef int (*sk_record_fn)(void *ud, const uint8_t *rec, size_t len);

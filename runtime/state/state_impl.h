@@ -30,6 +30,16 @@ void st_pushed(sk_state *st, sk_slice *s);
 int st_push_all(sk_state *st);
 int st_announce_streams(sk_state *st);
 int st_record_streams(sk_state *st);
+/* Parted slices (grow.c): whether s is one; record a TAIL frame at pos
+ * holding object bytes from off; retire tails before upto. */
+#define SK_STREAM_ENTRY 36 /* n, sink bytes, all bytes, records, crc */
+#define SK_NOTES_MAX (4u << 20) /* grow notes of one slice */
+int st_parted(const sk_state *st, const sk_slice *s);
+int st_add_tail(sk_slice *s, sk_wal_pos pos, uint64_t off);
+void st_drop_tails(sk_slice *s, uint64_t upto);
+/* A staging piece of s at off; retire those before upto (grow.c). */
+int st_add_stage(sk_slice *s, uint64_t off, uint64_t len);
+void st_drop_stages(sk_slice *s, uint64_t upto);
 /* Replay st's WAL into its live slices (replay.c). */
 int st_replay(sk_state *st);
 

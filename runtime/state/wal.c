@@ -9,7 +9,7 @@
  *   offset size  field
  *        0    4  magic 0x31574B53 ("SKW1")
  *        4    1  type (wal.h: SLICE, BLOCK, COMMIT, SEAL, DONE, BLOCKZ,
- *                 STREAM)
+ *                 STREAM, TAIL, NOTE, STAGE)
  *        5    1  format version, 1
  *        6    2  reserved, 0
  *        8    8  sequence number: previous frame's + 1, across segments
@@ -30,7 +30,8 @@
  *   SLICE   n, str slice key (the object's name; for slices with a tag,
  *           then a NUL and the tag: pipeline/append.c), u8 kind (0 data,
  *           1 dead letters; plus 0x80 for a streamed slice, whose object
- *           grows in the sink), u64 opened_at (unix seconds). A streamed
+ *           grows in the sink, and 0x40 once such a slice has had staging
+ *           pieces), u64 opened_at (unix seconds). A streamed
  *           slice's SLICE frame is fsynced before the sink gets a byte
  *           of it, and written again at the start of each new segment
  *           while the slice is open (the restatement).
@@ -49,9 +50,26 @@
  *   DONE    n
  *   STREAM  u32 count, then per streamed slice: n, u64 object bytes the
  *           sink holds durably (its sync() ran before this frame was
- *           written), u64 records, u32 crc32c of those bytes. Written
- *           just before a COMMIT, for the slices that grew since the last
- *           one (and restated ones); counts as a BLOCK does.
+ *           written, or, for a parted slice, its parts were uploaded),
+ *           u64 object bytes in all (for a parted slice, the rest are in
+ *           its TAIL frames; else the same), u64 records, u32 crc32c of
+ *           all those bytes. Written just before a COMMIT, for the slices
+ *           that grew since the last one (and restated ones); counts as a
+ *           BLOCK does. An entry whose sink bytes grew retires every TAIL
+ *           frame of the slice before that offset.
+ *   TAIL    n, u64 object offset, then bytes of a parted slice's object
+ *           that no part holds yet. Written after the commit's STREAM
+ *           frame; counts as a BLOCK does.
+ *   NOTE    n, u8 flags (1: replaces the slice's earlier notes, a
+ *           restatement), then the sink's notes of new parts (grow_note:
+ *           an upload id, part numbers and ETags), which a reopen after a
+ *           crash gets back. Written before the commit's STREAM frame.
+ *   STAGE   n, u64 object offset, u64 length: those bytes of a parted
+ *           slice, which TAIL frames held, are now a staging piece in the
+ *           sink (stage_put returned before this frame was written); it
+ *           retires the slice's TAIL frames before offset + length.
+ *           Written again at the start of each new segment while the
+ *           piece is needed; counts as a BLOCK does.
  *
  * WHICH FRAMES COUNT. SLICE, BLOCK and STREAM frames count only when a
  * COMMIT frame follows them in the same segment: a crash between appending

@@ -19,8 +19,11 @@ enum sk_wal_type {
     SK_WAL_SEAL = 4,   /* slice closed: final object key, size, checksum */
     SK_WAL_DONE = 5,   /* the sink confirmed the slice's object */
     SK_WAL_BLOCKZ = 6, /* a BLOCK whose records are zstd-compressed */
-    SK_WAL_STREAM = 7  /* streamed slices' durable lengths; counts with
+    SK_WAL_STREAM = 7, /* streamed slices' durable lengths; counts with
                         * the COMMIT that follows */
+    SK_WAL_TAIL = 8,   /* a parted slice's bytes not yet in a part */
+    SK_WAL_NOTE = 9,   /* the sink's notes of a parted slice's parts */
+    SK_WAL_STAGE = 10  /* a parted slice's bytes moved to a staging piece */
 };
 
 #define SK_WAL_HEADER 24

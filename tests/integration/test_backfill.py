@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
 """Backfill bigger than the disk budget: a date-ordered archive of 20 days,
 one day of data at least 4 times wal_disk_budget, copied --once to the
-File sink. Every partition-day must be exactly one object, sealed by event
-time while the copy runs (not all at the end); the output is the input
-byte for byte; the state folder, sampled during the run, stays under the
-budget. And a record arriving after its partition-day was written makes a
-second object, counted and reported, never a lost or misplaced record.
+File sink and to S3 (s3rver). Every partition-day must be exactly one
+object, sealed by event time while the copy runs (not all at the end); the
+output is the input byte for byte; the state folder, sampled during the
+run, stays under the budget. To S3, the objects' tails that the budget
+cannot hold go to staging pieces, and none is left behind, nor any
+unfinished upload. And a record arriving after its partition-day was
+written makes a second object, counted and reported, never a lost or
+misplaced record.
 
 The archive is tests/tools/gen_backfill.py's: hourly Firehose objects whose
 records run up to 15 minutes late.
 """
 import collections
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from skippr_test import (SINK_PREFIX, SKIPPRD, SOURCE_DIR, SOURCE_PREFIX,  # noqa: E402
-                         Workspace, assert_exact, check, main, run)
+from skippr_test import (SEED_TRANSFORM, SINK_PREFIX, SKIPPRD,  # noqa: E402
+                         SOURCE_DIR, SOURCE_PREFIX, Workspace, assert_exact,
+                         check, expected_records, main, run)
 
 GEN = os.path.join(SOURCE_DIR, "tests", "tools", "gen_backfill.py")
 BUDGET = 1 << 20
@@ -123,6 +128,73 @@ def test_backfill_one_object_per_partition_day():
         ws.cleanup()
 
 
+def test_backfill_to_s3_one_object_per_partition_day():
+    from s3_test import S3Server
+    ws = Workspace("backfill-s3")
+    s3 = S3Server(["dst"])
+    try:
+        made = subprocess.run(
+            [sys.executable, GEN, ws.inp, "--days", str(DAYS), "--day-bytes",
+             str(DAY_BYTES), "--tenants", "2", "--prefix", SOURCE_PREFIX],
+            check=True, stdout=subprocess.PIPE).stdout.decode().split()
+        n_pdays = int(made[2])
+        ws.write_config(pipeline_extra={"wal_disk_budget": "1MiB",
+                                        "buffer_threshold_seconds": 86400},
+                        threads=2)
+        with open(ws.config) as f:
+            text = f.read()
+        file_sink = ("    File:\n      path: %s\n      prefix: %s\n"
+                     "      format: jsonl\n" % (ws.out, SINK_PREFIX))
+        check(file_sink in text, "config layout changed")
+        with open(ws.config, "w") as f:
+            f.write(text.replace(file_sink, "    S3:\n      s3_bucket: dst\n"
+                                 "      s3_prefix: out\n"))
+        sampler = Sampler(ws)
+        sampler.start()
+        t0 = time.time()
+        p = subprocess.run([SKIPPRD, "sync", "-p", "gdpr_compliant_migration",
+                            "--once", "-c", ws.config],
+                           env=dict(os.environ, **s3.env()),
+                           capture_output=True, text=True, timeout=600)
+        secs = time.time() - t0
+        sampler.stop.set()
+        sampler.join()
+        check(p.returncode == 0, "skipprd failed: %s" % p.stderr[-3000:])
+        want = expected_records(ws.inp, transform=SEED_TRANSFORM)
+        got = s3.records("dst", "out/")
+        check(want == got, "%d lost, %d extra of %d records" % (
+            sum((want - got).values()), sum((got - want).values()),
+            sum(want.values())))
+        keys = list(s3.objects("dst", "out/"))
+        per = collections.Counter(k.rsplit("/", 1)[0] for k in keys)
+        check(len(per) == n_pdays, "%d partition folders for %d partition-"
+              "days" % (len(per), n_pdays))
+        extra = {k: v for k, v in per.items() if v != 1}
+        check(not extra, "partition-days cut into several objects: %s" %
+              sorted(extra.items())[:5])
+        check(sampler.peak_state < BUDGET,
+              "state folder peaked at %d bytes, over the %d budget" % (
+                  sampler.peak_state, BUDGET))
+        # The tails the budget could not hold went to staging pieces; none
+        # outlives its object.
+        staged = re.search(r"pieces_staged=(\d+)", p.stderr)
+        check(staged and int(staged.group(1)) > 0,
+              "no tail was staged:\n%s" % p.stderr[-2000:])
+        left = s3.objects("dst", "skippr-staging/")
+        check(not left, "staging pieces left: %s" % sorted(left)[:5])
+        st = s3.stats()
+        check(st["open_uploads"] == 0, "unfinished uploads: %s" % st)
+        print("  %d records, %d partition-days, %.0f MB (a day %.1f x the "
+              "budget) to S3: one object each; state folder peak %d KiB of "
+              "%d; %s staging pieces, all deleted; %s; %.1f s" % (
+                  sum(want.values()), n_pdays, tree_bytes(ws.inp) / 1e6,
+                  DAY_BYTES / BUDGET, sampler.peak_state >> 10, BUDGET >> 10,
+                  staged.group(1), dict(sorted(st["counts"].items())), secs))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 def test_late_record_makes_a_second_object():
     ws = Workspace("late")
     try:
@@ -154,4 +226,5 @@ def test_late_record_makes_a_second_object():
 if __name__ == "__main__":
     check(os.path.exists(SKIPPRD), "skipprd not built")
     main([test_backfill_one_object_per_partition_day,
+          test_backfill_to_s3_one_object_per_partition_day,
           test_late_record_makes_a_second_object])

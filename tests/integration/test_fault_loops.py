@@ -16,7 +16,10 @@ grows by 60%, to the last operation of the kind. Retries wait 1 ms
 (retry_backoff_ms), so that a persistent fault fails a run quickly.
 
 S3 request faults: the same loop with the Nth request to the S3 test
-server failing (500, or the connection cut), once and persistent.
+server failing (500, or the connection cut), once and persistent; and with
+the Nth UploadPart failing, on objects that grow as multipart uploads of
+several parts (a part is retried in place, or after a restart uploaded
+again from the recorded notes).
 """
 import os
 import re
@@ -26,8 +29,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from skippr_test import (GEN, SKIPPRD, Workspace, check, compare,  # noqa: E402
-                         expected_records, main, output_records)
+from skippr_test import (GEN, SKIPPRD, SOURCE_PREFIX, Workspace,  # noqa: E402
+                         check, compare, expected_records, main,
+                         output_records)
 from test_powerloss import faultfs_sync, reset  # noqa: E402
 
 FAULTFS = os.environ.get("FAULTFS", "")
@@ -151,6 +155,41 @@ def test_file_fault_loops():
 
 
 
+def s3_loop(ws, s3, exp, pipeline, transform, sink_extra):
+    """The S3 loops' steps: configure(prefix) writes the config for a
+    sink prefix, sync() runs --once, exact(prefix, what) checks the bucket
+    and that no upload was left open."""
+    env = dict(os.environ, **s3.env())
+
+    def configure(prefix):
+        ws.write_config(pipeline_extra=dict(pipeline, retry_backoff_ms=1),
+                        transform=transform)
+        with open(ws.config) as f:
+            text = f.read()
+        text = text[:text.index("data_sinks:")] + (
+            "data_sinks:\n  tenant_layout:\n    S3:\n"
+            "      s3_bucket: dst\n      s3_prefix: %s\n" % prefix +
+            sink_extra)
+        with open(ws.config, "w") as f:
+            f.write(text)
+
+    def sync():
+        return subprocess.run([SKIPPRD, "sync", "--pipeline",
+                               "gdpr_compliant_migration", "--config",
+                               ws.config, "--once", "-q"], env=env,
+                              capture_output=True, timeout=300)
+
+    def exact(prefix, what):
+        got = s3.records("dst", prefix + "/")
+        lost, dup, unexpected = compare(exp, got)
+        check((lost, dup, unexpected) == (0, 0, 0),
+              "%s: %d lost, %d duplicated, %d unexpected" % (
+                  what, lost, dup, unexpected))
+        check(s3.stats()["open_uploads"] == 0, "%s: uploads left open" %
+              what)
+    return configure, sync, exact
+
+
 def test_s3_request_fault_loops():
     """File -> S3: the Nth request to the S3 server fails (500 once; the
     connection cut, persistently), for N = 1, 2, ... until one run sees no
@@ -158,7 +197,6 @@ def test_s3_request_fault_loops():
     from s3_test import S3Server
     ws = Workspace("s3faultloop")
     s3 = S3Server(["dst"])
-    env = dict(os.environ, **s3.env())
     try:
         subprocess.run([sys.executable, GEN, ws.inp, "--objects", "3",
                         "--records", "60", "--seed", "4"],
@@ -166,29 +204,8 @@ def test_s3_request_fault_loops():
         exp = expected_records(ws.inp)
         summary = []
 
-        def configure(prefix):
-            ws.write_config(pipeline_extra={"max_object_bytes": "8KiB",
-                                            "retry_backoff_ms": 1})
-            with open(ws.config) as f:
-                text = f.read()
-            text = text[:text.index("data_sinks:")] + (
-                "data_sinks:\n  tenant_layout:\n    S3:\n"
-                "      s3_bucket: dst\n      s3_prefix: %s\n" % prefix)
-            with open(ws.config, "w") as f:
-                f.write(text)
-
-        def sync():
-            return subprocess.run([SKIPPRD, "sync", "--pipeline",
-                                   "gdpr_compliant_migration", "--config",
-                                   ws.config, "--once", "-q"], env=env,
-                                  capture_output=True, timeout=300)
-
-        def exact(prefix, what):
-            got = s3.records("dst", prefix + "/")
-            lost, dup, unexpected = compare(exp, got)
-            check((lost, dup, unexpected) == (0, 0, 0),
-                  "%s: %d lost, %d duplicated, %d unexpected" % (
-                      what, lost, dup, unexpected))
+        configure, sync, exact = s3_loop(
+            ws, s3, exp, {"max_object_bytes": "8KiB"}, None, "")
 
         configure("count")
         reset(ws)
@@ -228,5 +245,83 @@ def test_s3_request_fault_loops():
         ws.cleanup()
 
 
+def test_s3_upload_part_fault_loops():
+    """File -> S3 with objects of several 5 MiB parts: the Nth UploadPart
+    fails (500 once; the connection cut, persistently). Once: the run
+    recovers by itself; persistent: it stops with one clear error. After
+    each, a clean run completes the objects from their recorded parts and
+    leaves the bucket exact, with no upload left open."""
+    from s3_test import S3Server
+    ws = Workspace("s3partloop")
+    s3 = S3Server(["dst"])
+    try:
+        # Two event types, no tenant or time folders: two slices of about
+        # 11 MB, each two 5 MiB parts and a last one.
+        folder = os.path.join(ws.inp, SOURCE_PREFIX)
+        os.makedirs(folder)
+        pad = "x" * 180
+        with open(os.path.join(folder, "part-0"), "wb") as f:
+            for i in range(100000):
+                f.write(b'{"event_type":"t%d","id":%d,"pad":"%s"}\n' % (
+                    i % 2, i, pad.encode()))
+        transform = {"namespace_fields": "event_type"}
+        exp = expected_records(ws.inp, transform=transform)
+
+        configure, sync, exact = s3_loop(ws, s3, exp, {}, transform,
+                                         "      part_size: 5MiB\n")
+
+        configure("count")
+        reset(ws)
+        s3.reset_stats()
+        check(sync().returncode == 0, "counting run failed")
+        parts = s3.stats()["counts"].get("upload_part", 0)
+        check(parts >= 6, "only %d parts uploaded" % parts)
+        exact("count", "counting run")
+        summary = []
+        for mode, kind in (("once", "500"), ("persist", "reset")):
+            runs = recovered = 0
+            for n in steps(parts):
+                prefix = "%s-%d" % (mode, n)
+                what = "UploadPart %d %s (%s)" % (n, kind, mode)
+                configure(prefix)
+                reset(ws)
+                s3.reset_stats()
+                s3.faults(0, [kind], nth=n, persist=mode == "persist",
+                          only=["upload_part"])
+                p = sync()
+                fired = sum(s3.stats()["injected"].values()) > 0
+                s3.faults(0, [])
+                err = p.stderr.decode("utf-8", "replace")
+                judge(what, p.returncode, err, mode == "persist" and fired)
+                if mode == "persist" and fired:
+                    # One line per object whose part could not go (the
+                    # sink instances upload in parallel), naming it.
+                    errors = [ln for ln in err.splitlines()
+                              if " error: " in ln]
+                    check(errors and all(("uploading a part of " in ln or
+                                          "finishing " in ln) and
+                                         "giving up" in ln and "/apply-" in ln
+                                         for ln in errors),
+                          "%s: want error lines naming the object:\n%s" %
+                          (what, err[-2000:]))
+                recovered += fired and p.returncode == 0
+                runs += 1
+                q = sync()
+                check(q.returncode == 0, "%s: the clean run: %s" % (
+                    what, q.stderr.decode()[-2000:]))
+                exact(prefix, what)
+                if not fired:
+                    break
+            summary.append("UploadPart %s/%s: %d steps over %d parts (%d "
+                           "recovered within the run)" % (kind, mode, runs,
+                                                          parts, recovered))
+        for line in summary:
+            print("  " + line)
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_file_fault_loops, test_s3_request_fault_loops])
+    main([test_file_fault_loops, test_s3_request_fault_loops,
+          test_s3_upload_part_fault_loops])

@@ -6,7 +6,7 @@
 - Faults: 10% of requests fail (503 SlowDown, 500, connection reset, a body
   cut in half) and CompleteMultipartUpload answers 200 with an error body;
   the run still completes with 0 lost and 0 duplicated records.
-- Kills: kill -9 at 30 or more points of an S3 -> S3 run (mid-multipart
+- Kills: kill -9 at 50 or more points of an S3 -> S3 run (mid-multipart
   included), each followed by a restart, leaves exactly-once output, and no
   multipart upload is left unfinished.
 - Lost answers: a PUT or CompleteMultipartUpload that succeeded but whose
@@ -17,6 +17,7 @@
 """
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from skippr_test import (GEN, SKIPPRD, Workspace, check, expected_records,
                          main)
 
 SINK_PREFIX = "out/"
+KILLS = 50  # per kill test
 
 
 def config(ws, source, part_size="5MiB", extra="", src_extra="",
@@ -186,20 +188,28 @@ def kill_test(source):
         s3.upload_tree("src", ws.inp)
         # One partition (no record has 'none'), cut into 6 MiB objects:
         # every object is a two-part multipart upload.
+        # A WAL budget of 2 MiB holds 1 MiB of tails: the rest of each
+        # growing object's bytes that no part holds go to staging pieces.
         config(ws, source, extra="    max_object_bytes: 6MiB\n"
-                                 "    commit_interval_ms: 0\n",
+                                 "    commit_interval_ms: 0\n"
+                                 "    wal_disk_budget: 2MiB\n",
                src_extra="      read_chunk_bytes: 256KiB\n", namespace="none")
-        points = {"read": 12, "commit": 6, "seal": 2, "sink_write": 10,
-                  "sink_commit": 2, "done": 2, "gc": 1}
-        # First a kill certainly mid-multipart: the 7th 1 MiB write comes
-        # after the first 5 MiB part was uploaded.
+        # Objects grow as multipart uploads while their slice is open:
+        # grow_write comes before each part (and the last one, at the
+        # finish), part_put after a part is uploaded and before a commit
+        # records it, grow_commit before the Complete.
+        points = {"read": 12, "commit": 6, "seal": 2, "grow_write": 4,
+                  "part_put": 3, "grow_commit": 3, "stage_put": 4, "done": 2,
+                  "gc": 1}
+        # First a kill certainly mid-multipart: after the first 5 MiB
+        # part was uploaded, before anything recorded it.
         s3.reset_stats()
-        p = run(ws, s3, env={"SKIPPR_CRASH": "sink_write:7"}, check_rc=False)
+        p = run(ws, s3, env={"SKIPPR_CRASH": "part_put:1"}, check_rc=False)
         check(p.returncode == -signal.SIGKILL, "no mid-multipart kill")
         check(s3.stats()["open_uploads"] == 1, "no upload left open: %s" %
               s3.stats())
-        kills, runs, next_id = 1, 1, 10_000_000
-        while kills < 30 and runs < 300:
+        kills, runs, next_id, staged = 1, 1, 10_000_000, 0
+        while kills < KILLS and runs < 10 * KILLS:
             runs += 1
             if rng.random() < 0.7:
                 # New objects keep every run busy.
@@ -231,22 +241,28 @@ def kill_test(source):
                 _, err = proc.communicate(timeout=60)
                 rc, label = proc.returncode, "after %.2fs" % delay
                 p = subprocess.CompletedProcess([], rc, "", err.decode())
+            m = re.search(r"pieces_staged=(\d+)", p.stderr)
+            staged += int(m.group(1)) if m else 0
             if rc == -signal.SIGKILL:
                 kills += 1
             elif rc != 0:
-                raise AssertionError("run %d (%s) failed: %s" % (
-                    runs, label, p.stderr[-2000:]))
-        check(kills >= 30, "only %d kills" % kills)
+                raise AssertionError("run %d (%s) failed (exit %d): %s" % (
+                    runs, label, rc, p.stderr[-2000:]))
+        check(kills >= KILLS, "only %d kills" % kills)
         run(ws, s3)
         n = exact(ws, s3, dict(TRANSFORM, namespace_fields="none"))
         uploads = s3.client.list_multipart_uploads(Bucket="dst")
         check(not uploads.get("Uploads"), "orphaned uploads: %s" %
               uploads.get("Uploads"))
+        left = s3.objects("dst", "skippr-staging/")
+        check(not left, "staging pieces left: %s" % sorted(left)[:5])
+        check(staged > 0, "no tail went to a staging piece")
         aborted = s3.stats()["counts"].get("abort_multipart", 0)
         check(aborted >= 1, "the orphaned upload was never aborted")
         print("  %d kills over %d runs; %d records exactly once; %d "
-              "orphaned uploads aborted, none left" % (kills, runs, n,
-                                                        aborted))
+              "orphaned uploads aborted, none left; %d staging pieces in "
+              "the runs that ended, none left" % (kills, runs, n, aborted,
+                                                  staged))
     finally:
         s3.close()
         ws.cleanup()

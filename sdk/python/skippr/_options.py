@@ -432,7 +432,16 @@ PLUGINS = {'File': {'sink': [('path',
                   'true',
                   False,
                   'Send If-None-Match: * so a retried write never replaces an '
-                  'object (one that answered 412 is compared by HEAD).')],
+                  'object (one that answered 412 is compared by HEAD).'),
+                 ('staging_prefix',
+                  'string',
+                  'skippr-staging',
+                  False,
+                  'Where, in the same bucket, the tails of objects still '
+                  'growing go when wal_disk_budget cannot hold them (each '
+                  'deleted once its object is complete); give it a lifecycle '
+                  'rule that expires objects after a few days, for a state '
+                  'folder that is lost.')],
         'source': [('s3_bucket', 'string', None, True, 'Bucket name.'),
                    ('s3_prefix',
                     'string',
