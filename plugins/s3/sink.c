@@ -40,6 +40,7 @@ typedef struct s3_obj {
     int grown;       /* a growing object: a failure keeps its upload */
     size_t noted;    /* parts told to the engine (grow_note) */
     int id_noted;    /* upload id told */
+    int put_done;    /* a grown object's one write was its PutObject */
 } s3_obj;
 
 static void obj_free(s3_obj *o)
@@ -443,29 +444,38 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
     return rc;
 }
 
+/* o as one PutObject of p[0..n): with its MD5, CRC32C and metadata, and
+ * If-None-Match (a 412 settled as conditional_verdict does). */
+static int put_whole(s3_ctx *c, s3_obj *o, const char *p, size_t n)
+{
+    char md5[32];
+    s3_md5_b64(p ? p : "", n, md5);
+    sigv4_kv hd[10];
+    size_t nh = object_headers(c, o, hd);
+    hd[nh++] = (sigv4_kv){"content-md5", md5};
+    if (*o->crc_b64)
+        hd[nh++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
+    if (o->conditional)
+        hd[nh++] = (sigv4_kv){"if-none-match", "*"};
+    resp r = {0};
+    int settled;
+    int rc = conditional_verdict(c, o,
+                                 s3_request(c, "PUT", o->key, NULL, 0,
+                                            p ? p : "", n, hd, nh, &r),
+                                 &r, "put", &settled);
+    skippr_buf_free(&r.body);
+    return rc;
+}
+
 int sink_commit(void *ctx, void *h)
 {
     s3_ctx *c = ctx;
     s3_obj *o = h;
     int rc;
-    if (!*o->upload_id) {
-        char md5[32];
-        s3_md5_b64(o->data.p ? o->data.p : "", o->data.n, md5);
-        sigv4_kv hd[10];
-        size_t nh = object_headers(c, o, hd);
-        hd[nh++] = (sigv4_kv){"content-md5", md5};
-        if (*o->crc_b64)
-            hd[nh++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
-        if (o->conditional)
-            hd[nh++] = (sigv4_kv){"if-none-match", "*"};
-        resp r = {0};
-        int settled;
-        rc = conditional_verdict(c, o,
-                                 s3_request(c, "PUT", o->key, NULL, 0,
-                                         o->data.p ? o->data.p : "",
-                                         o->data.n, hd, nh, &r),
-                                 &r, "put", &settled);
-        skippr_buf_free(&r.body);
+    if (o->put_done) {
+        rc = SKIPPR_OK; /* a grown object written whole by grow_write */
+    } else if (!*o->upload_id) {
+        rc = put_whole(c, o, o->data.p, o->data.n);
     } else {
         rc = o->data.n ? upload_part(c, o, o->data.p, o->data.n)
                        : SKIPPR_OK;
@@ -523,7 +533,8 @@ int sink_check(void *ctx, const skippr_object_info *info)
  * not every server has). Parts a crashed run uploaded past the recorded
  * ones are uploaded again under the same numbers, or left out of the
  * Complete, which drops them. A slice smaller than a part never starts an
- * upload: its one write is kept and becomes a PutObject at grow_commit().
+ * upload: its one write, the whole object, is a PutObject at once (from
+ * the engine's buffer; grow_commit() then checks its CRC).
  * A grown object's metadata holds its slice id but no CRC (not known when
  * the upload starts); object_check compares its size instead.
  */
@@ -607,9 +618,17 @@ int sink_grow_write(void *ctx, void *h, const void *p, size_t n)
     s3_ctx *c = ctx;
     s3_obj *o = h;
     if (!*o->upload_id && n < (size_t)c->part_size) {
-        /* The last write, and the only one: a PutObject at commit. */
-        o->data.n = 0;
-        return skippr_buf_put(&o->data, p, n);
+        /* Shorter than a part and no upload: the last write and the only
+         * one, so the whole object, written now as one PutObject (from
+         * the engine's buffer, no copy). The engine calls this only for a
+         * sealed slice, so the object is complete. */
+        uint32_t crc = c->host->crc32c(0, p, n);
+        snprintf(o->crc, sizeof o->crc, "%08x", crc);
+        if (o->part_sums)
+            crc32c_b64(crc, o->crc_b64);
+        int rc = put_whole(c, o, p, n);
+        o->put_done = rc == SKIPPR_OK;
+        return rc;
     }
     return upload_part(c, o, p, n);
 }
@@ -646,6 +665,12 @@ int sink_grow_commit(void *ctx, void *h, const skippr_object_info *info)
 {
     s3_ctx *c = ctx;
     s3_obj *o = h;
+    if (o->put_done && strtoul(o->crc, NULL, 16) != info->crc32c) {
+        LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s: written with CRC32C %s, "
+            "sealed as %08x", c->bucket, o->key, o->crc, info->crc32c);
+        obj_free(o);
+        return SKIPPR_CORRUPT;
+    }
     if (!*o->upload_id)
         snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
     if (o->part_sums)

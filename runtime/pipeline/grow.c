@@ -355,8 +355,9 @@ int pl_grow_stage(engine *e, size_t *n)
     *n = 0;
     if (!st->grow.stage)
         return SKIPPR_OK;
-    sk_buf t;
+    sk_buf t, f;
     sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < st->nlive && !rc; i++) {
         sk_slice *s = st->live[i];
@@ -364,13 +365,14 @@ int pl_grow_stage(engine *e, size_t *n)
             continue;
         uint64_t from = s->pushed + s->staged;
         sk_buf_reset(&t);
-        rc = sk_state_read_tail(st, s, from, from + s->walled, &t);
+        rc = sk_state_read_tail(st, s, from, from + s->walled, &t, &f);
         if (!rc)
             rc = stage(e, s, from, t.data, t.len);
         if (!rc && (rc = sk_state_staged(st, s)) == SKIPPR_OK)
             (*n)++;
     }
     sk_buf_free(&t);
+    sk_buf_free(&f);
     return rc;
 }
 
@@ -460,8 +462,9 @@ int pl_grow_init(engine *e)
  * failure or a crash its upload may be complete already (the sink is
  * asked first); else the tail is the last part, and the upload
  * completes. */
-static int finish_parted_once(engine *e, sk_slice *s, const sk_buf *t,
-                              const skippr_object_info *info, int attempt)
+static int finish_parted_once(engine *e, sk_slice *s, const uint8_t *tp,
+                              size_t tn, const skippr_object_info *info,
+                              int attempt)
 {
     sk_instance *sink = owner(e, s);
     const skippr_sink_ops *ops = grow_ops(e);
@@ -484,8 +487,8 @@ static int finish_parted_once(engine *e, sk_slice *s, const sk_buf *t,
         if ((rc = grow_attach(e, s, s->pushed)))
             return rc;
     }
-    if (t->len) {
-        rc = write_parts(e, s, t->data, t->len);
+    if (tn) {
+        rc = write_parts(e, s, tp, tn);
         if (rc) {
             ops->grow_close(sink->ctx, s->handle);
             s->handle = NULL;
@@ -515,15 +518,16 @@ static int clear_pieces(engine *e, sk_slice *s,
     return rc;
 }
 
-/* Finish sealed parted slice s (S3): its tail, read back from its TAIL
- * frames, becomes the last part; retried as uploads are. */
+/* Finish sealed parted slice s (S3): its tail (in memory, or read back
+ * from its staging pieces and TAIL frames) becomes the last part;
+ * retried as uploads are. */
 static int finish_parted(engine *e, sk_slice *s)
 {
     sk_instance *sink = owner(e, s);
     char sid[40];
     skippr_object_info info;
     grow_info(e, s, s->object_key, sid, sizeof sid, &info);
-    int rc;
+    int rc = SKIPPR_OK;
     if (s->recovered && !s->handle && grow_ops(e)->object_check) {
         /* A crash after the Complete: then its tail may be gone (its
          * staging pieces deleted), and nothing is written again. */
@@ -536,12 +540,22 @@ static int finish_parted(engine *e, sk_slice *s)
         if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
             return rc;
     }
-    sk_buf t;
+    /* The tail: still in memory when the slice was sealed in this run
+     * (its buffer is kept for this), else read back. */
+    sk_buf t, f;
     sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
-    rc = sk_state_read_tail(e->st, s, s->pushed,
-                            s->pushed + s->staged + s->walled, &t);
-    if (!rc && s->pushed + t.len != s->object_bytes)
-        rc = SKIPPR_CORRUPT;
+    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    const uint8_t *tp = s->open_block.data;
+    size_t tn = s->open_block.len;
+    if (s->mem_off != s->pushed || s->pushed + tn != s->object_bytes) {
+        rc = sk_state_read_tail(e->st, s, s->pushed,
+                                s->pushed + s->staged + s->walled, &t, &f);
+        if (!rc && s->pushed + t.len != s->object_bytes)
+            rc = SKIPPR_CORRUPT;
+        tp = t.data;
+        tn = t.len;
+    }
+    sk_buf_free(&f);
     if (rc) {
         sk_error("slice %s: its tail in the WAL does not make up its "
                  "object (%s)", sid, skippr_status_str(rc));
@@ -558,7 +572,7 @@ static int finish_parted(engine *e, sk_slice *s)
                     sink->label, s->object_key, attempt, MAX_ATTEMPTS);
             skippr_backoff_sleep(&owner_up(e, s)->backoff, attempt);
         }
-        rc = finish_parted_once(e, s, &t, &info, attempt);
+        rc = finish_parted_once(e, s, tp, tn, &info, attempt);
         if (rc != SKIPPR_RETRY)
             break;
     }

@@ -77,8 +77,11 @@ static int unspill(sk_state *st, sk_slice *s)
     sk_buf b;
     sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
     int rc = sk_buf_reserve_exact(&b, unput(s));
+    sk_buf f;
+    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     if (!rc) /* what is not in memory; the rest is */
-        rc = sk_state_read_tail(st, s, s->pushed, s->mem_off, &b);
+        rc = sk_state_read_tail(st, s, s->pushed, s->mem_off, &b, &f);
+    sk_buf_free(&f);
     if (!rc)
         rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
     if (rc) {
@@ -278,7 +281,8 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
     memcpy(b->data + b->len, rec, len);
     b->data[b->len + len] = '\n';
     b->len += len + 1;
-    s->open_nrec++;
+    if (!parted) /* a parted slice's buffer is not records but bytes */
+        s->open_nrec++;
     s->records++;
     s->bytes += len;
     st->open_block_bytes += len + 1;
@@ -328,9 +332,12 @@ static int stage_tail(sk_state *st, sk_slice *s)
     } else {
         sk_buf b;
         sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
+        sk_buf f;
+        sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
         rc = sk_buf_reserve_exact(&b, (size_t)(end - from));
         if (!rc)
-            rc = sk_state_read_tail(st, s, from, s->mem_off, &b);
+            rc = sk_state_read_tail(st, s, from, s->mem_off, &b, &f);
+        sk_buf_free(&f);
         if (!rc)
             rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
         if (!rc)
@@ -408,10 +415,8 @@ static int take_range(sk_buf *out, const uint8_t *p, uint64_t off,
 }
 
 int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
-                       uint64_t upto, sk_buf *out)
+                       uint64_t upto, sk_buf *out, sk_buf *f)
 {
-    sk_buf f;
-    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     uint64_t at = s->pushed; /* where the next piece or frame starts */
     int rc = from < s->pushed || from > upto ||
                      upto > s->pushed + s->staged + s->walled
@@ -422,30 +427,29 @@ int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
         if (s->stage_off[i] != at || len > SK_WAL_MAX_PAYLOAD)
             rc = SKIPPR_CORRUPT;
         else if (at + len > from) {
-            sk_buf_reset(&f);
-            rc = sk_buf_reserve(&f, (size_t)len);
+            sk_buf_reset(f);
+            rc = sk_buf_reserve(f, (size_t)len);
             if (!rc)
                 rc = st->grow.fetch ? st->grow.fetch(st->grow.ud, s, at,
-                                                     f.data, (size_t)len)
+                                                     f->data, (size_t)len)
                                     : SKIPPR_INVAL;
             if (!rc)
-                rc = take_range(out, f.data, at, len, from, upto);
+                rc = take_range(out, f->data, at, len, from, upto);
         }
         at += len;
     }
     for (size_t i = 0; i < s->nblocks && at < upto && !rc; i++) {
         int type = 0;
-        rc = sk_wal_read(st->wal, s->blocks[i], &f, &type);
-        if (!rc && (type != SK_WAL_TAIL || f.len < 16 ||
-                    sk_get_u64(f.data) != s->id ||
-                    sk_get_u64(f.data + 8) != at))
+        rc = sk_wal_read(st->wal, s->blocks[i], f, &type);
+        if (!rc && (type != SK_WAL_TAIL || f->len < 16 ||
+                    sk_get_u64(f->data) != s->id ||
+                    sk_get_u64(f->data + 8) != at))
             rc = SKIPPR_CORRUPT;
         if (!rc) {
-            rc = take_range(out, f.data + 16, at, f.len - 16, from, upto);
-            at += f.len - 16;
+            rc = take_range(out, f->data + 16, at, f->len - 16, from, upto);
+            at += f->len - 16;
         }
     }
-    sk_buf_free(&f);
     if (!rc && at < upto)
         rc = SKIPPR_CORRUPT;
     if (rc == SKIPPR_CORRUPT)

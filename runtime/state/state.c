@@ -647,7 +647,10 @@ int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
     s->object_bytes = c.bytes;
     s->object_crc = c.crc;
     s->state = SK_SLICE_SEALED;
-    st_release_block(st, s); /* sealed slices take no more records */
+    /* Sealed slices take no more records; a parted one's buffer, which
+     * may hold its whole tail, is kept for its finish (released at DONE). */
+    if (!(s->streamed && st->grow.part_bytes))
+        st_release_block(st, s);
     return SKIPPR_OK;
 }
 
@@ -666,6 +669,8 @@ int sk_state_done(sk_state *st, sk_slice *s)
     if (rc)
         return rc;
     sk_crashpoint("done");
+    st->open_block_bytes -= s->open_block.len;
+    st_release_block(st, s);
     st_live_remove(st, s);
     st_slice_free(s);
     return SKIPPR_OK;

@@ -243,7 +243,8 @@ void sk_state_orphans_clear(sk_state *st);
  * (SLICE frame, then its length in the next commit), so that older
  * segments are not kept for them. */
 int sk_state_rotate(sk_state *st);
-/* Mark a SEALED slice DONE and forget it. */
+/* Mark a SEALED slice DONE and forget it (a parted one's buffer, kept
+ * for its finish, goes with it). */
 int sk_state_done(sk_state *st, sk_slice *s);
 /* Durable commit, then move finished units from memory to the ledger
  * file. */
@@ -256,10 +257,10 @@ int sk_state_gc(sk_state *st);
 void sk_state_spill(sk_state *st);
 /* Append a parted slice's bytes [from, upto) that are in staging pieces
  * and TAIL frames to out (pushed <= from <= upto <= pushed + staged +
- * walled). Any thread, for a slice that does not change meanwhile (as
- * sk_state_foreach_record). */
+ * walled), reading frames and pieces into scratch. Any thread, for a
+ * slice that does not change meanwhile (as sk_state_foreach_record). */
 int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
-                       uint64_t upto, sk_buf *out);
+                       uint64_t upto, sk_buf *out, sk_buf *scratch);
 /* The bytes of parted slice s in TAIL frames are now a staging piece (the
  * sink stored them): a STAGE frame, durable with the next commit; the
  * TAIL frames are retired. */
