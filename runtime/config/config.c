@@ -697,6 +697,13 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
     if (!pipe)
         return SKIPPR_INVAL;
     out->name = pipeline;
+    out->arrival_key_pattern = get_str(pipe, "arrival_key_pattern");
+    if (out->arrival_key_pattern &&
+        !sk_route_arrival_pattern_check(out->arrival_key_pattern))
+        return sk_cfg_fail(err, doc, sk_ymap_get(pipe, "arrival_key_pattern"),
+                           "arrival_key_pattern '%s' needs %%Y and takes "
+                           "only %%Y, %%m, %%d, %%H and %%%% (docs/CONFIG.md)",
+                           out->arrival_key_pattern);
     if (parse_type(doc, pipe, err) || apply_settings(doc, pipe, out, err) ||
         parse_transform(doc, pipe, out, err) ||
         resolve_endpoint(doc, pipe, "data_source", "data_sources",

@@ -79,6 +79,7 @@ typedef struct sk_pipeline_cfg {
     int threads;                /* worker threads; default: online CPUs */
     int64_t buffer_threshold_seconds; /* longest a slice stays open */
     int64_t allowed_lateness_seconds; /* event-time sealing's slack */
+    const char *arrival_key_pattern;  /* NULL: Firehose and Hive keys */
     int64_t max_object_bytes;   /* size cap of one output object */
     int64_t wal_disk_budget;    /* bytes of WAL before early flushes */
     int64_t memory_budget;      /* bytes of open blocks before spilling */

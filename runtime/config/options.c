@@ -97,6 +97,17 @@ const sk_engine_option sk_engine_options[] = {
         "before the earliest arrival time among units not yet done is "
         "written (0 to 2592000). The default covers Firehose's longest "
         "buffering (900 s) four times over."},
+    {.name = "arrival_key_pattern",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_STRING,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "Event-time sealing: where a unit's key says when it arrived, "
+        "e.g. `dt=%Y-%m-%d/` or `%Y%m%d-%H` (`%Y`, `%m`, `%d`, `%H`: 4, 2, "
+        "2, 2 digits; `%%`: a percent sign; the last match in the key "
+        "counts). Unset: Firehose `YYYY/MM/DD/HH/` prefixes and Hive "
+        "`year=/month=/day=/hour=` folders are found by themselves."},
     {.name = "max_object_bytes",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_SIZE,

@@ -223,9 +223,11 @@ static void note_arrival(engine *e, todo *t)
         return;
     int64_t a;
     const char *why = NULL;
-    if (!sk_route_unit_arrival(t->id, &a))
-        why = "names no arrival time (a Firehose YYYY/MM/DD/HH/ prefix or "
-              "Hive year=/month=/day= folders)";
+    const char *pat = e->cfg->arrival_key_pattern;
+    if (!sk_route_unit_arrival(pat, t->id, &a))
+        why = pat && *pat ? "does not match arrival_key_pattern"
+                          : "names no arrival time (a Firehose YYYY/MM/DD/HH/ "
+                            "prefix or Hive year=/month=/day= folders)";
     else if (a < e->arrival_max)
         why = "is listed after a later one";
     if (why) {

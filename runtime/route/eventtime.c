@@ -1,7 +1,8 @@
 /* Event time for sealing: the time bucket a partition key names (its
  * {prefix}year=/month=/day=/hour= segments, route.c writes them) and the
  * arrival time a source unit's key names (a Firehose YYYY/MM/DD/HH/
- * prefix or Hive year=/month=/day=/hour= folders). The pipeline seals a
+ * prefix or Hive year=/month=/day=/hour= folders, or a pattern given as
+ * arrival_key_pattern). The pipeline seals a
  * slice once every unit that could still hold its records is done
  * (docs/EXACTLY_ONCE.md, "Event-time sealing").
  *
@@ -133,8 +134,66 @@ static int firehose_arrival(const char *id, const char *end, int64_t *t)
     return 0;
 }
 
-int sk_route_unit_arrival(const char *id, int64_t *t)
+/* pattern matched at p: 1 and the fields in v (year, month, day, hour),
+ * else 0. */
+static int pattern_at(const char *pattern, const char *p, const char *end,
+                      int v[4])
+{
+    for (const char *q = pattern; *q; q++) {
+        if (*q == '%' && q[1] && q[1] != '%') {
+            const char *f = strchr("YmdH", q[1]);
+            if (!f)
+                return 0; /* not a checked pattern */
+            int k = (int)(f - "YmdH");
+            int n = k == 0 ? 4 : 2;
+            if ((v[k] = digits(p, end, (size_t)n)) < 0)
+                return 0;
+            p += n;
+            q++;
+            continue;
+        }
+        if (*q == '%')
+            q++; /* %% is a percent sign */
+        if (p >= end || *p != *q)
+            return 0;
+        p++;
+    }
+    return 1;
+}
+
+int sk_route_arrival_pattern_check(const char *pattern)
+{
+    int year = 0;
+    for (const char *q = pattern; *q; q++) {
+        if (*q != '%')
+            continue;
+        if (!q[1] || !strchr("YmdH%", q[1]))
+            return 0;
+        year |= q[1] == 'Y';
+        q++;
+    }
+    return year;
+}
+
+/* The last place in [id, end) where pattern matches (a checked one). */
+static int pattern_arrival(const char *pattern, const char *id,
+                           const char *end, int64_t *t)
+{
+    for (size_t i = (size_t)(end - id) + 1; i-- > 0;) {
+        int v[4] = {-1, 1, 1, 0};
+        if (!pattern_at(pattern, id + i, end, v))
+            continue;
+        *t = civil_time(v[0], v[1], v[2], v[3]);
+        if (*t >= 0)
+            return 1;
+    }
+    return 0;
+}
+
+int sk_route_unit_arrival(const char *pattern, const char *id, int64_t *t)
 {
     const char *end = id + strlen(id);
+    if (pattern && *pattern)
+        return pattern_arrival(pattern, id, end, t);
     return hive_arrival(id, end, t) || firehose_arrival(id, end, t);
 }

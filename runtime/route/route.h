@@ -92,8 +92,13 @@ int sk_route_key_bucket(const sk_router *r, const char *key, size_t len,
                         int64_t *start, int64_t *end);
 /* The arrival time a unit's key names: the start of the hour (day, month)
  * of a Firehose YYYY/MM/DD/HH/ prefix or Hive year=/month=/day=/hour=
- * folders. 1 and *t, or 0 when the key names none. */
-int sk_route_unit_arrival(const char *id, int64_t *t);
+ * folders, or with pattern (NULL or "": none) where it matches last in
+ * the key: %Y, %m, %d, %H are 4, 2, 2, 2 digits, %% a percent sign, any
+ * other character itself. 1 and *t, or 0 when the key names none. */
+int sk_route_unit_arrival(const char *pattern, const char *id, int64_t *t);
+/* Non-zero when pattern is one sk_route_unit_arrival takes: it has %Y,
+ * and no % but %Y, %m, %d, %H and %%. */
+int sk_route_arrival_pattern_check(const char *pattern);
 
 /* Convenience for JSON: converts peeked values (decoding strings into
  * scratch, which is reset first) and appends the key. */

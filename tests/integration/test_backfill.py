@@ -16,6 +16,7 @@ records run up to 15 minutes late.
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -223,8 +224,59 @@ def test_late_record_makes_a_second_object():
         ws.cleanup()
 
 
+def test_arrival_key_pattern():
+    """Keys in a layout of their own (dt=YYYY-MM-DD/hh=HH/): without
+    arrival_key_pattern event time is off (said once, in an info line);
+    with it, sealing goes by event time again: one object per
+    partition-day, exact. A pattern without %Y is refused, naming it."""
+    ws = Workspace("arrival")
+    try:
+        subprocess.run([sys.executable, GEN, ws.inp, "--days", "3",
+                        "--day-bytes", str(300 << 10), "--prefix",
+                        SOURCE_PREFIX], check=True, stdout=subprocess.PIPE)
+        root = os.path.join(ws.inp, SOURCE_PREFIX)
+        moved = 0
+        for y in os.listdir(root):
+            for m in os.listdir(os.path.join(root, y)):
+                for d in os.listdir(os.path.join(root, y, m)):
+                    for h in os.listdir(os.path.join(root, y, m, d)):
+                        dst = os.path.join(root, "dt=%s-%s-%s" % (y, m, d),
+                                           "hh=" + h)
+                        os.makedirs(os.path.dirname(dst), exist_ok=True)
+                        os.rename(os.path.join(root, y, m, d, h), dst)
+                        moved += 1
+            shutil.rmtree(os.path.join(root, y))
+        check(moved == 72, "moved %d hours" % moved)
+        ws.write_config(pipeline_extra={"buffer_threshold_seconds": 86400})
+        p = ws.sync("--once")
+        check("event-time sealing is off" in p.err, p.err)
+        assert_exact(ws)
+        shutil.rmtree(ws.state)
+        shutil.rmtree(ws.out)
+        ws.write_config(pipeline_extra={
+            "buffer_threshold_seconds": 86400,
+            "arrival_key_pattern": "'dt=%Y-%m-%d/hh=%H/'"})
+        p = ws.sync("--once")
+        check("event-time sealing is off" not in p.err, p.err)
+        assert_exact(ws)
+        per = objects_by_partition(ws.sink_root)
+        check(per and all(v == 1 for v in per.values()),
+              "objects per partition: %s" % sorted(per.items())[:8])
+        ws.write_config(pipeline_extra={"arrival_key_pattern": "'%m/%d'"})
+        q = subprocess.run([SKIPPRD, "sync", "-p", "gdpr_compliant_migration",
+                            "--once", "-c", ws.config], capture_output=True,
+                           text=True, timeout=60)
+        check(q.returncode != 0 and "arrival_key_pattern '%m/%d'" in q.stderr,
+              "a pattern without %%Y: exit %d, %s" % (q.returncode,
+                                                      q.stderr[-500:]))
+        print("  dt=/hh= keys: event time off without the pattern, %d "
+              "partition-days one object each with it" % len(per))
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     check(os.path.exists(SKIPPRD), "skipprd not built")
     main([test_backfill_one_object_per_partition_day,
           test_backfill_to_s3_one_object_per_partition_day,
-          test_late_record_makes_a_second_object])
+          test_late_record_makes_a_second_object, test_arrival_key_pattern])

@@ -202,17 +202,43 @@ static void test_event_time(void **state)
     assert_int_equal(b, 1640995200); /* 2022-01-01 */
     sk_router_free(r);
 
-    assert_int_equal(sk_route_unit_arrival("in/2021/03/01/05/events-1", &a),
-                     1);
+    assert_int_equal(
+        sk_route_unit_arrival(NULL, "in/2021/03/01/05/events-1", &a), 1);
     assert_int_equal(a, 1614556800 + 5 * 3600);
-    assert_int_equal(sk_route_unit_arrival("2021/03/01/05/x", &a), 1);
-    assert_int_equal(sk_route_unit_arrival("t/year=2021/month=03/day=02/f",
-                                           &a), 1);
+    assert_int_equal(sk_route_unit_arrival(NULL, "2021/03/01/05/x", &a), 1);
+    assert_int_equal(
+        sk_route_unit_arrival(NULL, "t/year=2021/month=03/day=02/f", &a), 1);
     assert_int_equal(a, 1614556800 + 86400);
-    assert_int_equal(sk_route_unit_arrival("t/year=2021/month=3/x", &a), 0);
-    assert_int_equal(sk_route_unit_arrival("logs/2021-03-01.json", &a), 0);
-    assert_int_equal(sk_route_unit_arrival("a/2021/13/01/05/x", &a), 0);
-    assert_int_equal(sk_route_unit_arrival("", &a), 0);
+    assert_int_equal(sk_route_unit_arrival(NULL, "t/year=2021/month=3/x", &a),
+                     0);
+    assert_int_equal(sk_route_unit_arrival(NULL, "logs/2021-03-01.json", &a),
+                     0);
+    assert_int_equal(sk_route_unit_arrival(NULL, "a/2021/13/01/05/x", &a), 0);
+    assert_int_equal(sk_route_unit_arrival(NULL, "", &a), 0);
+    /* A pattern: its last match counts; the fields it lacks start the
+     * period; "" is no pattern. */
+    assert_int_equal(
+        sk_route_unit_arrival("%Y-%m-%d", "logs/2021-03-01.json", &a), 1);
+    assert_int_equal(a, 1614556800);
+    assert_int_equal(sk_route_unit_arrival("dt=%Y%m%d/%H",
+                                           "dt=20200101/00/dt=20210302/07/x",
+                                           &a), 1);
+    assert_int_equal(a, 1614556800 + 86400 + 7 * 3600);
+    assert_int_equal(sk_route_unit_arrival("%Y", "y/2021/x", &a), 1);
+    assert_int_equal(a, 1609459200); /* 2021-01-01 */
+    assert_int_equal(sk_route_unit_arrival("100%%/%Y-%m", "100%/2021-03", &a),
+                     1);
+    assert_int_equal(a, 1614556800);
+    assert_int_equal(sk_route_unit_arrival("%Y-%m-%d", "logs/2021-13-01", &a),
+                     0);
+    assert_int_equal(sk_route_unit_arrival("%Y-%m-%d", "logs/20210301", &a),
+                     0);
+    assert_int_equal(sk_route_unit_arrival("", "2021/03/01/05/x", &a), 1);
+    assert_true(sk_route_arrival_pattern_check("dt=%Y-%m-%d/%H"));
+    assert_true(sk_route_arrival_pattern_check("%%%Y"));
+    assert_false(sk_route_arrival_pattern_check("%m/%d"));
+    assert_false(sk_route_arrival_pattern_check("%Y/%j"));
+    assert_false(sk_route_arrival_pattern_check("%Y%"));
 }
 
 static void test_bad_config(void **state)
