@@ -169,6 +169,10 @@ static int apply_stages(replay *r)
         if (!s && !(s = ghost(r, q->id, r->seg, 1)))
             return SKIPPR_NOMEM;
         s->staged_ever = 1;
+        /* A ghost's earlier frames were collected (it is DONE later in
+         * the log): its pieces do not add up, and are never read. */
+        if (s->ghost)
+            continue;
         uint64_t end = s->durable_len + s->staged;
         if (q->off < end)
             continue;
