@@ -494,6 +494,8 @@ void st_drop_stages(sk_slice *s, uint64_t upto)
     size_t k = 0;
     while (k < s->nstaged && s->stage_off[k] < upto)
         s->staged -= s->stage_len[k++];
+    if (!k)
+        return;
     memmove(s->stage_off, s->stage_off + k,
             (s->nstaged - k) * sizeof *s->stage_off);
     memmove(s->stage_len, s->stage_len + k,
