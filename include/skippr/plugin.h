@@ -362,15 +362,18 @@ typedef struct skippr_sink_ops {
      * SKIPPR_SINK_STAGES. When wal_disk_budget cannot hold the tails of
      * growing objects (their bytes no part holds yet), the engine moves
      * them into the sink's own storage as staging pieces, each named by
-     * the growing object (info->slice_id) and its offset in it, and reads
-     * them back for the object's next part. stage_put stores len bytes at
-     * offset, durable when it returns; stage_get reads exactly those len
-     * bytes back; stage_clear removes every piece of info's object
-     * (SKIPPR_OK also when there is none), once the object is complete. */
+     * the growing object (info->slice_id), its offset in it and a tag the
+     * engine makes unique for every piece it stores (so that a store a
+     * crashed run left in flight never replaces a newer piece), and reads
+     * them back for the object's next part. stage_put stores len bytes,
+     * durable when it returns; stage_get reads exactly those len bytes
+     * back; stage_clear removes every piece of info's object (SKIPPR_OK
+     * also when there is none), once the object is complete. */
     int (*stage_put)(void *ctx, const skippr_object_info *info,
-                     uint64_t offset, const void *buf, size_t len);
+                     uint64_t offset, uint64_t tag, const void *buf,
+                     size_t len);
     int (*stage_get)(void *ctx, const skippr_object_info *info,
-                     uint64_t offset, void *buf, size_t len);
+                     uint64_t offset, uint64_t tag, void *buf, size_t len);
     int (*stage_clear)(void *ctx, const skippr_object_info *info);
 } skippr_sink_ops;
 

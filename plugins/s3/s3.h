@@ -171,9 +171,9 @@ int sink_grow_discard(void *ctx, const skippr_object_info *info);
 uint64_t sink_grow_part_bytes(void *ctx);
 /* stage.c: staging pieces */
 int sink_stage_put(void *ctx, const skippr_object_info *info,
-                   uint64_t offset, const void *p, size_t n);
+                   uint64_t offset, uint64_t tag, const void *p, size_t n);
 int sink_stage_get(void *ctx, const skippr_object_info *info,
-                   uint64_t offset, void *buf, size_t n);
+                   uint64_t offset, uint64_t tag, void *buf, size_t n);
 int sink_stage_clear(void *ctx, const skippr_object_info *info);
 
 #endif

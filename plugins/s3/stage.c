@@ -3,7 +3,7 @@
  * of its own under staging_prefix, named by the growing object's slice id
  * and the tail's offset in it:
  *
- *     {staging_prefix}/{slice id}/{offset, 16 hex digits}
+ *     {staging_prefix}/{slice id}/{offset}-{tag} (16 hex digits each)
  *
  * The engine records each piece in its WAL and reads it back (ranged GETs)
  * into the object's next part; once the object is complete, every piece
@@ -24,26 +24,26 @@
 /* GETs of a piece are at most this long (a response body's bound). */
 #define STAGE_CHUNK ((size_t)8 << 20)
 
-/* The key of info's piece at offset, or (offset UINT64_MAX) the folder of
- * all its pieces, with the trailing slash. */
+/* The key of info's piece at offset with tag, or (offset UINT64_MAX) the
+ * folder of all its pieces, with the trailing slash. */
 static void stage_key(const s3_ctx *c, const skippr_object_info *info,
-                      uint64_t offset, char *out, size_t cap)
+                      uint64_t offset, uint64_t tag, char *out, size_t cap)
 {
     size_t pl = strlen(c->staging_prefix);
     const char *sep = pl && c->staging_prefix[pl - 1] != '/' ? "/" : "";
     if (offset == UINT64_MAX)
         snprintf(out, cap, "%s%s%s/", c->staging_prefix, sep, info->slice_id);
     else
-        snprintf(out, cap, "%s%s%s/%016" PRIx64, c->staging_prefix, sep,
-                 info->slice_id, offset);
+        snprintf(out, cap, "%s%s%s/%016" PRIx64 "-%016" PRIx64,
+                 c->staging_prefix, sep, info->slice_id, offset, tag);
 }
 
 int sink_stage_put(void *ctx, const skippr_object_info *info,
-                   uint64_t offset, const void *p, size_t n)
+                   uint64_t offset, uint64_t tag, const void *p, size_t n)
 {
     s3_ctx *c = ctx;
     char key[1024], md5[32];
-    stage_key(c, info, offset, key, sizeof key);
+    stage_key(c, info, offset, tag, key, sizeof key);
     s3_md5_b64(p, n, md5);
     sigv4_kv h[2] = {{"content-md5", md5},
                      {"content-type", "application/octet-stream"}};
@@ -57,11 +57,11 @@ int sink_stage_put(void *ctx, const skippr_object_info *info,
 }
 
 int sink_stage_get(void *ctx, const skippr_object_info *info,
-                   uint64_t offset, void *buf, size_t n)
+                   uint64_t offset, uint64_t tag, void *buf, size_t n)
 {
     s3_ctx *c = ctx;
     char key[1024];
-    stage_key(c, info, offset, key, sizeof key);
+    stage_key(c, info, offset, tag, key, sizeof key);
     for (size_t at = 0; at < n;) {
         size_t k = n - at < STAGE_CHUNK ? n - at : STAGE_CHUNK;
         char range[64];
@@ -90,7 +90,7 @@ int sink_stage_clear(void *ctx, const skippr_object_info *info)
 {
     s3_ctx *c = ctx;
     char folder[1024];
-    stage_key(c, info, UINT64_MAX, folder, sizeof folder);
+    stage_key(c, info, UINT64_MAX, 0, folder, sizeof folder);
     sigv4_kv q[] = {{"list-type", "2"}, {"prefix", folder}};
     resp r = {0};
     int rc = s3_verdict(c, s3_request(c, "GET", NULL, q, 2, NULL, 0, NULL, 0,

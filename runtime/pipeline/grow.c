@@ -306,7 +306,7 @@ int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs)
 /* A staging piece of s at off: stored from src, or (src NULL) read back
  * into dst; retried as uploads are. */
 static int piece_io(engine *e, const sk_slice *s, uint64_t off,
-                    const void *src, void *dst, size_t len)
+                    uint64_t tag, const void *src, void *dst, size_t len)
 {
     int put = src != NULL;
     char sid[40];
@@ -321,8 +321,10 @@ static int piece_io(engine *e, const sk_slice *s, uint64_t off,
             skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
         if (put)
             sk_crashpoint("stage_put");
-        rc = put ? grow_ops(e)->stage_put(sink->ctx, &info, off, src, len)
-                 : grow_ops(e)->stage_get(sink->ctx, &info, off, dst, len);
+        rc = put ? grow_ops(e)->stage_put(sink->ctx, &info, off, tag, src,
+                                          len)
+                 : grow_ops(e)->stage_get(sink->ctx, &info, off, tag, dst,
+                                          len);
     }
     if (rc)
         plugin_failed(sink, "%s: %s the staged bytes of %s at %" PRIu64
@@ -333,17 +335,17 @@ static int piece_io(engine *e, const sk_slice *s, uint64_t off,
 }
 
 /* sk_grow_hooks.fetch */
-static int fetch(void *ud, const sk_slice *s, uint64_t off, void *buf,
-                 size_t len)
+static int fetch(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
+                 void *buf, size_t len)
 {
-    return piece_io(ud, s, off, NULL, buf, len);
+    return piece_io(ud, s, off, tag, NULL, buf, len);
 }
 
 /* sk_grow_hooks.stage */
-static int stage(void *ud, sk_slice *s, uint64_t off, const void *p,
-                 size_t n)
+static int stage(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
+                 const void *p, size_t n)
 {
-    return piece_io(ud, s, off, p, NULL, n);
+    return piece_io(ud, s, off, tag, p, NULL, n);
 }
 
 /* Over the disk budget: every open parted slice's bytes in TAIL frames
@@ -366,9 +368,10 @@ int pl_grow_stage(engine *e, size_t *n)
         uint64_t from = s->pushed + s->staged;
         sk_buf_reset(&t);
         rc = sk_state_read_tail(st, s, from, from + s->walled, &t, &f);
+        uint64_t tag = st->stage_tag++;
         if (!rc)
-            rc = stage(e, s, from, t.data, t.len);
-        if (!rc && (rc = sk_state_staged(st, s)) == SKIPPR_OK)
+            rc = stage(e, s, from, tag, t.data, t.len);
+        if (!rc && (rc = sk_state_staged(st, s, tag)) == SKIPPR_OK)
             (*n)++;
     }
     sk_buf_free(&t);

@@ -315,7 +315,7 @@ static int record_notes(sk_state *st)
 }
 
 static int record_piece(sk_state *st, sk_slice *s, uint64_t off,
-                        uint64_t len);
+                        uint64_t len, uint64_t tag);
 
 /* s's bytes after its staging pieces, [pushed + staged, end), become a
  * staging piece: those in TAIL frames read back (if memory no longer has
@@ -324,9 +324,10 @@ static int stage_tail(sk_state *st, sk_slice *s)
 {
     uint64_t from = s->pushed + s->staged;
     uint64_t end = s->mem_off + s->open_block.len;
+    uint64_t tag = st->stage_tag++;
     int rc;
     if (s->mem_off <= from) {
-        rc = st->grow.stage(st->grow.ud, s, from,
+        rc = st->grow.stage(st->grow.ud, s, from, tag,
                             s->open_block.data + (from - s->mem_off),
                             (size_t)(end - from));
     } else {
@@ -341,10 +342,10 @@ static int stage_tail(sk_state *st, sk_slice *s)
         if (!rc)
             rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
         if (!rc)
-            rc = st->grow.stage(st->grow.ud, s, from, b.data, b.len);
+            rc = st->grow.stage(st->grow.ud, s, from, tag, b.data, b.len);
         sk_buf_free(&b);
     }
-    return rc ? rc : record_piece(st, s, from, end - from);
+    return rc ? rc : record_piece(st, s, from, end - from, tag);
 }
 
 /* TAIL frames: each parted slice's bytes that are in neither a part nor
@@ -431,7 +432,8 @@ int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
             rc = sk_buf_reserve(f, (size_t)len);
             if (!rc)
                 rc = st->grow.fetch ? st->grow.fetch(st->grow.ud, s, at,
-                                                     f->data, (size_t)len)
+                                                     s->stage_tag[i], f->data,
+                                                     (size_t)len)
                                     : SKIPPR_INVAL;
             if (!rc)
                 rc = take_range(out, f->data, at, len, from, upto);
@@ -463,26 +465,27 @@ int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
 /* The STAGE frame of s's piece i. */
 static int write_stage(sk_state *st, const sk_slice *s, size_t i)
 {
-    uint8_t b[24];
+    uint8_t b[32];
     sk_put_u64(b, s->id);
     sk_put_u64(b + 8, s->stage_off[i]);
     sk_put_u64(b + 16, s->stage_len[i]);
+    sk_put_u64(b + 24, s->stage_tag[i]);
     sk_iov part = {b, sizeof b};
     return sk_wal_append(st->wal, SK_WAL_STAGE, &part, 1, NULL);
 }
 
-int st_add_stage(sk_slice *s, uint64_t off, uint64_t len)
+int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag)
 {
+    uint64_t **arr[] = {&s->stage_off, &s->stage_len, &s->stage_tag};
     size_t cap = s->stage_cap;
-    if (sk_array_grow(&s->stage_off, s->nstaged, &cap,
-                      sizeof *s->stage_off, 4))
-        return SKIPPR_NOMEM;
-    cap = s->stage_cap;
-    if (sk_array_grow(&s->stage_len, s->nstaged, &cap,
-                      sizeof *s->stage_len, 4))
-        return SKIPPR_NOMEM;
+    for (size_t k = 0; k < 3; k++) {
+        cap = s->stage_cap;
+        if (sk_array_grow(arr[k], s->nstaged, &cap, sizeof(uint64_t), 4))
+            return SKIPPR_NOMEM;
+    }
     s->stage_cap = cap;
     s->stage_off[s->nstaged] = off;
+    s->stage_tag[s->nstaged] = tag;
     s->stage_len[s->nstaged++] = len;
     s->staged += len;
     s->staged_ever = 1;
@@ -500,15 +503,17 @@ void st_drop_stages(sk_slice *s, uint64_t upto)
             (s->nstaged - k) * sizeof *s->stage_off);
     memmove(s->stage_len, s->stage_len + k,
             (s->nstaged - k) * sizeof *s->stage_len);
+    memmove(s->stage_tag, s->stage_tag + k,
+            (s->nstaged - k) * sizeof *s->stage_tag);
     s->nstaged -= k;
 }
 
 /* s's bytes [off, off + len), which end at its last byte, are a staging
  * piece now: its STAGE frame, and its TAIL frames retire. */
 static int record_piece(sk_state *st, sk_slice *s, uint64_t off,
-                        uint64_t len)
+                        uint64_t len, uint64_t tag)
 {
-    int rc = st_add_stage(s, off, len);
+    int rc = st_add_stage(s, off, len, tag);
     if (!rc)
         rc = write_stage(st, s, s->nstaged - 1);
     if (rc)
@@ -518,10 +523,10 @@ static int record_piece(sk_state *st, sk_slice *s, uint64_t off,
     return SKIPPR_OK;
 }
 
-int sk_state_staged(sk_state *st, sk_slice *s)
+int sk_state_staged(sk_state *st, sk_slice *s, uint64_t tag)
 {
     assert(st_parted(st, s) && s->walled > 0);
-    return record_piece(st, s, s->pushed + s->staged, s->walled);
+    return record_piece(st, s, s->pushed + s->staged, s->walled, tag);
 }
 
 /* What the sink holds of streamed slices is made durable (its sync()),

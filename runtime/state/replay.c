@@ -37,7 +37,7 @@ typedef struct pend_block {
 } pend_block;
 
 typedef struct pend_stage {
-    uint64_t id, off, len;
+    uint64_t id, off, len, tag;
 } pend_stage;
 
 typedef struct pend_note {
@@ -182,7 +182,7 @@ static int apply_stages(replay *r)
                      end);
             return SKIPPR_CORRUPT;
         }
-        if (st_add_stage(s, q->off, q->len))
+        if (st_add_stage(s, q->off, q->len, q->tag))
             return SKIPPR_NOMEM;
         st_drop_tails(s, q->off + q->len);
     }
@@ -406,12 +406,13 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
     case SK_WAL_NOTE:
         return pend_note_frame(r, p, len);
     case SK_WAL_STAGE:
-        if (len != 24)
+        if (len != 32)
             return SKIPPR_CORRUPT;
         if (sk_array_grow(&r->pg, r->npg, &r->pg_cap, sizeof *r->pg, 16))
             return SKIPPR_NOMEM;
         r->pg[r->npg++] = (pend_stage){sk_get_u64(p), sk_get_u64(p + 8),
-                                       sk_get_u64(p + 16)};
+                                       sk_get_u64(p + 16),
+                                       sk_get_u64(p + 24)};
         return SKIPPR_OK;
     case SK_WAL_BLOCK:
     case SK_WAL_BLOCKZ: {

@@ -32,6 +32,7 @@ void st_slice_free(sk_slice *s)
     sk_free(s->tail_off);
     sk_free(s->stage_off);
     sk_free(s->stage_len);
+    sk_free(s->stage_tag);
     sk_buf_free(&s->open_block);
     sk_buf_free(&s->notes);
     sk_free(s->object_key);
@@ -195,6 +196,11 @@ int sk_state_open(const char *state_dir, const char *workspace,
     }
     if ((rc = load_state_id(st)))
         goto fail;
+    /* Staging piece tags: a random start, so that no run reuses a name a
+     * crashed one may still have a write in flight for. */
+    if (getrandom(&st->stage_tag, sizeof st->stage_tag, 0) !=
+        (ssize_t)sizeof st->stage_tag)
+        st->stage_tag = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
     snprintf(path, sizeof path, "%s/ledger", st->dir);
     if ((rc = sk_ledger_open(path, &st->ledger)))
         goto fail;

@@ -103,7 +103,7 @@ typedef struct sk_slice {
      * [mem_off, mem_off + open_block.len): all of the tail, or after a
      * spill only what came since. */
     uint64_t staged;
-    uint64_t *stage_off, *stage_len;
+    uint64_t *stage_off, *stage_len, *stage_tag;
     size_t nstaged, stage_cap;
     int staged_ever;       /* staging pieces to clear when it is done */
     int recovered;         /* live when the state was opened (replay) */
@@ -148,11 +148,11 @@ typedef struct sk_grow_hooks {
     uint64_t part_bytes;
     /* Parted slices' staging pieces: read the len bytes of s's piece at
      * object offset off into buf (any thread that may use s's sink). */
-    int (*fetch)(void *ud, const sk_slice *s, uint64_t off, void *buf,
-                 size_t len);
+    int (*fetch)(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
+                 void *buf, size_t len);
     /* ... and store n bytes at off of s's object as a staging piece. */
-    int (*stage)(void *ud, sk_slice *s, uint64_t off, const void *p,
-                 size_t n);
+    int (*stage)(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
+                 const void *p, size_t n);
     /* A commit writes a parted slice's tail as a staging piece instead of
      * TAIL frames when the WAL would grow past this (0: never). */
     uint64_t wal_budget;
@@ -176,6 +176,8 @@ typedef struct sk_state {
     struct ZSTD_CCtx_s *zctx;  /* created on first use */
     sk_buf zbuf;               /* compressed block */
     sk_grow_hooks grow;
+    uint64_t stage_tag;        /* the next staging piece's tag: random at
+                                * open, then counting */
     int grow_unsynced;         /* puts since the last grow.sync() */
     /* Streamed slices whose SLICE frame was durable but never committed
      * (a crash): the pipeline removes their growing objects, then calls
@@ -262,9 +264,9 @@ void sk_state_spill(sk_state *st);
 int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
                        uint64_t upto, sk_buf *out, sk_buf *scratch);
 /* The bytes of parted slice s in TAIL frames are now a staging piece (the
- * sink stored them): a STAGE frame, durable with the next commit; the
- * TAIL frames are retired. */
-int sk_state_staged(sk_state *st, sk_slice *s);
+ * sink stored them, under tag, which st->stage_tag++ gave): a STAGE
+ * frame, durable with the next commit; the TAIL frames are retired. */
+int sk_state_staged(sk_state *st, sk_slice *s, uint64_t tag);
 /* How many of s's buffered bytes a put hands over: all of them, or for a
  * parted slice its whole parts. */
 uint64_t sk_state_put_len(const sk_state *st, const sk_slice *s);

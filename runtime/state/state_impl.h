@@ -38,7 +38,7 @@ int st_parted(const sk_state *st, const sk_slice *s);
 int st_add_tail(sk_slice *s, sk_wal_pos pos, uint64_t off);
 void st_drop_tails(sk_slice *s, uint64_t upto);
 /* A staging piece of s at off; retire those before upto (grow.c). */
-int st_add_stage(sk_slice *s, uint64_t off, uint64_t len);
+int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag);
 void st_drop_stages(sk_slice *s, uint64_t upto);
 /* Replay st's WAL into its live slices (replay.c). */
 int st_replay(sk_state *st);

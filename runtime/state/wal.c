@@ -64,7 +64,8 @@
  *           restatement), then the sink's notes of new parts (grow_note:
  *           an upload id, part numbers and ETags), which a reopen after a
  *           crash gets back. Written before the commit's STREAM frame.
- *   STAGE   n, u64 object offset, u64 length: those bytes of a parted
+ *   STAGE   n, u64 object offset, u64 length, u64 tag (part of the
+ *           piece's name, unique per piece stored): those bytes of a parted
  *           slice, which TAIL frames held, are now a staging piece in the
  *           sink (stage_put returned before this frame was written); it
  *           retires the slice's TAIL frames before offset + length.
