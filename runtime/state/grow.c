@@ -133,8 +133,10 @@ int st_announce_streams(sk_state *st)
 }
 
 /* Hand a streamed slice's buffered object bytes to the sink (once its
- * SLICE frame is durable; until then they wait in memory). */
-int st_push_block(sk_state *st, sk_slice *s)
+ * SLICE frame is durable; until then they wait in memory). keep: a parted
+ * slice that is filling keeps its buffer's size for the next part (see
+ * st_pushed). */
+int st_push_block(sk_state *st, sk_slice *s, int keep)
 {
     if (!due_put(st, s))
         return SKIPPR_OK;
@@ -144,7 +146,7 @@ int st_push_block(sk_state *st, sk_slice *s)
                           (size_t)sk_state_put_len(st, s));
     if (rc)
         return rc;
-    st_pushed(st, s);
+    st_pushed(st, s, keep);
     return SKIPPR_OK;
 }
 
@@ -173,8 +175,13 @@ uint64_t sk_state_put_len(const sk_state *st, const sk_slice *s)
     return s->open_block.len / pb * pb;
 }
 
-/* s's buffer (a parted slice's whole parts) is in the sink now. */
-void st_pushed(sk_state *st, sk_slice *s)
+/* s's buffer (a parted slice's whole parts) is in the sink now. A parted
+ * slice's buffer is given back down to twice what is left, unless keep: a
+ * slice that filled a part as records came will fill the next one, and
+ * growing a buffer from a page to a part again for every part costs a
+ * copy per doubling (and, under ASan, that much quarantined memory). The
+ * budget still bounds what is kept: flushes under pressure do not keep. */
+void st_pushed(sk_state *st, sk_slice *s, int keep)
 {
     if (st_parted(st, s)) {
         /* The rest stays in memory, saved again by the next commit: the
@@ -191,7 +198,8 @@ void st_pushed(sk_state *st, sk_slice *s)
         s->mem_off = s->pushed;
         if (!rest)
             st_release_block(st, s);
-        else if (s->open_block.cap > 4 * SK_MAX(rest, (size_t)4096))
+        else if (s->open_block.cap > 4 * SK_MAX(rest, (size_t)4096) &&
+                 (!keep || s->open_block.cap > 2 * st->grow.part_bytes))
             shrink_block(st, s);
         return;
     }
@@ -213,7 +221,7 @@ int st_push_all(sk_state *st)
     if (!st->grow.put_all) {
         for (size_t i = 0; i < st->nlive; i++)
             if (st->live[i]->streamed) {
-                int rc = st_push_block(st, st->live[i]);
+                int rc = st_push_block(st, st->live[i], 0);
                 if (rc)
                     return rc;
             }
@@ -236,7 +244,7 @@ int st_push_all(sk_state *st)
     }
     int rc = n ? st->grow.put_all(st->grow.ud, v, n) : SKIPPR_OK;
     for (size_t i = 0; i < n && !rc; i++)
-        st_pushed(st, v[i]);
+        st_pushed(st, v[i], 0);
     sk_free(v);
     return rc;
 }
@@ -257,21 +265,25 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
     uint64_t full = parted ? st->grow.part_bytes : st->block_bytes;
     if (b->len && b->len + len + 1 > b->cap && b->cap >= full &&
         (!parted || b->len >= full) && s->durable_announced &&
-        (rc = st_push_block(st, s)))
+        (rc = st_push_block(st, s, 1)))
         return rc;
     if (b->cap < b->len + len + 1) {
         /* From a page up to a block by doubling: thousands of slices of
          * a few records each must not hold a block of memory apiece. A
-         * parted slice keeps doubling towards a part (flushes put it). */
+         * parted slice doubles towards a part, then takes a part and an
+         * eighth in one step, room for the part and the record that
+         * crosses its end; it keeps that size from part to part (see
+         * st_pushed). Until its SLICE frame is durable it may have to
+         * grow on, a part at a time. */
         size_t cap0 = b->cap;
         size_t grown = SK_MAX((size_t)4096, 2 * cap0);
         size_t pb = (size_t)st->grow.part_bytes;
         if (!parted)
             grown = SK_MIN(grown, (size_t)st->block_bytes);
-        else if (cap0 >= pb) /* past a part: a part more at a time */
+        else if (cap0 > pb)
             grown = cap0 + pb;
-        else
-            grown = SK_MIN(grown, pb);
+        else if (grown > pb / 2)
+            grown = pb + pb / 8;
         size_t want = SK_MAX(grown, b->len + len + 1);
         rc = sk_buf_reserve_exact(b, want);
         st->open_block_cap += b->cap - cap0;
@@ -287,7 +299,19 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
     s->bytes += len;
     st->open_block_bytes += len + 1;
     if (!parted && b->len >= st->block_bytes && s->durable_announced)
-        return st_push_block(st, s);
+        return st_push_block(st, s, 0);
+    if (parted && b->len >= st->grow.part_bytes) {
+        /* A part is ready: it goes now rather than waiting for a flush to
+         * announce the slice, so that the buffer stays about a part. One
+         * fsync per slice that grows this big. */
+        if (!s->durable_announced) {
+            if ((!s->announced && (rc = st_announce(st, s))) ||
+                (rc = sk_wal_sync(st->wal)))
+                return rc;
+            s->durable_announced = 1;
+        }
+        return st_push_block(st, s, 1);
+    }
     return SKIPPR_OK;
 }
 

@@ -325,7 +325,7 @@ static int write_block(sk_state *st, sk_slice *s)
 {
     int rc;
     if (s->streamed)
-        return st_parted(st, s) ? SKIPPR_OK : st_push_block(st, s);
+        return st_parted(st, s) ? SKIPPR_OK : st_push_block(st, s, 0);
     if (s->open_nrec == 0)
         return SKIPPR_OK;
     if (!s->announced && (rc = st_announce(st, s)))

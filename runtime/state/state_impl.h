@@ -25,8 +25,8 @@ void st_release_block(sk_state *st, sk_slice *s);
  * commit. */
 int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
                        size_t len);
-int st_push_block(sk_state *st, sk_slice *s);
-void st_pushed(sk_state *st, sk_slice *s);
+int st_push_block(sk_state *st, sk_slice *s, int keep);
+void st_pushed(sk_state *st, sk_slice *s, int keep);
 int st_push_all(sk_state *st);
 int st_announce_streams(sk_state *st);
 int st_record_streams(sk_state *st);
