@@ -167,6 +167,9 @@ struct engine {
     int64_t next_seal_at;         /* the earliest seal_at of slices open
                                    * at the last flush */
     uint64_t late_slices, late_records; /* opened for sealed buckets */
+    /* A sink write gave up and said so: a unit that stops on it is not
+     * the source's failure (pl_unit_failed) */
+    int sink_failed;
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;

@@ -201,6 +201,7 @@ static void write_failed(engine *e, const sk_slice *s, int rc)
     sk_instance *sink = owner(e, s);
     const char *what = e->st->grow.part_bytes ? "uploading a part of"
                                               : "appending to";
+    e->sink_failed = 1;
     if (rc == SKIPPR_RETRY)
         plugin_failed(sink, "%s: %s %s failed %d times; giving up",
                       sink->label, what, key ? key : "an object",
@@ -582,6 +583,8 @@ static int finish_parted(engine *e, sk_slice *s)
     sk_buf_free(&t);
     if (!rc)
         rc = clear_pieces(e, s, &info);
+    if (rc)
+        e->sink_failed = 1;
     if (rc == SKIPPR_RETRY)
         plugin_failed(sink, "%s: finishing %s failed %d times; giving up",
                       sink->label, s->object_key, MAX_ATTEMPTS);

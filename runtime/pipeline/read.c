@@ -291,6 +291,11 @@ int pl_lane_read_submit(lane *l)
  * logged one, comes first and this one is then context). */
 void pl_unit_failed(engine *e, const char *id, uint64_t offset, int rc)
 {
+    if (e->sink_failed) { /* the sink's error line says why */
+        sk_log(SKIPPR_LOG_INFO, "%s: unit %s stopped near offset %" PRIu64
+               " as the sink failed", e->src->label, id, offset);
+        return;
+    }
     plugin_failed(e->src, "%s: unit %s failed near offset %" PRIu64 ": %s",
                   e->src->label, id, offset, skippr_status_str(rc));
 }
