@@ -367,7 +367,7 @@ typedef struct skippr_sink_ops {
      * crashed run left in flight never replaces a newer piece), and reads
      * them back for the object's next part. stage_put stores len bytes,
      * durable when it returns; stage_get reads exactly those len bytes
-     * back; stage_clear removes every piece of info's object (SKIPPR_OK
+     * back (SKIPPR_NOENT when there is no such piece); stage_clear removes every piece of info's object (SKIPPR_OK
      * also when there is none), once the object is complete. */
     int (*stage_put)(void *ctx, const skippr_object_info *info,
                      uint64_t offset, uint64_t tag, const void *buf,

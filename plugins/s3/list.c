@@ -332,9 +332,11 @@ static int emit(const lentry *v, size_t n, const char *after,
     return 0;
 }
 
-/* List one prefix, one page after another. */
-static int list_serial(s3_ctx *c, const char *prefix, const char *after,
-                       skippr_unit_cb cb, void *cb_data)
+/* List one prefix, one page after another, reporting each page's objects
+ * to cb before asking for the next (so cb may delete what it is given).
+ * Returns SKIPPR_OK (also when cb stopped it) or SKIPPR_FATAL, logged. */
+int s3_list_serial(s3_ctx *c, const char *prefix, const char *after,
+                   skippr_unit_cb cb, void *cb_data)
 {
     char token[2048] = "";
     int truncated = 1, stop = 0;
@@ -574,7 +576,7 @@ static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
     free(cps);
     free(prefix);
     if (serial)
-        return list_serial(c, top, after, cb, cb_data);
+        return s3_list_serial(c, top, after, cb, cb_data);
     return rc;
 }
 
@@ -585,5 +587,5 @@ int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
     const char *after = start_after ? start_after : c->start_after;
     if (c->list_concurrency > 1)
         return list_parallel(c, after, cb, cb_data);
-    return list_serial(c, c->prefix ? c->prefix : "", after, cb, cb_data);
+    return s3_list_serial(c, c->prefix ? c->prefix : "", after, cb, cb_data);
 }

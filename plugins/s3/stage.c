@@ -15,7 +15,6 @@
  */
 #include "s3.h"
 
-#include <libxml/parser.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,9 +67,12 @@ int sink_stage_get(void *ctx, const skippr_object_info *info,
         snprintf(range, sizeof range, "bytes=%zu-%zu", at, at + k - 1);
         sigv4_kv h[1] = {{"range", range}};
         resp r = {0};
-        int rc = s3_verdict(c, s3_request(c, "GET", key, NULL, 0, NULL, 0, h,
-                                          1, &r),
-                            &r, "read staged piece", key);
+        int rc = s3_request(c, "GET", key, NULL, 0, NULL, 0, h, 1, &r);
+        if (rc == SKIPPR_OK && r.status == 404) {
+            skippr_buf_free(&r.body);
+            return SKIPPR_NOENT;
+        }
+        rc = s3_verdict(c, rc, &r, "read staged piece", key);
         if (!rc && r.body.n != k) {
             LOG(c, SKIPPR_LOG_ERROR, "read staged piece s3://%s/%s: %zu "
                 "bytes where %zu were stored", c->bucket, key, r.body.n, k);
@@ -86,41 +88,100 @@ int sink_stage_get(void *ctx, const skippr_object_info *info,
     return SKIPPR_OK;
 }
 
+/* Pieces are deleted in DeleteObjects batches of up to this many keys
+ * (S3's limit per request). */
+#define DELETE_BATCH 1000
+
+/* The pieces listed so far and not yet deleted: a DeleteObjects body. */
+typedef struct {
+    s3_ctx *c;
+    skippr_buf body;
+    size_t nkeys;
+    int rc;
+} clear_walk;
+
+/* Append s to b with XML's five special characters escaped. */
+static int put_xml_text(skippr_buf *b, const char *s)
+{
+    int rc = SKIPPR_OK;
+    for (const char *p = s; *p && !rc; p++) {
+        const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;"
+                      : *p == '>' ? "&gt;" : *p == '"' ? "&quot;"
+                      : *p == '\'' ? "&apos;" : NULL;
+        rc = e ? skippr_buf_put(b, e, strlen(e)) : skippr_buf_put(b, p, 1);
+    }
+    return rc;
+}
+
+/* Send the batch in w (if any): one POST ?delete, quiet, so the answer
+ * lists only the keys that failed; any such key makes it RETRY. */
+static int delete_batch(clear_walk *w)
+{
+    static const char tail[] = "</Delete>";
+    if (!w->nkeys)
+        return SKIPPR_OK;
+    int rc = skippr_buf_put(&w->body, tail, sizeof tail - 1);
+    if (rc)
+        return rc;
+    char md5[32];
+    s3_md5_b64(w->body.p, w->body.n, md5);
+    sigv4_kv q[] = {{"delete", ""}};
+    sigv4_kv h[] = {{"content-md5", md5},
+                    {"content-type", "application/xml"}};
+    resp r = {0};
+    rc = s3_verdict(w->c, s3_request(w->c, "POST", NULL, q, 1, w->body.p,
+                                     w->body.n, h, 2, &r),
+                    &r, "delete staged pieces", "");
+    if (!rc && r.body.p && strstr(r.body.p, "<Error>")) {
+        char code[128];
+        s3_error_code(&r.body, code, sizeof code);
+        LOG(w->c, SKIPPR_LOG_WARN, "delete staged pieces in s3://%s: some "
+            "were not deleted (%s)", w->c->bucket, *code ? code : "?");
+        rc = SKIPPR_RETRY;
+    }
+    skippr_buf_free(&r.body);
+    if (!rc)
+        w->c->host->counter_add(w->c->host, "pieces_deleted",
+                                (int64_t)w->nkeys);
+    skippr_buf_free(&w->body);
+    w->nkeys = 0;
+    return rc;
+}
+
+/* A listed piece joins the batch, which goes once it is full. */
+static int delete_piece(void *data, const skippr_unit *u)
+{
+    static const char head[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                               "<Delete><Quiet>true</Quiet>";
+    clear_walk *w = data;
+    if (!w->nkeys)
+        w->rc = skippr_buf_put(&w->body, head, sizeof head - 1);
+    if (!w->rc)
+        w->rc = skippr_buf_put(&w->body, "<Object><Key>", 13);
+    if (!w->rc)
+        w->rc = put_xml_text(&w->body, u->id);
+    if (!w->rc)
+        w->rc = skippr_buf_put(&w->body, "</Key></Object>", 15);
+    if (!w->rc && ++w->nkeys == DELETE_BATCH)
+        w->rc = delete_batch(w);
+    return w->rc != SKIPPR_OK;
+}
+
+/* Every piece of info's slice goes, page after page of the listing, in
+ * batches. */
 int sink_stage_clear(void *ctx, const skippr_object_info *info)
 {
     s3_ctx *c = ctx;
     char folder[1024];
     stage_key(c, info, UINT64_MAX, 0, folder, sizeof folder);
-    sigv4_kv q[] = {{"list-type", "2"}, {"prefix", folder}};
-    resp r = {0};
-    int rc = s3_verdict(c, s3_request(c, "GET", NULL, q, 2, NULL, 0, NULL, 0,
-                                      &r),
-                        &r, "list staged pieces", folder);
-    if (rc) {
-        skippr_buf_free(&r.body);
-        return rc;
-    }
-    xmlDoc *doc = xmlReadMemory(r.body.p ? r.body.p : "", (int)r.body.n, NULL,
-                                NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
-    skippr_buf_free(&r.body);
-    xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
-    for (xmlNode *e = root ? root->children : NULL; e && !rc; e = e->next) {
-        if (e->type != XML_ELEMENT_NODE ||
-            strcmp((const char *)e->name, "Contents") != 0)
-            continue;
-        char key[1024];
-        s3_child_text(e, "Key", key, sizeof key);
-        if (strncmp(key, folder, strlen(folder)) != 0)
-            continue;
-        resp d = {0};
-        rc = s3_verdict(c, s3_request(c, "DELETE", key, NULL, 0, NULL, 0,
-                                      NULL, 0, &d),
-                        &d, "delete staged piece", key);
-        skippr_buf_free(&d.body);
-        if (!rc)
-            c->host->counter_add(c->host, "pieces_deleted", 1);
-    }
-    if (doc)
-        xmlFreeDoc(doc);
-    return rc;
+    clear_walk w = {c, {0}, 0, SKIPPR_OK};
+    /* A listing that failed (logged) is tried again by the engine: the
+     * pieces are still there to find. */
+    int rc = s3_list_serial(c, folder, NULL, delete_piece, &w);
+    if (!rc && !w.rc)
+        w.rc = delete_batch(&w);
+    skippr_buf_free(&w.body);
+    if (rc)
+        return SKIPPR_RETRY;
+    return w.rc;
 }
