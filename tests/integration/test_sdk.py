@@ -186,7 +186,9 @@ def test_s3_sink_passes_testkit_through_faults():
     """The S3 sink against s3rver with 3% of requests failing (500 or a
     cut connection) and no retries of its own: every fault reaches the
     testkit as RETRY, which aborts and writes again as the engine does,
-    and every check still sees each object stored once."""
+    and every check still sees each object stored once. One object gets
+    1,005 staging pieces, more than a listing page (1,000): stage_clear
+    must page through them all, and no piece may be left."""
     from s3_test import S3Server
     s3 = S3Server(["kit"])
     try:
@@ -202,15 +204,20 @@ def test_s3_sink_passes_testkit_through_faults():
         p = subprocess.run(
             [TESTKIT, os.path.join(BUILD, "plugins", "skippr_s3.so"),
              "-o", "s3_bucket=kit", "-o", "s3_prefix=pre",
-             "-o", "max_attempts=1", "--big-mib", "64", "--read", read],
+             "-o", "max_attempts=1", "--big-mib", "64",
+             "--stage-pieces", "1005", "--read", read],
             env=dict(os.environ, **s3.env()), capture_output=True,
             text=True, timeout=600)
         injected = sum(s3.stats().get("injected", {}).values())
         check(p.returncode == 0, "testkit failed the S3 sink:\n" + p.stderr)
-        m = re.search(r"# 9 checks, 0 failed; (\d+) calls retried", p.stderr)
+        m = re.search(r"# 10 checks, 0 failed; (\d+) calls retried",
+                      p.stderr)
         check(m and injected > 0 and int(m.group(1)) > 0,
               "no fault reached the sink as RETRY (%d injected):\n%s" % (
                   injected, p.stderr))
+        left = [k for k in s3.objects("kit") if "skippr-staging/" in k]
+        check("ok 9 - staging pieces" in p.stderr and not left,
+              "staging pieces not checked, or left: %s" % left[:5])
         print("  %d faults injected, %s calls retried after RETRY" % (
             injected, m.group(1)))
     finally:

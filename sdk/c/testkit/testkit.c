@@ -56,8 +56,9 @@ static struct {
     const char *read_cmd;
     int64_t big_mib;
     int instances;
+    int stage_pieces;
     int verbose;
-} g = {.big_mib = 256, .instances = 4};
+} g = {.big_mib = 256, .instances = 4, .stage_pieces = 3};
 
 static const skippr_plugin *plugin;
 static const skippr_sink_ops *sink;
@@ -68,12 +69,16 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: skippr-testkit PLUGIN.so [-o KEY=VALUE]... [--read CMD]\n"
-            "                      [--big-mib N] [--instances N] [-v]\n"
+            "                      [--big-mib N] [--instances N]\n"
+            "                      [--stage-pieces N] [-v]\n"
             "  -o KEY=VALUE   a sink option, as under the sink in YAML\n"
             "  --read CMD     shell command printing the bytes stored under\n"
             "                 the key in $SKIPPR_KEY (byte-level checks)\n"
             "  --big-mib N    size of the large-object check (256)\n"
             "  --instances N  instances writing at once (4)\n"
+            "  --stage-pieces N  staging pieces of one object put, read\n"
+            "                 back and cleared (3; more than a listing page\n"
+            "                 checks that stage_clear pages)\n"
             "  -v             show the plugin's log and --read's errors\n");
     exit(2);
 }
@@ -929,6 +934,120 @@ static int grow_parts(instance *in, void *h, const object *o, uint64_t pb,
     return rc;
 }
 
+/* Piece k of the staging check: its offset, tag and bytes (a few
+ * hundred, different for every piece). */
+static size_t piece_make(const object *o, int k, uint64_t *off,
+                         uint64_t *tag, char *buf)
+{
+    *off = (uint64_t)k * 1000;
+    *tag = 0x5eed0000u + (uint64_t)k;
+    size_t n = 100 + (size_t)(k % 7) * 50;
+    gen_bytes(o, *off, buf, n);
+    return n;
+}
+
+/* Retries a staging call that returned RETRY, as the engine does. */
+#define STAGE_TRY(rc, call)                                                 \
+    do {                                                                   \
+        (rc) = SKIPPR_RETRY;                                               \
+        for (int a_ = 0; a_ < MAX_RETRIES && (rc) == SKIPPR_RETRY; a_++) {  \
+            if (a_)                                                        \
+                retry_pause(a_);                                           \
+            (rc) = (call);                                                 \
+        }                                                                  \
+    } while (0)
+
+/* SKIPPR_SINK_STAGES: g.stage_pieces pieces of one object are put, the
+ * first one twice under different tags (two pieces, not one replaced),
+ * all read back byte-equal, then cleared; a piece read after the clear is
+ * NOENT, and a second clear (nothing left) is OK. */
+static void check_stages(void)
+{
+    int stages = SKIPPR_OPS_HAS(skippr_sink_ops, sink, flags) &&
+                 (sink->flags & SKIPPR_SINK_STAGES);
+    if (!stages) {
+        skip("staging pieces", "the sink does not declare "
+             "SKIPPR_SINK_STAGES");
+        return;
+    }
+    if (!SKIPPR_OPS_HAS(skippr_sink_ops, sink, stage_clear) ||
+        !sink->stage_put || !sink->stage_get || !sink->stage_clear ||
+        !(sink->flags & SKIPPR_SINK_PARTS)) {
+        fail("SKIPPR_SINK_STAGES needs SKIPPR_SINK_PARTS, stage_put, "
+             "stage_get and stage_clear");
+        report("staging pieces");
+        return;
+    }
+    instance *in = instance_up();
+    if (!in)
+        goto out;
+    object o;
+    object_make(&o, "stages", 1, 100);
+    skippr_object_info info = object_info(&o);
+    char want[512], got[512], other[512];
+    uint64_t off, tag;
+    int rc = SKIPPR_OK;
+    for (int k = 0; k < g.stage_pieces && rc == SKIPPR_OK; k++) {
+        size_t n = piece_make(&o, k, &off, &tag, want);
+        STAGE_TRY(rc, sink->stage_put(in->ctx, &info, off, tag, want, n));
+    }
+    /* piece 0 again at its offset, with other bytes and tag */
+    size_t n0 = piece_make(&o, 0, &off, &tag, want);
+    memset(other, 'z', n0);
+    if (rc == SKIPPR_OK)
+        STAGE_TRY(rc, sink->stage_put(in->ctx, &info, off, tag + 1, other,
+                                      n0));
+    if (rc != SKIPPR_OK) {
+        fail("stage_put returned %s", skippr_status_name(rc));
+        goto clear;
+    }
+    for (int k = 0; k < g.stage_pieces; k++) {
+        size_t n = piece_make(&o, k, &off, &tag, want);
+        STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag, got, n));
+        if (rc != SKIPPR_OK || memcmp(got, want, n) != 0) {
+            fail("stage_get of piece %d (offset %" PRIu64 ") returned %s%s",
+                 k, off, skippr_status_name(rc),
+                 rc == SKIPPR_OK ? " and other bytes than were put" : "");
+            goto clear;
+        }
+    }
+    piece_make(&o, 0, &off, &tag, want);
+    STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag + 1, got, n0));
+    if (rc != SKIPPR_OK || memcmp(got, other, n0) != 0)
+        fail("a second piece at the same offset with another tag did not "
+             "read back as put (%s)", skippr_status_name(rc));
+clear:
+    STAGE_TRY(rc, sink->stage_clear(in->ctx, &info));
+    if (rc != SKIPPR_OK) {
+        fail("stage_clear returned %s", skippr_status_name(rc));
+        goto done;
+    }
+    for (int k = 0; k < g.stage_pieces; k += g.stage_pieces / 8 + 1) {
+        size_t n = piece_make(&o, k, &off, &tag, want);
+        STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag, got, n));
+        if (rc != SKIPPR_NOENT) {
+            fail("piece %d read after stage_clear returned %s, not NOENT",
+                 k, skippr_status_name(rc));
+            goto done;
+        }
+    }
+    size_t n = piece_make(&o, g.stage_pieces - 1, &off, &tag, want);
+    STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag, got, n));
+    if (rc != SKIPPR_NOENT)
+        fail("the last piece read after stage_clear returned %s, not NOENT",
+             skippr_status_name(rc));
+    else {
+        STAGE_TRY(rc, sink->stage_clear(in->ctx, &info));
+        if (rc != SKIPPR_OK)
+            fail("stage_clear with nothing left returned %s",
+                 skippr_status_name(rc));
+    }
+done:
+out:
+    instance_free(in);
+    report("staging pieces: put, read back, cleared");
+}
+
 /* SKIPPR_SINK_PARTS: an object grown by parts, each noted. After a
  * "crash" that recorded only the first part's note, it is reopened from
  * that note, its second part is written again (replacing the first try's)
@@ -1203,6 +1322,10 @@ static void parse_args(int argc, char **argv)
             g.instances = atoi(argv[++i]);
             if (g.instances < 1 || g.instances > 64)
                 usage();
+        } else if (!strcmp(a, "--stage-pieces") && i + 1 < argc) {
+            g.stage_pieces = atoi(argv[++i]);
+            if (g.stage_pieces < 2 || g.stage_pieces > 100000)
+                usage();
         } else if (!strcmp(a, "-v")) {
             g.verbose = 1;
         } else if (a[0] != '-' && !g.plugin_path) {
@@ -1260,6 +1383,7 @@ int main(int argc, char **argv)
         check_abort_and_retry();
         check_big();
         check_grow();
+        check_stages();
         check_instances();
         if (!g.read_cmd && !sink->object_check)
             skip("stored bytes", "neither --read nor object_check: what "
