@@ -205,6 +205,11 @@ typedef struct skippr_unit {
     const char *id;      /* unique within the source; sorts by strcmp */
     const char *version; /* ETag, mtime or similar; "" when none */
     int64_t size;        /* bytes, or -1 when unknown */
+    /* Appended within ABI 2: when the unit last changed (S3's
+     * Last-Modified, a file's mtime), Unix seconds; 0 when unknown. The
+     * host reads it only from sources that declare SKIPPR_SOURCE_MODIFIED
+     * (older plugins pass the three fields above). */
+    int64_t modified;
 } skippr_unit;
 
 /* Called by list() once per unit. Pointers are borrowed for the call only.
@@ -256,6 +261,8 @@ typedef struct skippr_source_ops {
 /* skippr_source_ops.flags: a streaming source that emits documents
  * (SKIPPR_MSG_DOCUMENT), so the source's format may be csv or xml. */
 #define SKIPPR_SOURCE_DOCUMENTS 1u
+/* skippr_source_ops.flags: list() fills skippr_unit.modified. */
+#define SKIPPR_SOURCE_MODIFIED 2u
 
 /* ------------------------------------------------------------------------ */
 /* Sinks                                                                    */

@@ -257,7 +257,8 @@ static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
             char version[64];
             snprintf(version, sizeof version, "%lld.%09ld",
                      (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-            skippr_unit u = {ns.v[i], version, (int64_t)st.st_size};
+            skippr_unit u = {ns.v[i], version, (int64_t)st.st_size,
+                             (int64_t)st.st_mtim.tv_sec};
             if (cb(cb_data, &u))
                 break;
         }
@@ -751,6 +752,7 @@ static const skippr_source_ops source = {
     .open = src_open,
     .read = src_read,
     .close = src_close,
+    .flags = SKIPPR_SOURCE_MODIFIED,
 };
 
 /* Make everything renamed since the last call durable: syncfs() of the

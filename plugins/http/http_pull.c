@@ -380,7 +380,7 @@ static int list(void *ctx, const char *start_after, skippr_unit_cb cb,
         if ((i && strcmp(p->url, units.v[i - 1].url) == 0) ||
             (start_after && strcmp(p->url, start_after) <= 0))
             continue;
-        skippr_unit u = {p->url, p->version, p->size};
+        skippr_unit u = {p->url, p->version, p->size, 0};
         if (cb(cb_data, &u))
             break;
     }

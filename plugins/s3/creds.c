@@ -158,9 +158,7 @@ static int cred_set(s3_cred *out, const char *ak, const char *sk,
     return 0;
 }
 
-/* "2026-12-03T10:00:00Z", with optional fractional seconds and a Z or
- * +hh:mm offset -> epoch seconds; 0 when it cannot be read. */
-static time_t parse_iso8601(const char *s)
+time_t s3_parse_iso8601(const char *s)
 {
     struct tm tm = {0};
     const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
@@ -271,7 +269,7 @@ static int parse_json_creds(const char *text, const char *token_key,
     const char *sk = json_string_value(json_object_get(j, "SecretAccessKey"));
     const char *tk = json_string_value(json_object_get(j, token_key));
     const char *ex = json_string_value(json_object_get(j, "Expiration"));
-    time_t expires = ex ? parse_iso8601(ex) : 0;
+    time_t expires = ex ? s3_parse_iso8601(ex) : 0;
     int rc = 0;
     if (!ak || !sk) {
         *why = "the answer has no AccessKeyId or SecretAccessKey";
@@ -324,7 +322,7 @@ static int parse_sts(const char *text, size_t n, s3_cred *out,
     xmlChar *sk = xml_find(root, "SecretAccessKey");
     xmlChar *tk = xml_find(root, "SessionToken");
     xmlChar *ex = xml_find(root, "Expiration");
-    time_t expires = ex ? parse_iso8601((const char *)ex) : 0;
+    time_t expires = ex ? s3_parse_iso8601((const char *)ex) : 0;
     int rc = 0;
     if (!ak || !sk || !tk || !expires) {
         *why = "the STS answer lacks credentials or their expiration";

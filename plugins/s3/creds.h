@@ -90,6 +90,11 @@ void s3_creds_free(s3_creds *cr);
 
 void s3_cred_wipe(s3_cred *c);
 
+/* "2026-12-03T10:00:00Z", with optional fractional seconds and a Z or
+ * +hh:mm offset -> Unix seconds; 0 when it cannot be read (also the
+ * format of ListObjectsV2's LastModified). */
+time_t s3_parse_iso8601(const char *s);
+
 /* Value of key in [section] of an INI file (the shared AWS files), or
  * NULL. The caller frees it. */
 char *s3_ini_get(const char *path, const char *section, const char *key);

@@ -57,6 +57,7 @@ const char *s3_child_text(xmlNode *n, const char *name, char *out,
 typedef struct lentry {
     char *key, *etag; /* one allocation: etag follows key's NUL */
     int64_t size;
+    int64_t modified; /* LastModified, Unix seconds; 0 if unreadable */
 } lentry;
 
 enum { LP_BUSY, LP_WAITING, LP_DONE };
@@ -81,7 +82,7 @@ static int lentry_cmp(const void *a, const void *b)
 }
 
 static int lentry_push(lentry **v, size_t *n, size_t *cap, const char *key,
-                       const char *etag, int64_t size)
+                       const char *etag, int64_t size, int64_t modified)
 {
     if (skippr_array_grow(v, *n, cap, sizeof **v, 256))
         return -1;
@@ -95,6 +96,7 @@ static int lentry_push(lentry **v, size_t *n, size_t *cap, const char *key,
     e->key = p;
     e->etag = p + kl + 1;
     e->size = size;
+    e->modified = modified;
     (*n)++;
     return 0;
 }
@@ -144,7 +146,7 @@ static int reader_text(xmlTextReaderPtr rd, char *out, size_t cap)
 
 /* One <Contents> entry read: add it to v unless it is a folder marker. */
 static int page_entry(lentry **v, size_t *n, size_t *cap, const char *key,
-                      char *etag, const char *size)
+                      char *etag, const char *size, const char *modified)
 {
     size_t kl = strlen(key);
     if (!kl)
@@ -157,7 +159,8 @@ static int page_entry(lentry **v, size_t *n, size_t *cap, const char *key,
         e[el - 1] = '\0';
         e++;
     }
-    return lentry_push(v, n, cap, key, e, atoll(size));
+    return lentry_push(v, n, cap, key, e, atoll(size),
+                       (int64_t)s3_parse_iso8601(modified));
 }
 
 /* Parse one ListObjectsV2 page: Contents into v, CommonPrefixes into cps
@@ -175,7 +178,7 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
                                              XML_PARSE_NONET);
     if (!rd)
         return -1;
-    char key[2048], etag[256], size[32], trunc[16] = "";
+    char key[2048], etag[256], size[32], modified[64], trunc[16] = "";
     int rc = 0, r = -1;
     enum { IN_NONE, IN_CONTENTS, IN_PREFIXES } in = IN_NONE;
     token[0] = '\0';
@@ -183,7 +186,7 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
         int t = xmlTextReaderNodeType(rd), d = xmlTextReaderDepth(rd);
         if (t == XML_READER_TYPE_END_ELEMENT && d == 1 && in != IN_NONE) {
             if (in == IN_CONTENTS) {
-                rc = page_entry(v, n, cap, key, etag, size);
+                rc = page_entry(v, n, cap, key, etag, size, modified);
             } else {
                 char **np = realloc(*cps, (*ncp + 1) * sizeof *np);
                 if (!np || !(np[*ncp] = strdup(key)))
@@ -203,7 +206,7 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
             continue;
         if (d == 1) {
             in = IN_NONE;
-            key[0] = etag[0] = size[0] = '\0';
+            key[0] = etag[0] = size[0] = modified[0] = '\0';
             if (strcmp(name, "Contents") == 0)
                 in = xmlTextReaderIsEmptyElement(rd) ? IN_NONE : IN_CONTENTS;
             else if (cps && strcmp(name, "CommonPrefixes") == 0)
@@ -218,6 +221,8 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
             rc = reader_text(rd, etag, sizeof etag);
         } else if (in == IN_CONTENTS && strcmp(name, "Size") == 0) {
             rc = reader_text(rd, size, sizeof size);
+        } else if (in == IN_CONTENTS && strcmp(name, "LastModified") == 0) {
+            rc = reader_text(rd, modified, sizeof modified);
         } else if (in == IN_PREFIXES && strcmp(name, "Prefix") == 0) {
             rc = reader_text(rd, key, sizeof key);
         }
@@ -325,7 +330,7 @@ static int emit(const lentry *v, size_t n, const char *after,
     for (size_t i = 0; i < n; i++) {
         if (after && strcmp(v[i].key, after) <= 0)
             continue;
-        skippr_unit u = {v[i].key, v[i].etag, v[i].size};
+        skippr_unit u = {v[i].key, v[i].etag, v[i].size, v[i].modified};
         if (cb(cb_data, &u))
             return 1;
     }

@@ -281,6 +281,7 @@ static const skippr_source_ops source = {
     .read = src_read,
     .close = src_close,
     .prefetch = src_prefetch,
+    .flags = SKIPPR_SOURCE_MODIFIED,
 };
 
 static const skippr_sink_ops sink = {

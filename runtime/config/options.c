@@ -96,7 +96,9 @@ const sk_engine_option sk_engine_options[] = {
      .doc = "Event-time sealing: a slice whose time bucket ended this long "
         "before the earliest arrival time among units not yet done is "
         "written (0 to 2592000). The default covers Firehose's longest "
-        "buffering (900 s) four times over."},
+        "buffering (900 s) four times over. It is also how far out of "
+        "listing order a unit's arrival time may be before event time "
+        "turns off (docs/EXACTLY_ONCE.md)."},
     {.name = "arrival_key_pattern",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_STRING,

@@ -161,6 +161,8 @@ struct engine {
     /* event-time sealing (seal.c): on while every listed unit's key names
      * its arrival time and the listing comes in that order */
     int event_time;
+    int arrival_modified;         /* some arrival came from a unit's
+                                   * modification time, not its key */
     int64_t arrival_max;          /* latest arrival listed */
     size_t todo_undone;           /* todo[..this) are done (pl_watermark) */
     int64_t wm_prev;              /* the watermark at the last flush */

@@ -401,7 +401,7 @@ int pl_lane_open(lane *l, todo *t)
         l->fr.in_array = 1;
         l->fr.want_comma = 1;
     }
-    skippr_unit unit = {t->id, t->version, t->size};
+    skippr_unit unit = {t->id, t->version, t->size, 0};
     rc = ops->open(e->src->ctx, &unit, raw_off, &r->stream);
     if (rc) {
         r->stream = NULL;

@@ -187,6 +187,16 @@ static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
         if (s->seal_at <= e->wm_prev) {
             s->late = 1;
             e->late_slices++;
+            if (e->arrival_modified && e->event_time) {
+                /* Modification times that are not arrival times (an
+                 * archive copied or restored since it landed) would seal
+                 * every slice after every unit: stop trusting them. */
+                sk_warn("event-time sealing is off for the rest of this "
+                        "run: units' modification times are not their "
+                        "arrival times (a record for %.*s came after the "
+                        "watermark had passed it)", (int)s->name_len, s->key);
+                e->event_time = 0;
+            }
         }
     }
     return force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||

@@ -213,30 +213,52 @@ typedef struct list_ctx {
     int rc;
 } list_ctx;
 
-/* Event time: t's arrival time from its key. Sealing by event time needs
- * every unit's, in listing order; the first unit without one, or listed
- * before an earlier-listed later one, turns it off for the run (slices
- * are then sealed by buffer_threshold_seconds and max_object_bytes). */
-static void note_arrival(engine *e, todo *t)
+/* Event time: t's arrival time, from its key (arrival_key_pattern, else
+ * a Firehose or Hive date), else from the source's modification time of
+ * the unit (S3's Last-Modified, a file's mtime). Sealing by event time
+ * needs every unit's, in about listing order: one may come up to
+ * allowed_lateness_seconds before an earlier-listed one (Firehose writes
+ * an hour's objects in parallel), and the units listed before it that
+ * are not done yet then count as arriving with it, so that the watermark
+ * (pl_watermark) stays the earliest. The first unit without an arrival
+ * time, or one further out of order, turns event time off for the run
+ * (slices are then sealed by buffer_threshold_seconds and
+ * max_object_bytes). */
+static void note_arrival(engine *e, todo *t, int64_t modified)
 {
     if (!e->event_time)
         return;
     int64_t a;
     const char *why = NULL;
     const char *pat = e->cfg->arrival_key_pattern;
-    if (!sk_route_unit_arrival(pat, t->id, &a))
-        why = pat && *pat ? "does not match arrival_key_pattern"
-                          : "names no arrival time (a Firehose YYYY/MM/DD/HH/ "
-                            "prefix or Hive year=/month=/day= folders)";
-    else if (a < e->arrival_max)
-        why = "is listed after a later one";
+    if (pat && *pat) {
+        if (!sk_route_unit_arrival(pat, t->id, &a))
+            why = "does not match arrival_key_pattern";
+    } else if (!sk_route_unit_arrival(NULL, t->id, &a)) {
+        a = modified;
+        e->arrival_modified = 1;
+        if (a <= 0)
+            why = "names no arrival time (a Firehose YYYY/MM/DD/HH/ prefix "
+                  "or Hive year=/month=/day= folders) and the source gives "
+                  "no modification time";
+    }
+    if (!why && e->arrival_max != INT64_MIN &&
+        a < e->arrival_max - e->cfg->allowed_lateness_seconds)
+        why = "is listed after one that arrived more than "
+              "allowed_lateness_seconds later";
     if (why) {
         sk_info("event-time sealing is off for this run: unit %s %s", t->id,
                 why);
         e->event_time = 0;
         return;
     }
-    t->arrival = e->arrival_max = a;
+    for (size_t i = e->ntodo; i > e->todo_undone; i--)
+        if (e->todo[i - 1].arrival > a)
+            e->todo[i - 1].arrival = a;
+        else
+            break;
+    t->arrival = a;
+    e->arrival_max = SK_MAX(e->arrival_max, a);
 }
 
 static int list_cb(void *ud, const skippr_unit *u)
@@ -303,7 +325,12 @@ static int list_cb(void *ud, const skippr_unit *u)
     t->flags = flags;
     t->done = 0;
     t->arrival = INT64_MIN;
-    note_arrival(e, t);
+    const skippr_source_ops *ops = e->src->plugin->source;
+    note_arrival(e, t,
+                 SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
+                         (ops->flags & SKIPPR_SOURCE_MODIFIED)
+                     ? u->modified
+                     : 0);
     e->ntodo++;
     return e->ntodo >= (size_t)e->cfg->list_batch; /* process in batches */
 }
@@ -341,7 +368,7 @@ int pl_copy_pass(engine *e)
                 return SKIPPR_NOMEM;
             for (size_t i = 0; i < e->ntodo; i++)
                 units[i] = (skippr_unit){e->todo[i].id, e->todo[i].version,
-                                         e->todo[i].size};
+                                         e->todo[i].size, 0};
             rc = ops->prefetch(e->src->ctx, units, e->ntodo);
             sk_free(units);
             if (rc)

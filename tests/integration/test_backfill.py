@@ -13,6 +13,7 @@ misplaced record.
 The archive is tests/tools/gen_backfill.py's: hourly Firehose objects whose
 records run up to 15 minutes late.
 """
+import calendar
 import collections
 import os
 import re
@@ -226,7 +227,8 @@ def test_late_record_makes_a_second_object():
 
 def test_arrival_key_pattern():
     """Keys in a layout of their own (dt=YYYY-MM-DD/hh=HH/): without
-    arrival_key_pattern event time is off (said once, in an info line);
+    arrival_key_pattern the files' mtimes (the time the test made them)
+    stand in, are found not to be arrival times and event time goes off;
     with it, sealing goes by event time again: one object per
     partition-day, exact. A pattern without %Y is refused, naming it."""
     ws = Workspace("arrival")
@@ -275,8 +277,76 @@ def test_arrival_key_pattern():
         ws.cleanup()
 
 
+def test_arrival_from_modification_time():
+    """Keys that name no time (a flat folder of objects) and modification
+    times that do: each file's mtime is set to ten minutes after the hour
+    its records are from, as Firehose's Last-Modified would be. Sealing
+    goes by those times: one object per partition-day, exact. Then the
+    same files with mtimes of now (an archive copied since it landed):
+    event time turns itself off at the first record for a sealed day, says
+    why, and the output is still exact."""
+    ws = Workspace("mtime")
+    try:
+        made = subprocess.run(
+            [sys.executable, GEN, ws.inp, "--days", "8", "--day-bytes",
+             str(400 << 10), "--prefix", SOURCE_PREFIX],
+            check=True, stdout=subprocess.PIPE).stdout.decode().split()
+        n_pdays = int(made[2])
+        root = os.path.join(ws.inp, SOURCE_PREFIX)
+        hours = []
+        for dirpath, _, files in os.walk(root):
+            rel = os.path.relpath(dirpath, root).split(os.sep)
+            if len(rel) == 4:
+                hours += [(rel, os.path.join(dirpath, f)) for f in files]
+        hours.sort()
+        flat = os.path.join(ws.inp, "flat")
+        os.makedirs(flat)
+        for i, (rel, path) in enumerate(hours):
+            y, m, d, h = (int(x) for x in rel)
+            mtime = calendar.timegm((y, m, d, h, 10, 0, 0, 0, 0))
+            dst = os.path.join(flat, "obj-%05d" % i)
+            os.rename(path, dst)
+            os.utime(dst, (mtime, mtime))
+        shutil.rmtree(root)
+        os.rename(flat, root)
+        check(len(hours) == 8 * 24, "%d objects" % len(hours))
+        ws.write_config(pipeline_extra={"buffer_threshold_seconds": 86400})
+        sampler = Sampler(ws)
+        sampler.start()
+        p = ws.sync("--once")
+        sampler.stop.set()
+        sampler.join()
+        check("event-time sealing is off" not in p.err, p.err)
+        assert_exact(ws)
+        per = objects_by_partition(ws.sink_root)
+        check(len(per) == n_pdays and all(v == 1 for v in per.values()),
+              "objects per partition: %s" % sorted(per.items())[:8])
+        # Sealed as the days' hours were done, not all at the end: about
+        # two days of partitions grow at once, not eight.
+        check(sampler.done_mid > 0 and sampler.peak_temp <= 3 * n_pdays // 8,
+              "%d objects growing at once for %d partition-days in 8 days "
+              "(%d finished mid-run)" % (sampler.peak_temp, n_pdays,
+                                         sampler.done_mid))
+        peak = sampler.peak_temp
+        shutil.rmtree(ws.state)
+        shutil.rmtree(ws.out)
+        now = time.time()
+        for f in os.listdir(root):
+            os.utime(os.path.join(root, f), (now, now))
+        p = ws.sync("--once")
+        check("modification times are not their arrival times" in p.err,
+              p.err)
+        assert_exact(ws)
+        print("  %d flat objects: %d partition-days one object each by "
+              "mtime, at most %d growing at once; mtimes of now turn event "
+              "time off, exact" % (len(hours), len(per), peak))
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     check(os.path.exists(SKIPPRD), "skipprd not built")
     main([test_backfill_one_object_per_partition_day,
           test_backfill_to_s3_one_object_per_partition_day,
-          test_late_record_makes_a_second_object, test_arrival_key_pattern])
+          test_late_record_makes_a_second_object, test_arrival_key_pattern,
+          test_arrival_from_modification_time])
