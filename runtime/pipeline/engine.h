@@ -163,6 +163,7 @@ struct engine {
     int event_time;
     int arrival_modified;         /* some arrival came from a unit's
                                    * modification time, not its key */
+    int64_t arrival_min;          /* the earliest arrival listed */
     int64_t arrival_max;          /* latest arrival listed */
     size_t todo_undone;           /* todo[..this) are done (pl_watermark) */
     int64_t wm_prev;              /* the watermark at the last flush */

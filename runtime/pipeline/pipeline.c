@@ -272,6 +272,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     e.event_time = !e.streaming &&
                    sk_router_time_unit(e.router) != SK_TIME_UNIT_NONE;
     e.arrival_max = e.wm_prev = INT64_MIN;
+    e.arrival_min = INT64_MAX;
     /* the first unit finished checks the slices it opened */
     e.next_seal_at = INT64_MIN;
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 0,

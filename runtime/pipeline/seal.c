@@ -184,24 +184,31 @@ static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
                                                           &to)
                          ? to + e->cfg->allowed_lateness_seconds
                          : INT64_MAX;
+        /* Modification times that are not arrival times (an archive
+         * copied or restored since it landed) would seal every slice
+         * after every unit: they are not trusted once a partition's
+         * bucket (with the lateness) ended before the first unit arrived,
+         * or once a record comes for a bucket the watermark passed. */
+        const char *why = NULL;
+        if (e->arrival_modified && s->seal_at <= e->arrival_min)
+            why = "ended before the first unit arrived";
         if (s->seal_at <= e->wm_prev) {
             s->late = 1;
             e->late_slices++;
-            if (e->arrival_modified && e->event_time) {
-                /* Modification times that are not arrival times (an
-                 * archive copied or restored since it landed) would seal
-                 * every slice after every unit: stop trusting them. */
-                sk_warn("event-time sealing is off for the rest of this "
-                        "run: units' modification times are not their "
-                        "arrival times (a record for %.*s came after the "
-                        "watermark had passed it)", (int)s->name_len, s->key);
-                e->event_time = 0;
-            }
+            if (e->arrival_modified)
+                why = "was passed by the watermark before this record came";
+        }
+        if (why && e->event_time) {
+            sk_info("event-time sealing is off for the rest of this run: "
+                    "units' modification times are not their arrival "
+                    "times (the time bucket of %.*s %s)", (int)s->name_len,
+                    s->key, why);
+            e->event_time = 0;
         }
     }
     return force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
            s->bytes >= (uint64_t)e->cfg->max_object_bytes ||
-           s->seal_at <= wm;
+           (e->event_time && s->seal_at <= wm);
 }
 
 /* Seal what is due and upload every sealed slice. force: seal all. */

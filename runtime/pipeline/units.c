@@ -259,6 +259,7 @@ static void note_arrival(engine *e, todo *t, int64_t modified)
             break;
     t->arrival = a;
     e->arrival_max = SK_MAX(e->arrival_max, a);
+    e->arrival_min = SK_MIN(e->arrival_min, a);
 }
 
 static int list_cb(void *ud, const skippr_unit *u)

@@ -283,8 +283,9 @@ def test_arrival_from_modification_time():
     its records are from, as Firehose's Last-Modified would be. Sealing
     goes by those times: one object per partition-day, exact. Then the
     same files with mtimes of now (an archive copied since it landed):
-    event time turns itself off at the first record for a sealed day, says
-    why, and the output is still exact."""
+    event time turns itself off at the first flush, before anything is
+    sealed, says why, and the output is still one object per
+    partition-day."""
     ws = Workspace("mtime")
     try:
         made = subprocess.run(
@@ -337,6 +338,10 @@ def test_arrival_from_modification_time():
         check("modification times are not their arrival times" in p.err,
               p.err)
         assert_exact(ws)
+        # Found out at the first flush, before anything was sealed.
+        per = objects_by_partition(ws.sink_root)
+        check(len(per) == n_pdays and all(v == 1 for v in per.values()),
+              "objects per partition: %s" % sorted(per.items())[:8])
         print("  %d flat objects: %d partition-days one object each by "
               "mtime, at most %d growing at once; mtimes of now turn event "
               "time off, exact" % (len(hours), len(per), peak))
