@@ -69,7 +69,7 @@ def test_example_plugin_out_of_tree_passes_testkit():
              "--read", "tar -xOf '%s' \"$SKIPPR_KEY\"" % archive],
             capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, "testkit failed the Tar sink:\n" + p.stderr)
-        check("# 9 checks, 0 failed" in p.stderr, p.stderr)
+        check("# 10 checks, 0 failed" in p.stderr, p.stderr)
         check(re.search(r"64 MiB object: memory grew by [0-9.]+ MiB",
                         p.stderr), p.stderr)
         # The archive is a plain tar: the standard reader lists every
