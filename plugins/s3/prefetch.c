@@ -49,6 +49,10 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
     skippr_buf_free(&it->r.body);
     memset(&it->r, 0, sizeof it->r);
     it->r.body.max = (size_t)it->len;
+    /* The length is known: one allocation, not a doubling series of
+     * reallocs (each a remap, a copy and fresh pages to fault in). On
+     * failure the body grows as it comes. */
+    (void)skippr_buf_reserve(&it->r.body, (size_t)it->len);
     if (s3_prepare(c, "GET", it->key, NULL, 0, NULL, 0, h, *it->etag ? 2 : 1,
                 url, sizeof url, &it->hdrs) != SKIPPR_OK ||
         !(it->easy = it->easy ? it->easy : curl_easy_init())) {
