@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,15 +47,21 @@ typedef struct file_ctx {
                          * (mark_dirty), or 0 */
     long grow_fds;      /* descriptors held by growing objects */
     long grow_fd_cap;   /* above this many, a write closes its own */
-    /* Folders this instance made or found: a set of paths (open
-     * addressing, DIRS_CAP slots, emptied when three quarters full), so
-     * that an object in a known folder costs no mkdir and no failed
-     * open, and a new one only the mkdirs of its missing levels. */
-    char **dirs;
-    size_t ndirs;
 } file_ctx;
 
+/* Folders made or found, by any instance of the process (the upload
+ * threads' instances write into one tree): a set of absolute paths (open
+ * addressing, DIRS_CAP slots, emptied when three quarters full), so that
+ * an object in a known folder costs no mkdir and no failed open, a new
+ * one only the mkdirs of its missing levels, and each folder is made
+ * once, not once per instance. Freed with the last instance. */
 #define DIRS_CAP 65536u
+static struct {
+    pthread_mutex_t lock;
+    char **v;
+    size_t n;
+    long users; /* instances alive */
+} dirset = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
 
 /* One syncfs makes every change on the file system durable, whichever
  * instance made it. Changes are numbered process-wide; an instance's
@@ -92,6 +99,9 @@ static int init(void *ctx, const skippr_host *host)
 {
     file_ctx *c = ctx;
     c->host = host;
+    pthread_mutex_lock(&dirset.lock);
+    dirset.users++;
+    pthread_mutex_unlock(&dirset.lock);
     int rc = SKIPPR_OK;
     if (!c->path || !*c->path) {
         LOG(c, SKIPPR_LOG_ERROR, "option 'path' is empty");
@@ -115,52 +125,71 @@ static int init(void *ctx, const skippr_host *host)
     return rc;
 }
 
-static void dirs_clear(file_ctx *c)
+/* Empty the folder set; dirset.lock held. */
+static void dirs_clear_locked(void)
 {
-    if (!c->dirs)
+    if (!dirset.v)
         return;
     for (size_t i = 0; i < DIRS_CAP; i++)
-        free(c->dirs[i]);
-    memset(c->dirs, 0, DIRS_CAP * sizeof *c->dirs);
-    c->ndirs = 0;
+        free(dirset.v[i]);
+    memset(dirset.v, 0, DIRS_CAP * sizeof *dirset.v);
+    dirset.n = 0;
+}
+
+/* Forget every folder (one was removed behind our back). */
+static void dirs_clear(void)
+{
+    pthread_mutex_lock(&dirset.lock);
+    dirs_clear_locked();
+    pthread_mutex_unlock(&dirset.lock);
 }
 
 static void destroy(void *ctx)
 {
-    file_ctx *c = ctx;
-    dirs_clear(c);
-    free(c->dirs);
+    (void)ctx;
+    pthread_mutex_lock(&dirset.lock);
+    if (--dirset.users == 0) {
+        dirs_clear_locked();
+        free(dirset.v);
+        dirset.v = NULL;
+    }
+    pthread_mutex_unlock(&dirset.lock);
 }
 
 /* The slot of dir (n bytes) in the set: where it is, or the empty slot
- * where it would go. NULL when the set cannot be made. */
-static char **dirs_slot(file_ctx *c, const char *dir, size_t n)
+ * where it would go. NULL when the set cannot be made. dirset.lock held. */
+static char **dirs_slot(const char *dir, size_t n)
 {
-    if (!c->dirs && !(c->dirs = calloc(DIRS_CAP, sizeof *c->dirs)))
+    if (!dirset.v && !(dirset.v = calloc(DIRS_CAP, sizeof *dirset.v)))
         return NULL;
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++)
         h = (h ^ (uint8_t)dir[i]) * 1099511628211ULL;
     for (size_t i = (size_t)h & (DIRS_CAP - 1);; i = (i + 1) & (DIRS_CAP - 1))
-        if (!c->dirs[i] ||
-            (strncmp(c->dirs[i], dir, n) == 0 && c->dirs[i][n] == '\0'))
-            return &c->dirs[i];
+        if (!dirset.v[i] ||
+            (strncmp(dirset.v[i], dir, n) == 0 && dirset.v[i][n] == '\0'))
+            return &dirset.v[i];
 }
 
-static int dir_known(file_ctx *c, const char *dir, size_t n)
+static int dir_known(const char *dir, size_t n)
 {
-    char **slot = dirs_slot(c, dir, n);
-    return slot && *slot;
+    pthread_mutex_lock(&dirset.lock);
+    char **slot = dirs_slot(dir, n);
+    int known = slot && *slot;
+    pthread_mutex_unlock(&dirset.lock);
+    return known;
 }
 
 /* Remember dir; forgetting is harmless (it only costs a mkdir). */
-static void dir_note(file_ctx *c, const char *dir, size_t n)
+static void dir_note(const char *dir, size_t n)
 {
-    if (c->ndirs >= DIRS_CAP / 4 * 3)
-        dirs_clear(c);
-    char **slot = dirs_slot(c, dir, n);
+    pthread_mutex_lock(&dirset.lock);
+    if (dirset.n >= DIRS_CAP / 4 * 3)
+        dirs_clear_locked();
+    char **slot = dirs_slot(dir, n);
     if (slot && !*slot && (*slot = strndup(dir, n)))
-        c->ndirs++;
+        dirset.n++;
+    pthread_mutex_unlock(&dirset.lock);
 }
 
 /* ---- source ------------------------------------------------------------- */
@@ -448,11 +477,11 @@ static int create_tmp(file_ctx *c, file_obj *o)
     /* A folder made or seen before needs nothing; a new one is made
      * level by level from the first one not known. */
     size_t dn = (size_t)(strrchr(o->final, '/') - o->final);
-    if (!dir_known(c, o->final, dn)) {
+    if (!dir_known(o->final, dn)) {
         for (size_t i = strlen(c->path) + 1; i <= dn; i++) {
             if (i < dn && o->final[i] != '/')
                 continue;
-            if (dir_known(c, o->final, i))
+            if (dir_known(o->final, i))
                 continue;
             char save = o->final[i];
             o->final[i] = '\0';
@@ -460,13 +489,13 @@ static int create_tmp(file_ctx *c, file_obj *o)
             o->final[i] = save;
             if (rc)
                 return rc;
-            dir_note(c, o->final, i);
+            dir_note(o->final, i);
         }
     }
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (o->fd < 0 && errno == ENOENT) {
         /* removed behind our back: forget what we knew */
-        dirs_clear(c);
+        dirs_clear();
         int rc = mkdirs(c, o->final);
         if (rc)
             return rc;

@@ -349,9 +349,48 @@ def test_arrival_from_modification_time():
         ws.cleanup()
 
 
+def test_folders_made_once():
+    """A file -> file copy into thousands of partition folders, by the
+    8 upload instances of 2 threads, under strace: each folder of the
+    output is made by one mkdir, not one per object per level or per
+    instance (a few races between instances may cost an EEXIST)."""
+    ws = Workspace("mkdir")
+    try:
+        subprocess.run([sys.executable, GEN, ws.inp, "--days", "2",
+                        "--day-bytes", str(1 << 20), "--tenants", "300",
+                        "--prefix", SOURCE_PREFIX],
+                       check=True, stdout=subprocess.PIPE)
+        ws.write_config(pipeline_extra={"buffer_threshold_seconds": 86400},
+                        threads=2)
+        trace = os.path.join(ws.root, "strace.txt")
+        p = subprocess.run(
+            ["strace", "-f", "-c", "-o", trace, "-e", "trace=mkdir,mkdirat",
+             SKIPPRD, "sync", "--pipeline", "gdpr_compliant_migration",
+             "--once", "--config", ws.config],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        check(p.returncode == 0, p.stderr.decode()[-2000:])
+        assert_exact(ws)
+        calls = errors = 0
+        with open(trace) as f:
+            for line in f:
+                v = line.split()
+                if v and v[-1] in ("mkdir", "mkdirat"):
+                    calls += int(v[3])
+                    errors += int(v[4]) if len(v) == 6 else 0
+        folders = sum(len(ds) for _, ds, _ in os.walk(ws.out))
+        check(folders > 1000, "only %d folders" % folders)
+        check(calls <= folders + folders // 100 + 16,
+              "%d mkdir calls (%d failed) for %d folders" % (calls, errors,
+                                                             folders))
+        print("  %d folders, %d mkdir calls (%d failed)" % (folders, calls,
+                                                           errors))
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     check(os.path.exists(SKIPPRD), "skipprd not built")
     main([test_backfill_one_object_per_partition_day,
           test_backfill_to_s3_one_object_per_partition_day,
           test_late_record_makes_a_second_object, test_arrival_key_pattern,
-          test_arrival_from_modification_time])
+          test_arrival_from_modification_time, test_folders_made_once])
