@@ -121,20 +121,24 @@ uint64_t sk_now_ns(void);
 
 /* Give memory that malloc holds free back to the system (glibc's
  * malloc_trim; nothing elsewhere). A long-running process calls it when
- * idle: buffers of many sizes come and go, and without it the freed
- * pages stay resident, so RSS creeps although live memory is flat. */
+ * idle, and every few seconds while it works: buffers of many sizes come
+ * and go, and without it the freed pages stay resident, so RSS creeps
+ * although live memory is flat. */
 void sk_release_free_memory(void);
 
 /* Have malloc serve every block of SK_MMAP_MIN bytes or more from its own
  * mapping, given back to the system when freed (glibc; nothing elsewhere).
- * glibc otherwise raises that threshold each time such a block is freed,
- * after which windows, blocks and upload bodies are carved from the heap,
- * and a long run's heap grows in holes around smaller live data. 64 KiB
- * puts each open slice's block buffer (state.c, 64 KiB) in a mapping of
- * its own too: in the heap, a freed block's pages stayed resident for the
- * next occupant, and RSS crept up to the heap's size. Call once at start,
- * before any thread. */
-#define SK_MMAP_MIN (64u << 10)
+ * glibc otherwise raises that threshold each time such a block is freed
+ * (up to 32 MiB), after which windows, parts and whole objects are carved
+ * from the heap, and a long run's heap grows in holes around smaller live
+ * data. Below it, blocks come from the heap: mapping and unmapping every
+ * block of 64 KiB and more (fetched objects, slice buffers, request
+ * bodies) cost a page fault per page and a TLB shootdown on every thread
+ * per unmap, 36% of skipprd's CPU in an S3 -> S3 copy. The freed pages the
+ * heap keeps resident are given back by sk_release_free_memory(), which
+ * long runs call every few seconds. Call once at start, before any
+ * thread. */
+#define SK_MMAP_MIN (1u << 20)
 void sk_malloc_tune(void);
 
 /* Memory as malloc and the kernel see it, in bytes; 0 where unknown. */

@@ -48,6 +48,7 @@
 #define MAX_ATTEMPTS 8            /* sink retries before giving up */
 #define SEGMENT_BYTES (64u << 20) /* WAL segment size before rotation */
 #define LANES_PER_THREAD 3        /* units in flight per worker */
+#define TRIM_EVERY_NS 5000000000ULL /* freed heap pages back this often */
 #define MAX_LANES 64
 #define MAX_UPLOADERS 256         /* upload_concurrency's bound */
 #define REPORT_NS 60000000000ULL /* the minute report's period */
@@ -177,6 +178,8 @@ struct engine {
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
     uint64_t last_seal_check_ns;
+    uint64_t last_trim_ns;     /* sk_release_free_memory, at most every
+                                * TRIM_EVERY_NS while units are copied */
     /* the minute report: when it was last made, the counters then */
     uint64_t report_ns, report_units, report_records, report_objects;
     uint64_t seal_checks; /* streaming: free memory is released every 10th */

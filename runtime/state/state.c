@@ -388,8 +388,8 @@ int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
     sk_put_u32(l, (uint32_t)len);
     /* A record that does not fit the block's buffer goes to the next
      * block, so the buffer keeps its size: block_bytes exactly, allocated
-     * once per slice (a mapping of its own: SK_MMAP_MIN). Growing by
-     * doubling would reallocate, and remap, for every block. The
+     * once per slice. Growing by doubling would reallocate, and copy, for
+     * every block. The
      * memory budget counts this capacity, not just the bytes held. */
     int rc;
     if (s->open_nrec && s->open_block.len + 4 + len > s->open_block.cap &&
