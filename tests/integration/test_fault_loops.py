@@ -114,11 +114,13 @@ def test_file_fault_loops():
                 runs = fired_runs = recovered = 0
                 # A run may make more calls of a kind than the counting
                 # copy: recovering from a kill, it cuts growing objects
-                # back (ftruncate is a write); and the number of commits,
+                # back (ftruncate is a write); the number of commits,
                 # each with its fsyncs, follows the order in which units
                 # finish (event-time sealing flushes when one moves the
-                # watermark).
-                for n in steps(last if mode == "once" else 2 * last):
+                # watermark); and two upload instances that meet a new
+                # folder at once both make it (the File sink's folder set
+                # is shared, so which ones race varies from run to run).
+                for n in steps(2 * last):
                     reset(ws)
                     what = "%s:%d:%s" % (kind, n, mode)
                     fault = "%s:%d%s" % (kind, n,
