@@ -400,6 +400,10 @@ static int discard(engine *e, const sk_slice *s)
         return SKIPPR_NOMEM;
     sk_instance *sink = owner(e, s);
     int rc = grow_ops(e)->grow_discard(sink->ctx, &info);
+    /* Its first commit may have staged a tail whose STAGE frame the
+     * crash lost (see pl_grow_init): its pieces go too. */
+    if (!rc && sink_stages(e))
+        rc = grow_ops(e)->stage_clear(sink->ctx, &info);
     if (rc)
         plugin_failed(sink, "%s: removing the unfinished %s failed: %s",
                       sink->label, key, skippr_status_str(rc));
@@ -449,6 +453,13 @@ int pl_grow_init(engine *e)
         st->grow.fetch = fetch;
         st->grow.stage = stage;
         st->grow.wal_budget = (uint64_t)e->cfg->wal_disk_budget;
+        /* A piece is put before its STAGE frame is written: a crash in
+         * between leaves a piece that the WAL does not name. So every
+         * slice a run inherits lists its staging folder when it is done
+         * (one listing each), not only those with recorded pieces. */
+        for (size_t i = 0; i < st->nlive; i++)
+            if (st->live[i]->streamed)
+                st->live[i]->staged_ever = 1;
     }
     for (size_t i = 0; i < st->nlive && !st->grow.part_bytes; i++)
         if (st->live[i]->walled || st->live[i]->notes.len ||
