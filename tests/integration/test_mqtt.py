@@ -74,8 +74,13 @@ class Mosquitto:
 
     def dropped(self, client):
         """Lines where the broker says it dropped messages for client."""
+        return [ln for ln in self.lines()
+                if "dropped for client %s" % client in ln]
+
+    def lines(self):
+        """The broker's log so far."""
         with open(self.log, errors="replace") as f:
-            return [ln for ln in f if "dropped for client %s" % client in ln]
+            return f.read().splitlines()
 
     @property
     def address(self):
@@ -126,9 +131,13 @@ def test_mqtt_keeps_up_with_a_broker_at_defaults():
                                       for r in recs)
             lost = exp - got
             check(not lost and not broker.dropped("skippr-defaults"),
-                  "%d of %d records lost; broker: %s" % (
+                  "%d of %d records lost; broker: %s\nskipprd: %s\n"
+                  "broker log: %s" % (
                       sum(lost.values()), n,
-                      broker.dropped("skippr-defaults")[:1]))
+                      broker.dropped("skippr-defaults")[:1],
+                      [ln for ln in err.splitlines()
+                       if ": info: " not in ln][:20],
+                      broker.lines()[-30:]))
             print("  %d records published in %.2f s: 0 lost, %d duplicates,"
                   " none dropped by the broker" % (
                       n, pub, sum((got - exp).values())))
