@@ -9,11 +9,14 @@
  * requests are retried with backoff from the byte where they stopped.
  *
  * Sink. An object smaller than part_size is one PutObject; a larger one is a
- * multipart upload with part_size parts. Every request carries Content-MD5
- * and x-amz-content-sha256, and (checksum_crc32c) x-amz-checksum-crc32c:
- * the object's on PutObject and on CompleteMultipartUpload (checksum type
- * FULL_OBJECT), each part's on UploadPart, so S3 verifies the bytes end to
- * end and GetObjectAttributes returns the CRC. The object's metadata holds
+ * multipart upload with part_size parts. Every body S3 stores carries one
+ * checksum S3 verifies: with checksum_crc32c (the default)
+ * x-amz-checksum-crc32c, the object's on PutObject and on
+ * CompleteMultipartUpload (checksum type FULL_OBJECT), each part's on
+ * UploadPart, so S3 verifies the bytes end to end and GetObjectAttributes
+ * returns the CRC; without it, Content-MD5. x-amz-content-sha256 is the
+ * body's SHA-256 over plain HTTP and UNSIGNED-PAYLOAD over HTTPS, as the
+ * AWS SDKs send it. The object's metadata holds
  * the slice id and the CRC32C, which object_check compares (HEAD) during
  * recovery. Before a
  * multipart upload starts, earlier unfinished uploads of the same key (left
@@ -115,7 +118,7 @@ static const skippr_option sink_options[] = {
         "Send x-amz-checksum-crc32c (the object's on a PUT and on Complete, "
         "each part's on UploadPart) so S3 verifies what arrives and "
         "GetObjectAttributes returns it; false for servers that refuse "
-        "the headers."),
+        "the headers (bodies then carry Content-MD5)."),
     OPT("conditional_writes", SKIPPR_OPT_BOOL, "true", 0, conditional,
         "Send If-None-Match: * so a retried write never replaces an object "
         "(one that answered 412 is compared by HEAD)."),

@@ -118,6 +118,10 @@ typedef struct prefetcher {
 /* request.c: requests: sign, send, retry, read the verdict */
 char *s3_env(const char *name);
 void s3_md5_b64(const void *d, size_t n, char out[32]);
+void s3_crc32c_b64(uint32_t crc, char out[16]);
+int s3_checksums(const s3_ctx *c);
+sigv4_kv s3_body_check(const s3_ctx *c, const void *p, size_t n,
+                       char out[32]);
 int s3_prepare(const s3_ctx *c, const char *method, const char *key,
                const sigv4_kv *query, size_t nq, const void *body,
                size_t blen, const sigv4_kv *hdrs, size_t nh, char *url,

@@ -3,7 +3,7 @@
  * Growing objects (the engine's open slices, grow_*) are multipart uploads
  * whose parts the engine hands over as they fill; see "growing objects"
  * below.
- * Every request carries Content-MD5 and (checksum_crc32c) CRC32C; the PUT
+ * Every body carries its CRC32C (checksum_crc32c) or else its MD5; the PUT
  * or Complete carries If-None-Match: * so a retry after a lost answer
  * gets 412, and a HEAD then tells our own slice from someone else's.
  * object_check() compares the slice id and CRC kept in the metadata.
@@ -51,23 +51,6 @@ static void obj_free(s3_obj *o)
     free(o);
 }
 
-/* S3's form of a CRC32C: base64 of its 4 big-endian bytes. */
-static void crc32c_b64(uint32_t crc, char out[16])
-{
-    unsigned char be[4] = {(unsigned char)(crc >> 24),
-                           (unsigned char)(crc >> 16),
-                           (unsigned char)(crc >> 8), (unsigned char)crc};
-    EVP_EncodeBlock((unsigned char *)out, be, 4);
-}
-
-/* Whether to send CRC32C checksums: the option, and a host that computes
- * them for the parts. */
-static int checksums(const s3_ctx *c)
-{
-    return c->checksum && SKIPPR_HOST_HAS(c->host, crc32c) &&
-           c->host->crc32c != NULL;
-}
-
 /* Headers every written object carries. */
 static size_t object_headers(s3_ctx *c, s3_obj *o, sigv4_kv *h)
 {
@@ -108,11 +91,11 @@ static s3_obj *obj_new(s3_ctx *c, const skippr_object_info *info, int grown)
     snprintf(o->slice, sizeof o->slice, "%s", info->slice_id);
     o->grown = grown;
     if (grown)
-        o->part_sums = checksums(c);
+        o->part_sums = s3_checksums(c);
     else
         snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
-    if (!grown && checksums(c))
-        crc32c_b64(info->crc32c, o->crc_b64);
+    if (!grown && s3_checksums(c))
+        s3_crc32c_b64(info->crc32c, o->crc_b64);
     snprintf(o->ctype, sizeof o->ctype, "%s",
              info->content_type ? info->content_type : "application/octet-stream");
     o->data.max = (size_t)c->part_size;
@@ -294,16 +277,19 @@ static int upload_part(s3_ctx *c, s3_obj *o, const char *p, size_t n)
     if ((rc = skippr_array_grow(&o->parts, o->nparts, &o->cap,
                                 sizeof *o->parts, 16)))
         return rc;
-    char num[16], md5[32];
+    char num[16], pcrc[16] = "", sum[32];
     snprintf(num, sizeof num, "%zu", o->nparts + 1);
     if (!p)
         p = "";
-    s3_md5_b64(p, n, md5);
-    char pcrc[16] = "";
+    /* A part of an upload with checksums carries its CRC32C (which the
+     * Complete's FULL_OBJECT checksum needs); else what s3_body_check
+     * picks. */
+    sigv4_kv h[1] = {{"x-amz-checksum-crc32c", pcrc}};
     if (*o->crc_b64 || o->part_sums)
-        crc32c_b64(c->host->crc32c(0, p, n), pcrc);
+        s3_crc32c_b64(c->host->crc32c(0, p, n), pcrc);
+    else
+        h[0] = s3_body_check(c, p, n, sum);
     sigv4_kv q[] = {{"partNumber", num}, {"uploadId", o->upload_id}};
-    sigv4_kv h[] = {{"content-md5", md5}, {"x-amz-checksum-crc32c", pcrc}};
     resp r = {0};
     /* A part is written again in place (same number, same bytes), so any
      * failure is retried here first. */
@@ -316,7 +302,7 @@ static int upload_part(s3_ctx *c, s3_obj *o, const char *p, size_t n)
             s3_backoff(c, attempt);
         }
         rc = s3_verdict(c, s3_request(c, "PUT", o->key, q, 2, p, n,
-                                h, *pcrc ? 2 : 1, &r),
+                                h, 1, &r),
                      &r, "upload part", o->key);
         if (rc != SKIPPR_RETRY)
             break;
@@ -449,12 +435,16 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
 static int put_whole(s3_ctx *c, s3_obj *o, const char *p, size_t n)
 {
     char md5[32];
-    s3_md5_b64(p ? p : "", n, md5);
     sigv4_kv hd[10];
     size_t nh = object_headers(c, o, hd);
-    hd[nh++] = (sigv4_kv){"content-md5", md5};
-    if (*o->crc_b64)
+    /* The object's CRC32C, known from the engine, lets S3 check the
+     * bytes; without it, their MD5. */
+    if (*o->crc_b64) {
         hd[nh++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
+    } else {
+        s3_md5_b64(p ? p : "", n, md5);
+        hd[nh++] = (sigv4_kv){"content-md5", md5};
+    }
     if (o->conditional)
         hd[nh++] = (sigv4_kv){"if-none-match", "*"};
     resp r = {0};
@@ -625,7 +615,7 @@ int sink_grow_write(void *ctx, void *h, const void *p, size_t n)
         uint32_t crc = c->host->crc32c(0, p, n);
         snprintf(o->crc, sizeof o->crc, "%08x", crc);
         if (o->part_sums)
-            crc32c_b64(crc, o->crc_b64);
+            s3_crc32c_b64(crc, o->crc_b64);
         int rc = put_whole(c, o, p, n);
         o->put_done = rc == SKIPPR_OK;
         return rc;
@@ -674,7 +664,7 @@ int sink_grow_commit(void *ctx, void *h, const skippr_object_info *info)
     if (!*o->upload_id)
         snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
     if (o->part_sums)
-        crc32c_b64(info->crc32c, o->crc_b64);
+        s3_crc32c_b64(info->crc32c, o->crc_b64);
     return sink_commit(c, h);
 }
 

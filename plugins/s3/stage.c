@@ -41,10 +41,9 @@ int sink_stage_put(void *ctx, const skippr_object_info *info,
                    uint64_t offset, uint64_t tag, const void *p, size_t n)
 {
     s3_ctx *c = ctx;
-    char key[1024], md5[32];
+    char key[1024], sum[32];
     stage_key(c, info, offset, tag, key, sizeof key);
-    s3_md5_b64(p, n, md5);
-    sigv4_kv h[2] = {{"content-md5", md5},
+    sigv4_kv h[2] = {s3_body_check(c, p, n, sum),
                      {"content-type", "application/octet-stream"}};
     resp r = {0};
     int rc = s3_verdict(c, s3_request(c, "PUT", key, NULL, 0, p, n, h, 2, &r),

@@ -6,6 +6,7 @@ import concurrent.futures
 import json
 import os
 import resource
+import ssl
 import subprocess
 import tempfile
 import time
@@ -33,6 +34,8 @@ class S3Server:
         """tls: (cert_pem, key_pem) to serve HTTPS with that certificate;
         the boto3 client then trusts it as its CA."""
         self.dir = tempfile.mkdtemp(prefix="skippr-s3rver-")
+        # The control calls trust the test's own certificate.
+        self._ssl = ssl.create_default_context(cafile=tls[0]) if tls else None
         if not os.path.isdir(os.path.join(TOOLS, "node_modules", "s3rver")):
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TOOLS,
                            check=True, stdout=subprocess.DEVNULL)
@@ -68,7 +71,8 @@ class S3Server:
                                      data=None if body is None else
                                      json.dumps(body).encode(),
                                      method="GET" if body is None else "POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10,
+                                    context=self._ssl) as r:
             return json.loads(r.read())
 
     def stats(self):

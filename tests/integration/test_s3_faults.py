@@ -101,6 +101,10 @@ def test_multipart_file_to_bucket():
         check(st["checksums"] == {"verified": writes, "mismatched": 0,
                                   "absent": 0},
               "checksums %s for %d writes" % (st["checksums"], writes))
+        # Over plain HTTP the signature covers each body's SHA-256.
+        check(st["payloads"] == {"signed": writes, "unsigned": 0,
+                                 "mismatched": 0},
+              "payload hashes %s for %d writes" % (st["payloads"], writes))
         check(c.get("create_multipart", 0) >= 3 and
               c.get("upload_part", 0) > c.get("create_multipart", 0) and
               c.get("complete_multipart", 0) == c.get("create_multipart", 0),

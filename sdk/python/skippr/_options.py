@@ -426,7 +426,8 @@ PLUGINS = {'File': {'sink': [('path',
                   "Send x-amz-checksum-crc32c (the object's on a PUT and on "
                   "Complete, each part's on UploadPart) so S3 verifies what "
                   'arrives and GetObjectAttributes returns it; false for '
-                  'servers that refuse the headers.'),
+                  'servers that refuse the headers (bodies then carry '
+                  'Content-MD5).'),
                  ('conditional_writes',
                   'bool',
                   'true',

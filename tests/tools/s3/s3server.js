@@ -35,6 +35,11 @@
 // each part's ChecksumCRC32C in the Complete body against its upload. A
 // mismatch answers 400 BadDigest; /__stats counts `checksums` verified,
 // mismatched and absent (writes that carried none).
+// x-amz-content-sha256 of those writes is checked as S3 does: a hex SHA-256
+// must match the body (else 400 XAmzContentSHA256Mismatch); /__stats
+// counts `payloads` signed (a hash that matched), unsigned
+// (UNSIGNED-PAYLOAD) and mismatched; other values (the SDKs' STREAMING-*
+// chunked forms) are not checked.
 // PutObject and CompleteMultipartUpload with If-None-Match: * answer 412
 // PreconditionFailed when the key exists, as AWS does (s3rver ignores the
 // header); the proxy remembers the keys written through it.
@@ -44,6 +49,7 @@
 // so the proxy lists plainly and groups keys into CommonPrefixes itself.
 // Exits when stdin closes, so a test that dies leaves nothing running.
 'use strict';
+const crypto = require('crypto');
 const fs = require('fs');
 const http = require('http');
 const https = require('https');
@@ -77,6 +83,7 @@ let preconditionFailed = 0;
 let rngState = 1;
 let requireToken = false;
 let checksums = { verified: 0, mismatched: 0, absent: 0 };
+let payloads = { signed: 0, unsigned: 0, mismatched: 0 };
 const partBodies = new Map(); // uploadId -> Map(partNumber -> Buffer)
 
 const CRC32C_TABLE = (() => {
@@ -232,12 +239,13 @@ async function main() {
                               injected, open_uploads: uploads.size,
                               precondition_failed: preconditionFailed,
                               tokens, token_refused: tokenRefused,
-                              checksums });
+                              checksums, payloads });
     }
     if (req.url.startsWith('/__reset')) {
       counts = {}; maxInflight = 0; injected = {}; preconditionFailed = 0;
       connections = 0; tokens = {}; tokenRefused = {};
       checksums = { verified: 0, mismatched: 0, absent: 0 };
+      payloads = { signed: 0, unsigned: 0, mismatched: 0 };
       return json(res, 200, { ok: true });
     }
     if (req.url.startsWith('/__faults')) {
@@ -385,6 +393,20 @@ async function main() {
       req.on('data', (d) => chunks.push(d));
       req.on('end', () => {
         const body = Buffer.concat(chunks);
+        const hash = req.headers['x-amz-content-sha256'];
+        if (hash === 'UNSIGNED-PAYLOAD') {
+          payloads.unsigned++;
+        } else if (/^[0-9a-f]{64}$/.test(hash || '')) {
+          if (hash !== crypto.createHash('sha256').update(body).digest('hex')) {
+            payloads.mismatched++;
+            const e = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>' +
+                      'XAmzContentSHA256Mismatch</Code></Error>';
+            res.writeHead(400, { 'content-type': 'application/xml',
+                                 'content-length': Buffer.byteLength(e) });
+            return res.end(e);
+          }
+          payloads.signed++;
+        }
         const sent = req.headers['x-amz-checksum-crc32c'];
         const id = u.searchParams.get('uploadId');
         if (kind === 'upload_part') {
