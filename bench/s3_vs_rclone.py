@@ -4,7 +4,12 @@ same server, same run. Prints CPU-seconds per GB of source data (user +
 system of the copying process, from wait4) and wall time, the median of
 RUNS runs each. Figures only; it asserts nothing.
 
-    bench/s3_vs_rclone.py [OBJECTS] [RECORDS_PER_OBJECT] [RUNS]
+    bench/s3_vs_rclone.py [--tls] [OBJECTS] [RECORDS_PER_OBJECT] [RUNS]
+
+--tls serves s3rver over HTTPS (a certificate made for the run, which
+both tools are told to trust), as S3 is reached in production: both then
+pay for TLS, and skipprd, like the AWS SDKs, no longer hashes bodies into
+the request signature.
 
 rclone copies bytes without looking inside; skipprd reads every record,
 routes it by tenant, type and day, and writes new objects, exactly once.
@@ -55,13 +60,27 @@ def setup():
                    check=True, stdout=subprocess.DEVNULL)
 
 
+def make_cert(work):
+    """A self-signed certificate for 127.0.0.1: (cert, key) paths."""
+    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    return cert, key
+
+
 def main():
     setup()
-    objects = int(sys.argv[1]) if len(sys.argv) > 1 else 300
-    records = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    args = [a for a in sys.argv[1:] if a != "--tls"]
+    tls = len(args) != len(sys.argv) - 1
+    objects = int(args[0]) if len(args) > 0 else 300
+    records = int(args[1]) if len(args) > 1 else 2000
+    runs = int(args[2]) if len(args) > 2 else 3
     work = tempfile.mkdtemp(prefix="skippr-bench-s3-")
-    s3 = S3Server(["src", "dst"])
+    cert = make_cert(work) if tls else None
+    s3 = S3Server(["src", "dst"], tls=cert)
     try:
         inp = os.path.join(work, "in")
         subprocess.run([sys.executable, GEN, inp, "--objects", str(objects),
@@ -76,6 +95,9 @@ def main():
         env = dict(os.environ)
         env.pop("AWS_CA_BUNDLE", None)  # rclone refuses it on plain HTTP
         env.update(s3.env())
+        sk_env = dict(env)
+        if tls:
+            sk_env["AWS_CA_BUNDLE"] = cert[0]
         for name in ("A", "B"):
             for k, v in (("TYPE", "s3"), ("PROVIDER", "Other"),
                          ("ENDPOINT", s3.endpoint),
@@ -117,11 +139,13 @@ data_sinks:
       s3_prefix: skippr-%d
 """ % (work, i, i))
             results["skipprd"].append(timed(
-                [SKIPPRD, "sync", "-p", "p", "--once", "-q", "-c", cfg], env))
+                [SKIPPRD, "sync", "-p", "p", "--once", "-q", "-c", cfg],
+                sk_env))
             results["rclone"].append(timed(
                 ["rclone", "copy", "A:src/ill-just-dump-this-here",
                  "B:dst/rclone-%d" % i, "--transfers", "64", "--checkers",
-                 "64", "--disable", "Copy", "--config", "/dev/null"], env))
+                 "64", "--disable", "Copy", "--config", "/dev/null"] +
+                (["--ca-cert", cert[0]] if tls else []), env))
 
         for tool in ("skippr", "rclone"):
             keys = sum(len(p.get("Contents", [])) for p in
