@@ -26,8 +26,9 @@
 # 6. bench/buffer.py: a date-ordered backfill with 5,600 partition-days and
 #    adversarial tenant names, file -> file next to cp -r + sync: speed,
 #    user and system time, bytes written to disk per input byte, the state
-#    folder's peak, objects per partition-day; then file -> S3 (s3rver):
-#    bytes skipprd writes to local disk per input byte.
+#    folder's peak, objects per partition-day; the same volume again in 42
+#    partition-days of about 7 MB; then file -> S3 (s3rver): bytes skipprd
+#    writes to local disk per input byte.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=128
@@ -156,6 +157,8 @@ python3 bench/mqtt_rate.py --runs 3
 echo
 echo "== 6. buffer v2: a backfill with 5,600 partition-days, file -> file"
 python3 bench/buffer.py --mb 300 --days 2 --tenants 400 --runs 3
+echo "-- the same volume in 42 partition-days of about 7 MB (3 tenants)"
+python3 bench/buffer.py --mb 300 --days 2 --tenants 3 --runs 3
 echo
 echo "== 6b. buffer v2: file -> S3 (s3rver), partitions mostly over a part"
 python3 bench/buffer.py --mb 300 --days 2 --tenants 3 --runs 3 --sink s3
