@@ -30,7 +30,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 os.environ.setdefault("SKIPPR_SOURCE_DIR", ROOT)
 
-from s3_test import ACCESS_KEY, SECRET_KEY, S3Server  # noqa: E402
+from s3_test import (ACCESS_KEY, SECRET_KEY, S3Server,  # noqa: E402
+                     make_cert)
 
 SKIPPRD = os.path.join(ROOT, "build", "runtime", "skipprd")
 GEN = os.path.join(ROOT, "tests", "tools", "gen_firehose.py")
@@ -58,17 +59,6 @@ def setup():
                        check=True, stdout=subprocess.DEVNULL)
     subprocess.run([os.path.join(ROOT, "scripts", "setup.sh"), "build"],
                    check=True, stdout=subprocess.DEVNULL)
-
-
-def make_cert(work):
-    """A self-signed certificate for 127.0.0.1: (cert, key) paths."""
-    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
-                    "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", key, "-out", cert],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 def main():

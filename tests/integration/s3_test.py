@@ -29,6 +29,19 @@ def _more_files():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def make_cert(root):
+    """A self-signed certificate for 127.0.0.1 in root, for S3Server's
+    tls: (cert, key) paths."""
+    cert = os.path.join(root, "cert.pem")
+    key = os.path.join(root, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    return cert, key
+
+
 class S3Server:
     def __init__(self, buckets, tls=None):
         """tls: (cert_pem, key_pem) to serve HTTPS with that certificate;

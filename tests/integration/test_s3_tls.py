@@ -9,23 +9,11 @@ same run copies everything, byte-equal; verify_tls: false also connects
 (for test rigs only).
 """
 import os
-import subprocess
 
-from s3_test import S3Server
+from s3_test import S3Server, make_cert
 from skippr_test import Workspace, check, expected_records, main
 
 TRANSFORM = {"namespace_fields": "event_type"}
-
-
-def make_cert(root):
-    cert = os.path.join(root, "cert.pem")
-    key = os.path.join(root, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
-                    "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", key, "-out", cert],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 def sync(ws, s3, name, tls_lines, extra_env=None):
