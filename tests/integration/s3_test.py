@@ -29,6 +29,19 @@ def _more_files():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def _client_config():
+    """Path-style, no retries, and (botocore 1.36 and later) checksums only
+    where S3 requires them: newer botocore otherwise uploads over HTTPS in
+    aws-chunked form, which s3rver stores with its chunk framing. Debian
+    12's botocore (1.29) has neither the option nor that behaviour."""
+    base = {"s3": {"addressing_style": "path"},
+            "retries": {"max_attempts": 1}}
+    try:
+        return Config(request_checksum_calculation="when_required", **base)
+    except TypeError:
+        return Config(**base)
+
+
 def make_cert(root):
     """A self-signed certificate for 127.0.0.1 in root, for S3Server's
     tls: (cert, key) paths."""
@@ -68,9 +81,7 @@ class S3Server:
         self.client = boto3.client(
             "s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
             aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
-            verify=tls[0] if tls else None,
-            config=Config(s3={"addressing_style": "path"},
-                          retries={"max_attempts": 1}))
+            verify=tls[0] if tls else None, config=_client_config())
 
     def env(self):
         """Only the endpoint and credentials come from the environment."""
