@@ -382,7 +382,22 @@ typedef struct skippr_sink_ops {
     int (*stage_get)(void *ctx, const skippr_object_info *info,
                      uint64_t offset, uint64_t tag, void *buf, size_t len);
     int (*stage_clear)(void *ctx, const skippr_object_info *info);
+
+    /* Appended within ABI 2; optional (test with SKIPPR_OPS_HAS, may be
+     * NULL), for sinks with SKIPPR_SINK_STAGES. Make the staging piece
+     * (offset, tag, len) of the handle's growing object that object's
+     * next part, inside the sink's storage, without its bytes passing
+     * through the engine (S3: UploadPartCopy). The engine calls it only
+     * for pieces of at least SKIPPR_COPY_MIN_BYTES; the part then counts
+     * as a grow_write() of len bytes (durable when it returns; grow_note() covers it). A sink
+     * whose server cannot copy reads the piece and writes it instead. */
+    int (*stage_copy)(void *ctx, void *handle, const skippr_object_info *info,
+                      uint64_t offset, uint64_t tag, uint64_t len);
 } skippr_sink_ops;
+
+/* The smallest staging piece the engine asks stage_copy() to make a part
+ * of: S3's smallest part but the last. */
+#define SKIPPR_COPY_MIN_BYTES ((uint64_t)5 << 20)
 
 /* skippr_sink_ops.flags: the sink sends records, not files (Kafka, MQTT,
  * HTTP). object_write() then gets exactly one record per call, without the

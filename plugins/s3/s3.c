@@ -309,6 +309,7 @@ static const skippr_sink_ops sink = {
     .stage_put = sink_stage_put,
     .stage_get = sink_stage_get,
     .stage_clear = sink_stage_clear,
+    .stage_copy = sink_stage_copy,
 };
 
 static const skippr_plugin plugin = {

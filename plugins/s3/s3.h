@@ -59,6 +59,7 @@ typedef struct s3_ctx {
     /* sink: conditional writes */
     int conditional;  /* option; cleared if the server refuses it */
     char *replace_key; /* object_check found other content here: replace */
+    int no_copy; /* the server refused UploadPartCopy: read and write */
     skippr_backoff backoff; /* the instance's thread's retry waits */
 } s3_ctx;
 
@@ -181,5 +182,10 @@ int sink_stage_put(void *ctx, const skippr_object_info *info,
 int sink_stage_get(void *ctx, const skippr_object_info *info,
                    uint64_t offset, uint64_t tag, void *buf, size_t n);
 int sink_stage_clear(void *ctx, const skippr_object_info *info);
+void s3_stage_key(const s3_ctx *c, const skippr_object_info *info,
+                  uint64_t offset, uint64_t tag, char *out, size_t cap);
+/* sink.c: a staging piece made a part of its growing object */
+int sink_stage_copy(void *ctx, void *h, const skippr_object_info *info,
+                    uint64_t offset, uint64_t tag, uint64_t len);
 
 #endif

@@ -13,6 +13,7 @@
  */
 #include "s3.h"
 
+#include <inttypes.h>
 #include <libxml/parser.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -234,46 +235,61 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
  * requests, and one failure among them should not cost all of them. */
 #define SINK_TRIES 3
 
+/* Start o's multipart upload unless it has one. */
+static int start_upload(s3_ctx *c, s3_obj *o)
+{
+    if (*o->upload_id)
+        return SKIPPR_OK;
+    int rc = abort_orphans(c, o);
+    if (rc)
+        return rc;
+    sigv4_kv q[] = {{"uploads", ""}};
+    sigv4_kv h[10];
+    size_t nh = object_headers(c, o, h);
+    if (*o->crc_b64 || o->part_sums) {
+        /* Parts carry their CRC32C; Complete, the whole object's (a
+         * growing object's is known by then). */
+        h[nh++] = (sigv4_kv){"x-amz-checksum-algorithm", "CRC32C"};
+        h[nh++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
+    }
+    resp r = {0};
+    rc = s3_verdict(c, s3_request(c, "POST", o->key, q, 1, NULL, 0, h, nh, &r),
+                    &r, "start multipart upload", o->key);
+    if (!rc) {
+        const char *s = r.body.p ? strstr(r.body.p, "<UploadId>") : NULL;
+        const char *e = s ? strstr(s, "</UploadId>") : NULL;
+        if (!s || !e || (size_t)(e - s - 10) >= sizeof o->upload_id) {
+            LOG(c, SKIPPR_LOG_ERROR, "start multipart upload s3://%s/%s: "
+                "no UploadId in the answer", c->bucket, o->key);
+            rc = SKIPPR_RETRY;
+        } else {
+            snprintf(o->upload_id, sizeof o->upload_id, "%.*s",
+                     (int)(e - s - 10), s + 10);
+        }
+    }
+    skippr_buf_free(&r.body);
+    return rc;
+}
+
+/* o's next part is in the upload now: its ETag, base64 CRC32C ("" when
+ * not known) and size (o->parts has room for it). */
+static void add_part(s3_ctx *c, s3_obj *o, const char *etag,
+                     const char *crc, uint64_t size, const char *counter)
+{
+    part *pt = &o->parts[o->nparts++];
+    snprintf(pt->etag, sizeof pt->etag, "%s", etag);
+    snprintf(pt->crc, sizeof pt->crc, "%s", crc);
+    pt->size = size;
+    c->host->counter_add(c->host, counter, 1);
+}
+
 /* Upload p[0..n) as o's next part, starting the upload first if need
  * be. */
 static int upload_part(s3_ctx *c, s3_obj *o, const char *p, size_t n)
 {
-    int rc;
-    if (!*o->upload_id) {
-        if ((rc = abort_orphans(c, o)))
-            return rc;
-        sigv4_kv q[] = {{"uploads", ""}};
-        sigv4_kv h[10];
-        size_t nh = object_headers(c, o, h);
-        if (*o->crc_b64) {
-            /* Parts carry their CRC32C; Complete, the whole object's. */
-            h[nh++] = (sigv4_kv){"x-amz-checksum-algorithm", "CRC32C"};
-            h[nh++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
-        } else if (o->part_sums) {
-            /* A growing object: each part's CRC32C, and at Complete the
-             * whole object's (known by then). */
-            h[nh++] = (sigv4_kv){"x-amz-checksum-algorithm", "CRC32C"};
-            h[nh++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
-        }
-        resp r = {0};
-        rc = s3_verdict(c, s3_request(c, "POST", o->key, q, 1, NULL, 0, h, nh, &r),
-                     &r, "start multipart upload", o->key);
-        if (!rc) {
-            const char *s = r.body.p ? strstr(r.body.p, "<UploadId>") : NULL;
-            const char *e = s ? strstr(s, "</UploadId>") : NULL;
-            if (!s || !e || (size_t)(e - s - 10) >= sizeof o->upload_id) {
-                LOG(c, SKIPPR_LOG_ERROR, "start multipart upload s3://%s/%s: "
-                    "no UploadId in the answer", c->bucket, o->key);
-                rc = SKIPPR_RETRY;
-            } else {
-                snprintf(o->upload_id, sizeof o->upload_id, "%.*s",
-                         (int)(e - s - 10), s + 10);
-            }
-        }
-        skippr_buf_free(&r.body);
-        if (rc)
-            return rc;
-    }
+    int rc = start_upload(c, o);
+    if (rc)
+        return rc;
     if ((rc = skippr_array_grow(&o->parts, o->nparts, &o->cap,
                                 sizeof *o->parts, 16)))
         return rc;
@@ -312,14 +328,8 @@ static int upload_part(s3_ctx *c, s3_obj *o, const char *p, size_t n)
             c->bucket, o->key);
         rc = SKIPPR_RETRY;
     }
-    if (!rc) {
-        snprintf(o->parts[o->nparts].etag, sizeof o->parts[0].etag, "%s",
-                 r.etag);
-        memcpy(o->parts[o->nparts].crc, pcrc, sizeof pcrc);
-        o->parts[o->nparts].size = n;
-        o->nparts++;
-        c->host->counter_add(c->host, "parts_uploaded", 1);
-    }
+    if (!rc)
+        add_part(c, o, r.etag, pcrc, n, "parts_uploaded");
     skippr_buf_free(&r.body);
     return rc;
 }
@@ -621,6 +631,116 @@ int sink_grow_write(void *ctx, void *h, const void *p, size_t n)
         return rc;
     }
     return upload_part(c, o, p, n);
+}
+
+/* The text of the first <name> element in body, with the quotes an ETag
+ * comes in (plain or as &quot;) left out, into out (cap bytes); "" when
+ * there is none or it does not fit. */
+static void xml_value(const buf *body, const char *name, char *out,
+                      size_t cap)
+{
+    char open[64], close[64];
+    snprintf(open, sizeof open, "<%s>", name);
+    snprintf(close, sizeof close, "</%s>", name);
+    *out = '\0';
+    const char *s = body->p ? strstr(body->p, open) : NULL;
+    const char *e = s ? strstr(s, close) : NULL;
+    if (!e)
+        return;
+    s += strlen(open);
+    size_t n = 0;
+    while (s < e) {
+        if (*s == '"') {
+            s++;
+        } else if (strncmp(s, "&quot;", 6) == 0) {
+            s += 6;
+        } else if (n + 1 < cap) {
+            out[n++] = *s++;
+        } else {
+            *out = '\0';
+            return;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* The server does not copy parts: the piece is read back and uploaded. */
+static int copy_by_hand(s3_ctx *c, s3_obj *o, const skippr_object_info *info,
+                        uint64_t offset, uint64_t tag, uint64_t len)
+{
+    if (len > ((uint64_t)5 << 30))
+        return SKIPPR_RANGE; /* S3's largest part */
+    char *p = malloc((size_t)len);
+    if (!p)
+        return SKIPPR_NOMEM;
+    int rc = sink_stage_get(c, info, offset, tag, p, (size_t)len);
+    if (!rc)
+        rc = upload_part(c, o, p, (size_t)len);
+    free(p);
+    return rc;
+}
+
+/* UploadPartCopy of the whole piece (its range too, so that a shorter
+ * piece fails rather than making a short part); the ETag and CRC32C are in
+ * the answer's body, which may also be an error after a 200. */
+int sink_stage_copy(void *ctx, void *h, const skippr_object_info *info,
+                    uint64_t offset, uint64_t tag, uint64_t len)
+{
+    s3_ctx *c = ctx;
+    s3_obj *o = h;
+    if (c->no_copy)
+        return copy_by_hand(c, o, info, offset, tag, len);
+    int rc = start_upload(c, o);
+    if (rc || (rc = skippr_array_grow(&o->parts, o->nparts, &o->cap,
+                                      sizeof *o->parts, 16)))
+        return rc;
+    char key[1024], src[3200], range[64], num[16];
+    s3_stage_key(c, info, offset, tag, key, sizeof key);
+    int n = snprintf(src, sizeof src, "/%s/", c->bucket);
+    if (n < 0 || (size_t)n >= sizeof src ||
+        sigv4_uri_encode(key, 1, src + n, sizeof src - (size_t)n) < 0)
+        return SKIPPR_RANGE;
+    snprintf(range, sizeof range, "bytes=0-%" PRIu64, len - 1);
+    snprintf(num, sizeof num, "%zu", o->nparts + 1);
+    sigv4_kv q[] = {{"partNumber", num}, {"uploadId", o->upload_id}};
+    sigv4_kv hd[] = {{"x-amz-copy-source", src},
+                     {"x-amz-copy-source-range", range}};
+    resp r = {0};
+    for (int attempt = 0; attempt < SINK_TRIES; attempt++) {
+        if (attempt) {
+            skippr_buf_free(&r.body);
+            memset(&r, 0, sizeof r);
+            if (c->host->should_stop(c->host))
+                break;
+            s3_backoff(c, attempt);
+        }
+        rc = s3_request(c, "PUT", o->key, q, 2, NULL, 0, hd, 2, &r);
+        if (rc == SKIPPR_OK && r.status == 501) {
+            LOG(c, SKIPPR_LOG_WARN, "s3://%s: the server does not copy "
+                "parts (UploadPartCopy: HTTP 501); staged pieces are read "
+                "back and uploaded instead", c->bucket);
+            skippr_buf_free(&r.body);
+            c->no_copy = 1;
+            return copy_by_hand(c, o, info, offset, tag, len);
+        }
+        rc = s3_verdict(c, rc, &r, "copy staged piece into", o->key);
+        if (rc == SKIPPR_OK && r.body.p && strstr(r.body.p, "<Error>"))
+            rc = SKIPPR_RETRY;
+        if (rc != SKIPPR_RETRY)
+            break;
+    }
+    char etag[128], crc[16];
+    xml_value(&r.body, "ETag", etag, sizeof etag);
+    xml_value(&r.body, "ChecksumCRC32C", crc, sizeof crc);
+    if (!rc && !*etag) {
+        LOG(c, SKIPPR_LOG_ERROR, "copy staged piece into s3://%s/%s: no "
+            "ETag in the answer", c->bucket, o->key);
+        rc = SKIPPR_RETRY;
+    }
+    if (!rc)
+        add_part(c, o, etag, crc, len, "parts_copied");
+    skippr_buf_free(&r.body);
+    return rc;
 }
 
 int sink_grow_note(void *ctx, void *h, char *buf, size_t cap, size_t *len)

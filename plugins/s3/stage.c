@@ -5,8 +5,10 @@
  *
  *     {staging_prefix}/{slice id}/{offset}-{tag} (16 hex digits each)
  *
- * The engine records each piece in its WAL and reads it back (ranged GETs)
- * into the object's next part; once the object is complete, every piece
+ * The engine records each piece in its WAL; a piece of 5 MiB or more
+ * becomes a part of the object by UploadPartCopy (sink.c,
+ * sink_stage_copy), a smaller one is read back (ranged GETs) into the
+ * object's next part; once the object is complete, every piece
  * of its slice is deleted (a listing of {staging_prefix}/{slice id}/).
  * A lifecycle rule that expires objects under staging_prefix after a few
  * days cleans up after a state folder that was lost (docs/CONFIG.md).
@@ -25,8 +27,8 @@
 
 /* The key of info's piece at offset with tag, or (offset UINT64_MAX) the
  * folder of all its pieces, with the trailing slash. */
-static void stage_key(const s3_ctx *c, const skippr_object_info *info,
-                      uint64_t offset, uint64_t tag, char *out, size_t cap)
+void s3_stage_key(const s3_ctx *c, const skippr_object_info *info,
+                  uint64_t offset, uint64_t tag, char *out, size_t cap)
 {
     size_t pl = strlen(c->staging_prefix);
     const char *sep = pl && c->staging_prefix[pl - 1] != '/' ? "/" : "";
@@ -42,7 +44,7 @@ int sink_stage_put(void *ctx, const skippr_object_info *info,
 {
     s3_ctx *c = ctx;
     char key[1024], sum[32];
-    stage_key(c, info, offset, tag, key, sizeof key);
+    s3_stage_key(c, info, offset, tag, key, sizeof key);
     sigv4_kv h[2] = {s3_body_check(c, p, n, sum),
                      {"content-type", "application/octet-stream"}};
     resp r = {0};
@@ -59,7 +61,7 @@ int sink_stage_get(void *ctx, const skippr_object_info *info,
 {
     s3_ctx *c = ctx;
     char key[1024];
-    stage_key(c, info, offset, tag, key, sizeof key);
+    s3_stage_key(c, info, offset, tag, key, sizeof key);
     for (size_t at = 0; at < n;) {
         size_t k = n - at < STAGE_CHUNK ? n - at : STAGE_CHUNK;
         char range[64];
@@ -172,7 +174,7 @@ int sink_stage_clear(void *ctx, const skippr_object_info *info)
 {
     s3_ctx *c = ctx;
     char folder[1024];
-    stage_key(c, info, UINT64_MAX, 0, folder, sizeof folder);
+    s3_stage_key(c, info, UINT64_MAX, 0, folder, sizeof folder);
     clear_walk w = {c, {0}, 0, SKIPPR_OK};
     /* A listing that failed (logged) is tried again by the engine: the
      * pieces are still there to find. */

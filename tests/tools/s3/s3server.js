@@ -15,7 +15,8 @@
 //   POST /__reset            zero the counters
 //   POST /__faults  {rate, kinds, seed, complete_error_rate, only, nth,
 //                   persist}   kinds:
-//                   503, 500, reset, truncate, complete_error, lost_reply
+//                   503, 500, 501 (NotImplemented), reset, truncate,
+//                   complete_error, lost_reply
 //                   (the request is carried out, then the connection is
 //                   cut before the answer); rate 0 turns faults off;
 //                   complete_error_rate applies to CompleteMultipartUpload
@@ -40,6 +41,9 @@
 // counts `payloads` signed (a hash that matched), unsigned
 // (UNSIGNED-PAYLOAD) and mismatched; other values (the SDKs' STREAMING-*
 // chunked forms) are not checked.
+// UploadPartCopy (which s3rver answers 501) is emulated: the source range
+// read back and uploaded as the part; /__stats counts `copied` parts and
+// bytes.
 // PutObject and CompleteMultipartUpload with If-None-Match: * answer 412
 // PreconditionFailed when the key exists, as AWS does (s3rver ignores the
 // header); the proxy remembers the keys written through it.
@@ -84,6 +88,7 @@ let rngState = 1;
 let requireToken = false;
 let checksums = { verified: 0, mismatched: 0, absent: 0 };
 let payloads = { signed: 0, unsigned: 0, mismatched: 0 };
+let copied = { parts: 0, bytes: 0 }; // UploadPartCopy emulated
 const partBodies = new Map(); // uploadId -> Map(partNumber -> Buffer)
 
 const CRC32C_TABLE = (() => {
@@ -109,11 +114,8 @@ function crc32c(bufs) {
 
 function badDigest(res, what) {
   checksums.mismatched++;
-  const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>BadDigest</Code>' +
-               `<Message>The CRC32C you specified did not match the calculated checksum (${what}).</Message></Error>`;
-  res.writeHead(400, { 'content-type': 'application/xml',
-                       'content-length': Buffer.byteLength(body) });
-  res.end(body);
+  xmlError(res, 400, 'BadDigest', 'The CRC32C you specified did not match ' +
+           `the calculated checksum (${what}).`);
 }
 let tokens = {};       // SOURCE -> requests carrying its tokens
 let tokenRefused = {}; // 'missing' | 'expired' -> requests refused
@@ -137,6 +139,9 @@ function kindOf(req) {
   if (m === 'GET' && isBucket) return 'list_v1';
   if (m === 'GET') return 'get';
   if (m === 'HEAD') return 'head';
+  if (m === 'PUT' && q.has('partNumber') && req.headers['x-amz-copy-source']) {
+    return 'upload_part_copy';
+  }
   if (m === 'PUT' && q.has('partNumber')) return 'upload_part';
   if (m === 'PUT') return 'put';
   if (m === 'POST' && q.has('uploads')) return 'create_multipart';
@@ -144,6 +149,62 @@ function kindOf(req) {
   if (m === 'DELETE' && q.has('uploadId')) return 'abort_multipart';
   if (m === 'DELETE') return 'delete';
   return m.toLowerCase();
+}
+
+// A request to s3rver itself (unsigned: it lets those through), its
+// whole answer's body as a Buffer.
+function s3rverCall(port, method, path, headers, body) {
+  return new Promise((resolve, reject) => {
+    const r = http.request({ host: '127.0.0.1', port, method, path, headers },
+      (res) => {
+        const chunks = [];
+        res.on('data', (d) => chunks.push(d));
+        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers,
+                                      body: Buffer.concat(chunks) }));
+      });
+    r.on('error', reject);
+    r.end(body);
+  });
+}
+
+function xmlError(res, status, code, message) {
+  const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>' + code +
+               '</Code><Message>' + escapeXml(message || code) + '</Message></Error>';
+  res.writeHead(status, { 'content-type': 'application/xml',
+                          'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+// UploadPartCopy, which s3rver does not have (501): the source's range is
+// read from s3rver and uploaded as the part, and the answer is S3's
+// CopyPartResult with the part's ETag and CRC32C. A range past the
+// source's end is S3's 400 InvalidRange; a missing source 404 NoSuchKey.
+async function uploadPartCopy(req, res, port, id, partNumber, fault) {
+  const src = decodeURIComponent(req.headers['x-amz-copy-source']).replace(/^\//, '');
+  const srcPath = '/' + src.split('/').map(encodeURIComponent).join('/');
+  const range = req.headers['x-amz-copy-source-range'];
+  const got = await s3rverCall(port, 'GET', srcPath, range ? { range } : {});
+  if (got.status === 404) return xmlError(res, 404, 'NoSuchKey', src);
+  const m = /^bytes=(\d+)-(\d+)$/.exec(range || '');
+  if (got.status >= 300 || (range && (!m ||
+      got.body.length !== Number(m[2]) - Number(m[1]) + 1))) {
+    return xmlError(res, 400, 'InvalidRange', `${range} of ${src}`);
+  }
+  const put = await s3rverCall(port, 'PUT', req.url,
+                               { 'content-length': got.body.length }, got.body);
+  if (put.status !== 200) return xmlError(res, put.status, 'InternalError', 'part');
+  if (!partBodies.has(id)) partBodies.set(id, new Map());
+  partBodies.get(id).set(partNumber, got.body);
+  copied.parts++;
+  copied.bytes += got.body.length;
+  if (fault === 'lost_reply') return res.socket && res.socket.destroy();
+  const xml = '<?xml version="1.0" encoding="UTF-8"?><CopyPartResult>' +
+              `<LastModified>${new Date().toISOString()}</LastModified>` +
+              `<ETag>&quot;${(put.headers.etag || '').replace(/"/g, '')}&quot;</ETag>` +
+              `<ChecksumCRC32C>${crc32c([got.body])}</ChecksumCRC32C></CopyPartResult>`;
+  res.writeHead(200, { 'content-type': 'application/xml',
+                       'content-length': Buffer.byteLength(xml) });
+  res.end(xml);
 }
 
 function getText(port, path, headers) {
@@ -239,13 +300,14 @@ async function main() {
                               injected, open_uploads: uploads.size,
                               precondition_failed: preconditionFailed,
                               tokens, token_refused: tokenRefused,
-                              checksums, payloads });
+                              checksums, payloads, copied });
     }
     if (req.url.startsWith('/__reset')) {
       counts = {}; maxInflight = 0; injected = {}; preconditionFailed = 0;
       connections = 0; tokens = {}; tokenRefused = {};
       checksums = { verified: 0, mismatched: 0, absent: 0 };
       payloads = { signed: 0, unsigned: 0, mismatched: 0 };
+      copied = { parts: 0, bytes: 0 };
       return json(res, 200, { ok: true });
     }
     if (req.url.startsWith('/__faults')) {
@@ -367,9 +429,9 @@ async function main() {
       if (usable.length) fault = usable[Math.floor(rnd() * usable.length)];
     }
     if (fault) injected[fault] = (injected[fault] || 0) + 1;
-    if (fault === '503' || fault === '500') {
+    if (fault === '503' || fault === '500' || fault === '501') {
       req.resume();
-      const code = fault === '503' ? 'SlowDown' : 'InternalError';
+      const code = { 503: 'SlowDown', 500: 'InternalError', 501: 'NotImplemented' }[fault];
       const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>injected</Message></Error>`;
       res.writeHead(Number(fault), { 'content-type': 'application/xml',
                                      'content-length': Buffer.byteLength(body) });
@@ -385,6 +447,13 @@ async function main() {
       res.writeHead(200, { 'content-type': 'application/xml',
                            'content-length': Buffer.byteLength(body) });
       return res.end(body);
+    }
+    if (kind === 'upload_part_copy') {
+      req.resume();
+      uploadPartCopy(req, res, s3port, u.searchParams.get('uploadId'),
+                     Number(u.searchParams.get('partNumber')), fault)
+        .catch(() => res.socket && res.socket.destroy());
+      return;
     }
     if (kind === 'put' || kind === 'upload_part' || kind === 'complete_multipart') {
       // Writes are small in the tests: take the whole body, check its
