@@ -54,6 +54,14 @@ static int sink_stages(const engine *e)
            ops->stage_put && ops->stage_get && ops->stage_clear;
 }
 
+/* Non-zero when the sink also makes staging pieces parts itself. */
+static int sink_copies(const engine *e)
+{
+    const skippr_sink_ops *ops = grow_ops(e);
+    return sink_stages(e) && SKIPPR_OPS_HAS(skippr_sink_ops, ops, stage_copy) &&
+           ops->stage_copy;
+}
+
 /* The sink's part size when it grows objects by parts (S3), else 0. */
 static uint64_t sink_part_bytes(const engine *e)
 {
@@ -163,6 +171,19 @@ static int write_retried(engine *e, sk_slice *s, const void *p, size_t n)
     return rc;
 }
 
+/* The sink's note of the part it just added to open slice s's object,
+ * kept for the next commit to record. */
+static int take_note(engine *e, sk_slice *s)
+{
+    char note[2048];
+    size_t nl = 0;
+    int rc = grow_ops(e)->grow_note(owner(e, s)->ctx, s->handle, note,
+                                    sizeof note, &nl);
+    if (!rc && nl > sizeof note)
+        rc = SKIPPR_RANGE;
+    return rc ? rc : sk_buf_append(&s->notes, note, nl);
+}
+
 /* Write n bytes to s's growing object: for a sink that grows by parts,
  * one part per part_bytes (the state hands over whole parts but for the
  * last write, which may end with a shorter one), and for an open slice
@@ -170,7 +191,6 @@ static int write_retried(engine *e, sk_slice *s, const void *p, size_t n)
 static int write_parts(engine *e, sk_slice *s, const uint8_t *p, size_t n)
 {
     uint64_t pb = e->st->grow.part_bytes;
-    sk_instance *sink = owner(e, s);
     int rc = SKIPPR_OK;
     for (size_t off = 0; off < n && !rc;) {
         size_t k = pb && n - off > pb ? (size_t)pb : n - off;
@@ -181,14 +201,33 @@ static int write_parts(engine *e, sk_slice *s, const uint8_t *p, size_t n)
             continue;
         /* uploaded, not yet recorded */
         sk_crashpoint("part_put");
-        char note[2048];
-        size_t nl = 0;
-        rc = grow_ops(e)->grow_note(sink->ctx, s->handle, note, sizeof note,
-                                    &nl);
-        if (!rc && nl > sizeof note)
-            rc = SKIPPR_RANGE;
-        if (!rc)
-            rc = sk_buf_append(&s->notes, note, nl);
+        rc = take_note(e, s);
+    }
+    return rc;
+}
+
+/* s's first n staging pieces become its next parts, inside the sink
+ * (stage_copy), each tried again after a retryable failure as a write
+ * is; for an open slice, with the sink's note of each. */
+static int copy_pieces(engine *e, sk_slice *s, const skippr_object_info *info,
+                       size_t n)
+{
+    sk_instance *sink = owner(e, s);
+    int rc = SKIPPR_OK;
+    for (size_t k = 0; k < n && !rc; k++) {
+        sk_crashpoint("stage_copy");
+        rc = SKIPPR_RETRY;
+        for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
+            if (a && sk_stop_requested)
+                return SKIPPR_STOPPED;
+            if (a)
+                skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
+            rc = grow_ops(e)->stage_copy(sink->ctx, s->handle, info,
+                                         s->stage_off[k], s->stage_tag[k],
+                                         s->stage_len[k]);
+        }
+        if (!rc && s->state == SK_SLICE_OPEN)
+            rc = take_note(e, s);
     }
     return rc;
 }
@@ -385,6 +424,23 @@ static int put_all(void *ud, sk_slice **v, size_t n)
     return pl_grow_parallel(ud, v, n, NULL);
 }
 
+/* sk_grow_hooks.copy: open slice s's first staging piece becomes a part
+ * of its growing object. */
+static int copy(void *ud, sk_slice *s)
+{
+    engine *e = ud;
+    char sid[40];
+    skippr_object_info info;
+    char *key = open_info(e, s, sid, sizeof sid, &info);
+    if (!key)
+        return SKIPPR_NOMEM;
+    int rc = s->handle ? SKIPPR_OK : grow_attach(e, s, s->pushed);
+    if (!rc && (rc = copy_pieces(e, s, &info, 1)))
+        write_failed(e, s, rc);
+    sk_free(key);
+    return rc;
+}
+
 int pl_grow_sync(engine *e)
 {
     return sync_sink(e);
@@ -452,6 +508,8 @@ int pl_grow_init(engine *e)
     if (st->grow.part_bytes && sink_stages(e)) {
         st->grow.fetch = fetch;
         st->grow.stage = stage;
+        if (sink_copies(e))
+            st->grow.copy = copy;
         st->grow.wal_budget = (uint64_t)e->cfg->wal_disk_budget;
         /* A piece is put before its STAGE frame is written: a crash in
          * between leaves a piece that the WAL does not name. So every
@@ -473,13 +531,28 @@ int pl_grow_init(engine *e)
     return discard_orphans(e);
 }
 
-/* One attempt at finishing parted slice s with its tail t: after a
- * failure or a crash its upload may be complete already (the sink is
- * asked first); else the tail is the last part, and the upload
- * completes. */
-static int finish_parted_once(engine *e, sk_slice *s, const uint8_t *tp,
-                              size_t tn, const skippr_object_info *info,
-                              int attempt)
+/* How many of sealed slice s's first staging pieces the sink makes parts
+ * by itself (stage_copy): those from its durable length on, each of at
+ * least SKIPPR_COPY_MIN_BYTES (a smaller one, and every one after it, is
+ * read back into the last part). Their bytes in *bytes. */
+static size_t copyable(const engine *e, const sk_slice *s, uint64_t *bytes)
+{
+    uint64_t at = s->pushed;
+    size_t k = 0;
+    while (sink_copies(e) && k < s->nstaged && s->stage_off[k] == at &&
+           s->stage_len[k] >= SKIPPR_COPY_MIN_BYTES)
+        at += s->stage_len[k++];
+    *bytes = at - s->pushed;
+    return k;
+}
+
+/* One attempt at finishing parted slice s: after a failure or a crash
+ * its upload may be complete already (the sink is asked first); else its
+ * first ncopy staging pieces become parts in the sink, the tail t the
+ * last part, and the upload completes. */
+static int finish_parted_once(engine *e, sk_slice *s, size_t ncopy,
+                              const uint8_t *tp, size_t tn,
+                              const skippr_object_info *info, int attempt)
 {
     sk_instance *sink = owner(e, s);
     const skippr_sink_ops *ops = grow_ops(e);
@@ -502,13 +575,13 @@ static int finish_parted_once(engine *e, sk_slice *s, const uint8_t *tp,
         if ((rc = grow_attach(e, s, s->pushed)))
             return rc;
     }
-    if (tn) {
+    rc = copy_pieces(e, s, info, ncopy);
+    if (!rc && tn)
         rc = write_parts(e, s, tp, tn);
-        if (rc) {
-            ops->grow_close(sink->ctx, s->handle);
-            s->handle = NULL;
-            return rc;
-        }
+    if (rc) {
+        ops->grow_close(sink->ctx, s->handle);
+        s->handle = NULL;
+        return rc;
     }
     sk_crashpoint("grow_commit");
     rc = ops->grow_commit(sink->ctx, s->handle, info);
@@ -555,17 +628,26 @@ static int finish_parted(engine *e, sk_slice *s)
         if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
             return rc;
     }
-    /* The tail: still in memory when the slice was sealed in this run
-     * (its buffer is kept for this), else read back. */
+    /* The tail after the pieces the sink copies: still in memory when
+     * the slice was sealed in this run (its buffer is kept for this),
+     * else read back. */
+    uint64_t lead;
+    size_t ncopy = copyable(e, s, &lead);
     sk_buf t, f;
     sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
     sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
-    const uint8_t *tp = s->open_block.data;
-    size_t tn = s->open_block.len;
-    if (s->mem_off != s->pushed || s->pushed + tn != s->object_bytes) {
-        rc = sk_state_read_tail(e->st, s, s->pushed,
+    const uint8_t *tp = NULL;
+    size_t tn = 0;
+    if (s->mem_off == s->pushed &&
+        s->pushed + s->open_block.len == s->object_bytes) {
+        if (lead < s->open_block.len) {
+            tp = s->open_block.data + lead;
+            tn = s->open_block.len - (size_t)lead;
+        }
+    } else {
+        rc = sk_state_read_tail(e->st, s, s->pushed + lead,
                                 s->pushed + s->staged + s->walled, &t, &f);
-        if (!rc && s->pushed + t.len != s->object_bytes)
+        if (!rc && s->pushed + lead + t.len != s->object_bytes)
             rc = SKIPPR_CORRUPT;
         tp = t.data;
         tn = t.len;
@@ -587,7 +669,7 @@ static int finish_parted(engine *e, sk_slice *s)
                     sink->label, s->object_key, attempt, MAX_ATTEMPTS);
             skippr_backoff_sleep(&owner_up(e, s)->backoff, attempt);
         }
-        rc = finish_parted_once(e, s, tp, tn, &info, attempt);
+        rc = finish_parted_once(e, s, ncopy, tp, tn, &info, attempt);
         if (rc != SKIPPR_RETRY)
             break;
     }

@@ -68,15 +68,44 @@ static uint64_t unput(const sk_slice *s)
     return s->mem_off + s->open_block.len - s->pushed;
 }
 
-/* Make a spilled parted slice's buffer whole again: the tail read back
- * from its TAIL frames, then what came since. */
+/* s's first staging pieces that the sink makes parts by itself (each of
+ * at least SKIPPR_COPY_MIN_BYTES) go to it so, and memory lets go of any
+ * of their bytes it still held. */
+static int copy_pieces(sk_state *st, sk_slice *s)
+{
+    while (st->grow.copy && s->nstaged && s->stage_off[0] == s->pushed &&
+           s->stage_len[0] >= SKIPPR_COPY_MIN_BYTES) {
+        int rc = st->grow.copy(st->grow.ud, s);
+        if (rc)
+            return rc;
+        s->pushed += s->stage_len[0];
+        st_drop_stages(s, s->pushed);
+        if (s->mem_off < s->pushed) {
+            size_t k = (size_t)SK_MIN(s->pushed - s->mem_off,
+                                      (uint64_t)s->open_block.len);
+            memmove(s->open_block.data, s->open_block.data + k,
+                    s->open_block.len - k);
+            s->open_block.len -= k;
+            st->open_block_bytes -= k;
+            s->mem_off += k;
+        }
+    }
+    return SKIPPR_OK;
+}
+
+/* Make a spilled parted slice's buffer whole again: its first staging
+ * pieces copied into parts if the sink can, the rest of the tail read
+ * back from its staging pieces and TAIL frames, then what came since. */
 static int unspill(sk_state *st, sk_slice *s)
 {
     if (!st_parted(st, s) || s->mem_off == s->pushed)
         return SKIPPR_OK;
+    int rc = copy_pieces(st, s);
+    if (rc || s->mem_off == s->pushed)
+        return rc;
     sk_buf b;
     sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
-    int rc = sk_buf_reserve_exact(&b, unput(s));
+    rc = sk_buf_reserve_exact(&b, unput(s));
     sk_buf f;
     sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     if (!rc) /* what is not in memory; the rest is */

@@ -153,6 +153,10 @@ typedef struct sk_grow_hooks {
     /* ... and store n bytes at off of s's object as a staging piece. */
     int (*stage)(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
                  const void *p, size_t n);
+    /* Optional: make s's first staging piece (at s->pushed, of at least
+     * SKIPPR_COPY_MIN_BYTES) its next part inside the sink, without
+     * reading it back; appends the sink's note to s->notes. */
+    int (*copy)(void *ud, sk_slice *s);
     /* A commit writes a parted slice's tail as a staging piece instead of
      * TAIL frames when the WAL would grow past this (0: never). */
     uint64_t wal_budget;

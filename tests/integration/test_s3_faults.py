@@ -284,6 +284,96 @@ def test_kill_nine_file_to_bucket():
     kill_test("file")
 
 
+def copy_case(name, objects=10, memory="256MiB"):
+    """A workspace whose one partition grows in 16 MiB parts under a 2 MiB
+    WAL budget: the tail that no part holds goes to a staging piece of
+    several MiB, which becomes a part with UploadPartCopy (at the finish;
+    and, when the memory budget is below a part, while the object grows:
+    memory lets go of the tail, and the next part starts with the
+    piece)."""
+    ws = Workspace(name)
+    ws.generate(objects=objects, records=20000, seed=41, framing="lines")
+    config(ws, "file", part_size="16MiB", namespace="none",
+           extra="    max_object_bytes: 40MiB\n    wal_disk_budget: 2MiB\n"
+                 "    memory_budget: %s\n" % memory)
+    return ws
+
+
+def counter(p, name):
+    m = re.findall(r"\b%s=(\d+)" % name, p.stderr)
+    return int(m[-1]) if m else 0
+
+
+def nothing_left(ws, s3):
+    """The output is exact and nothing else is left; then the bucket is
+    emptied and the workspace goes, for the next case."""
+    n = exact(ws, s3, dict(TRANSFORM, namespace_fields="none"))
+    left = s3.objects("dst", "skippr-staging/")
+    check(not left, "staging pieces left: %s" % sorted(left)[:5])
+    check(s3.stats()["open_uploads"] == 0, "unfinished uploads: %s" %
+          s3.stats())
+    for key in s3.objects("dst"):
+        s3.client.delete_object(Bucket="dst", Key=key)
+    ws.cleanup()
+    return n
+
+
+def test_staged_pieces_become_parts_by_copy():
+    """A staging piece of 5 MiB or more becomes its object's part inside
+    S3 (UploadPartCopy): its bytes are not read back. A copy that fails
+    once is retried; a kill just before the copy and one after it (before
+    the Complete) resume exactly; a server without UploadPartCopy (501)
+    gets the piece read back and uploaded, with one warning."""
+    s3 = S3Server(["dst"])
+    try:
+        ws = copy_case("s3copy")
+        s3.faults(0, ["500"], only=["upload_part_copy"], nth=1)
+        p = run(ws, s3)
+        st = s3.stats()
+        s3.faults(0, [])
+        check(st["injected"].get("500") == 1, "no copy failed: %s" % st)
+        check(st["copied"]["parts"] >= 1 and counter(p, "parts_copied") ==
+              st["copied"]["parts"] and
+              st["counts"]["upload_part_copy"] == st["copied"]["parts"] + 1,
+              "no piece was copied: %s\n%s" % (st, p.stderr[-1500:]))
+        check(counter(p, "pieces_staged") >= 1, p.stderr[-1500:])
+        check(st["counts"].get("get", 0) == 0,
+              "pieces were read back: %s" % st["counts"])
+        n = nothing_left(ws, s3)
+        print("  %d records exactly once; %d pieces staged, %d copied "
+              "(%.1f MB), none read back, one copy failure retried" % (
+                  n, counter(p, "pieces_staged"), counter(p, "parts_copied"),
+                  st["copied"]["bytes"] / 1e6))
+
+        ws = copy_case("s3copykill", objects=20, memory="8MiB")
+        for point in ("stage_copy:1", "stage_copy:3", "grow_commit:1"):
+            p = run(ws, s3, env={"SKIPPR_CRASH": point}, check_rc=False)
+            check(p.returncode == -signal.SIGKILL, "no kill at %s: %s" % (
+                point, p.stderr[-1500:]))
+        check(s3.stats()["open_uploads"] >= 1, "no upload left open")
+        p = run(ws, s3)
+        n = nothing_left(ws, s3)
+        print("  killed before copies and before a Complete: %d records "
+              "exactly once" % n)
+
+        ws = copy_case("s3nocopy")
+        s3.reset_stats()
+        s3.faults(0, ["501"], only=["upload_part_copy"], nth=1, persist=True)
+        p = run(ws, s3)
+        st = s3.stats()
+        s3.faults(0, [])
+        check(st["copied"]["parts"] == 0 and st["counts"].get("get", 0) >= 1,
+              "the piece was not read back: %s" % st)
+        warned = [ln for ln in p.stderr.splitlines()
+                  if "does not copy parts" in ln]
+        check(len(warned) == 1, p.stderr[-1500:])
+        n = nothing_left(ws, s3)
+        print("  without UploadPartCopy: %d records exactly once; %s" % (
+            n, warned[0].split("warning: ", 1)[-1]))
+    finally:
+        s3.close()
+
+
 def test_errors_are_one_clear_line():
     """A missing bucket, bad credentials and an unreachable endpoint: each
     stops the run with exit 1 and one error line that names the cause,
@@ -325,4 +415,5 @@ if __name__ == "__main__":
     main([test_faults_bucket_to_bucket, test_multipart_file_to_bucket,
           test_lost_answers_are_not_written_twice,
           test_kill_nine_bucket_to_bucket, test_kill_nine_file_to_bucket,
+          test_staged_pieces_become_parts_by_copy,
           test_errors_are_one_clear_line])
