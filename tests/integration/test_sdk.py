@@ -69,7 +69,7 @@ def test_example_plugin_out_of_tree_passes_testkit():
              "--read", "tar -xOf '%s' \"$SKIPPR_KEY\"" % archive],
             capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, "testkit failed the Tar sink:\n" + p.stderr)
-        check("# 10 checks, 0 failed" in p.stderr, p.stderr)
+        check("# 11 checks, 0 failed" in p.stderr, p.stderr)
         check(re.search(r"64 MiB object: memory grew by [0-9.]+ MiB",
                         p.stderr), p.stderr)
         # The archive is a plain tar: the standard reader lists every
@@ -210,13 +210,15 @@ def test_s3_sink_passes_testkit_through_faults():
             text=True, timeout=600)
         injected = sum(s3.stats().get("injected", {}).values())
         check(p.returncode == 0, "testkit failed the S3 sink:\n" + p.stderr)
-        m = re.search(r"# 10 checks, 0 failed; (\d+) calls retried",
+        m = re.search(r"# 11 checks, 0 failed; (\d+) calls retried",
                       p.stderr)
         check(m and injected > 0 and int(m.group(1)) > 0,
               "no fault reached the sink as RETRY (%d injected):\n%s" % (
                   injected, p.stderr))
         left = [k for k in s3.objects("kit") if "skippr-staging/" in k]
-        check("ok 9 - staging pieces" in p.stderr and not left,
+        check("ok 9 - staging pieces" in p.stderr and
+              "ok 10 - copying staged pieces: a piece made" in p.stderr and
+              not left,
               "staging pieces not checked, or left: %s" % left[:5])
         print("  %d faults injected, %s calls retried after RETRY" % (
             injected, m.group(1)))
