@@ -5,7 +5,9 @@ On a generated date-ordered Firehose archive (tests/tools/gen_backfill.py)
 with thousands of partitions and adversarial tenant values:
 
   - file -> file --once with 2 threads next to cp -r + sync of the same
-    tree: medians of 3, their ratio, user and system CPU seconds;
+    tree and of skipprd's output: medians of 3, their ratio, user and
+    system CPU seconds; once with every run in folders of its own, once
+    with each run deleting the last one's first (see file_figures);
   - bytes written to local disk per input byte (write_bytes of
     /proc/PID/io, the state folder and the sink together, as the kernel
     counts pages dirtied);
@@ -144,6 +146,74 @@ def s3_figures(a, work, inp, size):
               dict(sorted(st.items()))))
 
 
+def file_figures(a, work, inp, size, reuse):
+    """file -> file next to cp -r + sync of the input tree and of skipprd's
+    output, the three taking turns. reuse False: every run writes into
+    folders of its own and nothing is deleted until the end. reuse True:
+    each command first deletes what the last run of it wrote (and syncs),
+    as a rerun in place does. The difference is large on this machine:
+    its ext4 has no journal, and there an inode allocated within seconds
+    of deleting tens of thousands skips every recently freed one, reading
+    its inode table block (recently_deleted in the kernel's profile);
+    which command pays more of that depends on timing."""
+    budget = 64 << 20
+    cp, sk, cpo = [], [], []
+    peak = [0]
+    name = (lambda d, i: os.path.join(work, d)) if reuse else \
+        (lambda d, i: os.path.join(work, "%s%d" % (d, i)))
+    for i in range(a.runs):
+        state, out = name("state", i), name("out", i)
+        cfg = os.path.join(work, "skippr.yml")
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(state=state, out=out, inp=inp,
+                                  budget=budget))
+        for d in (name("cp", i), state, out, name("cpo", i)):
+            if reuse:
+                shutil.rmtree(d, ignore_errors=True)
+        subprocess.run(["sync"], check=True)
+        cp.append(timed("cp -r %s %s && sync %s" % (inp, name("cp", i),
+                                                    name("cp", i))))
+        subprocess.run(["sync"], check=True)
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], tree_bytes(state))
+                time.sleep(0.02)
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
+        sk.append(timed("%s sync -p p --once -q -t 2 -c %s" % (SKIPPRD,
+                                                                cfg)))
+        stop.set()
+        th.join()
+        # The same bytes in skipprd's layout (14,000 folders, 5,600
+        # files): what any tool writing that tree pays in folders and
+        # metadata.
+        subprocess.run(["sync"], check=True)
+        cpo.append(timed("cp -r %s %s && sync %s" % (out, name("cpo", i),
+                                                     name("cpo", i))))
+    objects = sum(len(fs) for _, _, fs in os.walk(out))
+    pdays = set(d for d, _, fs in os.walk(out) if fs)
+    print("-- %s" % ("each run deletes the last run's trees first" if reuse
+                     else "each run into folders of its own"))
+    med = lambda rows, i: statistics.median(r[i] for r in rows)  # noqa
+    tc, ts, to = med(cp, 0), med(sk, 0), med(cpo, 0)
+    for label, rows, t in (("cp -r + sync", cp, tc),
+                           ("skipprd file -> file, 2 threads", sk, ts),
+                           ("cp -r + sync of skipprd's output", cpo, to)):
+        print("%-34s %7.2f s  %6.0f MB/s  user %5.2f s  sys %5.2f s" % (
+            label, t, size / t / 1e6, med(rows, 1), med(rows, 2)))
+    print("skipprd / cp -r + sync speed: %.2fx of the input tree, %.2fx "
+          "of the output tree (medians of %d)" % (tc / ts, to / ts, a.runs))
+    print("bytes written to local disk per input byte: cp -r %.2f, "
+          "cp -r of the output tree %.2f, skipprd %.2f (state folder "
+          "and sink)" % (med(cp, 3) / size, med(cpo, 3) / size,
+                         med(sk, 3) / size))
+    print("state folder peak %.2f MB (wal_disk_budget %d MiB); %d "
+          "objects for %d partition-days" % (peak[0] / 1e6, budget >> 20,
+                                             objects, len(pdays)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=300)
@@ -168,71 +238,8 @@ def main():
         if a.sink == "s3":
             s3_figures(a, work, inp, size)
             return
-        budget = 64 << 20
-        cfg = os.path.join(work, "skippr.yml")
-        state, out = os.path.join(work, "state"), os.path.join(work, "out")
-        with open(cfg, "w") as f:
-            f.write(CONFIG.format(state=state, out=out, inp=inp,
-                                  budget=budget))
-
-        def fresh():
-            for d in (state, out, os.path.join(work, "cp")):
-                shutil.rmtree(d, ignore_errors=True)
-            subprocess.run(["sync"], check=True)
-
-        cp, sk = [], []
-        peak = [0]
-        for _ in range(a.runs):
-            fresh()
-            cp.append(timed("cp -r %s %s/cp && sync %s/cp" % (inp, work,
-                                                              work)))
-            fresh()
-            stop = threading.Event()
-
-            def sample():
-                while not stop.is_set():
-                    peak[0] = max(peak[0], tree_bytes(state))
-                    time.sleep(0.02)
-            th = threading.Thread(target=sample, daemon=True)
-            th.start()
-            sk.append(timed("%s sync -p p --once -q -t 2 -c %s" % (SKIPPRD,
-                                                                    cfg)))
-            stop.set()
-            th.join()
-        # The same bytes in skipprd's layout (14,000 folders, 5,600 files):
-        # what any tool writing that tree pays in folders and metadata.
-        cpo = []
-        for _ in range(a.runs):
-            shutil.rmtree(os.path.join(work, "cpo"), ignore_errors=True)
-            subprocess.run(["sync"], check=True)
-            cpo.append(timed("cp -r %s %s/cpo && sync %s/cpo" % (out, work,
-                                                                 work)))
-        objects = sum(len(fs) for _, _, fs in os.walk(out))
-        pdays = set()
-        for d, _, fs in os.walk(out):
-            if fs:
-                pdays.add(d)
-        med = lambda rows, i: statistics.median(r[i] for r in rows)  # noqa
-        tc, ts = med(cp, 0), med(sk, 0)
-        print("%-34s %7.2f s  %6.0f MB/s  user %5.2f s  sys %5.2f s" % (
-            "cp -r + sync", tc, size / tc / 1e6, med(cp, 1), med(cp, 2)))
-        print("%-34s %7.2f s  %6.0f MB/s  user %5.2f s  sys %5.2f s" % (
-            "skipprd file -> file, 2 threads", ts, size / ts / 1e6,
-            med(sk, 1), med(sk, 2)))
-        to = med(cpo, 0)
-        print("%-34s %7.2f s  %6.0f MB/s  user %5.2f s  sys %5.2f s" % (
-            "cp -r + sync of skipprd's output", to, size / to / 1e6,
-            med(cpo, 1), med(cpo, 2)))
-        print("skipprd / cp -r + sync speed: %.2fx of the input tree, %.2fx "
-              "of the output tree (medians of %d)" % (tc / ts, to / ts,
-                                                      a.runs))
-        print("bytes written to local disk per input byte: cp -r %.2f, "
-              "cp -r of the output tree %.2f, skipprd %.2f (state folder "
-              "and sink)" % (med(cp, 3) / size, med(cpo, 3) / size,
-                             med(sk, 3) / size))
-        print("state folder peak %.2f MB (wal_disk_budget %d MiB); %d "
-              "objects for %d partition-days" % (peak[0] / 1e6, budget >> 20,
-                                                 objects, len(pdays)))
+        for reuse in (False, True):
+            file_figures(a, work, inp, size, reuse)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
