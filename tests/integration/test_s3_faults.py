@@ -293,8 +293,11 @@ def copy_case(name, objects=10, memory="256MiB"):
     piece)."""
     ws = Workspace(name)
     ws.generate(objects=objects, records=20000, seed=41, framing="lines")
+    # Commits by input bytes only (every 16 MB), not by the clock: how
+    # big a tail is at a commit must not depend on the machine's speed.
     config(ws, "file", part_size="16MiB", namespace="none",
            extra="    max_object_bytes: 40MiB\n    wal_disk_budget: 2MiB\n"
+                 "    commit_interval_ms: 3600000\n"
                  "    memory_budget: %s\n" % memory)
     return ws
 
