@@ -94,6 +94,24 @@ def timed(cmd):
     return secs, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, wb
 
 
+def timed_sampled(cmd, state, peak):
+    """timed(cmd), while a thread samples the size of the folder state
+    every 20 ms into peak[0] (the largest seen across calls)."""
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], tree_bytes(state))
+            time.sleep(0.02)
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
+        return timed(cmd)
+    finally:
+        stop.set()
+        th.join()
+
+
 def s3_figures(a, work, inp, size):
     """file -> S3 (s3rver): local bytes written per input byte."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
@@ -114,18 +132,9 @@ def s3_figures(a, work, inp, size):
         s3 = S3Server(["dst"])
         try:
             env = " ".join("%s=%s" % kv for kv in s3.env().items())
-            stop = threading.Event()
-
-            def sample():
-                while not stop.is_set():
-                    peak[0] = max(peak[0], tree_bytes(state))
-                    time.sleep(0.02)
-            th = threading.Thread(target=sample, daemon=True)
-            th.start()
-            rows.append(timed("env %s %s sync -p p --once -q -t 2 -c %s" % (
-                env, SKIPPRD, cfg)))
-            stop.set()
-            th.join()
+            rows.append(timed_sampled(
+                "env %s %s sync -p p --once -q -t 2 -c %s" % (
+                    env, SKIPPRD, cfg), state, peak))
             keys = [o["Key"] for page in s3.client.get_paginator(
                 "list_objects_v2").paginate(Bucket="dst", Prefix="out/")
                 for o in page.get("Contents", [])]
@@ -174,18 +183,8 @@ def file_figures(a, work, inp, size, reuse):
         cp.append(timed("cp -r %s %s && sync %s" % (inp, name("cp", i),
                                                     name("cp", i))))
         subprocess.run(["sync"], check=True)
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], tree_bytes(state))
-                time.sleep(0.02)
-        th = threading.Thread(target=sample, daemon=True)
-        th.start()
-        sk.append(timed("%s sync -p p --once -q -t 2 -c %s" % (SKIPPRD,
-                                                                cfg)))
-        stop.set()
-        th.join()
+        sk.append(timed_sampled("%s sync -p p --once -q -t 2 -c %s" % (
+            SKIPPRD, cfg), state, peak))
         # The same bytes in skipprd's layout (14,000 folders, 5,600
         # files): what any tool writing that tree pays in folders and
         # metadata.
