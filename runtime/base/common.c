@@ -284,11 +284,23 @@ void sk_release_free_memory(void)
 #endif
 }
 
+int sk_release_slack_memory(void)
+{
+    sk_memstats m;
+    sk_memory_stats(&m);
+    if (m.heap_used == 0 || m.rss <= m.heap_used ||
+        m.rss - m.heap_used <= SK_MAX((uint64_t)SK_SLACK_MIN, m.heap_used / 2))
+        return 0;
+    sk_release_free_memory();
+    return 1;
+}
+
 void sk_malloc_tune(void)
 {
 #ifdef __GLIBC__
     /* Setting it also stops glibc's dynamic adjustment of it. */
     mallopt(M_MMAP_THRESHOLD, (int)SK_MMAP_MIN);
+    mallopt(M_TRIM_THRESHOLD, (int)SK_MMAP_MIN);
 #endif
 }
 

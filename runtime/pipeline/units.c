@@ -90,11 +90,12 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
         if ((rc = pl_maybe_commit(e, 0)))
             break;
         uint64_t now = sk_now_ns();
-        /* Freed heap pages go back to the system now and then, so that
-         * RSS follows what is live over a run of days (SK_MMAP_MIN). */
+        /* A surplus of freed heap pages goes back to the system now and
+         * then, so that RSS follows what is live over a run of days
+         * (SK_MMAP_MIN). */
         if (now - e->last_trim_ns >= TRIM_EVERY_NS) {
             e->last_trim_ns = now;
-            sk_release_free_memory();
+            sk_release_slack_memory();
         }
         /* Slices are due by the clock, or because the unit just finished
          * moved the watermark past one's time bucket (event time). */
