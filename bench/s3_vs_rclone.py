@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """S3 -> S3 against s3rver: skipprd next to `rclone copy`, same objects,
 same server, same run. Prints CPU-seconds per GB of source data (user +
-system of the copying process, from wait4) and wall time, the median of
-RUNS runs each. Figures only; it asserts nothing.
+system of the copying process, from wait4), wall time, minor page faults
+and peak RSS, the median of RUNS runs each. Figures only; it asserts
+nothing.
 
     bench/s3_vs_rclone.py [--tls] [OBJECTS] [RECORDS_PER_OBJECT] [RUNS]
 
@@ -38,7 +39,8 @@ GEN = os.path.join(ROOT, "tests", "tools", "gen_firehose.py")
 
 
 def timed(args, env):
-    """Run args; return (wall seconds, CPU seconds of the process)."""
+    """Run args; return (wall seconds, CPU seconds of the process, minor
+    page faults, peak RSS in MiB)."""
     start = time.monotonic()
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -48,7 +50,8 @@ def timed(args, env):
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit("%s failed:\n%s" % (args[0], err[-2000:]))
-    return wall, usage.ru_utime + usage.ru_stime
+    return (wall, usage.ru_utime + usage.ru_stime, usage.ru_minflt,
+            usage.ru_maxrss / 1024)
 
 
 def setup():
@@ -145,12 +148,13 @@ data_sinks:
         gb = size / 1e9
         med = {}
         for tool, rs in results.items():
-            wall = statistics.median(r[0] for r in rs)
-            cpu = statistics.median(r[1] for r in rs)
+            wall, cpu, faults, rss = (statistics.median(r[i] for r in rs)
+                                      for i in range(4))
             med[tool] = cpu / gb
             print("%-8s median of %d: %.2f s wall, %.2f CPU-s -> %.1f "
-                  "CPU-s/GB, %.1f MB/s" % (tool, runs, wall, cpu, cpu / gb,
-                                           size / 1e6 / wall))
+                  "CPU-s/GB, %.1f MB/s; %d minor faults, peak RSS %.0f MiB"
+                  % (tool, runs, wall, cpu, cpu / gb, size / 1e6 / wall,
+                     faults, rss))
         print("skipprd / rclone CPU per GB: %.2fx" %
               (med["skipprd"] / med["rclone"]))
     finally:
