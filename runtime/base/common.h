@@ -144,8 +144,9 @@ int sk_release_slack_memory(void);
  * every thread per unmap, and trimming each heap's top whenever a free
  * left 128 KiB there (glibc's default) did the same. At a 1 MiB threshold
  * and the default trim, an S3 -> S3 copy of 1,200 objects took 140,000
- * page faults for a 290 MB peak RSS; at these, 100,000 for 320 MB, and
- * 13% less CPU. The threshold is fixed so that glibc does not move it.
+ * page faults for a 285 MiB peak RSS; at these, about 100,000 for
+ * 312 MiB, and 0.83x the CPU (paired, 5 runs each; PERFORMANCE.md). The
+ * threshold is fixed so that glibc does not move it.
  * What a long run frees and does not reuse goes back through
  * sk_release_slack_memory(). Call once at start, before any thread. */
 #define SK_MMAP_MIN (32u << 20)
