@@ -39,6 +39,14 @@ void *sk_realloc(void *p, size_t n)
 
 void sk_free(void *p) { free(p); }
 
+void *sk_malloc_aligned(size_t align, size_t n)
+{
+    void *p = NULL;
+    if (sk_fault_hit(SK_FAULT_ALLOC) || posix_memalign(&p, align, n ? n : 1))
+        return NULL;
+    return p;
+}
+
 char *sk_strndup(const char *s, size_t n)
 {
     char *d = sk_malloc(n + 1);

@@ -30,6 +30,9 @@ void *sk_realloc(void *p, size_t n);
 char *sk_strdup(const char *s);
 char *sk_strndup(const char *s, size_t n);
 void sk_free(void *p);
+/* n bytes at an address that is a multiple of align (a power of two, at
+ * least sizeof(void *)), for O_DIRECT buffers; sk_free() frees it. */
+void *sk_malloc_aligned(size_t align, size_t n);
 /* sk_asprintf: caller frees; NULL on failure. */
 char *sk_asprintf(const char *fmt, ...) SKIPPR_PRINTF(1, 2);
 

@@ -26,30 +26,60 @@ int sk_io_status_from_errno(int err)
     }
 }
 
-int sk_io_open(const char *path, int flags, int mode, int *fd_out)
+/* open(2) with O_CLOEXEC, retried on EINTR, through the fault hook. */
+static int open_fd(const char *path, int flags, int mode)
 {
-    int fd;
     if (sk_fault_hit(SK_FAULT_OPEN)) {
         errno = EIO;
-        fd = -1;
-    } else {
-        do
-            fd = open(path, flags | O_CLOEXEC, mode);
-        while (fd < 0 && errno == EINTR);
+        return -1;
     }
-    int rc = SKIPPR_OK;
-    if (fd < 0) {
-        int err = errno;
-        if (err != ENOENT || (flags & O_CREAT))
-            sk_error("open %s: %s", path, strerror(err));
-        rc = sk_io_status_from_errno(err);
-    } else {
-        *fd_out = fd;
-    }
-    return rc;
+    int fd;
+    do
+        fd = open(path, flags | O_CLOEXEC, mode);
+    while (fd < 0 && errno == EINTR);
+    return fd;
 }
 
-int sk_io_write_all(int fd, const void *p, size_t n, const char *what)
+static int open_failed(const char *path, int flags, int err)
+{
+    if (err != ENOENT || (flags & O_CREAT))
+        sk_error("open %s: %s", path, strerror(err));
+    return sk_io_status_from_errno(err);
+}
+
+int sk_io_open(const char *path, int flags, int mode, int *fd_out)
+{
+    int fd = open_fd(path, flags, mode);
+    if (fd < 0)
+        return open_failed(path, flags, errno);
+    *fd_out = fd;
+    return SKIPPR_OK;
+}
+
+int sk_io_open_direct(const char *path, int flags, int mode, int *fd_out,
+                      int *direct)
+{
+    *direct = 0;
+#ifdef O_DIRECT
+    int fd = open_fd(path, flags | O_DIRECT, mode);
+    if (fd >= 0) {
+        *direct = 1;
+        *fd_out = fd;
+        return SKIPPR_OK;
+    }
+    if (errno != EINVAL)
+        return open_failed(path, flags, errno);
+    /* The file system has no direct I/O; O_CREAT may have made the file
+     * before that was found, so it is not made exclusively again. */
+    flags &= ~O_EXCL;
+#endif
+    return sk_io_open(path, flags, mode, fd_out);
+}
+
+/* write() (off < 0) or pwrite() at off of all n bytes; with errno kept
+ * for the caller when quiet. */
+static int write_all_at(int fd, const void *p, size_t n, off_t off,
+                        const char *what, int quiet)
 {
     const uint8_t *s = p;
     while (n > 0) {
@@ -58,20 +88,36 @@ int sk_io_write_all(int fd, const void *p, size_t n, const char *what)
             errno = sk_fault_nospc_armed() ? ENOSPC : EIO;
             w = -1;
         } else {
-            w = write(fd, s, n);
+            w = off < 0 ? write(fd, s, n) : pwrite(fd, s, n, off);
         }
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             int err = errno;
+            if (quiet && err == EINVAL)
+                return SKIPPR_INVAL;
             sk_error("write %s: %s", what, strerror(err));
+            errno = err;
             int st = sk_io_status_from_errno(err);
             return st == SKIPPR_IO ? SKIPPR_IO_WRITE : st;
         }
         s += w;
         n -= (size_t)w;
+        if (off >= 0)
+            off += w;
     }
     return SKIPPR_OK;
+}
+
+int sk_io_write_all(int fd, const void *p, size_t n, const char *what)
+{
+    return write_all_at(fd, p, n, -1, what, 0);
+}
+
+int sk_io_pwrite_all(int fd, const void *p, size_t n, off_t off,
+                     const char *what)
+{
+    return write_all_at(fd, p, n, off, what, 1);
 }
 
 int sk_io_pread_all(int fd, void *p, size_t n, off_t off, size_t *got,

@@ -15,8 +15,18 @@
 #include <sys/types.h>
 
 int sk_io_open(const char *path, int flags, int mode, int *fd_out);
+/* sk_io_open() with O_DIRECT where the file system takes it (*direct = 1),
+ * else without it (*direct = 0; a file O_CREAT | O_EXCL asked for may then
+ * exist already, made by the refused attempt). */
+int sk_io_open_direct(const char *path, int flags, int mode, int *fd_out,
+                      int *direct);
 /* Write all n bytes, retrying short writes and EINTR. */
 int sk_io_write_all(int fd, const void *p, size_t n, const char *what);
+/* The same at file offset off (>= 0). EINVAL (an O_DIRECT write the file
+ * system refuses: its alignment, or no direct I/O at all) is returned as
+ * SKIPPR_INVAL without a log line, so the caller can fall back. */
+int sk_io_pwrite_all(int fd, const void *p, size_t n, off_t off,
+                     const char *what);
 /* Read up to n bytes at off; *got is what was read (short only at EOF). */
 int sk_io_pread_all(int fd, void *p, size_t n, off_t off, size_t *got,
                     const char *what);

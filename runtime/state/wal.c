@@ -89,6 +89,20 @@
  * DURABILITY. Appends are buffered; sk_wal_sync() writes and fsyncs. A new
  * segment's folder entry is fsynced before its first frame is relied on.
  * A failed fsync is fatal.
+ *
+ * DIRECT I/O. The active segment is written with O_DIRECT where the file
+ * system takes it: the log is written once and read back only after a
+ * crash (or for a spilled tail), so copying it through the page cache
+ * costs CPU and evicts pages worth keeping (on the bench's S3 -> S3 run,
+ * the kernel's copy into fresh page-cache pages was 10 to 16% of all
+ * CPU). A direct write covers whole DIO_ALIGN blocks: the last, partial
+ * block goes out padded with zeros and is written again, with more frames
+ * in it, by the next write. So a segment may end in fewer than DIO_ALIGN
+ * zero bytes after its last frame: replay reads them as padding (cut from
+ * the newest segment like a torn tail, left alone in older ones), and a
+ * segment is cut to its exact length when the log moves past it. Where
+ * O_DIRECT is refused (tmpfs, or a write the file system will not align),
+ * the segment is written through the page cache as before.
  */
 #include "state/wal.h"
 
@@ -108,7 +122,8 @@
 
 #define WAL_MAGIC 0x31574B53u
 #define WAL_VERSION 1
-#define WRITE_BUF (1u << 20)
+#define WRITE_BUF (4u << 20) /* a multiple of DIO_ALIGN */
+#define DIO_ALIGN 4096u      /* offset, length and address of direct writes */
 #define MAX_SEGS 65536
 
 struct sk_wal {
@@ -121,7 +136,11 @@ struct sk_wal {
     uint64_t active;
     uint64_t active_size; /* including buffered bytes */
     uint64_t next_seq;
-    sk_buf wbuf;
+    uint8_t *wbuf;        /* WRITE_BUF bytes at a DIO_ALIGN address */
+    size_t wlen;          /* bytes of frames in wbuf */
+    uint64_t wbuf_off;    /* segment offset of wbuf[0] */
+    uint64_t written;     /* segment bytes of frames written out */
+    int direct;           /* the active segment is open O_DIRECT */
     int readonly; /* replay repairs nothing */
     int unsynced; /* frames appended since the last sync */
 };
@@ -130,6 +149,8 @@ static void seg_path(const sk_wal *w, uint64_t seg, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/wal-%016" PRIx64 ".log", w->dir, seg);
 }
+
+static int trim_padding(sk_wal *w, const char *path);
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -194,9 +215,9 @@ int sk_wal_open(const char *dir, sk_wal **out)
     if (!w)
         goto fail;
     w->fd = -1;
-    sk_buf_init(&w->wbuf, WRITE_BUF);
+    w->wbuf = sk_malloc_aligned(DIO_ALIGN, WRITE_BUF);
     w->dir = sk_strdup(dir);
-    if (!w->dir)
+    if (!w->dir || !w->wbuf)
         goto fail;
     rc = sk_io_mkdir_p(dir, 0755);
     if (rc)
@@ -218,9 +239,16 @@ void sk_wal_close(sk_wal *w)
 {
     if (!w)
         return;
-    if (w->fd >= 0)
+    if (w->fd >= 0) {
+        /* Frames not synced are dropped, as a crash would drop them; a
+         * clean close leaves the segment its exact length (best effort:
+         * replay reads padding as such). */
+        char path[PATH_MAX];
+        seg_path(w, w->active, path, sizeof path);
+        (void)trim_padding(w, path);
         close(w->fd);
-    sk_buf_free(&w->wbuf);
+    }
+    sk_free(w->wbuf);
     sk_free(w->segs);
     sk_free(w->sizes);
     sk_free(w->dir);
@@ -255,6 +283,17 @@ static int valid_frame_after(const uint8_t *buf, size_t len, size_t off)
         if (buf[i] == 0x53 && frame_ok(buf, len, i, 0, 0))
             return 1;
     return 0;
+}
+
+/* Are buf[off..len) the zeros a direct write pads its last block with? */
+static int is_padding(const uint8_t *buf, size_t len, size_t off)
+{
+    if (len - off >= DIO_ALIGN)
+        return 0;
+    for (size_t i = off; i < len; i++)
+        if (buf[i])
+            return 0;
+    return 1;
 }
 
 static int read_whole(const char *path, uint8_t **data, size_t *len)
@@ -327,8 +366,12 @@ int sk_wal_replay(sk_wal *w, sk_wal_cb cb, void *ud)
             sk_free(buf);
             return SKIPPR_CORRUPT;
         }
+        int last = s + 1 == w->nsegs;
+        if (off < len && !last && is_padding(buf, len, off)) {
+            sk_free(buf);
+            continue; /* a direct write's zeros after the last frame */
+        }
         if (off < len) {
-            int last = s + 1 == w->nsegs;
             if (!last || valid_frame_after(buf, len, off + 1)) {
                 sk_error("WAL corrupt: segment %s has an invalid frame at "
                          "offset %zu, and valid frames follow it. Refusing "
@@ -342,8 +385,12 @@ int sk_wal_replay(sk_wal *w, sk_wal_cb cb, void *ud)
                 sk_free(buf);
                 break;
             }
-            sk_info("WAL: cut a torn tail of %zu bytes from %s at offset %zu",
-                    len - off, path, off);
+            if (is_padding(buf, len, off))
+                sk_debug("WAL: cut %zu bytes of padding from %s at offset "
+                         "%zu", len - off, path, off);
+            else
+                sk_info("WAL: cut a torn tail of %zu bytes from %s at "
+                        "offset %zu", len - off, path, off);
             int fd;
             rc = sk_io_open(path, O_WRONLY, 0, &fd);
             if (!rc) {
@@ -368,15 +415,100 @@ int sk_wal_replay(sk_wal *w, sk_wal_cb cb, void *ud)
     return SKIPPR_OK;
 }
 
+/* Stop writing the active segment directly: the file system refused a
+ * direct write. What it holds stays; later writes go through the page
+ * cache. */
+static int leave_direct(sk_wal *w, const char *path)
+{
+    int fl = fcntl(w->fd, F_GETFL);
+    if (fl < 0 || fcntl(w->fd, F_SETFL, fl & ~O_DIRECT) != 0) {
+        sk_error("WAL segment %s: turn off O_DIRECT: %s", path,
+                 strerror(errno));
+        return SKIPPR_IO;
+    }
+    sk_debug("WAL segment %s: direct write refused; writing through the "
+             "page cache", path);
+    w->direct = 0;
+    return SKIPPR_OK;
+}
+
+/* Write wbuf's frames to the active segment. A direct write pads them to
+ * whole blocks; the partial last block stays at wbuf's start, to be
+ * written again with the frames that follow it. */
 static int flush_buf(sk_wal *w)
 {
-    if (w->wbuf.len == 0)
+    if (w->wlen == 0)
         return SKIPPR_OK;
     char path[PATH_MAX];
     seg_path(w, w->active, path, sizeof path);
-    int rc = sk_io_write_all(w->fd, w->wbuf.data, w->wbuf.len, path);
-    w->wbuf.len = 0;
-    return rc;
+    int rc = SKIPPR_INVAL;
+    if (w->direct) {
+        size_t padded = (w->wlen + DIO_ALIGN - 1) & ~(size_t)(DIO_ALIGN - 1);
+        memset(w->wbuf + w->wlen, 0, padded - w->wlen);
+        rc = sk_io_pwrite_all(w->fd, w->wbuf, padded, (off_t)w->wbuf_off,
+                              path);
+        if (rc == SKIPPR_INVAL && (rc = leave_direct(w, path)) == SKIPPR_OK)
+            rc = SKIPPR_INVAL; /* write it again, buffered */
+        else if (rc == SKIPPR_OK) {
+            w->written = w->wbuf_off + w->wlen;
+            size_t whole = w->wlen & ~(size_t)(DIO_ALIGN - 1);
+            memmove(w->wbuf, w->wbuf + whole, w->wlen - whole);
+            w->wbuf_off += whole;
+            w->wlen -= whole;
+            return SKIPPR_OK;
+        }
+    }
+    if (rc == SKIPPR_INVAL)
+        rc = sk_io_pwrite_all(w->fd, w->wbuf, w->wlen, (off_t)w->wbuf_off,
+                              path);
+    if (rc == SKIPPR_INVAL) {
+        sk_error("write %s: invalid argument", path);
+        rc = SKIPPR_IO_WRITE;
+    }
+    if (rc)
+        return rc;
+    w->wbuf_off += w->wlen;
+    w->written = w->wbuf_off;
+    w->wlen = 0;
+    return SKIPPR_OK;
+}
+
+/* Append n bytes to wbuf, writing it out each time it fills. */
+static int buffer_bytes(sk_wal *w, const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    while (n > 0) {
+        if (w->wlen == WRITE_BUF) {
+            int rc = flush_buf(w);
+            if (rc)
+                return rc;
+        }
+        size_t k = SK_MIN(n, (size_t)WRITE_BUF - w->wlen);
+        memcpy(w->wbuf + w->wlen, s, k);
+        w->wlen += k;
+        s += k;
+        n -= k;
+    }
+    return SKIPPR_OK;
+}
+
+/* The active segment's length is what its written frames hold: a direct
+ * write's padding is cut when the log moves past the segment or closes. */
+static int trim_padding(sk_wal *w, const char *path)
+{
+    if (!w->direct)
+        return SKIPPR_OK;
+    struct stat st;
+    if (fstat(w->fd, &st) != 0) {
+        sk_error("stat %s: %s", path, strerror(errno));
+        return SKIPPR_IO;
+    }
+    if ((uint64_t)st.st_size > w->written &&
+        ftruncate(w->fd, (off_t)w->written) != 0) {
+        sk_error("truncate %s: %s", path, strerror(errno));
+        return SKIPPR_IO_WRITE;
+    }
+    return SKIPPR_OK;
 }
 
 static int open_active(sk_wal *w)
@@ -386,17 +518,23 @@ static int open_active(sk_wal *w)
         return rc;
     char path[PATH_MAX];
     seg_path(w, w->active, path, sizeof path);
-    rc = sk_io_open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644,
-                    &w->fd);
+    rc = sk_io_open_direct(path, O_WRONLY | O_CREAT | O_EXCL, 0644, &w->fd,
+                           &w->direct);
     if (rc)
         return rc;
     rc = sk_io_fsync_dir(w->dir);
-    if (rc)
+    if (rc) {
+        close(w->fd);
+        w->fd = -1;
         return rc;
+    }
     w->segs[w->nsegs] = w->active;
     w->sizes[w->nsegs] = 0;
     w->nsegs++;
     w->active_size = 0;
+    w->wlen = 0;
+    w->wbuf_off = 0;
+    w->written = 0;
     return SKIPPR_OK;
 }
 
@@ -426,20 +564,9 @@ int sk_wal_append(sk_wal *w, int type, const sk_iov *parts, int nparts,
     if (pos_out)
         *pos_out = (sk_wal_pos){w->active, w->active_size};
     size_t total = SK_WAL_HEADER + plen;
-    if (w->wbuf.len + total > WRITE_BUF && (rc = flush_buf(w)))
-        return rc;
-    char path[PATH_MAX];
-    seg_path(w, w->active, path, sizeof path);
-    if (total > WRITE_BUF) {
-        /* Large frame: write through. */
-        rc = sk_io_write_all(w->fd, h, sizeof h, path);
-        for (int i = 0; !rc && i < nparts; i++)
-            rc = sk_io_write_all(w->fd, parts[i].p, parts[i].n, path);
-    } else {
-        rc = sk_buf_append(&w->wbuf, h, sizeof h);
-        for (int i = 0; !rc && i < nparts; i++)
-            rc = sk_buf_append(&w->wbuf, parts[i].p, parts[i].n);
-    }
+    rc = buffer_bytes(w, h, sizeof h);
+    for (int i = 0; !rc && i < nparts; i++)
+        rc = buffer_bytes(w, parts[i].p, parts[i].n);
     if (rc)
         return rc;
     w->next_seq++;
@@ -472,6 +599,8 @@ int sk_wal_writeback(sk_wal *w)
     if (rc)
         return rc;
 #if defined(SYNC_FILE_RANGE_WRITE)
+    if (w->direct)
+        return SKIPPR_OK; /* the device has it already */
     /* Start writing what the page cache holds; do not wait. The next
      * fsync then finds little left to do. Only a hint: errors show up at
      * that fsync. */
@@ -490,13 +619,18 @@ int sk_wal_replay_readonly(sk_wal *w, sk_wal_cb cb, void *ud)
 
 uint64_t sk_wal_active_size(const sk_wal *w) { return w->active_size; }
 uint64_t sk_wal_active_seg(const sk_wal *w) { return w->active; }
+int sk_wal_direct(const sk_wal *w) { return w->fd >= 0 && w->direct; }
 
 int sk_wal_rotate(sk_wal *w)
 {
     if (w->fd < 0)
         return SKIPPR_OK;
-    int rc = sk_wal_sync(w);
+    int rc = flush_buf(w);
     if (rc)
+        return rc;
+    char path[PATH_MAX];
+    seg_path(w, w->active, path, sizeof path);
+    if ((rc = trim_padding(w, path)) || (rc = sk_wal_sync(w)))
         return rc;
     close(w->fd);
     w->fd = -1;

@@ -76,6 +76,10 @@ int sk_wal_writeback(sk_wal *w);
 int sk_wal_unsynced(const sk_wal *w);
 /* Bytes in the active segment, and its number. */
 uint64_t sk_wal_active_size(const sk_wal *w);
+/* 1 when the active segment is written with O_DIRECT (its last block
+ * padded with zeros until more frames fill it); 0 through the page cache
+ * or before the first append. */
+int sk_wal_direct(const sk_wal *w);
 uint64_t sk_wal_active_seg(const sk_wal *w);
 /* Close the active segment (after a sync) and start the next one. */
 int sk_wal_rotate(sk_wal *w);

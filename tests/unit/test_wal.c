@@ -199,6 +199,84 @@ static void test_fuzz_wal_sequence_gap_is_corruption(void **state)
     assert_int_equal(seg_size(w, 2), before); /* nothing was cut */
 }
 
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int is_zeros(const char *path, off_t from, off_t to)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseeko(f, from, SEEK_SET), 0);
+    int zero = 1;
+    for (off_t i = from; i < to; i++)
+        zero &= fgetc(f) == 0;
+    fclose(f);
+    return zero;
+}
+
+/* Direct writes: a sync pads the last block with zeros, and the frames
+ * that follow rewrite that block. A crash at either point leaves a
+ * segment that replays whole, its padding cut; a clean close leaves it
+ * its exact length; zeros after the last frame of an older segment are
+ * padding too, but a block of them is not. */
+static void test_direct_write_padding(void **state)
+{
+    (void)state;
+    char w[300], crash1[300], crash2[300], seg[400], to[400];
+    snprintf(w, sizeof w, "%s/direct", dir);
+    snprintf(crash1, sizeof crash1, "%s/crash1", dir);
+    snprintf(crash2, sizeof crash2, "%s/crash2", dir);
+    snprintf(seg, sizeof seg, "%s/wal-%016x.log", w, 1);
+    assert_int_equal(mkdir(crash1, 0755), 0);
+    assert_int_equal(mkdir(crash2, 0755), 0);
+    sk_wal *wal;
+    assert_int_equal(sk_wal_open(w, &wal), 0);
+    const off_t frame = SK_WAL_HEADER + 4;
+    for (int i = 0; i < 6; i++) {
+        uint8_t b[4];
+        sk_put_u32(b, (uint32_t)(1000 + i));
+        sk_iov part = {b, 4};
+        assert_int_equal(sk_wal_append(wal, SK_WAL_DONE, &part, 1, NULL), 0);
+        if (i == 2 || i == 5) {
+            assert_int_equal(sk_wal_sync(wal), 0);
+            if (sk_wal_direct(wal)) { /* ext4, where the suite runs */
+                assert_int_equal(seg_size(w, 1), 4096);
+                assert_true(is_zeros(seg, (i + 1) * frame, 4096));
+            } else {
+                assert_int_equal(seg_size(w, 1), (i + 1) * frame);
+            }
+            snprintf(to, sizeof to, "%s/wal-%016x.log",
+                     i == 2 ? crash1 : crash2, 1);
+            copy_file(seg, to); /* the segment as a kill -9 leaves it */
+        }
+    }
+    sk_wal_close(wal);
+    assert_int_equal(seg_size(w, 1), 6 * frame);
+    int rc;
+    assert_int_equal(replay_count(crash1, &rc), 3);
+    assert_int_equal(rc, 0);
+    assert_int_equal(seg_size(crash1, 1), 3 * frame);
+    assert_int_equal(replay_count(crash2, &rc), 6);
+    assert_int_equal(rc, 0);
+    assert_int_equal(seg_size(crash2, 1), 6 * frame);
+
+    /* An older segment that ends in padding. */
+    char old[300];
+    snprintf(old, sizeof old, "%s/old", dir);
+    write_two_segments(old, 6);
+    snprintf(seg, sizeof seg, "%s/wal-%016x.log", old, 1);
+    assert_int_equal(truncate(seg, 4000), 0);
+    assert_int_equal(replay_count(old, &rc), 6);
+    assert_int_equal(rc, 0);
+    assert_int_equal(truncate(seg, 3 * frame + 4096), 0);
+    replay_count(old, &rc);
+    assert_int_equal(rc, SKIPPR_CORRUPT);
+}
+
 static int count_records(void *ud, const uint8_t *rec, size_t len)
 {
     (void)rec;
@@ -484,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_middle_corruption_reported),
         cmocka_unit_test(test_old_segment_corruption_reported),
         cmocka_unit_test(test_fuzz_wal_sequence_gap_is_corruption),
+        cmocka_unit_test(test_direct_write_padding),
         cmocka_unit_test(test_uncommitted_blocks_do_not_count),
         cmocka_unit_test(test_seal_survives_and_done_forgets),
         cmocka_unit_test(test_gc_keeps_recovery_consistent),
