@@ -148,27 +148,46 @@ static uploader *owner_up(const engine *e, const sk_slice *s)
     return &e->up[s->id % (uint64_t)e->nup];
 }
 
-/* grow_write, tried again after a retryable failure (writing the same
- * bytes again is harmless: the File sink appends at its own length, a
- * part is uploaded again under its number). */
-static int write_retried(engine *e, sk_slice *s, const void *p, size_t n)
+/* One attempt at an operation on a slice's object in the sink, with what
+ * it needs (the slice among it) in arg. */
+typedef int (*attempt_fn)(engine *e, void *arg);
+
+/* fn, tried again after each SKIPPR_RETRY, up to MAX_ATTEMPTS in all, with
+ * the backoff of the uploader that owns s; each retry is logged as "<what>
+ * slice <id> failed". SKIPPR_STOPPED when a stop is asked for between
+ * attempts. Every operation here may be redone: the File sink appends at
+ * its own length, a part is uploaded again under its number, a staging
+ * piece is stored again under its name, and a finish looks first whether
+ * an earlier attempt got through. */
+static int with_retries(engine *e, const sk_slice *s, const char *what,
+                        attempt_fn fn, void *arg)
 {
-    sk_instance *sink = owner(e, s);
     int rc = SKIPPR_RETRY;
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-        if (attempt) {
+    for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
+        if (a) {
             if (sk_stop_requested)
                 return SKIPPR_STOPPED;
-            sk_warn("%s: appending to slice %" PRIu64 " failed (attempt %d "
-                    "of %d); retrying", sink->label, s->id, attempt,
+            sk_warn("%s: %s slice %" PRIu64 " failed (attempt %d of %d); "
+                    "retrying", owner(e, s)->label, what, s->id, a,
                     MAX_ATTEMPTS);
-            skippr_backoff_sleep(&owner_up(e, s)->backoff, attempt);
+            skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
         }
-        rc = grow_ops(e)->grow_write(sink->ctx, s->handle, p, n);
-        if (rc != SKIPPR_RETRY)
-            break;
+        rc = fn(e, arg);
     }
     return rc;
+}
+
+typedef struct bytes_arg {
+    const sk_slice *s;
+    const void *p;
+    size_t n;
+} bytes_arg;
+
+static int write_once(engine *e, void *arg)
+{
+    const bytes_arg *b = arg;
+    return grow_ops(e)->grow_write(owner(e, b->s)->ctx, b->s->handle, b->p,
+                                   b->n);
 }
 
 /* The sink's note of the part it just added to open slice s's object,
@@ -195,7 +214,8 @@ static int write_parts(engine *e, sk_slice *s, const uint8_t *p, size_t n)
     for (size_t off = 0; off < n && !rc;) {
         size_t k = pb && n - off > pb ? (size_t)pb : n - off;
         sk_crashpoint("grow_write");
-        rc = write_retried(e, s, p + off, k);
+        rc = with_retries(e, s, "appending to", write_once,
+                          &(bytes_arg){s, p + off, k});
         off += k;
         if (rc || !pb || s->state != SK_SLICE_OPEN)
             continue;
@@ -206,26 +226,32 @@ static int write_parts(engine *e, sk_slice *s, const uint8_t *p, size_t n)
     return rc;
 }
 
+typedef struct copy_arg {
+    const sk_slice *s;
+    const skippr_object_info *info;
+    size_t k; /* the staging piece */
+} copy_arg;
+
+static int copy_once(engine *e, void *arg)
+{
+    const copy_arg *c = arg;
+    const sk_slice *s = c->s;
+    return grow_ops(e)->stage_copy(owner(e, s)->ctx, s->handle, c->info,
+                                   s->stage_off[c->k], s->stage_tag[c->k],
+                                   s->stage_len[c->k]);
+}
+
 /* s's first n staging pieces become its next parts, inside the sink
- * (stage_copy), each tried again after a retryable failure as a write
- * is; for an open slice, with the sink's note of each. */
+ * (stage_copy), each retried as a write is; for an open slice, with the
+ * sink's note of each. */
 static int copy_pieces(engine *e, sk_slice *s, const skippr_object_info *info,
                        size_t n)
 {
-    sk_instance *sink = owner(e, s);
     int rc = SKIPPR_OK;
     for (size_t k = 0; k < n && !rc; k++) {
         sk_crashpoint("stage_copy");
-        rc = SKIPPR_RETRY;
-        for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
-            if (a && sk_stop_requested)
-                return SKIPPR_STOPPED;
-            if (a)
-                skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
-            rc = grow_ops(e)->stage_copy(sink->ctx, s->handle, info,
-                                         s->stage_off[k], s->stage_tag[k],
-                                         s->stage_len[k]);
-        }
+        rc = with_retries(e, s, "copying a staging piece into", copy_once,
+                          &(copy_arg){s, info, k});
         if (!rc && s->state == SK_SLICE_OPEN)
             rc = take_note(e, s);
     }
@@ -343,6 +369,27 @@ int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs)
     return rc;
 }
 
+typedef struct piece_arg {
+    const sk_slice *s;
+    const skippr_object_info *info;
+    uint64_t off, tag;
+    const void *src; /* storing; else reading into dst */
+    void *dst;
+    size_t len;
+} piece_arg;
+
+static int piece_once(engine *e, void *arg)
+{
+    const piece_arg *a = arg;
+    void *ctx = owner(e, a->s)->ctx;
+    if (!a->src)
+        return grow_ops(e)->stage_get(ctx, a->info, a->off, a->tag, a->dst,
+                                      a->len);
+    sk_crashpoint("stage_put");
+    return grow_ops(e)->stage_put(ctx, a->info, a->off, a->tag, a->src,
+                                  a->len);
+}
+
 /* A staging piece of s at off: stored from src, or (src NULL) read back
  * into dst; retried as uploads are. */
 static int piece_io(engine *e, const sk_slice *s, uint64_t off,
@@ -355,17 +402,10 @@ static int piece_io(engine *e, const sk_slice *s, uint64_t off,
     if (!key)
         return SKIPPR_NOMEM;
     sk_instance *sink = owner(e, s);
-    int rc = SKIPPR_RETRY;
-    for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
-        if (a)
-            skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
-        if (put)
-            sk_crashpoint("stage_put");
-        rc = put ? grow_ops(e)->stage_put(sink->ctx, &info, off, tag, src,
-                                          len)
-                 : grow_ops(e)->stage_get(sink->ctx, &info, off, tag, dst,
-                                          len);
-    }
+    int rc = with_retries(e, s, put ? "storing a staging piece of"
+                                    : "reading a staging piece of",
+                          piece_once,
+                          &(piece_arg){s, &info, off, tag, src, dst, len});
     if (rc)
         plugin_failed(sink, "%s: %s the staged bytes of %s at %" PRIu64
                       " failed: %s", sink->label, put ? "storing" : "reading",
@@ -550,16 +590,26 @@ static size_t copyable(const engine *e, const sk_slice *s, uint64_t *bytes)
  * its upload may be complete already (the sink is asked first); else its
  * first ncopy staging pieces become parts in the sink, the tail t the
  * last part, and the upload completes. */
-static int finish_parted_once(engine *e, sk_slice *s, size_t ncopy,
-                              const uint8_t *tp, size_t tn,
-                              const skippr_object_info *info, int attempt)
+typedef struct finish_arg {
+    sk_slice *s;
+    size_t ncopy;      /* staging pieces the sink copies */
+    const uint8_t *tp; /* then the tail */
+    size_t tn;
+    const skippr_object_info *info;
+    int tries; /* attempts made */
+} finish_arg;
+
+static int finish_parted_once(engine *e, void *arg)
 {
+    finish_arg *f = arg;
+    sk_slice *s = f->s;
+    const skippr_object_info *info = f->info;
     sk_instance *sink = owner(e, s);
     const skippr_sink_ops *ops = grow_ops(e);
-    int rc;
+    int rc, first = f->tries++ == 0;
     /* Only a retry can find it complete (finish_parted asked for a slice
      * from before a crash already). */
-    if (!s->handle && attempt == 0) {
+    if (!s->handle && first) {
         if ((rc = grow_attach(e, s, s->pushed)))
             return rc;
     } else if (!s->handle) {
@@ -575,9 +625,9 @@ static int finish_parted_once(engine *e, sk_slice *s, size_t ncopy,
         if ((rc = grow_attach(e, s, s->pushed)))
             return rc;
     }
-    rc = copy_pieces(e, s, info, ncopy);
-    if (!rc && tn)
-        rc = write_parts(e, s, tp, tn);
+    rc = copy_pieces(e, s, info, f->ncopy);
+    if (!rc && f->tn)
+        rc = write_parts(e, s, f->tp, f->tn);
     if (rc) {
         ops->grow_close(sink->ctx, s->handle);
         s->handle = NULL;
@@ -589,21 +639,26 @@ static int finish_parted_once(engine *e, sk_slice *s, size_t ncopy,
     return rc;
 }
 
+typedef struct clear_arg {
+    const sk_slice *s;
+    const skippr_object_info *info;
+} clear_arg;
+
+static int clear_once(engine *e, void *arg)
+{
+    const clear_arg *c = arg;
+    return grow_ops(e)->stage_clear(owner(e, c->s)->ctx, c->info);
+}
+
 /* A complete object's staging pieces go (before DONE: a crash in between
  * clears them again). */
 static int clear_pieces(engine *e, sk_slice *s,
                         const skippr_object_info *info)
 {
-    int rc = SKIPPR_OK;
     if (!s->staged_ever)
-        return rc;
-    rc = SKIPPR_RETRY;
-    for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
-        if (a)
-            skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
-        rc = grow_ops(e)->stage_clear(owner(e, s)->ctx, info);
-    }
-    return rc;
+        return SKIPPR_OK;
+    return with_retries(e, s, "clearing the staging pieces of", clear_once,
+                        &(clear_arg){s, info});
 }
 
 /* Finish sealed parted slice s (S3): its tail (in memory, or read back
@@ -659,20 +714,8 @@ static int finish_parted(engine *e, sk_slice *s)
         sk_buf_free(&t);
         return rc;
     }
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-        if (attempt) {
-            if (sk_stop_requested) {
-                rc = SKIPPR_STOPPED;
-                break;
-            }
-            sk_warn("%s: finishing %s failed (attempt %d of %d); retrying",
-                    sink->label, s->object_key, attempt, MAX_ATTEMPTS);
-            skippr_backoff_sleep(&owner_up(e, s)->backoff, attempt);
-        }
-        rc = finish_parted_once(e, s, ncopy, tp, tn, &info, attempt);
-        if (rc != SKIPPR_RETRY)
-            break;
-    }
+    rc = with_retries(e, s, "finishing", finish_parted_once,
+                      &(finish_arg){s, ncopy, tp, tn, &info, 0});
     sk_buf_free(&t);
     if (!rc)
         rc = clear_pieces(e, s, &info);
