@@ -1048,12 +1048,42 @@ out:
     report("staging pieces: put, read back, cleared");
 }
 
+/* fn(in, arg), tried as the engine finishes an object: after a RETRY,
+ * object_check first (a Complete whose answer was lost may have landed),
+ * else fn again from the start, up to MAX_RETRIES tries. */
+static int finish_retried(instance *in, const skippr_object_info *oinfo,
+                          int (*fn)(instance *in, void *arg), void *arg)
+{
+    int rc = SKIPPR_RETRY;
+    for (int attempt = 0; attempt < MAX_RETRIES && rc == SKIPPR_RETRY;
+         attempt++) {
+        if (attempt) {
+            retry_pause(attempt);
+            if (sink->object_check &&
+                sink->object_check(in->ctx, oinfo) == SKIPPR_OK)
+                return SKIPPR_OK;
+        }
+        rc = fn(in, arg);
+    }
+    return rc;
+}
+
+typedef struct copy_try {
+    const object *o;
+    const skippr_object_info *info, *oinfo;
+    uint64_t tag;
+    size_t n;
+} copy_try;
+
 /* One try at o: started anew, its staged piece (tag, its first n bytes)
  * copied into its first part, the rest written, finished. */
-static int copy_once(instance *in, const object *o,
-                     const skippr_object_info *info,
-                     const skippr_object_info *oinfo, uint64_t tag, size_t n)
+static int copy_once(instance *in, void *arg)
 {
+    const copy_try *t = arg;
+    const object *o = t->o;
+    const skippr_object_info *info = t->info, *oinfo = t->oinfo;
+    uint64_t tag = t->tag;
+    size_t n = t->n;
     void *h = NULL;
     int rc = sink->grow_open(in->ctx, info, 0, NULL, 0, &h);
     if (rc)
@@ -1100,22 +1130,8 @@ static void check_stage_copy(void)
         fail("stage_put returned %s", skippr_status_name(rc));
         goto out;
     }
-    /* As the engine finishes an object: after RETRY, object_check first
-     * (a Complete whose answer was lost may have landed), else the whole
-     * object again from the start. */
-    rc = SKIPPR_RETRY;
-    for (int attempt = 0; attempt < MAX_RETRIES && rc == SKIPPR_RETRY;
-         attempt++) {
-        if (attempt) {
-            retry_pause(attempt);
-            if (sink->object_check &&
-                sink->object_check(in->ctx, &oinfo) == SKIPPR_OK) {
-                rc = SKIPPR_OK;
-                break;
-            }
-        }
-        rc = copy_once(in, &o, &info, &oinfo, tag, n);
-    }
+    rc = finish_retried(in, &oinfo, copy_once,
+                        &(copy_try){&o, &info, &oinfo, tag, n});
     if (rc)
         fail("a part copied from a staged piece, then the last one "
              "written: %s", skippr_status_name(rc));
@@ -1127,6 +1143,33 @@ static void check_stage_copy(void)
 out:
     instance_free(in);
     report("copying staged pieces: a piece made a part, stored whole");
+}
+
+typedef struct reopen_try {
+    const object *o;
+    const skippr_object_info *info, *oinfo;
+    uint64_t pb;
+    const char *notes;
+    size_t kept;
+    int reopen_rc; /* grow_open's failure, told apart from the rest's */
+} reopen_try;
+
+/* One try at finishing t->o after a "crash": reopened from its first
+ * part's note, its second part and the rest written, committed. */
+static int reopen_once(instance *in, void *arg)
+{
+    reopen_try *t = arg;
+    void *h = NULL;
+    int rc = sink->grow_open(in->ctx, t->info, t->pb, t->notes, t->kept, &h);
+    if (rc != SKIPPR_OK) {
+        t->reopen_rc = rc;
+        return rc == SKIPPR_RETRY ? SKIPPR_FATAL : rc; /* no more tries */
+    }
+    rc = grow_parts(in, h, t->o, t->pb, t->pb, t->o->size, NULL, 0, NULL);
+    if (rc == SKIPPR_OK)
+        return sink->grow_commit(in->ctx, h, t->oinfo);
+    sink->grow_close(in->ctx, h);
+    return rc;
 }
 
 /* SKIPPR_SINK_PARTS: an object grown by parts, each noted. After a
@@ -1173,30 +1216,12 @@ static void check_grow_parts(void)
              skippr_status_name(rc));
         goto done;
     }
-    /* The finish, as the engine retries it: a Complete whose answer was
-     * lost may have landed, so object_check first. */
-    rc = SKIPPR_RETRY;
-    for (int attempt = 0; attempt < MAX_RETRIES && rc == SKIPPR_RETRY;
-         attempt++) {
-        if (attempt) {
-            retry_pause(attempt);
-            if (sink->object_check &&
-                sink->object_check(in->ctx, &oinfo) == SKIPPR_OK) {
-                rc = SKIPPR_OK;
-                break;
-            }
-        }
-        if ((rc = sink->grow_open(in->ctx, &info, pb, notes, kept, &h)) !=
-            SKIPPR_OK) {
-            fail("reopening it from its first part's note returned %s",
-                 skippr_status_name(rc));
-            goto done;
-        }
-        rc = grow_parts(in, h, &o, pb, pb, o.size, NULL, 0, NULL);
-        if (rc == SKIPPR_OK)
-            rc = sink->grow_commit(in->ctx, h, &oinfo);
-        else
-            sink->grow_close(in->ctx, h);
+    reopen_try t = {&o, &info, &oinfo, pb, notes, kept, SKIPPR_OK};
+    rc = finish_retried(in, &oinfo, reopen_once, &t);
+    if (t.reopen_rc != SKIPPR_OK) {
+        fail("reopening it from its first part's note returned %s",
+             skippr_status_name(t.reopen_rc));
+        goto done;
     }
     if (rc != SKIPPR_OK) {
         fail("finishing it returned %s", skippr_status_name(rc));
