@@ -97,10 +97,12 @@
  * the kernel's copy into fresh page-cache pages was 10 to 16% of all
  * CPU). A direct write covers whole DIO_ALIGN blocks: the last, partial
  * block goes out padded with zeros and is written again, with more frames
- * in it, by the next write. So a segment may end in fewer than DIO_ALIGN
- * zero bytes after its last frame: replay reads them as padding (cut from
- * the newest segment like a torn tail, left alone in older ones), and a
- * segment is cut to its exact length when the log moves past it. Where
+ * in it, by the next write. So the newest segment may end in fewer than
+ * DIO_ALIGN zero bytes after its last frame, which replay cuts as it cuts
+ * a torn tail. Before the log moves to a new segment the active one is cut
+ * to its exact length and fsynced, and a replay that cuts padding fsyncs
+ * too, so an older segment never ends in padding: zeros there are
+ * corruption like any other invalid frame. Where
  * O_DIRECT is refused (tmpfs, or a write the file system will not align),
  * the segment is written through the page cache as before.
  */
@@ -366,12 +368,8 @@ int sk_wal_replay(sk_wal *w, sk_wal_cb cb, void *ud)
             sk_free(buf);
             return SKIPPR_CORRUPT;
         }
-        int last = s + 1 == w->nsegs;
-        if (off < len && !last && is_padding(buf, len, off)) {
-            sk_free(buf);
-            continue; /* a direct write's zeros after the last frame */
-        }
         if (off < len) {
+            int last = s + 1 == w->nsegs;
             if (!last || valid_frame_after(buf, len, off + 1)) {
                 sk_error("WAL corrupt: segment %s has an invalid frame at "
                          "offset %zu, and valid frames follow it. Refusing "
@@ -434,10 +432,11 @@ static int leave_direct(sk_wal *w, const char *path)
 
 /* Write wbuf's frames to the active segment. A direct write pads them to
  * whole blocks; the partial last block stays at wbuf's start, to be
- * written again with the frames that follow it. */
+ * written again with the frames that follow it (and only then: a flush
+ * with nothing new writes nothing, so padding once cut stays cut). */
 static int flush_buf(sk_wal *w)
 {
-    if (w->wlen == 0)
+    if (w->wlen == 0 || w->wbuf_off + w->wlen == w->written)
         return SKIPPR_OK;
     char path[PATH_MAX];
     seg_path(w, w->active, path, sizeof path);
