@@ -76,8 +76,8 @@ int sk_io_open_direct(const char *path, int flags, int mode, int *fd_out,
     return sk_io_open(path, flags, mode, fd_out);
 }
 
-/* write() (off < 0) or pwrite() at off of all n bytes; with errno kept
- * for the caller when quiet. */
+/* write() (off < 0) or pwrite() at off of all n bytes. quiet: EINVAL is
+ * SKIPPR_INVAL, not logged (sk_io_pwrite_all). */
 static int write_all_at(int fd, const void *p, size_t n, off_t off,
                         const char *what, int quiet)
 {
@@ -97,7 +97,6 @@ static int write_all_at(int fd, const void *p, size_t n, off_t off,
             if (quiet && err == EINVAL)
                 return SKIPPR_INVAL;
             sk_error("write %s: %s", what, strerror(err));
-            errno = err;
             int st = sk_io_status_from_errno(err);
             return st == SKIPPR_IO ? SKIPPR_IO_WRITE : st;
         }

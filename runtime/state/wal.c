@@ -102,9 +102,9 @@
  * a torn tail. Before the log moves to a new segment the active one is cut
  * to its exact length and fsynced, and a replay that cuts padding fsyncs
  * too, so an older segment never ends in padding: zeros there are
- * corruption like any other invalid frame. Where
- * O_DIRECT is refused (tmpfs, or a write the file system will not align),
- * the segment is written through the page cache as before.
+ * corruption like any other invalid frame. Where O_DIRECT is refused
+ * (tmpfs, or a write the file system will not align), the segment is
+ * written through the page cache as before.
  */
 #include "state/wal.h"
 
@@ -430,36 +430,42 @@ static int leave_direct(sk_wal *w, const char *path)
     return SKIPPR_OK;
 }
 
-/* Write wbuf's frames to the active segment. A direct write pads them to
- * whole blocks; the partial last block stays at wbuf's start, to be
- * written again with the frames that follow it (and only then: a flush
- * with nothing new writes nothing, so padding once cut stays cut). */
+/* wbuf's frames, padded to whole blocks, written directly; the partial
+ * last block stays at wbuf's start, to be written again with the frames
+ * that follow it. SKIPPR_INVAL when the file system refuses the write. */
+static int flush_direct(sk_wal *w, const char *path)
+{
+    size_t padded = (w->wlen + DIO_ALIGN - 1) & ~(size_t)(DIO_ALIGN - 1);
+    memset(w->wbuf + w->wlen, 0, padded - w->wlen);
+    int rc = sk_io_pwrite_all(w->fd, w->wbuf, padded, (off_t)w->wbuf_off,
+                              path);
+    if (rc)
+        return rc;
+    w->written = w->wbuf_off + w->wlen;
+    size_t whole = w->wlen & ~(size_t)(DIO_ALIGN - 1);
+    memmove(w->wbuf, w->wbuf + whole, w->wlen - whole);
+    w->wbuf_off += whole;
+    w->wlen -= whole;
+    return SKIPPR_OK;
+}
+
+/* Write wbuf's frames to the active segment: directly where it can, else
+ * through the page cache. A flush with nothing new writes nothing, so
+ * padding once cut stays cut. */
 static int flush_buf(sk_wal *w)
 {
     if (w->wlen == 0 || w->wbuf_off + w->wlen == w->written)
         return SKIPPR_OK;
     char path[PATH_MAX];
     seg_path(w, w->active, path, sizeof path);
-    int rc = SKIPPR_INVAL;
+    int rc;
     if (w->direct) {
-        size_t padded = (w->wlen + DIO_ALIGN - 1) & ~(size_t)(DIO_ALIGN - 1);
-        memset(w->wbuf + w->wlen, 0, padded - w->wlen);
-        rc = sk_io_pwrite_all(w->fd, w->wbuf, padded, (off_t)w->wbuf_off,
-                              path);
-        if (rc == SKIPPR_INVAL && (rc = leave_direct(w, path)) == SKIPPR_OK)
-            rc = SKIPPR_INVAL; /* write it again, buffered */
-        else if (rc == SKIPPR_OK) {
-            w->written = w->wbuf_off + w->wlen;
-            size_t whole = w->wlen & ~(size_t)(DIO_ALIGN - 1);
-            memmove(w->wbuf, w->wbuf + whole, w->wlen - whole);
-            w->wbuf_off += whole;
-            w->wlen -= whole;
-            return SKIPPR_OK;
-        }
+        if ((rc = flush_direct(w, path)) != SKIPPR_INVAL)
+            return rc;
+        if ((rc = leave_direct(w, path)))
+            return rc;
     }
-    if (rc == SKIPPR_INVAL)
-        rc = sk_io_pwrite_all(w->fd, w->wbuf, w->wlen, (off_t)w->wbuf_off,
-                              path);
+    rc = sk_io_pwrite_all(w->fd, w->wbuf, w->wlen, (off_t)w->wbuf_off, path);
     if (rc == SKIPPR_INVAL) {
         sk_error("write %s: invalid argument", path);
         rc = SKIPPR_IO_WRITE;
@@ -492,11 +498,11 @@ static int buffer_bytes(sk_wal *w, const void *p, size_t n)
 }
 
 /* The active segment's length is what its written frames hold: a direct
- * write's padding is cut when the log moves past the segment or closes. */
+ * write's padding is cut when the log moves past the segment or closes.
+ * Also after the segment left direct mode: a padded block written before
+ * that may reach past the frames written since. */
 static int trim_padding(sk_wal *w, const char *path)
 {
-    if (!w->direct)
-        return SKIPPR_OK;
     struct stat st;
     if (fstat(w->fd, &st) != 0) {
         sk_error("stat %s: %s", path, strerror(errno));
