@@ -25,6 +25,76 @@
  * touches the multi and easy handles; items move between threads under
  * the mutex.
  */
+/* Keep body b of a consumed item for a later GET, if the spares stay
+ * within half the window; else free it. Lock held. Memory that was just
+ * written is reused rather than given back: a fresh page costs a fault
+ * and zeroing (on a VM, microseconds each), and bodies handed from the
+ * I/O thread's arena to the pipeline thread's free() are otherwise
+ * trimmed and faulted in again, GET after GET. */
+static void pf_spare_put(prefetcher *pf, skippr_buf *b)
+{
+    if (b->p && pf->nspare < (int)(sizeof pf->spare / sizeof *pf->spare) &&
+        pf->spare_bytes + (int64_t)b->cap <= pf->window / 2) {
+        pf->spare[pf->nspare].p = b->p;
+        pf->spare[pf->nspare].cap = b->cap;
+        pf->nspare++;
+        pf->spare_bytes += (int64_t)b->cap;
+        b->p = NULL;
+        b->n = b->cap = 0;
+    }
+    skippr_buf_free(b);
+}
+
+/* Give body b a spare of at least n bytes and at most twice that, the
+ * smallest there is; 0 if none fits (b is left as it was). Lock held. */
+static int pf_spare_take(prefetcher *pf, skippr_buf *b, size_t n)
+{
+    int best = -1;
+    for (int i = 0; i < pf->nspare; i++)
+        if (pf->spare[i].cap >= n && pf->spare[i].cap / 2 <= n &&
+            (best < 0 || pf->spare[i].cap < pf->spare[best].cap))
+            best = i;
+    if (best < 0)
+        return 0;
+    skippr_buf_free(b);
+    b->p = pf->spare[best].p;
+    b->cap = pf->spare[best].cap;
+    b->n = 0;
+    b->p[0] = '\0';
+    pf->spare_bytes -= (int64_t)b->cap;
+    pf->spare[best] = pf->spare[--pf->nspare];
+    return 1;
+}
+
+static void pf_spares_free(prefetcher *pf)
+{
+    for (int i = 0; i < pf->nspare; i++)
+        free(pf->spare[i].p);
+    pf->nspare = 0;
+    pf->spare_bytes = 0;
+}
+
+/* How many bytes started and not yet consumed items may hold. A window
+ * fits `concurrency` GETs of the mean object queued, twice over (the
+ * second half: bodies that arrived while the engine reads an earlier
+ * one); more would only be memory touched for nothing. prefetch_bytes,
+ * when given, is the window; when not, it is the cap and 8 MiB the
+ * floor. Lock held. */
+static void pf_window(const s3_ctx *c, prefetcher *pf)
+{
+    int64_t w = c->prefetch_bytes;
+    if (c->prefetch_auto && pf->queued_n > 0) {
+        int64_t mean = pf->queued_bytes / pf->queued_n + 1;
+        int64_t fit = mean > INT64_MAX / 2 / c->concurrency
+                          ? INT64_MAX
+                          : 2 * c->concurrency * mean;
+        w = fit < (8LL << 20) ? 8LL << 20 : fit;
+        if (w > c->prefetch_bytes)
+            w = c->prefetch_bytes;
+    }
+    pf->window = w;
+}
+
 static void item_free(pf_item *it)
 {
     if (!it)
@@ -46,12 +116,17 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
     sigv4_kv h[2] = {{"range", range}, {"if-match", ifm}};
     curl_slist_free_all(it->hdrs);
     it->hdrs = NULL;
-    skippr_buf_free(&it->r.body);
+    skippr_buf body = it->r.body;
     memset(&it->r, 0, sizeof it->r);
+    /* A retry keeps the body it had. The length is known: one
+     * allocation (a spare, if one fits), not a doubling series of
+     * reallocs (each a copy and fresh pages to fault in). On failure the
+     * body grows as it comes. */
+    body.n = 0;
+    if (!body.p)
+        (void)pf_spare_take(pf, &body, (size_t)it->len + 1);
+    it->r.body = body;
     it->r.body.max = (size_t)it->len;
-    /* The length is known: one allocation, not a doubling series of
-     * reallocs (each a remap, a copy and fresh pages to fault in). On
-     * failure the body grows as it comes. */
     (void)skippr_buf_reserve(&it->r.body, (size_t)it->len);
     if (s3_prepare(c, "GET", it->key, NULL, 0, NULL, 0, h, *it->etag ? 2 : 1,
                 url, sizeof url, &it->hdrs) != SKIPPR_OK ||
@@ -89,9 +164,11 @@ static void *pf_main(void *arg)
              it = it->next) {
             if (it->state != PF_QUEUED || it->retry_at > now)
                 continue;
-            if (pf->reserved > 0 && pf->reserved + it->len > c->prefetch_bytes)
+            if (pf->reserved > 0 && pf->reserved + it->len > pf->window)
                 break; /* backpressure: wait for the engine to consume */
             pf->reserved += it->len;
+            if (pf->reserved > pf->max_reserved)
+                pf->max_reserved = pf->reserved;
             pf_start(c, pf, it);
         }
         if (pf->running == 0) {
@@ -131,6 +208,7 @@ static void *pf_main(void *arg)
                 pf->reserved -= it->len;
                 curl_easy_cleanup(it->easy);
                 it->easy = NULL;
+                pf_spare_put(pf, &it->r.body);
                 item_free(it);
             } else if (!it->ok && transient && !it->taken &&
                        it->attempts < c->max_attempts) {
@@ -196,12 +274,15 @@ int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
         }
         it->size = units[i].size;
         it->len = it->size < chunk ? it->size : chunk;
+        pf->queued_bytes += it->len;
+        pf->queued_n++;
         if (pf->tail)
             pf->tail->next = it;
         else
             pf->head = it;
         pf->tail = it;
     }
+    pf_window(c, pf);
     pthread_cond_broadcast(&pf->cv);
     pthread_mutex_unlock(&pf->mu);
     return SKIPPR_OK;
@@ -218,6 +299,7 @@ static void pf_drop_locked(prefetcher *pf, pf_item *it)
         pf->reserved -= it->len;
     if (it->easy)
         curl_easy_cleanup(it->easy);
+    pf_spare_put(pf, &it->r.body);
     item_free(it);
 }
 
@@ -265,6 +347,18 @@ void s3_pf_release(s3_ctx *c, pf_item *it)
     pthread_mutex_unlock(&pf->mu);
 }
 
+void s3_pf_give(s3_ctx *c, skippr_buf *b)
+{
+    prefetcher *pf = c->pf;
+    if (!pf) {
+        skippr_buf_free(b);
+        return;
+    }
+    pthread_mutex_lock(&pf->mu);
+    pf_spare_put(pf, b);
+    pthread_mutex_unlock(&pf->mu);
+}
+
 void s3_pf_stop(s3_ctx *c)
 {
     prefetcher *pf = c->pf;
@@ -276,7 +370,9 @@ void s3_pf_stop(s3_ctx *c)
     pthread_mutex_unlock(&pf->mu);
     pthread_join(pf->thread, NULL);
     c->host->log(c->host, SKIPPR_LOG_DEBUG, "fetch-ahead: at most %d GETs "
-                 "were in flight", pf->max_inflight);
+                 "were in flight and %lld bytes held (window %lld bytes)",
+                 pf->max_inflight, (long long)pf->max_reserved,
+                 (long long)pf->window);
     for (pf_item *it = pf->head, *n; it; it = n) {
         n = it->next;
         if (it->easy) {
@@ -285,6 +381,7 @@ void s3_pf_stop(s3_ctx *c)
         }
         item_free(it);
     }
+    pf_spares_free(pf);
     curl_multi_cleanup(pf->multi);
     pthread_mutex_destroy(&pf->mu);
     pthread_cond_destroy(&pf->cv);

@@ -147,7 +147,7 @@ void src_close(void *ctx, void *stream)
         return;
     if (s->ahead)
         s3_pf_release(ctx, s->ahead);
-    skippr_buf_free(&s->chunk);
+    s3_pf_give(ctx, &s->chunk);
     free(s->key);
     free(s->etag);
     free(s);

@@ -99,7 +99,9 @@ static const skippr_option source_options[] = {
         "GETs in flight at once while fetching ahead (1 to 4096)."),
     OPT("prefetch_bytes", SKIPPR_OPT_INT, "0", 0, prefetch_bytes,
         "Memory for objects fetched ahead; more waits (backpressure). 0: "
-        "half the pipeline's memory_budget."),
+        "what twice `concurrency` GETs of the listed objects' mean size "
+        "hold, at least 8 MiB and at most half the pipeline's "
+        "memory_budget."),
     OPT("list_concurrency", SKIPPR_OPT_INT, "32", 0, list_concurrency,
         "Sub-prefixes (found with Delimiter '/') listed at once, each "
         "holding at most a page of keys ahead; 1 lists one page after "
@@ -212,6 +214,7 @@ static int check_options(s3_ctx *c, const skippr_host *host, int custom)
         LOG(c, SKIPPR_LOG_ERROR, "list_concurrency must be 1 to 1024");
         return SKIPPR_INVAL;
     }
+    c->prefetch_auto = c->prefetch_bytes == 0;
     if (c->prefetch_bytes == 0)
         c->prefetch_bytes = SKIPPR_HOST_HAS(host, memory_budget) &&
                                     host->memory_budget > 0

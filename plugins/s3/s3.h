@@ -55,6 +55,8 @@ typedef struct s3_ctx {
     CURL **leasy;
     /* source: fetching ahead on an I/O thread */
     int64_t concurrency, prefetch_bytes, list_concurrency;
+    int prefetch_auto; /* prefetch_bytes was 0: a cap; prefetch.c sizes
+                        * the window from the objects listed */
     struct prefetcher *pf;
     /* sink: conditional writes */
     int conditional;  /* option; cleared if the server refuses it */
@@ -111,9 +113,19 @@ typedef struct prefetcher {
     pf_item *head, *tail; /* not yet opened, in open order */
     int running;
     int64_t reserved; /* bytes of started, not yet consumed items */
+    int64_t max_reserved; /* its high-water mark, logged at the end */
     int stop;
     int max_inflight;
     skippr_backoff backoff; /* the I/O thread's retry waits */
+    int64_t queued_bytes, queued_n; /* every item queued: the mean size */
+    int64_t window; /* reserved may grow to this (pf_window) */
+    /* Bodies of consumed items, kept for the next GETs (pf_spare_*). */
+    struct {
+        char *p;
+        size_t cap;
+    } spare[64];
+    int nspare;
+    int64_t spare_bytes;
 } prefetcher;
 
 /* request.c: requests: sign, send, retry, read the verdict */
@@ -153,6 +165,9 @@ void s3_pf_stop(s3_ctx *c);
 int src_prefetch(void *ctx, const skippr_unit *units, size_t n);
 pf_item *s3_pf_take(s3_ctx *c, const char *key);
 void s3_pf_release(s3_ctx *c, pf_item *it);
+/* Take body b (a consumed chunk) back for later GETs, or free it; b is
+ * left empty either way. */
+void s3_pf_give(s3_ctx *c, skippr_buf *b);
 
 /* read.c: reading a unit with ranged GETs */
 int src_open(void *ctx, const skippr_unit *u, int64_t offset,

@@ -7,6 +7,7 @@ figures are printed. Measuring the growth rather than the total keeps the
 bound the same for every build: an ASan build's runtime alone takes some
 50 MB. The object is read back, byte-equal."""
 import os
+import re
 import subprocess
 import time
 
@@ -131,5 +132,70 @@ def test_big_slice_bounded_memory():
           % (size / 1e6, rss_mb - base_mb))
 
 
+WINDOW_CONFIG = """skippr:
+  state_dir: %s
+pipelines:
+  p:
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    buffer_threshold_seconds: 86400
+    transform:
+      namespace_fields: event_type
+data_sources:
+  a:
+    S3:
+      s3_bucket: src
+      concurrency: 16
+data_sinks:
+  b:
+    File:
+      path: %s
+"""
+
+
+def test_fetch_ahead_window_follows_listing():
+    """With prefetch_bytes left at 0, the S3 source fetches ahead within
+    twice what `concurrency` GETs of the mean listed object hold (8 MiB at
+    least), not half the memory budget (128 MiB): 300 objects of 100 KB
+    with 16 GETs at once get an 8 MiB window, and the bytes held ahead,
+    from skipprd's debug log, never pass it by more than one object. The
+    copy is exact."""
+    ws = Workspace("s3window")
+    s3 = S3Server(["src"])
+    try:
+        recs = []
+        pad = b"y" * 900
+        for o in range(300):
+            lines = [b'{"event_type":"t%d","id":%d,"pad":"%s"}\n'
+                     % (i % 3, o * 100 + i, pad) for i in range(100)]
+            s3.client.put_object(Bucket="src", Key="o-%04d" % o,
+                                 Body=b"".join(lines))
+            recs += lines
+        biggest = max(len(r) for r in recs) * 100
+        with open(ws.config, "w") as f:
+            f.write(WINDOW_CONFIG % (ws.state, ws.out))
+        r = s3.sync(ws.config, args=["-v", "-v"])
+        check(r.returncode == 0, r.stderr[-2000:])
+        m = re.search(r"fetch-ahead: at most (\d+) GETs were in flight and "
+                      r"(\d+) bytes held \(window (\d+) bytes\)", r.stderr)
+        check(m, "no fetch-ahead summary in the log:\n" + r.stderr[-2000:])
+        inflight, held, window = (int(g) for g in m.groups())
+        print("  window %.1f MiB; at most %.1f MiB held, %d GETs in flight"
+              % (window / 2**20, held / 2**20, inflight))
+        check(window == 8 << 20, "window %d, want 8 MiB" % window)
+        check(0 < held <= window + biggest,
+              "%d bytes held ahead, window %d" % (held, window))
+        got = []
+        for d, _, fs in os.walk(ws.out):
+            for name in fs:
+                with open(os.path.join(d, name), "rb") as f:
+                    got += f.read().splitlines(True)
+        check(sorted(got) == sorted(recs), "the copy is not the input")
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_big_slice_bounded_memory])
+    main([test_big_slice_bounded_memory,
+          test_fetch_ahead_window_follows_listing])

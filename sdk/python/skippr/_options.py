@@ -532,7 +532,9 @@ PLUGINS = {'File': {'sink': [('path',
                     '0',
                     False,
                     'Memory for objects fetched ahead; more waits '
-                    "(backpressure). 0: half the pipeline's memory_budget."),
+                    '(backpressure). 0: what twice `concurrency` GETs of the '
+                    "listed objects' mean size hold, at least 8 MiB and at "
+                    "most half the pipeline's memory_budget."),
                    ('list_concurrency',
                     'int',
                     '32',
