@@ -279,6 +279,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                             &e.st)))
         goto out;
     e.st->zstd_level = (int)cfg->wal_zstd_level;
+    /* open blocks and the freed buffers kept for them share the budget */
+    e.st->pool.limit = (uint64_t)cfg->memory_budget;
     if ((rc = pl_grow_init(&e)))
         goto out;
     e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;

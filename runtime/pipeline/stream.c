@@ -314,8 +314,11 @@ int pl_stream_run(engine *e)
             e->last_seal_check_ns = now;
             if ((rc = pl_flush_slices(e, 0)))
                 return rc;
-            if (++e->seal_checks % 10 == 0)
+            if (++e->seal_checks % 10 == 0) {
+                /* a stream runs for days: what a burst left goes back */
+                sk_bufpool_clear(&e->st->pool);
                 sk_release_free_memory();
+            }
         }
     }
     return pl_stream_sync(e);

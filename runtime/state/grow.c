@@ -105,7 +105,8 @@ static int unspill(sk_state *st, sk_slice *s)
         return rc;
     sk_buf b;
     sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
-    rc = sk_buf_reserve_exact(&b, unput(s));
+    rc = sk_bufpool_reserve(&st->pool, &b, (size_t)unput(s),
+                            st->open_block_cap);
     sk_buf f;
     sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     if (!rc) /* what is not in memory; the rest is */
@@ -114,7 +115,7 @@ static int unspill(sk_state *st, sk_slice *s)
     if (!rc)
         rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
     if (rc) {
-        sk_buf_free(&b);
+        sk_bufpool_release(&st->pool, &b, st->open_block_cap);
         return rc;
     }
     st->open_block_cap += b.cap;
@@ -186,9 +187,11 @@ static void shrink_block(sk_state *st, sk_slice *s)
 {
     sk_buf b;
     sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
-    if (sk_buf_reserve_exact(&b, SK_MAX(2 * s->open_block.len, (size_t)4096)) ||
+    if (sk_bufpool_reserve(&st->pool, &b,
+                           SK_MAX(2 * s->open_block.len, (size_t)4096),
+                           st->open_block_cap) ||
         sk_buf_append(&b, s->open_block.data, s->open_block.len)) {
-        sk_buf_free(&b);
+        sk_bufpool_release(&st->pool, &b, st->open_block_cap);
         return;
     }
     st->open_block_cap += b.cap;
@@ -313,10 +316,7 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
             grown = cap0 + pb;
         else if (grown > pb / 2)
             grown = pb + pb / 8;
-        size_t want = SK_MAX(grown, b->len + len + 1);
-        rc = sk_buf_reserve_exact(b, want);
-        st->open_block_cap += b->cap - cap0;
-        if (rc)
+        if ((rc = st_block_reserve(st, s, SK_MAX(grown, b->len + len + 1))))
             return rc;
     }
     memcpy(b->data + b->len, rec, len);

@@ -182,6 +182,7 @@ int sk_state_open(const char *state_dir, const char *workspace,
     st->readonly = readonly;
     st->block_bytes = DEFAULT_BLOCK_BYTES;
     sk_buf_init(&st->zbuf, SK_WAL_MAX_PAYLOAD);
+    sk_bufpool_init(&st->pool, 0);
     sk_map_init(&st->open_by_key);
     st->dir = sk_asprintf("%s/%s/%s", state_dir, workspace, pipeline);
     if (!st->dir)
@@ -228,6 +229,7 @@ void sk_state_close(sk_state *st)
     sk_free(st->live);
     sk_state_orphans_clear(st);
     sk_map_free(&st->open_by_key);
+    sk_bufpool_clear(&st->pool);
     sk_buf_free(&st->zbuf);
     ZSTD_freeCCtx(st->zctx);
     sk_wal_close(st->wal);
@@ -289,11 +291,20 @@ static size_t compress_block(sk_state *st, const void *p, size_t n)
     return ZSTD_isError(zn) ? 0 : zn;
 }
 
-/* Give s's open-block buffer back; it must be empty. */
+/* Give s's open-block buffer back (to the pool); it must be empty. */
 void st_release_block(sk_state *st, sk_slice *s)
 {
     st->open_block_cap -= s->open_block.cap;
-    sk_buf_free(&s->open_block);
+    sk_bufpool_release(&st->pool, &s->open_block, st->open_block_cap);
+}
+
+int st_block_reserve(sk_state *st, sk_slice *s, size_t cap)
+{
+    size_t cap0 = s->open_block.cap;
+    int rc = sk_bufpool_reserve(&st->pool, &s->open_block, cap,
+                                st->open_block_cap - cap0);
+    st->open_block_cap += s->open_block.cap - cap0;
+    return rc;
 }
 
 /* The SLICE frame of s: its id, key, kind and age. */
@@ -387,22 +398,17 @@ int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
     uint8_t l[4];
     sk_put_u32(l, (uint32_t)len);
     /* A record that does not fit the block's buffer goes to the next
-     * block, so the buffer keeps its size: block_bytes exactly, allocated
-     * once per slice. Growing by doubling would reallocate, and copy, for
-     * every block. The
-     * memory budget counts this capacity, not just the bytes held. */
+     * block, so the buffer keeps its size: block_bytes (or the pool's
+     * class above it), taken once per slice. Growing by doubling would
+     * copy for every block. The memory budget counts this capacity, not
+     * just the bytes held. */
     int rc;
     if (s->open_nrec && s->open_block.len + 4 + len > s->open_block.cap &&
         (rc = write_block(st, s)))
         return rc;
-    if (s->open_block.cap < s->open_block.len + 4 + len) {
-        size_t cap0 = s->open_block.cap;
-        rc = sk_buf_reserve_exact(&s->open_block,
-                                  SK_MAX(st->block_bytes, 4 + len));
-        st->open_block_cap += s->open_block.cap - cap0;
-        if (rc)
-            return rc;
-    }
+    if (s->open_block.cap < s->open_block.len + 4 + len &&
+        (rc = st_block_reserve(st, s, SK_MAX(st->block_bytes, 4 + len))))
+        return rc;
     memcpy(s->open_block.data + s->open_block.len, l, 4);
     memcpy(s->open_block.data + s->open_block.len + 4, rec, len);
     s->open_block.len += 4 + len;

@@ -41,6 +41,7 @@
 
 #include <stdint.h>
 
+#include "base/bufpool.h"
 #include "base/common.h"
 #include "state/ledger.h"
 #include "base/map.h"
@@ -174,6 +175,9 @@ typedef struct sk_state {
     uint64_t next_slice_id;
     uint64_t open_block_bytes; /* record bytes held in open blocks */
     uint64_t open_block_cap;   /* memory allocated for open blocks */
+    sk_bufpool pool;           /* open blocks' buffers come and go here;
+                                * its limit (0 at open: no reuse) is the
+                                * pipeline's memory_budget */
     uint64_t block_bytes;      /* a block is written out at this size */
     int readonly;
     int zstd_level;            /* > 0: blocks written as BLOCKZ frames */

@@ -18,8 +18,11 @@ int st_add_block(sk_slice *s, sk_wal_pos pos);
 /* Write s's SLICE frame; a DONE frame for slice id (state.c). */
 int st_announce(sk_state *st, sk_slice *s);
 int st_write_done(sk_state *st, uint64_t id);
-/* Give s's open-block buffer back; it must be empty (state.c). */
+/* Give s's open-block buffer back; it must be empty. Grow it to at least
+ * cap bytes, keeping its bytes. Both through st->pool, keeping
+ * open_block_cap (state.c). */
 void st_release_block(sk_state *st, sk_slice *s);
+int st_block_reserve(sk_state *st, sk_slice *s, size_t cap);
 /* Streamed slices (grow.c): append object bytes; put the buffer to the
  * sink; make new ones' SLICE frames durable; the STREAM frame of a
  * commit. */
