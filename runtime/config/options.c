@@ -147,8 +147,11 @@ const sk_engine_option sk_engine_options[] = {
         "S3: their whole parts uploaded, their tails committed and "
         "dropped from memory). With S3 as the sink, commits are spaced by "
         "half of it, so most bytes reach a part without touching the disk. "
-        "Plugins see it too (`host->memory_budget`): the S3 source fetches "
-        "ahead within half of it."},
+        "Buffers that slices give back are kept for new slices within the "
+        "same budget (open blocks and kept buffers together), since a fresh "
+        "page costs a fault and zeroing; a continuous run lets them go "
+        "every ten seconds. Plugins see it too (`host->memory_budget`): the "
+        "S3 source fetches ahead within at most half of it."},
     {.name = "max_record_bytes",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_SIZE,
