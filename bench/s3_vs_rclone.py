@@ -5,12 +5,17 @@ system of the copying process, from wait4), wall time, minor page faults
 and peak RSS, the median of RUNS runs each. Figures only; it asserts
 nothing.
 
-    bench/s3_vs_rclone.py [--tls] [OBJECTS] [RECORDS_PER_OBJECT] [RUNS]
+    bench/s3_vs_rclone.py [--tls] [--plain] [OBJECTS] [RECORDS_PER_OBJECT]
+                          [RUNS]
 
 --tls serves s3rver over HTTPS (a certificate made for the run, which
 both tools are told to trust), as S3 is reached in production: both then
 pay for TLS, and skipprd, like the AWS SDKs, no longer hashes bodies into
 the request signature.
+
+--plain stores every object uncompressed; by default some are gzip or
+zstd, which skipprd inflates and rclone copies as they are (so skipprd
+also uploads more bytes than it read).
 
 rclone copies bytes without looking inside; skipprd reads every record,
 routes it by tenant, type and day, and writes new objects, exactly once.
@@ -66,8 +71,9 @@ def setup():
 
 def main():
     setup()
-    args = [a for a in sys.argv[1:] if a != "--tls"]
-    tls = len(args) != len(sys.argv) - 1
+    args = [a for a in sys.argv[1:] if a not in ("--tls", "--plain")]
+    tls = "--tls" in sys.argv[1:]
+    plain = ["--plain"] if "--plain" in sys.argv[1:] else []
     objects = int(args[0]) if len(args) > 0 else 300
     records = int(args[1]) if len(args) > 1 else 2000
     runs = int(args[2]) if len(args) > 2 else 3
@@ -77,13 +83,14 @@ def main():
     try:
         inp = os.path.join(work, "in")
         subprocess.run([sys.executable, GEN, inp, "--objects", str(objects),
-                        "--records", str(records), "--seed", "42"],
+                        "--records", str(records), "--seed", "42"] + plain,
                        check=True, stdout=subprocess.DEVNULL)
         n = s3.upload_tree("src", inp)
         size = sum(os.path.getsize(os.path.join(d, f))
                    for d, _, fs in os.walk(inp) for f in fs)
-        print("corpus: %d objects, %.1f MB as stored (some gzip/zstd), "
-              "s3rver at %s" % (n, size / 1e6, s3.endpoint))
+        print("corpus: %d objects, %.1f MB as stored (%s), s3rver at %s"
+              % (n, size / 1e6, "uncompressed" if plain else
+                 "some gzip/zstd", s3.endpoint))
 
         env = dict(os.environ)
         env.pop("AWS_CA_BUNDLE", None)  # rclone refuses it on plain HTTP
