@@ -182,7 +182,7 @@ const sk_engine_option sk_engine_options[] = {
         "input is written without waiting for the disk: it survives a crash "
         "of the process, not a power loss. With slices growing in the sink "
         "every commit syncs the sink, and unless this is 0 commits also "
-        "wait for ten pages (40 KiB) of input per open slice."},
+        "wait for 32 pages (128 KiB) of input per open slice."},
     {.name = "list_batch",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_INT,
