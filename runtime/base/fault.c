@@ -10,7 +10,8 @@ int sk_fault_enabled;
 int sk_crash_enabled;
 
 static const char *const kind_names[SK_FAULT_KIND_COUNT] = {
-    "alloc", "open", "write", "nospc", "fsync", "rename", "unlink", "read"};
+    "alloc", "open", "write", "nospc", "fsync", "rename", "unlink", "read",
+    "direct"};
 
 static struct {
     long at;      /* fire on this call number (1-based); 0 = off */

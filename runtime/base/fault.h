@@ -6,8 +6,11 @@
  *   SKIPPR_FAULT=KIND:N[:persist]   the Nth call of KIND fails (and, with
  *                                   persist, every later one too). KIND is
  *                                   alloc, open, write, nospc, fsync, rename,
- *                                   unlink or read; nospc makes write fail
- *                                   with ENOSPC.
+ *                                   unlink, read or direct; nospc makes
+ *                                   write fail with ENOSPC, direct makes a
+ *                                   WAL write with O_DIRECT fail with
+ *                                   EINVAL (a file system that took
+ *                                   O_DIRECT at open refusing a write).
  *   SKIPPR_CRASH=POINT:N            the process kills itself with SIGKILL the
  *                                   Nth time it passes crash point POINT
  *                                   (read, commit, seal, sink_write,
@@ -28,6 +31,7 @@ typedef enum sk_fault_kind {
     SK_FAULT_RENAME,
     SK_FAULT_UNLINK,
     SK_FAULT_READ,
+    SK_FAULT_DIRECT,
     SK_FAULT_KIND_COUNT
 } sk_fault_kind;
 

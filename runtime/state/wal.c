@@ -120,6 +120,7 @@
 #include <unistd.h>
 
 #include "base/crc32c.h"
+#include "base/fault.h"
 #include "base/fsio.h"
 
 #define WAL_MAGIC 0x31574B53u
@@ -437,8 +438,10 @@ static int flush_direct(sk_wal *w, const char *path)
 {
     size_t padded = (w->wlen + DIO_ALIGN - 1) & ~(size_t)(DIO_ALIGN - 1);
     memset(w->wbuf + w->wlen, 0, padded - w->wlen);
-    int rc = sk_io_pwrite_all(w->fd, w->wbuf, padded, (off_t)w->wbuf_off,
-                              path);
+    int rc = sk_fault_hit(SK_FAULT_DIRECT)
+                 ? SKIPPR_INVAL
+                 : sk_io_pwrite_all(w->fd, w->wbuf, padded,
+                                    (off_t)w->wbuf_off, path);
     if (rc)
         return rc;
     w->written = w->wbuf_off + w->wlen;

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "state/state.h"
+#include "base/fault.h"
 #include "state/wal.h"
 
 static char dir[256];
@@ -276,6 +277,59 @@ static void test_direct_write_padding(void **state)
     assert_int_equal(truncate(seg, 4000), 0);
     replay_count(old, &rc);
     assert_int_equal(rc, SKIPPR_CORRUPT);
+}
+
+/* A file system that took O_DIRECT at open and then refuses a direct
+ * write (EINVAL; injected): the segment leaves direct mode, the refused
+ * frames go through the page cache over the padded block, and neither a
+ * kill nor the log moving on leaves padding where replay would call it
+ * corruption. */
+static void test_direct_write_refused(void **state)
+{
+    (void)state;
+    char w[300], crash[300], seg[400], to[400];
+    snprintf(w, sizeof w, "%s/refused", dir);
+    snprintf(crash, sizeof crash, "%s/refused-crash", dir);
+    snprintf(seg, sizeof seg, "%s/wal-%016x.log", w, 1);
+    assert_int_equal(mkdir(crash, 0755), 0);
+    sk_wal *wal;
+    assert_int_equal(sk_wal_open(w, &wal), 0);
+    const off_t frame = SK_WAL_HEADER + 4;
+    sk_fault_arm(SK_FAULT_DIRECT, 2, 0);
+    for (int i = 0; i < 9; i++) {
+        uint8_t b[4];
+        sk_put_u32(b, (uint32_t)(1000 + i));
+        sk_iov part = {b, 4};
+        assert_int_equal(sk_wal_append(wal, SK_WAL_DONE, &part, 1, NULL), 0);
+        if (i == 2) { /* the first direct write: a padded block */
+            assert_int_equal(sk_wal_sync(wal), 0);
+            if (!sk_wal_direct(wal)) { /* tmpfs: nothing to refuse */
+                sk_fault_arm(SK_FAULT_DIRECT, 0, 0);
+                sk_wal_close(wal);
+                skip();
+            }
+            assert_int_equal(seg_size(w, 1), 4096);
+        }
+        if (i == 5) { /* refused: written again through the page cache */
+            assert_int_equal(sk_wal_sync(wal), 0);
+            assert_false(sk_wal_direct(wal));
+            assert_true(is_zeros(seg, 6 * frame, 4096));
+            snprintf(to, sizeof to, "%s/wal-%016x.log", crash, 1);
+            copy_file(seg, to); /* the segment as a kill -9 leaves it */
+            assert_int_equal(sk_wal_rotate(wal), 0);
+            /* the log moved on: the older segment is cut to its frames */
+            assert_int_equal(seg_size(w, 1), 6 * frame);
+        }
+    }
+    sk_fault_arm(SK_FAULT_DIRECT, 0, 0);
+    assert_int_equal(sk_wal_sync(wal), 0);
+    sk_wal_close(wal);
+    int rc;
+    assert_int_equal(replay_count(w, &rc), 9);
+    assert_int_equal(rc, 0);
+    assert_int_equal(replay_count(crash, &rc), 6);
+    assert_int_equal(rc, 0);
+    assert_int_equal(seg_size(crash, 1), 6 * frame);
 }
 
 static int count_records(void *ud, const uint8_t *rec, size_t len)
@@ -564,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_old_segment_corruption_reported),
         cmocka_unit_test(test_fuzz_wal_sequence_gap_is_corruption),
         cmocka_unit_test(test_direct_write_padding),
+        cmocka_unit_test(test_direct_write_refused),
         cmocka_unit_test(test_uncommitted_blocks_do_not_count),
         cmocka_unit_test(test_seal_survives_and_done_forgets),
         cmocka_unit_test(test_gc_keeps_recovery_consistent),
