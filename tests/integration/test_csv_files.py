@@ -228,12 +228,14 @@ def test_crash_mid_object_resumes_with_header():
     """A kill after a commit inside a big CSV object: the next run resumes
     after the durable rows and reads the object's header again. Objects
     of about 9 MB span two 8 MiB windows; a commit follows every window
-    (commit_interval_ms: 1), and kills come at the Nth source read for
-    growing N until a run resumes an object part-way."""
+    (commit_interval_ms: 0: otherwise commits of slices growing in the
+    sink wait for 128 KiB of input per open slice, more than a window
+    here), and kills come at the Nth source read for growing N until a
+    run resumes an object part-way."""
     ws = Workspace("csv-crash")
     try:
         want = generate(ws.inp, objects=2, rows=170000, seed=5)
-        config(ws, pipeline_extra={"commit_interval_ms": 1})
+        config(ws, pipeline_extra={"commit_interval_ms": 0})
         resumed = kill_until_resumed(ws)
         check(resumed > 0, "no run resumed an object part-way")
         n, _ = assert_csv_exact(ws, want)
