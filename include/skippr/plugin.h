@@ -328,7 +328,10 @@ typedef struct skippr_sink_ops {
      * length. One thread at a time uses a handle, the instance's own.
      *
      * Open the growing object of info->key (info->size and crc32c are 0:
-     * not known yet). length 0: start it empty, replacing any earlier
+     * not known yet; unless its slice was sealed before the object was
+     * opened, as when a small one is written whole at its seal: then they
+     * are the object's, and a sink may send that CRC rather than take it
+     * again). length 0: start it empty, replacing any earlier
      * attempt. length > 0: reopen it and cut it back to length bytes;
      * notes are every note grow_note() gave for it, in order (NULL, 0 when
      * none); SKIPPR_NOENT when it does not exist or holds fewer bytes. On

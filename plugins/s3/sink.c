@@ -42,6 +42,10 @@ typedef struct s3_obj {
     size_t noted;    /* parts told to the engine (grow_note) */
     int id_noted;    /* upload id told */
     int put_done;    /* a grown object's one write was its PutObject */
+    /* A growing object opened after its slice was sealed: its size and
+     * CRC32C as the engine computed them while framing (0: unknown). */
+    uint64_t known_size;
+    uint32_t known_crc;
 } s3_obj;
 
 static void obj_free(s3_obj *o)
@@ -91,9 +95,11 @@ static s3_obj *obj_new(s3_ctx *c, const skippr_object_info *info, int grown)
     }
     snprintf(o->slice, sizeof o->slice, "%s", info->slice_id);
     o->grown = grown;
-    if (grown)
+    if (grown) {
         o->part_sums = s3_checksums(c);
-    else
+        o->known_size = info->size;
+        o->known_crc = info->crc32c;
+    } else
         snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
     if (!grown && s3_checksums(c))
         s3_crc32c_b64(info->crc32c, o->crc_b64);
@@ -621,8 +627,12 @@ int sink_grow_write(void *ctx, void *h, const void *p, size_t n)
         /* Shorter than a part and no upload: the last write and the only
          * one, so the whole object, written now as one PutObject (from
          * the engine's buffer, no copy). The engine calls this only for a
-         * sealed slice, so the object is complete. */
-        uint32_t crc = c->host->crc32c(0, p, n);
+         * sealed slice, so the object is complete, and its info then gave
+         * the CRC32C the engine took of the records as it framed them:
+         * sent as is, S3 checks the bytes against it, end to end, and
+         * they are not read once more here. */
+        uint32_t crc = o->known_size == n ? o->known_crc
+                                          : c->host->crc32c(0, p, n);
         snprintf(o->crc, sizeof o->crc, "%08x", crc);
         if (o->part_sums)
             s3_crc32c_b64(crc, o->crc_b64);
