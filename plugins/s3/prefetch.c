@@ -172,6 +172,8 @@ static void *pf_main(void *arg)
             pf_start(c, pf, it);
         }
         if (pf->running == 0) {
+            if (!pf->head) /* idle, as between polls: let the spares go */
+                pf_spares_free(pf);
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 50000000L;

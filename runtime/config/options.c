@@ -150,7 +150,8 @@ const sk_engine_option sk_engine_options[] = {
         "Buffers that slices give back are kept for new slices within the "
         "same budget (open blocks and kept buffers together), since a fresh "
         "page costs a fault and zeroing; a continuous run lets them go "
-        "every ten seconds. Plugins see it too (`host->memory_budget`): the "
+        "while it waits for the next poll (a streaming source: every ten "
+        "seconds). Plugins see it too (`host->memory_budget`): the "
         "S3 source fetches ahead within at most half of it."},
     {.name = "max_record_bytes",
      .section = SK_EOPT_PIPELINE,

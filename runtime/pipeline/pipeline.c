@@ -317,6 +317,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         /* Idle until the next poll. */
         if (!e.streaming && (rc = pl_lanes_shed(&e)))
             goto out;
+        sk_bufpool_clear(&e.st->pool);
         sk_release_free_memory();
         if ((rc = wait_for_poll(&e)))
             goto out;
