@@ -20,39 +20,34 @@ void sk_bufpool_init(sk_bufpool *p, uint64_t limit)
     p->limit = limit;
 }
 
-/* The class of size n, or -1 if none is exactly n. */
-static int class_of(size_t n)
-{
-    if (n == MIN_SIZE)
-        return 0;
-    if (n < MIN_SIZE)
-        return -1;
-    int k = 63 - __builtin_clzll((unsigned long long)n);
-    if (k > SK_POOL_MAX_SHIFT)
-        return -1;
-    size_t base = (size_t)1 << k, step = base / 8;
-    if ((n - base) % step)
-        return -1;
-    return (k - SK_POOL_MIN_SHIFT) * 8 + (int)((n - base) / step);
-}
-
 static size_t class_size(int c)
 {
     size_t base = MIN_SIZE << (c / 8);
     return base + (size_t)(c % 8) * (base / 8);
 }
 
-size_t sk_bufpool_size(size_t n)
+/* The smallest class that holds n bytes, or -1 above the largest. */
+static int class_for(size_t n)
 {
     if (n <= MIN_SIZE)
-        return MIN_SIZE;
+        return 0;
     int k = 63 - __builtin_clzll((unsigned long long)n);
-    if (k > SK_POOL_MAX_SHIFT)
-        return n;
     size_t base = (size_t)1 << k, step = base / 8;
-    size_t j = (n - base + step - 1) / step; /* 0 to 8 */
-    size_t size = base + j * step;
-    return k == SK_POOL_MAX_SHIFT && j == 8 ? n : size;
+    int c = (k - SK_POOL_MIN_SHIFT) * 8 + (int)((n - base + step - 1) / step);
+    return c < SK_POOL_CLASSES ? c : -1;
+}
+
+/* The class of size n, or -1 if none is exactly n. */
+static int class_of(size_t n)
+{
+    int c = class_for(n);
+    return c >= 0 && class_size(c) == n ? c : -1;
+}
+
+size_t sk_bufpool_size(size_t n)
+{
+    int c = class_for(n);
+    return c < 0 ? n : class_size(c);
 }
 
 /* Free idle buffers, the largest first, until live + idle + want fits the
