@@ -21,6 +21,7 @@ static struct {
 
 static char crash_point[32];
 static long crash_at;
+static int crash_signal = SIGKILL;
 static atomic_long crash_calls;
 
 void sk_fault_arm(sk_fault_kind kind, long n, int persist)
@@ -52,9 +53,9 @@ void sk_crashpoint_slow(const char *point)
     if (strcmp(crash_point, "any") != 0 && strcmp(crash_point, point) != 0)
         return;
     if (atomic_fetch_add(&crash_calls, 1) + 1 == crash_at) {
-        fprintf(stderr, "skipprd: crash point %s reached, killing self\n",
-                point);
-        raise(SIGKILL);
+        fprintf(stderr, "skipprd: crash point %s reached, %s\n", point,
+                crash_signal == SIGKILL ? "killing self" : "asking to stop");
+        raise(crash_signal);
     }
 }
 
@@ -85,12 +86,16 @@ int sk_fault_init_from_env(void)
     }
     const char *c = getenv("SKIPPR_CRASH");
     if (c && *c) {
-        if (sscanf(c, "%31[a-z_]:%ld", crash_point, &crash_at) != 2 ||
-            crash_at <= 0) {
+        char how[16] = "";
+        int got = sscanf(c, "%31[a-z_]:%ld:%15s", crash_point, &crash_at, how);
+        if (got < 2 || crash_at <= 0 ||
+            (got == 3 && strcmp(how, "term") != 0)) {
             fprintf(stderr, "skipprd: error: bad SKIPPR_CRASH '%s' "
-                            "(want POINT:N)\n", c);
+                            "(want POINT:N[:term])\n", c);
             return -1;
         }
+        if (got == 3)
+            crash_signal = SIGTERM;
         sk_crash_enabled = 1;
     }
     return 0;

@@ -11,11 +11,13 @@
  *                                   WAL write with O_DIRECT fail with
  *                                   EINVAL (a file system that took
  *                                   O_DIRECT at open refusing a write).
- *   SKIPPR_CRASH=POINT:N            the process kills itself with SIGKILL the
+ *   SKIPPR_CRASH=POINT:N[:term]     the process kills itself with SIGKILL the
  *                                   Nth time it passes crash point POINT
  *                                   (read, commit, seal, sink_write,
  *                                   sink_commit, done, gc, or any for
- *                                   every point).
+ *                                   every point); with term it sends
+ *                                   itself SIGTERM instead, a stop request
+ *                                   at that exact place.
  *
  * With neither set, each check is one predictable branch.
  */

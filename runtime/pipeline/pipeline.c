@@ -299,31 +299,28 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     if ((rc = recover_sealed(&e)))
         goto out;
 
+    /* A step that sees a stop request returns SKIPPR_STOPPED and the loop
+     * ends; any other failure ends the run without the graceful commit. */
     for (;;) {
         rc = e.streaming ? pl_stream_run(&e) : pl_copy_pass(&e);
-        if (rc == SKIPPR_STOPPED)
+        if (rc || (rc = pl_maybe_commit(&e, 1)))
             break;
-        if (rc)
-            goto out;
-        if ((rc = pl_maybe_commit(&e, 1)))
-            goto out;
         if (opts->once) {
-            if ((rc = pl_flush_slices(&e, 1)))
-                goto out;
+            rc = pl_flush_slices(&e, 1);
             break;
         }
         if ((rc = pl_flush_slices(&e, 0)))
-            goto out;
+            break;
         /* Idle until the next poll. */
         if (!e.streaming && (rc = pl_lanes_shed(&e)))
-            goto out;
+            break;
         sk_bufpool_clear(&e.st->pool);
         sk_release_free_memory();
-        if ((rc = wait_for_poll(&e)))
-            goto out;
-        if (sk_stop_requested)
+        if ((rc = wait_for_poll(&e)) || sk_stop_requested)
             break;
     }
+    if (rc && !(rc == SKIPPR_STOPPED && sk_stop_requested))
+        goto out;
     if (sk_stop_requested) {
         /* Graceful stop: make what was read durable; open slices stay in
          * the WAL for the next run. */
