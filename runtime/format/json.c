@@ -43,16 +43,23 @@ typedef struct scan {
     int need;       /* groups not yet settled; < 0: never */
     uint32_t found; /* slots that settled their groups */
     skim_state stop;
+    unsigned ws_seen; /* ws_table bits of the whitespace skipped so far */
 } scan;
 
-static const uint8_t ws_table[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1,
-                                      ['\r'] = 1};
+/* Non-zero for JSON whitespace; WS_LF marks the line feed, so that skipping
+ * whitespace also tells whether a record spans lines (a raw line feed is
+ * valid nowhere else in JSON). */
+#define WS_LF 2u
+static const uint8_t ws_table[256] = {[' '] = 1, ['\t'] = 1,
+                                      ['\n'] = 1 | WS_LF, ['\r'] = 1};
 
 static inline void skip_ws(scan *x)
 {
     const uint8_t *p = x->p, *e = x->end;
+    unsigned seen = 0;
     while (p < e && ws_table[*p])
-        p++;
+        seen |= ws_table[*p++];
+    x->ws_seen |= seen;
     x->p = p;
 }
 
@@ -317,7 +324,7 @@ static int scan_value(scan *x, int node, int depth, sk_json_value *cap);
  * whole unless the count may reach zero in this block. */
 static int skip_structure(scan *x, int64_t open)
 {
-    const uint8_t *p = x->p, *end = x->end;
+    const uint8_t *from = x->p, *p = x->p, *end = x->end;
     uint64_t in_str = 0;  /* all ones: the previous block ended in a string */
     uint64_t esc_in = 0;  /* bit 0: the first byte is escaped */
     uint8_t tail[64];
@@ -361,6 +368,11 @@ static int skip_structure(scan *x, int64_t open)
                     if ((size_t)i >= avail)
                         break;
                     x->p = p + i + 1;
+                    /* skimmed bytes are not classified: look for a line
+                     * feed only while none is known */
+                    if (!(x->ws_seen & WS_LF) &&
+                        memchr(from, '\n', (size_t)(x->p - from)))
+                        x->ws_seen |= WS_LF;
                     return 0;
                 }
             }
@@ -719,6 +731,7 @@ sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
     if (scan_value(&x, root, 1, NULL) == 0) {
         out->start = i;
         out->end = (size_t)(x.p - buf);
+        out->multiline = (x.ws_seen & WS_LF) != 0;
         *pos = out->end;
         if (f->in_array)
             f->want_comma = 1;

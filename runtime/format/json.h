@@ -103,6 +103,7 @@ typedef struct sk_json_framer {
 
 typedef struct sk_json_record {
     size_t start, end; /* [start, end) */
+    int multiline;      /* SK_JSON_RECORD: the span holds a line feed */
     const char *reason; /* static string, for SK_JSON_ERROR */
     sk_json_value values[SK_PEEK_MAX_PATHS];
 } sk_json_record;

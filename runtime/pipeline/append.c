@@ -196,12 +196,15 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
 }
 
 /* Append one JSON record to s, or, when it spans lines and the sink
- * writes .jsonl, where multiline_records says. Counts it. */
+ * writes .jsonl, where multiline_records says. spans: whether the record
+ * spans lines, when the framer said so; -1 to look. Counts it. */
 int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
-                       const uint8_t *rec, size_t len, const char *unit,
-                       uint64_t offset)
+                   const uint8_t *rec, size_t len, const char *unit,
+                   uint64_t offset, int spans)
 {
-    if (e->multiline_check && memchr(rec, '\n', len))
+    if (spans < 0)
+        spans = memchr(rec, '\n', len) != NULL;
+    if (e->multiline_check && spans)
         return append_multiline(e, s, key, klen, rec, len, unit, offset);
     int rc = sk_state_append(e->st, s, rec, len);
     if (!rc)

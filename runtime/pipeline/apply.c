@@ -13,17 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Whether a record of group g (in buf) holds a line feed. */
-static int group_spans_lines(const piece *p, const group *g,
-                             const uint8_t *buf)
-{
-    for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next)
-        if (memchr(buf + p->recs[r].start, '\n',
-                   p->recs[r].end - p->recs[r].start))
-            return 1;
-    return 0;
-}
-
 /* The unit cannot be copied at all: a decompression bomb, or a format
  * this pipeline cannot take. SKIPPR_OK if it can. */
 static int lane_refused(const lane *l)
@@ -110,14 +99,13 @@ static int apply_group(lane *l, const piece *p, size_t gi)
                                        SK_SLICE_DATA);
     if (!s)
         return rc;
-    if (e->multiline_check && !p->csv && !p->xml &&
-        group_spans_lines(p, g, buf)) {
+    if (e->multiline_check && g->multiline) {
         /* Records one by one, their CRC computed as appended. */
         for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next) {
             const rec_out *o = &p->recs[r];
             if ((rc = pl_append_json(e, s, key, klen, buf + o->start,
                                      o->end - o->start, l->t->id,
-                                     l->base + o->start)))
+                                     l->base + o->start, o->multiline)))
                 return rc;
         }
         return SKIPPR_OK;

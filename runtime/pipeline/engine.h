@@ -63,6 +63,7 @@ typedef struct rec_out {
     size_t start, end;
     const char *reason; /* NULL: a record; else why it is dead-lettered */
     uint32_t next;      /* next record of the same group, or NO_REC */
+    uint8_t multiline;  /* a JSON record that spans lines */
 } rec_out;
 
 #define NO_REC UINT32_MAX
@@ -77,6 +78,7 @@ typedef struct group {
     uint32_t crc;       /* CRC32C of the group's output bytes */
     uint32_t xpow;      /* sk_crc32c_xpow(out_bytes), to join it on */
     uint64_t out_bytes; /* those bytes' count */
+    uint8_t multiline;  /* a JSON record of it spans lines */
 } group;
 
 typedef struct engine engine;
@@ -328,7 +330,7 @@ int pl_slice_is_multiline(const sk_slice *s);
 const char *pl_slice_ext(const engine *e, const sk_slice *s);
 int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
                    const uint8_t *rec, size_t len, const char *unit,
-                   uint64_t offset);
+                   uint64_t offset, int spans);
 sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s);
 size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap);
 

@@ -29,7 +29,7 @@ static int piece_push(piece *p, size_t start, size_t end, const char *reason)
 {
     if (!reason && end - start > (size_t)p->e->cfg->max_record_bytes)
         reason = "record larger than max_record_bytes";
-    rec_out o = {start, end, reason, NO_REC};
+    rec_out o = {start, end, reason, NO_REC, 0};
     if (push_rec(p, &o)) {
         p->failed = 1;
         return -1;
@@ -41,8 +41,9 @@ static int piece_push(piece *p, size_t start, size_t end, const char *reason)
     return 0;
 }
 
-/* Add the record just pushed to group id. */
-static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len)
+/* Add the record just pushed to group id; multiline: it spans lines. */
+static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len,
+                     int multiline)
 {
     uint32_t idx = (uint32_t)(p->nrec - 1);
     if (id == p->ngroups) {
@@ -56,6 +57,8 @@ static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len)
     }
     group *g = &p->groups[id];
     g->nrec++;
+    p->recs[idx].multiline = multiline != 0;
+    g->multiline |= multiline != 0;
     g->crc = sk_crc32c(sk_crc32c(g->crc, rec, len), "\n", 1);
     g->out_bytes += len + 1;
     return SKIPPR_OK;
@@ -80,7 +83,7 @@ static int piece_route(piece *p, sk_field *f, const size_t *at, int dec,
             f[i].p = p->scratch.data + at[i];
     uint32_t id;
     if (dec || sk_route_memo_fields(e->router, &p->memo, f, &id) ||
-        group_add(p, id, p->buf + start, end - start)) {
+        group_add(p, id, p->buf + start, end - start, 0)) {
         p->failed = 1;
         return -1;
     }
@@ -269,7 +272,8 @@ void pl_piece_run(piece *p)
         uint32_t id;
         if (sk_route_memo(e->router, &p->memo, p->buf, r.values, &p->scratch,
                           &id) ||
-            group_add(p, id, p->buf + r.start, r.end - r.start)) {
+            group_add(p, id, p->buf + r.start, r.end - r.start,
+                      r.multiline)) {
             p->failed = 1;
             break;
         }

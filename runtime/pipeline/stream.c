@@ -115,7 +115,7 @@ static int stream_record(engine *e, const skippr_message *m)
     if (!s)
         return SKIPPR_NOMEM;
     return pl_append_json(e, s, key, klen, buf, len, m->unit,
-                       (uint64_t)m->position);
+                          (uint64_t)m->position, -1);
 }
 
 /* The format a document message names, SK_FORMAT_AUTO for none, or -1

@@ -416,6 +416,49 @@ static void test_skim_skip(void **state)
     sk_peek_spec_free(spec);
 }
 
+/* Each record says whether its span holds a line feed, found while the
+ * whitespace is skipped (or, for skimmed bytes, looked for): the same
+ * answer as memchr over the span, with no spec, a full one and a skim
+ * one, and never counting the whitespace around the record. */
+static void test_multiline_flag(void **state)
+{
+    (void)state;
+    const char *paths[] = {"t"};
+    sk_peek_spec *full = sk_peek_spec_new(paths, 1);
+    sk_peek_spec *skim = sk_peek_spec_new(paths, 1);
+    sk_peek_group g = {0, SK_SETTLE_ANY};
+    sk_peek_spec_set_skim(skim, &g, 1);
+    const sk_peek_spec *specs[] = {NULL, full, skim};
+    const char *bufs[] = {
+        "{\"t\":1,\"a\":[1,2]}\n\n{\"t\":2}\r\n",
+        "{\n  \"t\": 1,\n  \"a\": {\"b\": 2}\n}\n{\"t\":\"x\\ny\"}",
+        "{\"t\":1,\"a\":{\"b\":\n2}}{\"t\":2,\"a\":[\n1]}",
+        "[\n {\"t\":1},\n {\"a\":\n 1}\n]\n",
+        "\n\n  {\"t\":1}  \n  {\"z\":{\"y\":[1,\n2]},\"t\":3}",
+    };
+    int seen[2] = {0, 0};
+    for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
+        for (size_t b = 0; b < sizeof bufs / sizeof *bufs; b++) {
+            const uint8_t *buf = (const uint8_t *)bufs[b];
+            size_t len = strlen(bufs[b]), pos = 0;
+            sk_json_framer f;
+            sk_json_framer_init(&f);
+            sk_json_record r;
+            sk_json_rc rc;
+            while ((rc = sk_json_next(&f, specs[k], buf, len, &pos, 1,
+                                      &r)) != SK_JSON_END) {
+                assert_int_equal(rc, SK_JSON_RECORD);
+                int want = memchr(buf + r.start, '\n', r.end - r.start) != 0;
+                assert_int_equal(r.multiline, want);
+                seen[want]++;
+            }
+        }
+    }
+    assert_true(seen[0] > 0 && seen[1] > 0);
+    sk_peek_spec_free(full);
+    sk_peek_spec_free(skim);
+}
+
 /* skim on newline-delimited input (format: jsonl): once routing is
  * settled, a record runs to the end of its line. CRLF and trailing blanks
  * are not part of it, a last line needs no newline, a cut-off line waits
@@ -581,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_differential_corpus_skim),
         cmocka_unit_test(test_skim_skip),
         cmocka_unit_test(test_skim_lines),
+        cmocka_unit_test(test_multiline_flag),
         cmocka_unit_test(test_differential_mutations),
         cmocka_unit_test(test_jsontestsuite),
     };
