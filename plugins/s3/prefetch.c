@@ -170,6 +170,8 @@ static void *pf_main(void *arg)
             if (pf->reserved > pf->max_reserved)
                 pf->max_reserved = pf->reserved;
             pf_start(c, pf, it);
+            if (it->state == PF_FINISHED) /* could not start: open() reads */
+                pthread_cond_broadcast(&pf->cv);
         }
         if (pf->running == 0) {
             if (!pf->head) /* idle, as between polls: let the spares go */
@@ -185,13 +187,13 @@ static void *pf_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&pf->mu);
+        /* Transfers just added are due at once: the poll returns. */
         int still = 0;
-        curl_multi_perform(pf->multi, &still);
         curl_multi_poll(pf->multi, NULL, 0, 20, NULL);
         curl_multi_perform(pf->multi, &still);
         pthread_mutex_lock(&pf->mu);
         CURLMsg *m;
-        int left;
+        int left, finished = 0;
         while ((m = curl_multi_info_read(pf->multi, &left))) {
             if (m->msg != CURLMSG_DONE)
                 continue;
@@ -222,8 +224,12 @@ static void *pf_main(void *arg)
             } else {
                 it->state = PF_FINISHED; /* done, or given up: open() falls back */
             }
+            finished = 1;
         }
-        pthread_cond_broadcast(&pf->cv);
+        /* Waiters want a finished transfer or room in the window: both
+         * come only from here. */
+        if (finished)
+            pthread_cond_broadcast(&pf->cv);
     }
     pthread_mutex_unlock(&pf->mu);
     return NULL;
