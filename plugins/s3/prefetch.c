@@ -9,11 +9,14 @@
  */
 #include "s3.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
 /*
  * prefetch() queues the units the engine will open next. One I/O thread
@@ -25,6 +28,77 @@
  * touches the multi and easy handles; items move between threads under
  * the mutex.
  */
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The transfers are driven with curl's socket interface: curl says which
+ * sockets to watch (pf_on_socket) and when it wants a timeout action
+ * (pf_on_timer); the I/O thread waits with epoll and hands curl only the
+ * sockets that are ready. With dozens of GETs in flight, curl then runs
+ * the transfers that have bytes, not all of them on every wakeup, and the
+ * kernel reports the ready sockets instead of polling every one.
+ */
+static int pf_on_socket(CURL *easy, curl_socket_t s, int what, void *userp,
+                        void *sockp)
+{
+    (void)easy;
+    (void)sockp;
+    prefetcher *pf = userp;
+    if (what == CURL_POLL_REMOVE) {
+        (void)epoll_ctl(pf->epfd, EPOLL_CTL_DEL, s, NULL); /* may be closed */
+        return 0;
+    }
+    struct epoll_event ev = {
+        .events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
+                  ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u),
+        .data.fd = s};
+    if (epoll_ctl(pf->epfd, EPOLL_CTL_MOD, s, &ev) == 0 ||
+        (errno == ENOENT && epoll_ctl(pf->epfd, EPOLL_CTL_ADD, s, &ev) == 0))
+        return 0;
+    return -1; /* curl fails the transfers: the engine reads them itself */
+}
+
+static int pf_on_timer(CURLM *multi, long ms, void *userp)
+{
+    (void)multi;
+    prefetcher *pf = userp;
+    pf->timer_at = ms < 0 ? -1 : now_ms() + ms;
+    return 0;
+}
+
+/* Wait up to 20 ms (less when curl's timer is due sooner) for ready
+ * sockets, and let curl act on them and on its timer. Lock not held. */
+static void pf_run_ready(prefetcher *pf)
+{
+    int64_t now = now_ms();
+    int wait = 20;
+    if (pf->timer_at >= 0 && pf->timer_at - now < wait)
+        wait = pf->timer_at <= now ? 0 : (int)(pf->timer_at - now);
+    struct epoll_event ev[64];
+    int n = epoll_wait(pf->epfd, ev, (int)(sizeof ev / sizeof *ev), wait);
+    int still;
+    for (int i = 0; i < n; i++) {
+        int f = 0;
+        /* a peer that hung up is read to its end, as a poll() would */
+        if (ev[i].events & (EPOLLIN | EPOLLHUP))
+            f |= CURL_CSELECT_IN;
+        if (ev[i].events & EPOLLOUT)
+            f |= CURL_CSELECT_OUT;
+        if (ev[i].events & EPOLLERR)
+            f |= CURL_CSELECT_ERR;
+        curl_multi_socket_action(pf->multi, ev[i].data.fd, f, &still);
+    }
+    if (pf->timer_at >= 0 && now_ms() >= pf->timer_at) {
+        pf->timer_at = -1; /* the action may set it again */
+        curl_multi_socket_action(pf->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+    }
+}
+
 /* Keep body b of a consumed item for a later GET, if the spares stay
  * within half the window; else free it. Lock held. Memory that was just
  * written is reused rather than given back: a fresh page costs a fault
@@ -145,12 +219,6 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
         pf->max_inflight = pf->running;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void *pf_main(void *arg)
 {
@@ -187,10 +255,8 @@ static void *pf_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&pf->mu);
-        /* Transfers just added are due at once: the poll returns. */
-        int still = 0;
-        curl_multi_poll(pf->multi, NULL, 0, 20, NULL);
-        curl_multi_perform(pf->multi, &still);
+        /* Transfers just added set curl's timer to now: no wait. */
+        pf_run_ready(pf);
         pthread_mutex_lock(&pf->mu);
         CURLMsg *m;
         int left, finished = 0;
@@ -240,10 +306,20 @@ int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
     s3_ctx *c = ctx;
     if (!c->pf) {
         prefetcher *pf = calloc(1, sizeof *pf);
-        if (!pf || !(pf->multi = curl_multi_init())) {
+        if (!pf || (pf->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
             free(pf);
             return SKIPPR_NOMEM;
         }
+        if (!(pf->multi = curl_multi_init())) {
+            close(pf->epfd);
+            free(pf);
+            return SKIPPR_NOMEM;
+        }
+        pf->timer_at = -1;
+        curl_multi_setopt(pf->multi, CURLMOPT_SOCKETFUNCTION, pf_on_socket);
+        curl_multi_setopt(pf->multi, CURLMOPT_SOCKETDATA, pf);
+        curl_multi_setopt(pf->multi, CURLMOPT_TIMERFUNCTION, pf_on_timer);
+        curl_multi_setopt(pf->multi, CURLMOPT_TIMERDATA, pf);
         /* Keep as many idle connections as may be in use: curl's default
          * cache shrinks with the handles in flight, and each batch would
          * otherwise open its connections anew. */
@@ -257,6 +333,7 @@ int src_prefetch(void *ctx, const skippr_unit *units, size_t n)
         c->pf = pf;
         if (pthread_create(&pf->thread, NULL, pf_main, c) != 0) {
             curl_multi_cleanup(pf->multi);
+            close(pf->epfd);
             pthread_mutex_destroy(&pf->mu);
             pthread_cond_destroy(&pf->cv);
             free(pf);
@@ -391,6 +468,7 @@ void s3_pf_stop(s3_ctx *c)
     }
     pf_spares_free(pf);
     curl_multi_cleanup(pf->multi);
+    close(pf->epfd);
     pthread_mutex_destroy(&pf->mu);
     pthread_cond_destroy(&pf->cv);
     free(pf);

@@ -110,6 +110,8 @@ typedef struct prefetcher {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     CURLM *multi;
+    int epfd;         /* the sockets curl asks the I/O thread to watch */
+    int64_t timer_at; /* when curl wants its timeout action; -1: never */
     pf_item *head, *tail; /* not yet opened, in open order */
     int running;
     int64_t reserved; /* bytes of started, not yet consumed items */
