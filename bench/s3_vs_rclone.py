@@ -2,8 +2,8 @@
 """S3 -> S3 against s3rver: skipprd next to `rclone copy`, same objects,
 same server, same run. Prints CPU-seconds per GB of source data (user +
 system of the copying process, from wait4), wall time, minor page faults
-and peak RSS, the median of RUNS runs each. Figures only; it asserts
-nothing.
+and peak RSS, the median of RUNS runs each, and the ratio of each run's
+pair (one skipprd, then one rclone). Figures only; it asserts nothing.
 
     bench/s3_vs_rclone.py [--tls] [--plain] [OBJECTS] [RECORDS_PER_OBJECT]
                           [RUNS]
@@ -164,6 +164,12 @@ data_sinks:
                      faults, rss))
         print("skipprd / rclone CPU per GB: %.2fx" %
               (med["skipprd"] / med["rclone"]))
+        # Each run is one skipprd and one rclone back to back: their ratio
+        # is the figure the machine's drift moves least.
+        pairs = sorted(a[1] / b[1] for a, b in zip(results["skipprd"],
+                                                    results["rclone"]))
+        print("paired, run by run: median %.2fx (%.2fx to %.2fx)" %
+              (statistics.median(pairs), pairs[0], pairs[-1]))
     finally:
         s3.close()
         shutil.rmtree(work, ignore_errors=True)
