@@ -219,7 +219,6 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
         pf->max_inflight = pf->running;
 }
 
-
 static void *pf_main(void *arg)
 {
     s3_ctx *c = arg;

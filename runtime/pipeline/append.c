@@ -202,9 +202,8 @@ int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
                    const uint8_t *rec, size_t len, const char *unit,
                    uint64_t offset, int spans)
 {
-    if (spans < 0)
-        spans = memchr(rec, '\n', len) != NULL;
-    if (e->multiline_check && spans)
+    if (e->multiline_check &&
+        (spans < 0 ? memchr(rec, '\n', len) != NULL : spans))
         return append_multiline(e, s, key, klen, rec, len, unit, offset);
     int rc = sk_state_append(e->st, s, rec, len);
     if (!rc)
