@@ -369,13 +369,16 @@ int pl_maybe_commit(engine *e, int force)
     int due = force || now - e->last_commit_ns >=
                            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL;
     if (e->st->grow.wants && !force && e->cfg->commit_interval_ms > 0) {
-        /* Slices grow in the sink: a commit syncs it, and each sync
-         * writes the last, partly filled page of every growing object
-         * once more. Spacing commits so that each carries 32 pages per
-         * open slice keeps that near 3% of the bytes written (ten pages
-         * measured 6 to 8% at 5,600 slices, above the directories' own
-         * cost); the re-read after a crash is bounded by the same
-         * spacing, 128 KiB an open slice. There are
+        /* Slices grow in the sink: a commit syncs it, and after each
+         * sync the kernel writes again what the next appends touch: the
+         * growing objects' inodes and last pages, their folders.
+         * (Keeping the last pages out of the objects until the seal was
+         * tried: it saved nothing measurable, see PERFORMANCE.md.)
+         * Spacing commits so that each carries 32 pages per open slice
+         * keeps that near 3% of the bytes written (ten pages measured 6
+         * to 8% at 5,600 slices, above the directories' own cost); the
+         * re-read after a crash is bounded by the same spacing, 128 KiB
+         * an open slice. There are
          * no lazy commits: one that does not sync the sink could not be
          * trusted after a power loss. commit_interval_ms 0 still commits
          * after every window, as asked. */
