@@ -1,0 +1,50 @@
+/* Private to grow.c and stage.c: objects growing in a sink (grow.c) and
+ * the staging pieces and finish of sealed ones (stage.c) share these.
+ * The threads are grow.c's: each slice's sink calls are made by the
+ * instance that owns it. */
+#ifndef SKIPPR_PIPELINE_GROW_H
+#define SKIPPR_PIPELINE_GROW_H
+
+#include "pipeline/engine.h"
+
+/* The sink's ops; the instance that owns slice s's growing object. */
+const skippr_sink_ops *pl_grow_ops(const engine *e);
+sk_instance *pl_grow_owner(const engine *e, const sk_slice *s);
+/* Non-zero when the sink makes staging pieces parts itself. */
+int pl_sink_copies(const engine *e);
+
+/* The object info of streamed slice s, for key (its object key). */
+void pl_grow_info(engine *e, const sk_slice *s, const char *key,
+                  char *slice_id, size_t cap, skippr_object_info *info);
+/* The info of an open slice's growing object, under the key it will get
+ * when sealed. Caller owns the returned key (info->key points to it);
+ * NULL on allocation failure. */
+char *pl_grow_open_info(engine *e, const sk_slice *s, char *sid, size_t cap,
+                        skippr_object_info *info);
+/* Open s's growing object: new (length 0), or reopened at length. */
+int pl_grow_attach(engine *e, sk_slice *s, uint64_t length);
+
+/* One attempt at an operation on a slice's object in the sink, with what
+ * it needs (the slice among it) in arg. */
+typedef int (*attempt_fn)(engine *e, void *arg);
+/* fn, tried again after each SKIPPR_RETRY with the backoff of the
+ * uploader that owns s (see grow.c). */
+int pl_grow_retries(engine *e, const sk_slice *s, const char *what,
+                    attempt_fn fn, void *arg);
+/* Write n bytes to s's growing object (a part per part_bytes, with the
+ * sink's note of each while s is open). */
+int pl_grow_write(engine *e, sk_slice *s, const uint8_t *p, size_t n);
+/* The sink's note of the part it just added to open slice s's object. */
+int pl_grow_note(engine *e, sk_slice *s);
+/* The error line of a put that failed. */
+void pl_grow_write_failed(engine *e, const sk_slice *s, int rc);
+
+/* stage.c: the state's hooks for staging pieces (sk_grow_hooks fetch,
+ * stage and copy). */
+int pl_grow_fetch(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
+                  void *buf, size_t len);
+int pl_grow_store(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
+                  const void *p, size_t n);
+int pl_grow_copy(void *ud, sk_slice *s);
+
+#endif

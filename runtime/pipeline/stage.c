@@ -1,0 +1,359 @@
+/* Staging pieces and the finish of sealed growing objects. When the WAL
+ * cannot hold the tails of objects growing by parts (S3), they move into
+ * the sink's own storage as staging pieces (the state's fetch, stage and
+ * copy hooks); a sealed slice's object is finished from its pieces (made
+ * parts inside the sink where they are large enough) and its tail, then
+ * made visible, and its pieces are cleared. See grow.c for the rest of
+ * the growing objects' life.
+ *
+ * Thread: grow.c's (each slice's sink calls by the instance that owns
+ * it).
+ */
+#include "pipeline/grow.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/fault.h"
+
+typedef struct copy_arg {
+    const sk_slice *s;
+    const skippr_object_info *info;
+    size_t k; /* the staging piece */
+} copy_arg;
+
+static int copy_once(engine *e, void *arg)
+{
+    const copy_arg *c = arg;
+    const sk_slice *s = c->s;
+    return pl_grow_ops(e)->stage_copy(pl_grow_owner(e, s)->ctx, s->handle,
+                                      c->info, s->stage_off[c->k],
+                                      s->stage_tag[c->k], s->stage_len[c->k]);
+}
+
+/* s's first n staging pieces become its next parts, inside the sink
+ * (stage_copy), each retried as a write is; for an open slice, with the
+ * sink's note of each. */
+static int copy_pieces(engine *e, sk_slice *s, const skippr_object_info *info,
+                       size_t n)
+{
+    int rc = SKIPPR_OK;
+    for (size_t k = 0; k < n && !rc; k++) {
+        sk_crashpoint("stage_copy");
+        rc = pl_grow_retries(e, s, "copying a staging piece into", copy_once,
+                             &(copy_arg){s, info, k});
+        if (!rc && s->state == SK_SLICE_OPEN)
+            rc = pl_grow_note(e, s);
+    }
+    return rc;
+}
+
+typedef struct piece_arg {
+    const sk_slice *s;
+    const skippr_object_info *info;
+    uint64_t off, tag;
+    const void *src; /* storing; else reading into dst */
+    void *dst;
+    size_t len;
+} piece_arg;
+
+static int piece_once(engine *e, void *arg)
+{
+    const piece_arg *a = arg;
+    void *ctx = pl_grow_owner(e, a->s)->ctx;
+    if (!a->src)
+        return pl_grow_ops(e)->stage_get(ctx, a->info, a->off, a->tag, a->dst,
+                                         a->len);
+    sk_crashpoint("stage_put");
+    return pl_grow_ops(e)->stage_put(ctx, a->info, a->off, a->tag, a->src,
+                                     a->len);
+}
+
+/* A staging piece of s at off: stored from src, or (src NULL) read back
+ * into dst; retried as uploads are. */
+static int piece_io(engine *e, const sk_slice *s, uint64_t off, uint64_t tag,
+                    const void *src, void *dst, size_t len)
+{
+    int put = src != NULL;
+    char sid[40];
+    skippr_object_info info;
+    char *key = pl_grow_open_info(e, s, sid, sizeof sid, &info);
+    if (!key)
+        return SKIPPR_NOMEM;
+    sk_instance *sink = pl_grow_owner(e, s);
+    int rc = pl_grow_retries(e, s,
+                             put ? "storing a staging piece of"
+                                 : "reading a staging piece of",
+                             piece_once,
+                             &(piece_arg){s, &info, off, tag, src, dst, len});
+    if (rc)
+        plugin_failed(sink, "%s: %s the staged bytes of %s at %" PRIu64
+                      " failed: %s", sink->label, put ? "storing" : "reading",
+                      key, off, skippr_status_str(rc));
+    sk_free(key);
+    return rc;
+}
+
+/* sk_grow_hooks.fetch */
+int pl_grow_fetch(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
+                  void *buf, size_t len)
+{
+    return piece_io(ud, s, off, tag, NULL, buf, len);
+}
+
+/* sk_grow_hooks.stage */
+int pl_grow_store(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
+                  const void *p, size_t n)
+{
+    return piece_io(ud, s, off, tag, p, NULL, n);
+}
+
+/* Over the disk budget: every open parted slice's bytes in TAIL frames
+ * become a staging piece in the sink, so that the WAL segments holding
+ * them can go (the caller commits, rotates and collects). *n: how many. */
+int pl_grow_stage(engine *e, size_t *n)
+{
+    sk_state *st = e->st;
+    *n = 0;
+    if (!st->grow.stage)
+        return SKIPPR_OK;
+    sk_buf t, f;
+    sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < st->nlive && !rc; i++) {
+        sk_slice *s = st->live[i];
+        if (s->state != SK_SLICE_OPEN || !s->streamed || !s->walled)
+            continue;
+        uint64_t from = s->pushed + s->staged;
+        sk_buf_reset(&t);
+        rc = sk_state_read_tail(st, s, from, from + s->walled, &t, &f);
+        uint64_t tag = st->stage_tag++;
+        if (!rc)
+            rc = pl_grow_store(e, s, from, tag, t.data, t.len);
+        if (!rc && (rc = sk_state_staged(st, s, tag)) == SKIPPR_OK)
+            (*n)++;
+    }
+    sk_buf_free(&t);
+    sk_buf_free(&f);
+    return rc;
+}
+
+/* sk_grow_hooks.copy: open slice s's first staging piece becomes a part
+ * of its growing object. */
+int pl_grow_copy(void *ud, sk_slice *s)
+{
+    engine *e = ud;
+    char sid[40];
+    skippr_object_info info;
+    char *key = pl_grow_open_info(e, s, sid, sizeof sid, &info);
+    if (!key)
+        return SKIPPR_NOMEM;
+    int rc = s->handle ? SKIPPR_OK : pl_grow_attach(e, s, s->pushed);
+    if (!rc && (rc = copy_pieces(e, s, &info, 1)))
+        pl_grow_write_failed(e, s, rc);
+    sk_free(key);
+    return rc;
+}
+
+/* How many of sealed slice s's first staging pieces the sink makes parts
+ * by itself (stage_copy): those from its durable length on, each of at
+ * least SKIPPR_COPY_MIN_BYTES (a smaller one, and every one after it, is
+ * read back into the last part). Their bytes in *bytes. */
+static size_t copyable(const engine *e, const sk_slice *s, uint64_t *bytes)
+{
+    uint64_t at = s->pushed;
+    size_t k = 0;
+    while (pl_sink_copies(e) && k < s->nstaged && s->stage_off[k] == at &&
+           s->stage_len[k] >= SKIPPR_COPY_MIN_BYTES)
+        at += s->stage_len[k++];
+    *bytes = at - s->pushed;
+    return k;
+}
+
+/* One attempt at finishing parted slice s: after a failure or a crash
+ * its upload may be complete already (the sink is asked first); else its
+ * first ncopy staging pieces become parts in the sink, the tail t the
+ * last part, and the upload completes. */
+typedef struct finish_arg {
+    sk_slice *s;
+    size_t ncopy;      /* staging pieces the sink copies */
+    const uint8_t *tp; /* then the tail */
+    size_t tn;
+    const skippr_object_info *info;
+    int tries; /* attempts made */
+} finish_arg;
+
+static int finish_parted_once(engine *e, void *arg)
+{
+    finish_arg *f = arg;
+    sk_slice *s = f->s;
+    const skippr_object_info *info = f->info;
+    sk_instance *sink = pl_grow_owner(e, s);
+    const skippr_sink_ops *ops = pl_grow_ops(e);
+    int rc, first = f->tries++ == 0;
+    /* Only a retry can find it complete (finish_parted asked for a slice
+     * from before a crash already). */
+    if (!s->handle && first) {
+        if ((rc = pl_grow_attach(e, s, s->pushed)))
+            return rc;
+    } else if (!s->handle) {
+        rc = ops->object_check ? ops->object_check(sink->ctx, info)
+                               : SKIPPR_NOENT;
+        if (rc == SKIPPR_OK) {
+            sk_info("object %s already complete (slice %s)", s->object_key,
+                    info->slice_id);
+            return SKIPPR_OK;
+        }
+        if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
+            return rc;
+        if ((rc = pl_grow_attach(e, s, s->pushed)))
+            return rc;
+    }
+    rc = copy_pieces(e, s, info, f->ncopy);
+    if (!rc && f->tn)
+        rc = pl_grow_write(e, s, f->tp, f->tn);
+    if (rc) {
+        ops->grow_close(sink->ctx, s->handle);
+        s->handle = NULL;
+        return rc;
+    }
+    sk_crashpoint("grow_commit");
+    rc = ops->grow_commit(sink->ctx, s->handle, info);
+    s->handle = NULL;
+    return rc;
+}
+
+typedef struct clear_arg {
+    const sk_slice *s;
+    const skippr_object_info *info;
+} clear_arg;
+
+static int clear_once(engine *e, void *arg)
+{
+    const clear_arg *c = arg;
+    return pl_grow_ops(e)->stage_clear(pl_grow_owner(e, c->s)->ctx, c->info);
+}
+
+/* A complete object's staging pieces go (before DONE: a crash in between
+ * clears them again). */
+static int clear_pieces(engine *e, sk_slice *s, const skippr_object_info *info)
+{
+    if (!s->staged_ever)
+        return SKIPPR_OK;
+    return pl_grow_retries(e, s, "clearing the staging pieces of", clear_once,
+                           &(clear_arg){s, info});
+}
+
+/* Finish sealed parted slice s (S3): its tail (in memory, or read back
+ * from its staging pieces and TAIL frames) becomes the last part;
+ * retried as uploads are. */
+static int finish_parted(engine *e, sk_slice *s)
+{
+    sk_instance *sink = pl_grow_owner(e, s);
+    char sid[40];
+    skippr_object_info info;
+    pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+    int rc = SKIPPR_OK;
+    if (s->recovered && !s->handle && pl_grow_ops(e)->object_check) {
+        /* A crash after the Complete: then its tail may be gone (its
+         * staging pieces deleted), and nothing is written again. */
+        rc = pl_grow_ops(e)->object_check(sink->ctx, &info);
+        if (rc == SKIPPR_OK) {
+            sk_info("object %s already complete (slice %s)", s->object_key,
+                    sid);
+            return clear_pieces(e, s, &info);
+        }
+        if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
+            return rc;
+    }
+    /* The tail after the pieces the sink copies: still in memory when
+     * the slice was sealed in this run (its buffer is kept for this),
+     * else read back. */
+    uint64_t lead;
+    size_t ncopy = copyable(e, s, &lead);
+    sk_buf t, f;
+    sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    const uint8_t *tp = NULL;
+    size_t tn = 0;
+    if (s->mem_off == s->pushed &&
+        s->pushed + s->open_block.len == s->object_bytes) {
+        if (lead < s->open_block.len) {
+            tp = s->open_block.data + lead;
+            tn = s->open_block.len - (size_t)lead;
+        }
+    } else {
+        rc = sk_state_read_tail(e->st, s, s->pushed + lead,
+                                s->pushed + s->staged + s->walled, &t, &f);
+        if (!rc && s->pushed + lead + t.len != s->object_bytes)
+            rc = SKIPPR_CORRUPT;
+        tp = t.data;
+        tn = t.len;
+    }
+    sk_buf_free(&f);
+    if (rc) {
+        sk_error("slice %s: its tail in the WAL does not make up its "
+                 "object (%s)",
+                 sid, skippr_status_str(rc));
+        sk_buf_free(&t);
+        return rc;
+    }
+    rc = pl_grow_retries(e, s, "finishing", finish_parted_once,
+                         &(finish_arg){s, ncopy, tp, tn, &info, 0});
+    sk_buf_free(&t);
+    if (!rc)
+        rc = clear_pieces(e, s, &info);
+    if (rc)
+        e->sink_failed = 1;
+    if (rc == SKIPPR_RETRY)
+        plugin_failed(sink, "%s: finishing %s failed %d times; giving up",
+                      sink->label, s->object_key, MAX_ATTEMPTS);
+    else if (rc)
+        plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,
+                      s->object_key, skippr_status_str(rc));
+    return rc;
+}
+
+/* Finish sealed streamed slice s: its object becomes visible under its
+ * key (durable with the sink's next sync()). After a crash its growing
+ * object may already have been renamed: then the object itself is
+ * checked. */
+int pl_grow_finish(engine *e, sk_slice *s)
+{
+    sk_instance *sink = pl_grow_owner(e, s);
+    const skippr_sink_ops *ops = pl_grow_ops(e);
+    int rc = SKIPPR_OK;
+    if (e->st->grow.part_bytes)
+        return finish_parted(e, s);
+    if (!s->handle) {
+        rc = pl_grow_attach(e, s, s->object_bytes);
+        if (rc == SKIPPR_NOENT && ops->object_check) {
+            char sid[40];
+            skippr_object_info info;
+            pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+            rc = ops->object_check(sink->ctx, &info);
+            if (rc == SKIPPR_OK) {
+                sk_info("object %s already complete (slice %s)", s->object_key,
+                        sid);
+                return SKIPPR_OK;
+            }
+            sk_error("%s: slice %s was sealed but neither its growing "
+                     "object nor %s is there whole (%s)",
+                     sink->label, sid, s->object_key, skippr_status_str(rc));
+            return SKIPPR_CORRUPT;
+        }
+        if (rc)
+            return rc;
+    }
+    char sid[40];
+    skippr_object_info info;
+    pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+    sk_crashpoint("grow_commit");
+    rc = ops->grow_commit(sink->ctx, s->handle, &info);
+    s->handle = NULL;
+    if (rc)
+        plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,
+                      s->object_key, skippr_status_str(rc));
+    return rc;
+}
