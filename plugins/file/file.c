@@ -3,7 +3,9 @@
  * Source. Units are the regular files under {path}/{prefix...}, named by
  * their path relative to {path} ("2021/10/03/events-1"). prefix is a string
  * prefix of that name, like an S3 key prefix. Names starting with '.' (at
- * any level) are skipped: they are temp files and state folders. The
+ * any level) are skipped: they are temp files and state folders. Files are
+ * listed in key order, as S3 lists, by a walk that holds only the folders
+ * on its current path and resumes between listing rounds (walk.h). The
  * version of a unit is its mtime; a file changed after it was copied is
  * reported by the engine, not re-read.
  *
@@ -36,6 +38,7 @@
 
 #include <skippr/plugin.h>
 #include "growbuf.h"
+#include "walk.h"
 
 typedef struct file_ctx {
     const skippr_host *host;
@@ -47,6 +50,7 @@ typedef struct file_ctx {
                          * (mark_dirty), or 0 */
     long grow_fds;      /* descriptors held by growing objects */
     long grow_fd_cap;   /* above this many, a write closes its own */
+    walker walk;        /* the source's listing, paused between rounds */
 } file_ctx;
 
 /* Folders made or found, by any instance of the process (the upload
@@ -146,7 +150,8 @@ static void dirs_clear(void)
 
 static void destroy(void *ctx)
 {
-    (void)ctx;
+    file_ctx *c = ctx;
+    walk_reset(&c->walk);
     pthread_mutex_lock(&dirset.lock);
     if (--dirset.users == 0) {
         dirs_clear_locked();
@@ -194,108 +199,41 @@ static void dir_note(const char *dir, size_t n)
 
 /* ---- source ------------------------------------------------------------- */
 
-typedef struct names {
-    char **v;
-    size_t n, cap;
-} names;
+/* One listed file for the engine: its version is its mtime. */
+typedef struct list_ctx {
+    skippr_unit_cb cb;
+    void *cb_data;
+} list_ctx;
 
-static int names_add(names *ns, const char *s)
+static int list_one(void *ud, const char *key, const struct stat *st)
 {
-    if (skippr_array_grow(&ns->v, ns->n, &ns->cap, sizeof *ns->v, 256))
-        return -1;
-    if (!(ns->v[ns->n] = strdup(s)))
-        return -1;
-    ns->n++;
-    return 0;
+    list_ctx *l = ud;
+    char version[64];
+    snprintf(version, sizeof version, "%lld.%09ld",
+             (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+    skippr_unit u = {key, version, (int64_t)st->st_size,
+                     (int64_t)st->st_mtim.tv_sec};
+    return l->cb(l->cb_data, &u);
 }
 
-/* Collect regular files under root/rel whose name matches prefix. */
-static int walk(file_ctx *c, const char *rel, names *out)
-{
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s%s%s", c->path, *rel ? "/" : "", rel);
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT && *rel)
-            return SKIPPR_OK;
-        LOG(c, SKIPPR_LOG_ERROR, "cannot read folder %s: %s", dir,
-            strerror(errno));
-        return errno == ENOENT ? SKIPPR_NOENT : SKIPPR_IO;
-    }
-    int rc = SKIPPR_OK;
-    struct dirent *e;
-    size_t plen = strlen(c->prefix);
-    while (rc == SKIPPR_OK && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char child[PATH_MAX];
-        int n = snprintf(child, sizeof child, "%s%s%s", rel, *rel ? "/" : "",
-                         e->d_name);
-        if (n < 0 || (size_t)n >= sizeof child)
-            continue;
-        /* Prune folders that cannot hold a match. */
-        size_t cl = strlen(child);
-        int is_dir = e->d_type == DT_DIR;
-        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
-            char full[PATH_MAX];
-            struct stat st;
-            int fn = snprintf(full, sizeof full, "%s/%s", c->path, child);
-            if (fn < 0 || (size_t)fn >= sizeof full || stat(full, &st) != 0)
-                continue;
-            is_dir = S_ISDIR(st.st_mode);
-            if (!is_dir && !S_ISREG(st.st_mode))
-                continue;
-        } else if (!is_dir && e->d_type != DT_REG) {
-            continue;
-        }
-        if (is_dir) {
-            size_t m = cl < plen ? cl : plen;
-            if (strncmp(child, c->prefix, m) == 0)
-                rc = walk(c, child, out);
-        } else if (strncmp(child, c->prefix, plen) == 0) {
-            if (names_add(out, child))
-                rc = SKIPPR_NOMEM;
-        }
-    }
-    closedir(d);
-    return rc;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
+/* Lists by walking the tree in key order (walk.h): a round that the engine
+ * ends when its batch is full is resumed by the next, so a pass reads each
+ * folder once and holds only the folders on the current path. */
 static int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
                     void *cb_data)
 {
     file_ctx *c = ctx;
-    names ns = {0};
-    int rc = walk(c, "", &ns);
-    if (rc == SKIPPR_OK) {
-        if (ns.n > 1) /* ns.v is NULL in an empty folder */
-            qsort(ns.v, ns.n, sizeof *ns.v, cmp_str);
-        for (size_t i = 0; i < ns.n; i++) {
-            if (start_after && strcmp(ns.v[i], start_after) <= 0)
-                continue;
-            char full[PATH_MAX];
-            struct stat st;
-            snprintf(full, sizeof full, "%s/%s", c->path, ns.v[i]);
-            if (stat(full, &st) != 0)
-                continue; /* removed since the walk */
-            char version[64];
-            snprintf(version, sizeof version, "%lld.%09ld",
-                     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-            skippr_unit u = {ns.v[i], version, (int64_t)st.st_size,
-                             (int64_t)st.st_mtim.tv_sec};
-            if (cb(cb_data, &u))
-                break;
-        }
-    }
-    for (size_t i = 0; i < ns.n; i++)
-        free(ns.v[i]);
-    free(ns.v);
-    return rc;
+    list_ctx l = {cb, cb_data};
+    int err = walk_run(&c->walk, c->path, c->prefix, start_after, list_one,
+                       &l);
+    if (err == 0)
+        return SKIPPR_OK;
+    walk_reset(&c->walk);
+    if (err == ENOMEM)
+        return SKIPPR_NOMEM;
+    LOG(c, SKIPPR_LOG_ERROR, "cannot read folder %s: %s", c->walk.failed,
+        strerror(err));
+    return err == ENOENT ? SKIPPR_NOENT : SKIPPR_IO;
 }
 
 static int src_open(void *ctx, const skippr_unit *unit, int64_t offset,

@@ -1,0 +1,179 @@
+/* plugins/file/walk.c: a folder tree listed in the whole key's strcmp
+ * order (as S3 lists), paused and resumed, with start_after and prefix. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "walk.h"
+
+/* Names chosen so that per-folder name order differs from key order:
+ * "a" < "a.b" by name, but "a.b" < "a/..." by key ('.' < '/'). */
+static const char *const files[] = {
+    "a-1", "a.b", "a/x", "a/y/z", "a0", "b/c/d/e", "b/c/d0", "b/c0", "b0",
+    "z",
+};
+#define NFILES (sizeof files / sizeof *files)
+
+static char root[256];
+
+static void put(const char *key)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, key);
+    for (char *s = path + strlen(root) + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(path, 0755);
+            *s = '/';
+        }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(key, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/skippr-walk-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    for (size_t i = 0; i < NFILES; i++)
+        put(files[i]);
+    put(".hidden/f");
+    put("a/.tmp-1");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    return system(cmd);
+}
+
+typedef struct got {
+    char keys[32][64];
+    size_t n;
+    size_t pause_at; /* pause after this many keys (0: never) */
+} got;
+
+static int note(void *ud, const char *key, const struct stat *st)
+{
+    got *g = ud;
+    assert_true(g->n < 32);
+    assert_int_equal(st->st_size, (off_t)strlen(key));
+    snprintf(g->keys[g->n], sizeof g->keys[0], "%s", key);
+    g->n++;
+    return g->pause_at && g->n % g->pause_at == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every file once, hidden names left out, in strcmp order of the key. */
+static void test_whole_tree_in_key_order(void **state)
+{
+    (void)state;
+    const char *want[NFILES];
+    memcpy(want, files, sizeof want);
+    qsort(want, NFILES, sizeof *want, cmp_str);
+    walker w = {0};
+    got g = {0};
+    assert_int_equal(walk_run(&w, root, "", NULL, note, &g), 0);
+    assert_int_equal(g.n, NFILES);
+    for (size_t i = 0; i < NFILES; i++)
+        assert_string_equal(g.keys[i], want[i]);
+    assert_int_equal(w.depth, 0);
+    walk_reset(&w);
+}
+
+/* Paused every 3 keys and resumed from the last one given, the walk goes
+ * on where it stopped; started after any key, it gives exactly the keys
+ * after it, whether or not the walker was paused there. */
+static void test_pause_resume_and_start_after(void **state)
+{
+    (void)state;
+    walker w = {0};
+    got g = {.pause_at = 3};
+    const char *after = NULL;
+    for (int round = 0; round < 10; round++) {
+        size_t before = g.n;
+        assert_int_equal(walk_run(&w, root, "", after, note, &g), 0);
+        if (g.n == before)
+            break;
+        after = g.keys[g.n - 1];
+    }
+    assert_int_equal(g.n, NFILES);
+    const char *want[NFILES];
+    memcpy(want, files, sizeof want);
+    qsort(want, NFILES, sizeof *want, cmp_str);
+    for (size_t i = 0; i < NFILES; i++)
+        assert_string_equal(g.keys[i], want[i]);
+    /* A fresh start after keys that are not file names too. */
+    const char *starts[] = {"a", "a.", "a/", "a/y", "b/c/d", "b/c/d/", "y"};
+    for (size_t s = 0; s < sizeof starts / sizeof *starts; s++) {
+        walk_reset(&w);
+        got h = {0};
+        assert_int_equal(walk_run(&w, root, "", starts[s], note, &h), 0);
+        size_t k = 0;
+        for (size_t i = 0; i < NFILES; i++)
+            if (strcmp(want[i], starts[s]) > 0) {
+                assert_true(k < h.n);
+                assert_string_equal(h.keys[k], want[i]);
+                k++;
+            }
+        assert_int_equal(h.n, k);
+    }
+    walk_reset(&w);
+}
+
+/* A prefix is a string prefix of the key, not a folder. */
+static void test_prefix(void **state)
+{
+    (void)state;
+    walker w = {0};
+    got g = {0};
+    assert_int_equal(walk_run(&w, root, "b/c/d", NULL, note, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_string_equal(g.keys[0], "b/c/d/e");
+    assert_string_equal(g.keys[1], "b/c/d0");
+    walk_reset(&w);
+}
+
+/* A missing root is an error naming it; the walker can be used again. */
+static void test_missing_root(void **state)
+{
+    (void)state;
+    walker w = {0};
+    got g = {0};
+    char gone[300];
+    snprintf(gone, sizeof gone, "%s/nothing-here", root);
+    assert_int_equal(walk_run(&w, gone, "", NULL, note, &g), ENOENT);
+    assert_string_equal(w.failed, gone);
+    assert_int_equal(walk_run(&w, root, "", NULL, note, &g), 0);
+    assert_int_equal(g.n, NFILES);
+    walk_reset(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_whole_tree_in_key_order),
+        cmocka_unit_test(test_pause_resume_and_start_after),
+        cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_missing_root),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
