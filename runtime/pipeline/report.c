@@ -101,7 +101,7 @@ int sk_pipeline_status(const sk_pipeline_cfg *cfg)
     printf("running:         %s%s%s\n", running ? "yes, pid " : "no",
            running ? pid : "", "");
     printf("units done:      %" PRIu64 " (compacted ledger) + %" PRIu64
-           " recent\n", sk_ledger_count(st->ledger) - done - partial, done);
+           " recent\n", sk_ledger_file_done(st->ledger), done);
     printf("units partial:   %" PRIu64 "\n", partial);
     printf("slices open:     %" PRIu64 " (%" PRIu64 " records, %" PRIu64
            " bytes buffered)\n", open_n, open_rec, open_bytes);

@@ -74,14 +74,11 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
         if (finished) {
             l->t->done = 1;
             pl_lane_close(l);
-            /* Finished units wait in memory for the next compaction, which
-             * otherwise comes only with a seal: bound them, at a cost
-             * that stays linear (the file is rewritten each time it has
-             * doubled at most). */
-            sk_ledger *led = e->st->ledger;
-            uint64_t held = sk_ledger_recent_count(led);
-            if (held >= LEDGER_HELD &&
-                held >= sk_ledger_file_count(led) / 2 &&
+            /* Finished units wait in memory for the next flush of the
+             * ledger, which otherwise comes only with a seal: bound them.
+             * A flush costs what it writes (a run of LEDGER_HELD), and
+             * merges rewrite each record once per level. */
+            if (sk_ledger_recent_count(e->st->ledger) >= LEDGER_HELD &&
                 (rc = sk_state_compact_ledger(e->st)))
                 break;
         }

@@ -1,7 +1,9 @@
 #include "state/ledger.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,22 +12,27 @@
 #include "base/common.h"
 #include "base/crc32c.h"
 #include "base/fsio.h"
+#include "state/ledger_run.h"
 
-#define HDR_MAGIC "SKLEDG01"
-#define END_MAGIC "SKLEDEND"
-#define MAX_PAYLOAD (2u * 65536u + 64u)
+#define FANOUT 8 /* runs of one level merged into one of the next */
+#define LEGACY_MAGIC "SKLEDG01"
+#define LEGACY_MAX_PAYLOAD (2u * 65536u + 64u)
+
+typedef struct run {
+    char *path;
+    sk_run_meta m;
+    sk_run_cursor c;
+} run;
 
 struct sk_ledger {
-    char *path;
+    char *dir; /* the runs' folder */
     uint64_t next_slice_id;
-    uint64_t file_count;
+    uint64_t next_seq;
+    run *runs; /* newest (highest last seq) first */
+    size_t nruns, cap;
     sk_map recent;
-    /* streaming cursor over the file */
-    FILE *rf;
-    uint64_t read_count;
-    sk_unit_rec cur;
-    int cur_valid;
-    uint8_t *pbuf;
+    ZSTD_DCtx *dctx;
+    uint64_t legacy_count; /* read-only open of an unconverted ledger */
 };
 
 static void rec_free(sk_unit_rec *r)
@@ -36,121 +43,230 @@ static void rec_free(sk_unit_rec *r)
     sk_free(r->version);
 }
 
-/* Decode a payload into r (allocating id/version). */
-static int decode(const uint8_t *p, size_t n, sk_unit_rec *r)
+static void run_free(run *r)
 {
-    if (n < 2)
-        return SKIPPR_CORRUPT;
-    size_t il = sk_get_u16(p);
-    if (n < 2 + il + 2)
-        return SKIPPR_CORRUPT;
-    size_t vl = sk_get_u16(p + 2 + il);
-    if (n != 2 + il + 2 + vl + 8 + 8 + 4)
-        return SKIPPR_CORRUPT;
-    char *id = sk_strndup((const char *)p + 2, il);
-    char *ver = sk_strndup((const char *)p + 4 + il, vl);
-    if (!id || !ver) {
-        sk_free(id);
-        sk_free(ver);
+    sk_run_cursor_free(&r->c);
+    sk_run_meta_free(&r->m);
+    sk_free(r->path);
+}
+
+static int by_newest(const void *a, const void *b)
+{
+    const run *x = a, *y = b;
+    return x->m.hi < y->m.hi ? 1 : x->m.hi > y->m.hi ? -1 : 0;
+}
+
+/* Add the run at path (its footer read) to the list. Takes path. */
+static int add_run(sk_ledger *l, char *path)
+{
+    if (sk_array_grow(&l->runs, l->nruns, &l->cap, sizeof *l->runs, 16)) {
+        sk_free(path);
         return SKIPPR_NOMEM;
     }
-    const uint8_t *q = p + 4 + il + vl;
-    rec_free(r);
-    r->id = id;
-    r->version = ver;
-    r->size = (int64_t)sk_get_u64(q);
-    r->offset = (int64_t)sk_get_u64(q + 8);
-    r->flags = sk_get_u32(q + 16);
-    r->dirty = 0;
+    run *r = &l->runs[l->nruns];
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    int rc = sk_run_read_meta(path, &r->m);
+    if (rc) {
+        sk_free(path);
+        return rc;
+    }
+    l->nruns++;
+    if (r->m.hi >= l->next_seq)
+        l->next_seq = r->m.hi + 1;
+    l->next_slice_id = SK_MAX(l->next_slice_id, r->m.next_slice_id);
     return SKIPPR_OK;
 }
 
-static size_t encode(const sk_unit_rec *r, uint8_t *p)
+static char *run_path(const sk_ledger *l, uint64_t lo, uint64_t hi)
 {
-    size_t il = strlen(r->id), vl = strlen(r->version);
-    sk_put_u16(p, (uint16_t)il);
-    memcpy(p + 2, r->id, il);
-    sk_put_u16(p + 2 + il, (uint16_t)vl);
-    memcpy(p + 4 + il, r->version, vl);
-    uint8_t *q = p + 4 + il + vl;
-    sk_put_u64(q, (uint64_t)r->size);
-    sk_put_u64(q + 8, (uint64_t)r->offset);
-    sk_put_u32(q + 16, r->flags);
-    return 4 + il + vl + 20;
+    size_t n = strlen(l->dir) + 48;
+    char *p = sk_malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%016" PRIx64 "-%016" PRIx64 ".run", l->dir, lo,
+                 hi);
+    return p;
 }
 
-static void cursor_close(sk_ledger *l)
+/* Read every run in the folder; remove temp files and runs a merge has
+ * replaced (a crash between the merge's rename and its unlinks). */
+static int load_runs(sk_ledger *l, int readonly)
 {
-    if (l->rf)
-        fclose(l->rf);
-    l->rf = NULL;
-    l->cur_valid = 0;
-}
-
-/* Open the file and read its header. Missing file = empty ledger. */
-static int cursor_open(sk_ledger *l)
-{
-    cursor_close(l);
-    l->rf = fopen(l->path, "rb");
-    if (!l->rf) {
-        if (errno == ENOENT) {
-            l->file_count = 0;
+    DIR *d = opendir(l->dir);
+    if (!d) {
+        if (errno == ENOENT)
             return SKIPPR_OK;
-        }
-        sk_error("open ledger %s: %s", l->path, strerror(errno));
+        sk_error("open %s: %s", l->dir, strerror(errno));
         return SKIPPR_IO;
     }
-    uint8_t h[28];
-    if (fread(h, 1, sizeof h, l->rf) != sizeof h ||
-        memcmp(h, HDR_MAGIC, 8) != 0 ||
-        sk_crc32c(0, h, 24) != sk_get_u32(h + 24)) {
-        sk_error("ledger %s: bad header; the file is damaged", l->path);
-        cursor_close(l);
-        return SKIPPR_CORRUPT;
+    int rc = SKIPPR_OK;
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        char *p = sk_malloc(strlen(l->dir) + n + 2);
+        if (!p) {
+            rc = SKIPPR_NOMEM;
+            break;
+        }
+        sprintf(p, "%s/%s", l->dir, e->d_name);
+        if (n > 4 && strcmp(e->d_name + n - 4, ".tmp") == 0 && !readonly) {
+            unlink(p); /* a run or merge cut short */
+            sk_free(p);
+        } else if (n > 4 && strcmp(e->d_name + n - 4, ".run") == 0) {
+            rc = add_run(l, p);
+        } else {
+            sk_free(p);
+        }
     }
-    l->next_slice_id = sk_get_u64(h + 8);
-    l->file_count = sk_get_u64(h + 16);
-    l->read_count = 0;
+    closedir(d);
+    if (rc)
+        return rc;
+    size_t k = 0;
+    for (size_t i = 0; i < l->nruns; i++) {
+        int replaced = 0;
+        for (size_t j = 0; j < l->nruns && !replaced; j++)
+            replaced = j != i && l->runs[j].m.lo <= l->runs[i].m.lo &&
+                       l->runs[i].m.hi <= l->runs[j].m.hi &&
+                       (l->runs[j].m.lo != l->runs[i].m.lo ||
+                        l->runs[j].m.hi != l->runs[i].m.hi);
+        if (replaced) {
+            if (!readonly)
+                unlink(l->runs[i].path);
+            run_free(&l->runs[i]);
+        } else {
+            l->runs[k++] = l->runs[i];
+        }
+    }
+    l->nruns = k;
+    if (l->nruns > 1)
+        qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
     return SKIPPR_OK;
 }
 
-/* Advance to the next file record; cur_valid = 0 at the end. */
-static int cursor_step(sk_ledger *l)
+/* ---- the ledger of earlier versions: one file, converted once ---------- */
+
+static int legacy_bad(const char *path)
 {
-    l->cur_valid = 0;
-    if (!l->rf || l->read_count == l->file_count)
-        return SKIPPR_OK;
-    uint8_t lb[4];
-    if (fread(lb, 1, 4, l->rf) != 4)
-        goto bad;
-    uint32_t n = sk_get_u32(lb);
-    if (n > MAX_PAYLOAD || fread(l->pbuf, 1, (size_t)n + 4, l->rf) != n + 4 ||
-        sk_crc32c(0, l->pbuf, n) != sk_get_u32(l->pbuf + n))
-        goto bad;
-    int rc = decode(l->pbuf, n, &l->cur);
-    if (rc)
-        return rc;
-    l->read_count++;
-    l->cur_valid = 1;
-    return SKIPPR_OK;
-bad:
-    sk_error("ledger %s: damaged record %llu", l->path,
-             (unsigned long long)l->read_count);
+    sk_error("ledger %s: damaged; the file is not converted", path);
     return SKIPPR_CORRUPT;
 }
 
-int sk_ledger_open(const char *path, sk_ledger **out)
+/* Stream the records of an "SKLEDG01" file (u32 length, payload, u32
+ * CRC32C; payload u16 id length, id, u16 version length, version, i64
+ * size, i64 offset, u32 flags) into w. */
+static int legacy_copy(FILE *f, const char *path, uint64_t count,
+                       sk_run_writer *w)
+{
+    uint8_t *p = sk_malloc(LEGACY_MAX_PAYLOAD + 4);
+    if (!p)
+        return SKIPPR_NOMEM;
+    int rc = SKIPPR_OK;
+    for (uint64_t i = 0; i < count && !rc; i++) {
+        uint8_t lb[4];
+        if (fread(lb, 1, 4, f) != 4) {
+            rc = legacy_bad(path);
+            break;
+        }
+        uint32_t n = sk_get_u32(lb);
+        if (n < 24 || n > LEGACY_MAX_PAYLOAD ||
+            fread(p, 1, (size_t)n + 4, f) != n + 4 ||
+            sk_crc32c(0, p, n) != sk_get_u32(p + n)) {
+            rc = legacy_bad(path);
+            break;
+        }
+        size_t il = sk_get_u16(p);
+        size_t vl = n >= 4 + il ? sk_get_u16(p + 2 + il) : SIZE_MAX;
+        if (vl == SIZE_MAX || n != 4 + il + vl + 20) {
+            rc = legacy_bad(path);
+            break;
+        }
+        char *id = sk_strndup((const char *)p + 2, il);
+        char *ver = sk_strndup((const char *)p + 4 + il, vl);
+        const uint8_t *q = p + 4 + il + vl;
+        sk_unit_rec r = {id, ver, (int64_t)sk_get_u64(q),
+                         (int64_t)sk_get_u64(q + 8), sk_get_u32(q + 16), 0};
+        rc = id && ver ? sk_run_writer_add(w, &r) : SKIPPR_NOMEM;
+        rec_free(&r);
+    }
+    sk_free(p);
+    return rc;
+}
+
+/* A ledger file from before runs: convert it into the first run and
+ * remove it. If runs exist already, a conversion finished and only the
+ * removal was lost. Read-only, only its count is read. */
+static int legacy_convert(sk_ledger *l, const char *path, int readonly)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? SKIPPR_OK : legacy_bad(path);
+    uint8_t h[28];
+    int rc = SKIPPR_OK;
+    if (fread(h, 1, sizeof h, f) != sizeof h ||
+        memcmp(h, LEGACY_MAGIC, 8) != 0 ||
+        sk_crc32c(0, h, 24) != sk_get_u32(h + 24)) {
+        fclose(f);
+        return legacy_bad(path);
+    }
+    uint64_t next_slice = sk_get_u64(h + 8), count = sk_get_u64(h + 16);
+    if (readonly || l->nruns) {
+        fclose(f);
+        if (readonly && !l->nruns) {
+            l->legacy_count = count;
+            l->next_slice_id = SK_MAX(l->next_slice_id, next_slice);
+            return SKIPPR_OK;
+        }
+        return readonly ? SKIPPR_OK : sk_io_unlink(path);
+    }
+    /* At the level its size would have reached by merges. */
+    uint32_t level = 0;
+    for (uint64_t cap = 4096; cap < count && level < 30; cap *= FANOUT)
+        level++;
+    char *rp = run_path(l, 0, 0);
+    sk_run_writer w;
+    rc = rp ? sk_run_writer_open(&w, rp, 0, 0, level, next_slice)
+            : SKIPPR_NOMEM;
+    if (!rc)
+        rc = legacy_copy(f, path, count, &w);
+    if (!rc)
+        rc = sk_run_writer_finish(&w);
+    if (rp)
+        sk_run_writer_close(&w);
+    fclose(f);
+    if (!rc) {
+        rc = add_run(l, rp);
+        rp = NULL;
+    }
+    sk_free(rp);
+    if (!rc) {
+        sk_info("ledger %s converted to sorted runs (%" PRIu64 " units)",
+                path, count);
+        rc = sk_io_unlink(path);
+    }
+    return rc;
+}
+
+/* ---- open, close, counts ----------------------------------------------- */
+
+int sk_ledger_open(const char *path, int readonly, sk_ledger **out)
 {
     int rc = SKIPPR_NOMEM;
     sk_ledger *l = sk_calloc(1, sizeof *l);
     if (!l)
         goto out;
     sk_map_init(&l->recent);
-    l->path = sk_strdup(path);
-    l->pbuf = sk_malloc(MAX_PAYLOAD + 4);
     l->next_slice_id = 1;
-    if (!l->path || !l->pbuf || (rc = cursor_open(l)))
+    size_t n = strlen(path) + 3;
+    if (!(l->dir = sk_malloc(n)) || !(l->dctx = ZSTD_createDCtx()))
         goto out;
+    snprintf(l->dir, n, "%s.d", path);
+    if (!readonly && (rc = sk_io_mkdir_p(l->dir, 0755)))
+        goto out;
+    if ((rc = load_runs(l, readonly)) ||
+        (rc = legacy_convert(l, path, readonly)))
+        goto out;
+    if (l->nruns > 1)
+        qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
     *out = l;
     l = NULL; /* handed to the caller */
 out:
@@ -163,7 +279,9 @@ void sk_ledger_close(sk_ledger *l)
 {
     if (!l)
         return;
-    cursor_close(l);
+    for (size_t i = 0; i < l->nruns; i++)
+        run_free(&l->runs[i]);
+    sk_free(l->runs);
     size_t it = 0;
     sk_unit_rec *r;
     while ((r = sk_map_next(&l->recent, &it))) {
@@ -171,54 +289,77 @@ void sk_ledger_close(sk_ledger *l)
         sk_free(r);
     }
     sk_map_free(&l->recent);
-    rec_free(&l->cur);
-    sk_free(l->pbuf);
-    sk_free(l->path);
+    ZSTD_freeDCtx(l->dctx);
+    sk_free(l->dir);
     sk_free(l);
 }
 
 uint64_t sk_ledger_next_slice_id(const sk_ledger *l) { return l->next_slice_id; }
 
-uint64_t sk_ledger_count(const sk_ledger *l)
+uint64_t sk_ledger_file_count(const sk_ledger *l)
 {
-    return l->file_count + l->recent.live;
+    uint64_t n = l->legacy_count;
+    for (size_t i = 0; i < l->nruns; i++)
+        n += l->runs[i].m.count;
+    return n;
 }
 
-uint64_t sk_ledger_file_count(const sk_ledger *l) { return l->file_count; }
+uint64_t sk_ledger_file_done(const sk_ledger *l)
+{
+    uint64_t n = l->legacy_count;
+    for (size_t i = 0; i < l->nruns; i++)
+        n += l->runs[i].m.done;
+    return n;
+}
+
+uint64_t sk_ledger_count(const sk_ledger *l)
+{
+    return sk_ledger_file_count(l) + l->recent.live;
+}
+
 uint64_t sk_ledger_recent_count(const sk_ledger *l) { return l->recent.live; }
+
+size_t sk_ledger_runs(const sk_ledger *l) { return l->nruns; }
+
+/* ---- lookups ------------------------------------------------------------ */
+
+/* Move r's cursor to the first record >= id; 1 if it is id. */
+static int run_seek(sk_ledger *l, run *r, const char *id, int *rc)
+{
+    sk_run_cursor *c = &r->c;
+    if (!c->f || (c->valid && strcmp(c->rec.id, id) > 0) ||
+        (!c->valid && c->ended)) {
+        if ((*rc = sk_run_cursor_open(c, r->path, l->dctx)) ||
+            (*rc = sk_run_cursor_step(c)))
+            return 0;
+    } else if (!c->valid && (*rc = sk_run_cursor_step(c))) {
+        return 0;
+    }
+    while (c->valid && strcmp(c->rec.id, id) < 0)
+        if ((*rc = sk_run_cursor_step(c)))
+            return 0;
+    return c->valid && strcmp(c->rec.id, id) == 0;
+}
 
 int sk_ledger_lookup(sk_ledger *l, const char *id, const sk_unit_rec **out)
 {
     size_t n = strlen(id);
-    sk_unit_rec *r = sk_map_get(&l->recent, id, n, sk_hash_fast(id, n));
-    if (r) {
-        *out = r;
+    *out = sk_map_get(&l->recent, id, n, sk_hash_fast(id, n));
+    if (*out)
         return SKIPPR_OK;
-    }
-    *out = NULL;
-    if (l->file_count == 0)
-        return SKIPPR_OK;
-    int rc;
-    /* At the end of the stream, an id past the last one read is not in
-     * the file: answer without reading it all again (new units list after
-     * every finished one, so this is the common case of a growing
-     * archive). */
-    if (l->rf && !l->cur_valid && l->read_count == l->file_count &&
-        l->read_count > 0 && strcmp(l->cur.id, id) < 0)
-        return SKIPPR_OK;
-    /* Going backwards restarts the stream. */
-    if (!l->rf || (l->cur_valid && strcmp(l->cur.id, id) > 0) ||
-        (!l->cur_valid && l->read_count == l->file_count)) {
-        if ((rc = cursor_open(l)) || (rc = cursor_step(l)))
+    for (size_t i = 0; i < l->nruns; i++) {
+        run *r = &l->runs[i];
+        if (r->m.count == 0 || strcmp(id, r->m.first) < 0 ||
+            strcmp(id, r->m.last) > 0)
+            continue; /* no I/O for an id outside the run */
+        int rc = SKIPPR_OK;
+        if (run_seek(l, r, id, &rc)) {
+            *out = &r->c.rec;
+            return SKIPPR_OK;
+        }
+        if (rc)
             return rc;
-    } else if (!l->cur_valid && (rc = cursor_step(l))) {
-        return rc;
     }
-    while (l->cur_valid && strcmp(l->cur.id, id) < 0)
-        if ((rc = cursor_step(l)))
-            return rc;
-    if (l->cur_valid && strcmp(l->cur.id, id) == 0)
-        *out = &l->cur;
     return SKIPPR_OK;
 }
 
@@ -230,7 +371,7 @@ sk_unit_rec *sk_ledger_touch(sk_ledger *l, const char *id,
     sk_unit_rec *r = sk_map_get(&l->recent, id, n, h);
     if (r)
         return r;
-    if (n > 65535 || strlen(version) > 65535)
+    if (n == 0 || n > SK_RUN_ID_MAX || strlen(version) > SK_RUN_ID_MAX)
         return NULL;
     r = sk_calloc(1, sizeof *r);
     if (!r)
@@ -251,6 +392,8 @@ sk_unit_rec *sk_ledger_recent_next(sk_ledger *l, size_t *it)
     return sk_map_next(&l->recent, it);
 }
 
+/* ---- flushes and merges ------------------------------------------------- */
+
 static int cmp_rec(const void *a, const void *b)
 {
     const sk_unit_rec *x = *(sk_unit_rec *const *)a;
@@ -258,83 +401,234 @@ static int cmp_rec(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-static int write_rec(int fd, const sk_unit_rec *r, uint8_t *buf,
-                     const char *path)
+/* Merge the runs at indexes idx[0..k) (any order) into one run at level,
+ * the newest record of each id kept; then remove them. */
+static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
 {
-    size_t n = encode(r, buf + 4);
-    sk_put_u32(buf, (uint32_t)n);
-    sk_put_u32(buf + 4 + n, sk_crc32c(0, buf + 4, n));
-    return sk_io_write_all(fd, buf, n + 8, path);
+    uint64_t lo = UINT64_MAX, hi = 0, next_slice = l->next_slice_id;
+    for (size_t i = 0; i < k; i++) {
+        run *r = &l->runs[idx[i]];
+        lo = SK_MIN(lo, r->m.lo);
+        hi = SK_MAX(hi, r->m.hi);
+        sk_run_cursor_close(&r->c);
+    }
+    char *path = run_path(l, lo, hi);
+    sk_run_cursor *cs = sk_calloc(k, sizeof *cs);
+    sk_run_writer w;
+    int rc = path && cs ? sk_run_writer_open(&w, path, lo, hi, level,
+                                             next_slice)
+                        : SKIPPR_NOMEM;
+    int opened = path && cs;
+    for (size_t i = 0; i < k && !rc; i++)
+        if (!(rc = sk_run_cursor_open(&cs[i], l->runs[idx[i]].path,
+                                      l->dctx)))
+            rc = sk_run_cursor_step(&cs[i]);
+    while (!rc) {
+        /* The smallest id; among equal ones the newest run's record. */
+        size_t best = k;
+        for (size_t i = 0; i < k; i++) {
+            if (!cs[i].valid)
+                continue;
+            int c = best == k ? -1 : strcmp(cs[i].rec.id, cs[best].rec.id);
+            if (c < 0 || (c == 0 && l->runs[idx[i]].m.hi >
+                                        l->runs[idx[best]].m.hi))
+                best = i;
+        }
+        if (best == k)
+            break;
+        if ((rc = sk_run_writer_add(&w, &cs[best].rec)))
+            break;
+        for (size_t i = 0; i < k && !rc; i++)
+            if (i != best && cs[i].valid &&
+                strcmp(cs[i].rec.id, cs[best].rec.id) == 0)
+                rc = sk_run_cursor_step(&cs[i]);
+        if (!rc)
+            rc = sk_run_cursor_step(&cs[best]);
+    }
+    if (!rc)
+        rc = sk_run_writer_finish(&w);
+    if (opened)
+        sk_run_writer_close(&w);
+    for (size_t i = 0; cs && i < k; i++)
+        sk_run_cursor_free(&cs[i]);
+    sk_free(cs);
+    if (rc) {
+        sk_free(path);
+        return rc;
+    }
+    /* The merged run is durable: its inputs go (a crash before the last
+     * unlink leaves runs that the next open sees are replaced). */
+    for (size_t i = 0; i < k; i++)
+        if (unlink(l->runs[idx[i]].path) != 0 && errno != ENOENT)
+            sk_warn("remove %s: %s", l->runs[idx[i]].path, strerror(errno));
+    sk_io_fsync_dir(l->dir);
+    uint8_t *gone = sk_calloc(l->nruns, 1);
+    if (!gone) {
+        sk_free(path);
+        return SKIPPR_NOMEM;
+    }
+    for (size_t i = 0; i < k; i++)
+        gone[idx[i]] = 1;
+    size_t m = 0;
+    for (size_t i = 0; i < l->nruns; i++) {
+        if (gone[i])
+            run_free(&l->runs[i]);
+        else
+            l->runs[m++] = l->runs[i];
+    }
+    l->nruns = m;
+    sk_free(gone);
+    if ((rc = add_run(l, path)))
+        return rc;
+    qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
+    return SKIPPR_OK;
+}
+
+/* While a level holds FANOUT runs, merge them into one of the next. */
+static int merge_levels(sk_ledger *l)
+{
+    for (uint32_t level = 0; level < 64; level++) {
+        size_t idx[FANOUT], k = 0;
+        for (size_t i = 0; i < l->nruns && k < FANOUT; i++)
+            if (l->runs[i].m.level == level)
+                idx[k++] = i;
+        if (k < FANOUT)
+            continue;
+        int rc = merge(l, idx, k, level + 1);
+        if (rc)
+            return rc;
+    }
+    return SKIPPR_OK;
+}
+
+/* One input of an import: a cursor over a run of one of the sources. */
+typedef struct import_in {
+    sk_run_cursor c;
+    size_t src;  /* which source ledger */
+    uint64_t hi; /* its run's last seq: the newer record wins */
+} import_in;
+
+int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
+                     int (*keep)(const sk_unit_rec *r, void *ud), void *ud,
+                     uint64_t *imported)
+{
+    *imported = 0;
+    size_t k = 0;
+    for (size_t s = 0; s < nfrom; s++)
+        k += from[s]->nruns;
+    if (k == 0)
+        return SKIPPR_OK;
+    import_in *in = sk_calloc(k, sizeof *in);
+    uint64_t seq = l->next_seq;
+    char *path = run_path(l, seq, seq);
+    sk_run_writer w;
+    int rc = in && path ? sk_run_writer_open(&w, path, seq, seq, 0,
+                                             l->next_slice_id)
+                        : SKIPPR_NOMEM;
+    int opened = in && path;
+    size_t j = 0;
+    for (size_t s = 0; s < nfrom && !rc; s++)
+        for (size_t i = 0; i < from[s]->nruns && !rc; i++, j++) {
+            in[j].src = s;
+            in[j].hi = from[s]->runs[i].m.hi;
+            if (!(rc = sk_run_cursor_open(&in[j].c, from[s]->runs[i].path,
+                                          l->dctx)))
+                rc = sk_run_cursor_step(&in[j].c);
+        }
+    while (!rc) {
+        /* The smallest id; of equal ones, within a source the newest
+         * run's record, across sources one flagged done. */
+        size_t best = k;
+        for (size_t i = 0; i < k; i++) {
+            if (!in[i].c.valid)
+                continue;
+            int c = best == k ? -1
+                              : strcmp(in[i].c.rec.id, in[best].c.rec.id);
+            const sk_unit_rec *a = &in[i].c.rec, *b = best < k
+                                                        ? &in[best].c.rec
+                                                        : NULL;
+            if (c < 0 ||
+                (c == 0 && in[i].src == in[best].src &&
+                 in[i].hi > in[best].hi) ||
+                (c == 0 && in[i].src != in[best].src &&
+                 (a->flags & SK_UNIT_DONE) && !(b->flags & SK_UNIT_DONE)))
+                best = i;
+        }
+        if (best == k)
+            break;
+        const sk_unit_rec *r = &in[best].c.rec;
+        if ((r->flags & SK_UNIT_DONE) && keep(r, ud)) {
+            if ((rc = sk_run_writer_add(&w, r)))
+                break;
+            (*imported)++;
+        }
+        for (size_t i = 0; i < k && !rc; i++)
+            if (i != best && in[i].c.valid &&
+                strcmp(in[i].c.rec.id, r->id) == 0)
+                rc = sk_run_cursor_step(&in[i].c);
+        if (!rc)
+            rc = sk_run_cursor_step(&in[best].c);
+    }
+    if (!rc && *imported == 0) {
+        sk_run_writer_close(&w); /* nothing to keep: no run */
+        opened = 0;
+    } else if (!rc) {
+        /* At the level its size would have reached by merges. */
+        uint32_t level = 0;
+        for (uint64_t cap = 4096; cap < *imported && level < 30;
+             cap *= FANOUT)
+            level++;
+        w.meta.level = level;
+        if (!(rc = sk_run_writer_finish(&w))) {
+            sk_run_writer_close(&w);
+            opened = 0;
+            rc = add_run(l, path); /* takes path */
+            path = NULL;
+            if (!rc && l->nruns > 1)
+                qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
+        }
+    }
+    if (opened)
+        sk_run_writer_close(&w);
+    for (size_t i = 0; in && i < k; i++)
+        sk_run_cursor_free(&in[i].c);
+    sk_free(in);
+    sk_free(path);
+    return rc;
 }
 
 int sk_ledger_compact(sk_ledger *l, uint64_t next_slice_id)
 {
-    int rc = SKIPPR_NOMEM;
-    int fd = -1;
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", l->path);
     size_t nrecent = l->recent.live, k = 0;
+    if (nrecent == 0 && next_slice_id <= l->next_slice_id)
+        return SKIPPR_OK; /* nothing new to hold */
+    int rc = SKIPPR_NOMEM;
     sk_unit_rec **sorted = sk_calloc(nrecent ? nrecent : 1, sizeof *sorted);
-    uint8_t *wbuf = sk_malloc(MAX_PAYLOAD + 8);
-    sk_buf out;
-    sk_buf_init(&out, 1u << 20);
-    if (!sorted || !wbuf)
+    uint64_t seq = l->next_seq;
+    char *path = run_path(l, seq, seq);
+    if (!sorted || !path)
         goto out;
     size_t it = 0;
     sk_unit_rec *r;
     while ((r = sk_map_next(&l->recent, &it)))
         sorted[k++] = r;
-    qsort(sorted, k, sizeof *sorted, cmp_rec);
-
-    rc = sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644, &fd);
+    if (k > 1)
+        qsort(sorted, k, sizeof *sorted, cmp_rec);
+    sk_run_writer w;
+    rc = sk_run_writer_open(&w, path, seq, seq, 0, next_slice_id);
+    for (size_t i = 0; i < k && !rc; i++)
+        rc = sk_run_writer_add(&w, sorted[i]);
+    if (!rc)
+        rc = sk_run_writer_finish(&w);
+    sk_run_writer_close(&w);
     if (rc)
         goto out;
-    uint8_t h[28];
-    memcpy(h, HDR_MAGIC, 8);
-    sk_put_u64(h + 8, next_slice_id);
-    sk_put_u64(h + 16, 0); /* patched below */
-    sk_put_u32(h + 24, 0);
-    if ((rc = sk_io_write_all(fd, h, sizeof h, tmp)))
+    rc = add_run(l, path); /* takes path */
+    path = NULL;
+    if (rc)
         goto out;
-    /* Merge the sorted recent records with the file stream. */
-    if ((rc = cursor_open(l)) || (rc = cursor_step(l)))
-        goto out;
-    uint64_t count = 0;
-    size_t i = 0;
-    while (i < k || l->cur_valid) {
-        int c = !l->cur_valid ? 1
-                : i == k      ? -1
-                              : strcmp(l->cur.id, sorted[i]->id);
-        const sk_unit_rec *w = c < 0 ? &l->cur : sorted[i];
-        if ((rc = write_rec(fd, w, wbuf, tmp)))
-            goto out;
-        count++;
-        if (c <= 0 && (rc = cursor_step(l)))
-            goto out;
-        if (c >= 0)
-            i++;
-    }
-    uint8_t t[16];
-    memcpy(t, END_MAGIC, 8);
-    sk_put_u64(t + 8, count);
-    if ((rc = sk_io_write_all(fd, t, sizeof t, tmp)))
-        goto out;
-    sk_put_u64(h + 16, count);
-    sk_put_u32(h + 24, sk_crc32c(0, h, 24));
-    if (pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
-        sk_error("write %s: %s", tmp, strerror(errno));
-        rc = SKIPPR_IO_WRITE;
-        goto out;
-    }
-    if ((rc = sk_io_fsync(fd, tmp)))
-        goto out;
-    close(fd);
-    fd = -1;
-    cursor_close(l);
-    if ((rc = sk_io_rename(tmp, l->path)))
-        goto out;
-    l->next_slice_id = next_slice_id;
-    /* Finished units now live in the file only. */
+    qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
+    /* Finished units now live in the run only. */
     for (size_t j = 0; j < k; j++) {
         r = sorted[j];
         if (r->flags & SK_UNIT_DONE) {
@@ -344,12 +638,9 @@ int sk_ledger_compact(sk_ledger *l, uint64_t next_slice_id)
             sk_free(r);
         }
     }
-    rc = cursor_open(l);
+    rc = merge_levels(l);
 out:
-    if (fd >= 0)
-        close(fd);
-    sk_buf_free(&out);
-    sk_free(wbuf);
+    sk_free(path);
     sk_free(sorted);
     return rc;
 }

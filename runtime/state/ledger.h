@@ -1,26 +1,27 @@
 /* The ledger: what the pipeline knows about every unit it has touched.
  *
- * Two layers. The compacted file ({state}/ledger) holds unit records sorted
- * by id and is read as a stream, never loaded whole, so re-listing a
- * billion-key prefix merges against it in constant memory (the source lists
- * in the same order). Records changed since the last compaction (replayed
- * from WAL COMMIT frames or made in this run) live in a hash map in front.
- * Compaction merges both into a new file (temp, fsync, rename, fsync dir),
- * after which WAL segments holding older COMMIT frames may be deleted.
+ * Two layers, as in a log-structured merge tree. On disk, sorted runs in
+ * {state}/ledger.d/ (ledger_run.h: front-coded, zstd-compressed blocks),
+ * each read as a stream, never loaded whole: the source lists in id order,
+ * so re-listing a billion-key prefix merges against them in constant
+ * memory. In memory, records changed since the last flush (replayed from
+ * WAL COMMIT frames or made in this run), in a hash map in front.
  *
- * File format (little-endian):
- *   header  "SKLEDG01", u64 next slice id, u64 record count,
- *           u32 CRC32C of the preceding 24 bytes
- *   record  u32 length L, L payload bytes, u32 CRC32C of the payload
- *           payload: u16 id length, id, u16 version length, version,
- *                    i64 size, i64 offset, u32 flags
- *   trailer "SKLEDEND", u64 record count
+ * A flush (sk_ledger_compact) writes the map as a new run of level 0 and
+ * keeps only the unfinished units in memory; its cost is that of what
+ * changed. When a level holds FANOUT (8) runs they are merged into one of
+ * the next level, so each record is rewritten once per level: log8 of the
+ * ledger's size over a flush's. After a flush, WAL segments holding older
+ * COMMIT frames may be deleted. Where runs disagree about a unit, the
+ * newest run (highest seq) holds its record.
+ *
+ * A ledger file of earlier versions ({state}/ledger, "SKLEDG01") is
+ * converted into the first run when a pipeline opens it for writing.
  */
 #ifndef SK_LEDGER_H
 #define SK_LEDGER_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #include "base/map.h"
 
@@ -41,20 +42,26 @@ typedef struct sk_unit_rec {
 
 typedef struct sk_ledger sk_ledger;
 
-/* Open (or start) the ledger at path. Caller owns: sk_ledger_close(). */
-int sk_ledger_open(const char *path, sk_ledger **out);
+/* Open (or start) the ledger at path ({state}/ledger; its runs are in
+ * path.d). readonly: create, convert and remove nothing (`status`).
+ * Caller owns: sk_ledger_close(). */
+int sk_ledger_open(const char *path, int readonly, sk_ledger **out);
 void sk_ledger_close(sk_ledger *l);
 
 uint64_t sk_ledger_next_slice_id(const sk_ledger *l);
-/* Units in the compacted file plus recent ones not in it (approximate:
- * recent units already in the file count twice until compaction). */
+/* Records in the runs plus recent ones (approximate: a unit in several
+ * runs, or in a run and in memory, counts more than once until merged). */
 uint64_t sk_ledger_count(const sk_ledger *l);
-/* Units in the file, and units held in memory since the last compaction. */
+/* Records in the runs; those flagged done; records held in memory since
+ * the last flush; the number of runs. */
 uint64_t sk_ledger_file_count(const sk_ledger *l);
+uint64_t sk_ledger_file_done(const sk_ledger *l);
 uint64_t sk_ledger_recent_count(const sk_ledger *l);
+size_t sk_ledger_runs(const sk_ledger *l);
 
-/* Find a unit. Lookups in ascending id order stream through the file;
- * a lookup below the previous one restarts the stream. *out points to a
+/* Find a unit. Lookups in ascending id order stream through the runs;
+ * a lookup below the previous one restarts them (runs whose id range
+ * does not hold the id are not read). *out points to a
  * record owned by the ledger, valid until the next call; NULL if unknown.
  * Returns SKIPPR_OK or SKIPPR_CORRUPT/IO. */
 int sk_ledger_lookup(sk_ledger *l, const char *id, const sk_unit_rec **out);
@@ -68,8 +75,16 @@ sk_unit_rec *sk_ledger_touch(sk_ledger *l, const char *id,
 /* Iterate recent records: start with *it = 0. */
 sk_unit_rec *sk_ledger_recent_next(sk_ledger *l, size_t *it);
 
-/* Write a new compacted file with next_slice_id. On success, finished
- * units leave the recent map (they are in the file). */
+/* Copy into l, as one new run, every unit flagged done in the ledgers
+ * from[0..n) (opened read-only) for which keep() says yes: the ledger of
+ * a shard when the shard count changes. *imported counts them. */
+int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t n,
+                     int (*keep)(const sk_unit_rec *r, void *ud), void *ud,
+                     uint64_t *imported);
+
+/* Flush: write the recent records as a new run that also holds
+ * next_slice_id, then merge full levels. On success, finished units leave
+ * the recent map (they are in the run). */
 int sk_ledger_compact(sk_ledger *l, uint64_t next_slice_id);
 
 #endif

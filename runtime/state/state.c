@@ -203,7 +203,7 @@ int sk_state_open(const char *state_dir, const char *workspace,
         (ssize_t)sizeof st->stage_tag)
         st->stage_tag = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
     snprintf(path, sizeof path, "%s/ledger", st->dir);
-    if ((rc = sk_ledger_open(path, &st->ledger)))
+    if ((rc = sk_ledger_open(path, readonly, &st->ledger)))
         goto fail;
     st->next_slice_id = sk_ledger_next_slice_id(st->ledger);
     snprintf(path, sizeof path, "%s/wal", st->dir);
@@ -690,9 +690,16 @@ int sk_state_done(sk_state *st, sk_slice *s)
 
 int sk_state_compact_ledger(sk_state *st)
 {
-    /* What the ledger file will say must not be ahead of the WAL. */
+    /* What the ledger's runs will say must not be ahead of the WAL. */
     int rc = sk_state_commit(st);
-    return rc ? rc : sk_ledger_compact(st->ledger, st->next_slice_id);
+    if (rc)
+        return rc;
+    uint64_t t0 = sk_now_ns(), held = sk_ledger_recent_count(st->ledger);
+    rc = sk_ledger_compact(st->ledger, st->next_slice_id);
+    sk_debug("ledger: flushed %" PRIu64 " units in %.1f ms (%zu runs, %" PRIu64
+             " records)", held, (double)(sk_now_ns() - t0) / 1e6,
+             sk_ledger_runs(st->ledger), sk_ledger_file_count(st->ledger));
+    return rc;
 }
 
 int sk_state_gc(sk_state *st)

@@ -574,7 +574,7 @@ static void test_ledger_lookups_past_the_end(void **state)
     char path[300];
     snprintf(path, sizeof path, "%s/ledger-lookups", dir);
     sk_ledger *l = NULL;
-    assert_int_equal(sk_ledger_open(path, &l), 0);
+    assert_int_equal(sk_ledger_open(path, 0, &l), 0);
     char id[32];
     for (int i = 0; i < 300; i += 2) { /* even ids are finished */
         snprintf(id, sizeof id, "obj-%05d", i);

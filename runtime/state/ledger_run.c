@@ -1,0 +1,457 @@
+#include "state/ledger_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/crc32c.h"
+#include "base/fsio.h"
+
+#define RUN_MAGIC "SKLRUN01"
+#define END_MAGIC "SKLRUNEN"
+#define BLOCK_RAW (64u * 1024u)           /* a block is cut past this */
+#define RAW_MAX (BLOCK_RAW + 3u * 65536u) /* plus one largest record */
+#define FOOTER_MAX (48u + 4u + 2u * SK_RUN_ID_MAX)
+
+/* ---- varints ------------------------------------------------------------ */
+
+static void put_var(sk_buf *b, uint64_t v, int *rc)
+{
+    uint8_t t[10];
+    size_t n = 0;
+    do {
+        t[n++] = (uint8_t)(v & 0x7F) | (v >= 0x80 ? 0x80 : 0);
+        v >>= 7;
+    } while (v);
+    if (!*rc)
+        *rc = sk_buf_append(b, t, n);
+}
+
+/* Read a varint at *pos below end; -1 when cut or too long. */
+static int get_var(const uint8_t *p, size_t end, size_t *pos, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        if (*pos >= end)
+            return -1;
+        uint8_t c = p[(*pos)++];
+        if (shift == 63 && c > 1)
+            return -1;
+        x |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Sizes may be -1 (unknown): signed values as zigzag varints. */
+static uint64_t zigzag(int64_t v)
+{
+    return v < 0 ? ~((uint64_t)v << 1) : (uint64_t)v << 1;
+}
+
+static int64_t unzigzag(uint64_t u)
+{
+    return u & 1 ? (int64_t)~(u >> 1) : (int64_t)(u >> 1);
+}
+
+static size_t shared_len(const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t n = an < bn ? an : bn, i = 0;
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* ---- meta --------------------------------------------------------------- */
+
+void sk_run_meta_free(sk_run_meta *m)
+{
+    sk_free(m->first);
+    sk_free(m->last);
+    m->first = m->last = NULL;
+}
+
+static int corrupt(const char *path, const char *what)
+{
+    sk_error("ledger run %s: %s; the file is damaged", path, what);
+    return SKIPPR_CORRUPT;
+}
+
+int sk_run_read_meta(const char *path, sk_run_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    int fd = -1, rc = sk_io_open(path, O_RDONLY, 0, &fd);
+    if (rc)
+        return rc;
+    uint8_t *f = NULL;
+    uint8_t t[16];
+    off_t end = lseek(fd, 0, SEEK_END);
+    size_t got = 0;
+    if (end < 8 + 4 + 16 ||
+        (rc = sk_io_pread_all(fd, t, 16, end - 16, &got, path)) ||
+        got != 16 || memcmp(t + 8, END_MAGIC, 8) != 0) {
+        rc = rc ? rc : corrupt(path, "no end mark");
+        goto out;
+    }
+    size_t flen = sk_get_u32(t);
+    if (flen < 48 || flen > FOOTER_MAX || (off_t)flen > end - 16 - 12) {
+        rc = corrupt(path, "bad footer length");
+        goto out;
+    }
+    if (!(f = sk_malloc(flen))) {
+        rc = SKIPPR_NOMEM;
+        goto out;
+    }
+    if ((rc = sk_io_pread_all(fd, f, flen, end - 16 - (off_t)flen, &got,
+                              path)))
+        goto out;
+    if (got != flen || sk_crc32c(0, f, flen) != sk_get_u32(t + 4)) {
+        rc = corrupt(path, "bad footer");
+        goto out;
+    }
+    m->lo = sk_get_u64(f);
+    m->hi = sk_get_u64(f + 8);
+    m->next_slice_id = sk_get_u64(f + 16);
+    m->count = sk_get_u64(f + 24);
+    m->done = sk_get_u64(f + 32);
+    m->level = sk_get_u32(f + 40);
+    size_t a = sk_get_u16(f + 44), b = sk_get_u16(f + 46);
+    if (48 + a + b != flen || (m->count > 0) != (a > 0 && b > 0)) {
+        rc = corrupt(path, "bad footer ids");
+        goto out;
+    }
+    if (m->count > 0 &&
+        (!(m->first = sk_strndup((const char *)f + 48, a)) ||
+         !(m->last = sk_strndup((const char *)f + 48 + a, b)))) {
+        sk_run_meta_free(m);
+        rc = SKIPPR_NOMEM;
+    }
+out:
+    sk_free(f);
+    close(fd);
+    return rc;
+}
+
+/* ---- cursor ------------------------------------------------------------- */
+
+int sk_run_cursor_open(sk_run_cursor *c, const char *path, ZSTD_DCtx *dctx)
+{
+    sk_run_cursor_close(c);
+    c->path = path;
+    c->dctx = dctx;
+    c->f = fopen(path, "rb");
+    if (!c->f) {
+        sk_error("open ledger run %s: %s", path, strerror(errno));
+        return SKIPPR_IO;
+    }
+    uint8_t h[8];
+    if (fread(h, 1, 8, c->f) != 8 || memcmp(h, RUN_MAGIC, 8) != 0)
+        return corrupt(path, "bad magic");
+    return SKIPPR_OK;
+}
+
+void sk_run_cursor_close(sk_run_cursor *c)
+{
+    if (c->f)
+        fclose(c->f);
+    c->f = NULL;
+    c->raw_len = c->pos = 0;
+    c->left_in_block = 0;
+    c->read = 0;
+    c->valid = c->ended = 0;
+}
+
+/* Free the cursor's buffers too (after sk_run_cursor_close). */
+static void cursor_free(sk_run_cursor *c)
+{
+    sk_run_cursor_close(c);
+    sk_free(c->stored);
+    sk_free(c->raw);
+    sk_free(c->rec.id);
+    sk_free(c->rec.version);
+    memset(c, 0, sizeof *c);
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    uint8_t *q = sk_realloc(*p, n);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int load_block(sk_run_cursor *c)
+{
+    uint8_t h[16];
+    if (fread(h, 1, 4, c->f) != 4)
+        return corrupt(c->path, "cut before its end");
+    size_t s = sk_get_u32(h);
+    if (s == 0) {
+        c->ended = 1;
+        return SKIPPR_OK;
+    }
+    if (fread(h + 4, 1, 12, c->f) != 12)
+        return corrupt(c->path, "cut block header");
+    size_t r = sk_get_u32(h + 4);
+    uint32_t n = sk_get_u32(h + 8);
+    if (s > ZSTD_compressBound(RAW_MAX) || r > RAW_MAX || n == 0)
+        return corrupt(c->path, "bad block header");
+    /* Buffers grow to the largest block read: about 64 KiB each. */
+    if (grow(&c->stored, &c->stored_cap, s) || grow(&c->raw, &c->raw_cap, r))
+        return SKIPPR_NOMEM;
+    if (fread(c->stored, 1, s, c->f) != s ||
+        sk_crc32c(0, c->stored, s) != sk_get_u32(h + 12))
+        return corrupt(c->path, "bad block");
+    size_t got = ZSTD_decompressDCtx(c->dctx, c->raw, r, c->stored, s);
+    if (ZSTD_isError(got) || got != r)
+        return corrupt(c->path, "block does not decompress");
+    c->raw_len = r;
+    c->pos = 0;
+    c->left_in_block = n;
+    return SKIPPR_OK;
+}
+
+/* Replace the first `keep` bytes' tail of *s (capacity *cap) with add. */
+static int set_tail(char **s, size_t *cap, size_t keep, const uint8_t *add,
+                  size_t n)
+{
+    if (keep + n + 1 > *cap) {
+        size_t nc = keep + n + 1 < 64 ? 64 : (keep + n + 1) * 2;
+        char *t = sk_realloc(*s, nc);
+        if (!t)
+            return SKIPPR_NOMEM;
+        *s = t;
+        *cap = nc;
+    }
+    memcpy(*s + keep, add, n);
+    (*s)[keep + n] = '\0';
+    return SKIPPR_OK;
+}
+
+int sk_run_cursor_step(sk_run_cursor *c)
+{
+    c->valid = 0;
+    if (!c->f || c->ended)
+        return SKIPPR_OK;
+    int rc;
+    if (c->left_in_block == 0) {
+        if ((rc = load_block(c)) || c->ended)
+            return rc;
+    }
+    int first = c->pos == 0;
+    uint64_t ish, ian, vsh, van, size, off, flags;
+    const uint8_t *p = c->raw;
+    if (get_var(p, c->raw_len, &c->pos, &ish) ||
+        get_var(p, c->raw_len, &c->pos, &ian) ||
+        ian > c->raw_len - c->pos)
+        return corrupt(c->path, "bad record");
+    size_t id_keep = c->rec.id ? strlen(c->rec.id) : 0;
+    if ((first && ish) || ish > id_keep || ish + ian > SK_RUN_ID_MAX ||
+        ish + ian == 0)
+        return corrupt(c->path, "bad record id");
+    if ((rc = set_tail(&c->rec.id, &c->id_cap, (size_t)ish, p + c->pos,
+                     (size_t)ian)))
+        return rc;
+    c->pos += (size_t)ian;
+    if (get_var(p, c->raw_len, &c->pos, &vsh) ||
+        get_var(p, c->raw_len, &c->pos, &van) ||
+        van > c->raw_len - c->pos)
+        return corrupt(c->path, "bad record");
+    size_t ver_keep = c->rec.version && !first ? strlen(c->rec.version) : 0;
+    if (vsh > ver_keep || vsh + van > SK_RUN_ID_MAX)
+        return corrupt(c->path, "bad record version");
+    if ((rc = set_tail(&c->rec.version, &c->ver_cap, (size_t)vsh,
+                     p + c->pos, (size_t)van)))
+        return rc;
+    c->pos += (size_t)van;
+    if (get_var(p, c->raw_len, &c->pos, &size) ||
+        get_var(p, c->raw_len, &c->pos, &off) ||
+        get_var(p, c->raw_len, &c->pos, &flags) || flags > UINT32_MAX)
+        return corrupt(c->path, "bad record");
+    c->rec.size = unzigzag(size);
+    c->rec.offset = unzigzag(off);
+    c->rec.flags = (uint32_t)flags;
+    c->rec.dirty = 0;
+    if (--c->left_in_block == 0) {
+        if (c->pos != c->raw_len)
+            return corrupt(c->path, "block longer than its records");
+        c->pos = 0; /* the next block starts afresh */
+    }
+    c->read++;
+    c->valid = 1;
+    return SKIPPR_OK;
+}
+
+/* ---- writer ------------------------------------------------------------- */
+
+int sk_run_writer_open(sk_run_writer *w, const char *path, uint64_t lo,
+                       uint64_t hi, uint32_t level, uint64_t next_slice_id)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    sk_buf_init(&w->raw, RAW_MAX);
+    sk_buf_init(&w->stored, ZSTD_compressBound(RAW_MAX) + 16);
+    w->meta = (sk_run_meta){lo, hi, next_slice_id, 0, 0, level, NULL, NULL};
+    if (snprintf(w->path, sizeof w->path, "%s", path) >=
+            (int)sizeof w->path ||
+        snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >=
+            (int)sizeof w->tmp)
+        return SKIPPR_INVAL;
+    if (!(w->cctx = ZSTD_createCCtx()))
+        return SKIPPR_NOMEM;
+    int rc = sk_io_open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                        0644, &w->fd);
+    return rc ? rc : sk_io_write_all(w->fd, RUN_MAGIC, 8, w->tmp);
+}
+
+static int flush_block(sk_run_writer *w)
+{
+    if (w->in_block == 0)
+        return SKIPPR_OK;
+    size_t cap = ZSTD_compressBound(w->raw.len);
+    int rc = sk_buf_reserve(&w->stored, cap + 16);
+    if (rc)
+        return rc;
+    size_t s = ZSTD_compressCCtx(w->cctx, w->stored.data + 16, cap,
+                                 w->raw.data, w->raw.len, 3);
+    if (ZSTD_isError(s)) {
+        sk_error("ledger run %s: %s", w->tmp, ZSTD_getErrorName(s));
+        return SKIPPR_FATAL;
+    }
+    sk_put_u32(w->stored.data, (uint32_t)s);
+    sk_put_u32(w->stored.data + 4, (uint32_t)w->raw.len);
+    sk_put_u32(w->stored.data + 8, w->in_block);
+    sk_put_u32(w->stored.data + 12, sk_crc32c(0, w->stored.data + 16, s));
+    rc = sk_io_write_all(w->fd, w->stored.data, 16 + s, w->tmp);
+    sk_buf_reset(&w->raw);
+    w->in_block = 0;
+    w->prev_id_len = w->prev_ver_len = 0;
+    return rc;
+}
+
+/* Remember s as the previous string of the block. */
+static int keep_prev(char **dst, size_t *len, size_t *cap, const char *s,
+                     size_t n)
+{
+    int rc = set_tail(dst, cap, 0, (const uint8_t *)s, n);
+    if (!rc)
+        *len = n;
+    return rc;
+}
+
+int sk_run_writer_add(sk_run_writer *w, const sk_unit_rec *r)
+{
+    size_t il = strlen(r->id), vl = strlen(r->version);
+    if (il == 0 || il > SK_RUN_ID_MAX || vl > SK_RUN_ID_MAX)
+        return SKIPPR_INVAL;
+    if (w->meta.last && strcmp(w->meta.last, r->id) >= 0) {
+        sk_error("ledger run %s: ids out of order (%s after %s)", w->tmp,
+                 r->id, w->meta.last);
+        return SKIPPR_FATAL;
+    }
+    size_t ish = shared_len(w->prev_id, w->prev_id_len, r->id, il);
+    size_t vsh = shared_len(w->prev_ver, w->prev_ver_len, r->version, vl);
+    int rc = 0;
+    put_var(&w->raw, ish, &rc);
+    put_var(&w->raw, il - ish, &rc);
+    if (!rc)
+        rc = sk_buf_append(&w->raw, r->id + ish, il - ish);
+    put_var(&w->raw, vsh, &rc);
+    put_var(&w->raw, vl - vsh, &rc);
+    if (!rc)
+        rc = sk_buf_append(&w->raw, r->version + vsh, vl - vsh);
+    put_var(&w->raw, zigzag(r->size), &rc);
+    put_var(&w->raw, zigzag(r->offset), &rc);
+    put_var(&w->raw, r->flags, &rc);
+    if (rc)
+        return rc;
+    w->in_block++;
+    if (!w->meta.first && !(w->meta.first = sk_strdup(r->id)))
+        return SKIPPR_NOMEM;
+    char *last = sk_strdup(r->id);
+    if (!last)
+        return SKIPPR_NOMEM;
+    sk_free(w->meta.last);
+    w->meta.last = last;
+    w->meta.count++;
+    if (r->flags & SK_UNIT_DONE)
+        w->meta.done++;
+    if (w->raw.len >= BLOCK_RAW)
+        return flush_block(w);
+    if ((rc = keep_prev(&w->prev_id, &w->prev_id_len, &w->prev_id_cap,
+                        r->id, il)))
+        return rc;
+    return keep_prev(&w->prev_ver, &w->prev_ver_len, &w->prev_ver_cap,
+                     r->version, vl);
+}
+
+int sk_run_writer_finish(sk_run_writer *w)
+{
+    int rc = flush_block(w);
+    if (rc)
+        return rc;
+    const sk_run_meta *m = &w->meta;
+    size_t a = m->first ? strlen(m->first) : 0;
+    size_t b = m->last ? strlen(m->last) : 0;
+    size_t flen = 48 + a + b;
+    uint8_t *f = sk_malloc(4 + flen + 16);
+    if (!f)
+        return SKIPPR_NOMEM;
+    sk_put_u32(f, 0);
+    uint8_t *q = f + 4;
+    sk_put_u64(q, m->lo);
+    sk_put_u64(q + 8, m->hi);
+    sk_put_u64(q + 16, m->next_slice_id);
+    sk_put_u64(q + 24, m->count);
+    sk_put_u64(q + 32, m->done);
+    sk_put_u32(q + 40, m->level);
+    sk_put_u16(q + 44, (uint16_t)a);
+    sk_put_u16(q + 46, (uint16_t)b);
+    if (a)
+        memcpy(q + 48, m->first, a);
+    if (b)
+        memcpy(q + 48 + a, m->last, b);
+    sk_put_u32(q + flen, (uint32_t)flen);
+    sk_put_u32(q + flen + 4, sk_crc32c(0, q, flen));
+    memcpy(q + flen + 8, END_MAGIC, 8);
+    rc = sk_io_write_all(w->fd, f, 4 + flen + 16, w->tmp);
+    sk_free(f);
+    if (!rc)
+        rc = sk_io_fsync(w->fd, w->tmp);
+    if (rc)
+        return rc;
+    close(w->fd);
+    w->fd = -1;
+    if ((rc = sk_io_rename(w->tmp, w->path)))
+        return rc;
+    w->tmp[0] = '\0'; /* nothing to remove */
+    return SKIPPR_OK;
+}
+
+void sk_run_writer_close(sk_run_writer *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+    if (w->tmp[0])
+        unlink(w->tmp);
+    ZSTD_freeCCtx(w->cctx);
+    w->cctx = NULL;
+    sk_buf_free(&w->raw);
+    sk_buf_free(&w->stored);
+    sk_run_meta_free(&w->meta);
+    sk_free(w->prev_id);
+    sk_free(w->prev_ver);
+    w->prev_id = w->prev_ver = NULL;
+}
+
+void sk_run_cursor_free(sk_run_cursor *c) { cursor_free(c); }
