@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""How skipprd's cost grows with the number of units (objects) it has done:
+the ledger and the listing, not the bytes. Figures only; asserts nothing.
+
+    bench/units.py [--files 1000000] [--synth 1000000,10000000]
+                   [--threads 2]
+
+Two kinds of archive of small objects (two JSON records each, Firehose-like
+keys "YYYY/MM/DD/HH/stream-1-...", 1,000 an hour):
+
+  --files N   N real files in a folder tree, copied by the File source.
+  --synth N   N units made up as they are listed by the bench's Synth
+              source (bench/synth_source.c): ten million units without ten
+              million files. Keys end in 16 random hex digits and versions
+              are 32 (an S3 ETag's length), so the ledger cannot compress
+              them away.
+
+For each: the first `--once` (units/s, peak RSS), a re-run with nothing new
+(units/s skipped, peak RSS), the ledger's bytes per unit, and a run after
+1,000 new units land: its wall time and the time of its ledger flush (the
+`ledger: flushed` debug line), the cost the issue calls one compaction.
+Each copy goes file -> File sink, partitioned by event type, tenant and day.
+"""
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SKIPPRD = os.path.join(ROOT, "build", "runtime", "skipprd")
+SYNTH_DIR = os.path.join(ROOT, "build", "bench", "plugins")
+
+
+def setup():
+    if not os.path.exists("/usr/bin/time"):
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "time"],
+                       check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([os.path.join(ROOT, "scripts", "setup.sh"), "build"],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", os.path.join(ROOT, "build"),
+                    "--target", "synth"], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def make_files(root, first, n):
+    """Files first..first+n-1, 1,000 an hour, two records each."""
+    d = None
+    for i in range(first, first + n):
+        h = i // 1000
+        day, hour = divmod(h, 24)
+        mon, dom = 1 + day // 28 % 12, 1 + day % 28
+        nd = os.path.join(root, "2024/%02d/%02d/%02d" % (mon, dom, hour))
+        if nd != d:
+            os.makedirs(nd, exist_ok=True)
+            d = nd
+        u = hashlib.md5(b"%d" % i).hexdigest()
+        name = "stream-1-2024-%02d-%02d-%02d-%03d-%s-%s-%s-%s-%s" % (
+            mon, dom, hour, i % 1000, u[:8], u[8:12], u[12:16], u[16:20],
+            u[20:])
+        with open(os.path.join(d, name), "wb") as f:
+            for k in range(2):
+                f.write(b'{"event_type":"e%d","timestamp":"2024-%02d-%02dT'
+                        b'%02d:00:00Z","detail":{"tenant_id":"t%d","n":%d}}\n'
+                        % ((i + k) % 5, mon, dom, hour, i % 7, k))
+
+
+def write_config(work, source):
+    cfg = os.path.join(work, "skippr.yml")
+    with open(cfg, "w") as f:
+        f.write("""skippr:
+  state_dir: %s/state
+  plugin_dirs: [%s]
+pipelines:
+  p:
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    transform:
+      namespace_fields: event_type
+      batch_partition_fields: detail.tenant_id
+      batch_time_fields: timestamp
+      batch_time_unit: day
+data_sources:
+  a:
+%s
+data_sinks:
+  b:
+    File:
+      path: %s/out
+""" % (work, SYNTH_DIR, source, work))
+    return cfg
+
+
+def run(cfg, threads, verbose=False):
+    """One --once run: (wall s, peak RSS MiB, stderr)."""
+    with tempfile.NamedTemporaryFile("r") as t:
+        cmd = ["/usr/bin/time", "-f", "%e %M", "-o", t.name, SKIPPRD, "sync",
+               "-p", "p", "--once", "-t", str(threads), "-c", cfg]
+        cmd.append("-vv" if verbose else "-q")
+        p = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            sys.exit("skipprd failed:\n" + p.stderr[-2000:])
+        wall, rss = t.read().split()[-2:]
+    return float(wall), int(rss) / 1024, p.stderr
+
+
+def dir_bytes(root):
+    return sum(os.path.getsize(os.path.join(d, f))
+               for d, _, fs in os.walk(root) for f in fs)
+
+
+def case(label, n, work, source_for, add_new, threads):
+    cfg = write_config(work, source_for(n))
+    wall, rss, _ = run(cfg, threads)
+    print("%-22s first run   %9.1f s %9.0f units/s %6.0f MiB RSS" % (
+        label, wall, n / wall, rss), flush=True)
+    wall, rss, _ = run(cfg, threads)
+    print("%-22s re-run      %9.2f s %9.0f units/s %6.0f MiB RSS" % (
+        label, wall, n / wall, rss), flush=True)
+    ledger = dir_bytes(os.path.join(work, "state", "default", "p",
+                                    "ledger.d"))
+    print("%-22s ledger      %9.1f MB %8.1f bytes/unit" % (
+        label, ledger / 1e6, ledger / n), flush=True)
+    cfg = write_config(work, source_for(add_new(n)))
+    wall, rss, err = run(cfg, threads, verbose=True)
+    flushes = re.findall(r"ledger: flushed (\d+) units in ([0-9.]+) ms", err)
+    last = flushes[-1] if flushes else ("?", "?")
+    print("%-22s +1,000 new  %9.2f s, flush of %s units %s ms, %6.0f MiB "
+          "RSS" % (label, wall, last[0], last[1], rss), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", default="1000000")
+    ap.add_argument("--synth", default="1000000,10000000")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    setup()
+    for n in [int(x) for x in args.files.split(",") if x]:
+        work = tempfile.mkdtemp(prefix="skippr-units-")
+        try:
+            inp = os.path.join(work, "in")
+            make_files(inp, 0, n)
+
+            def add_files(m, inp=inp):
+                make_files(inp, m, 1000)
+                return m + 1000
+            case("files %d" % n, n, work,
+                 lambda m, inp=inp: "    File:\n      path: %s" % inp,
+                 add_files, args.threads)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    for n in [int(x) for x in args.synth.split(",") if x]:
+        work = tempfile.mkdtemp(prefix="skippr-units-")
+        try:
+            case("synth %d" % n, n, work,
+                 lambda m: "    Synth:\n      units: %d" % m,
+                 lambda m: m + 1000, args.threads)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
