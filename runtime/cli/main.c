@@ -1,4 +1,5 @@
 /* skipprd: the command line. */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -38,6 +39,11 @@ static const char usage[] =
     "  -p, --pipeline NAME pipeline to act on\n"
     "      --once          drain and exit (sync)\n"
     "  -t, --threads N     worker threads (overrides skippr.threads)\n"
+    "      --shard I/N     copy shard I (0..N-1) of N: the units whose\n"
+    "                      folder hashes to I, with state of its own\n"
+    "      --shards N      the same, I from $JOB_COMPLETION_INDEX\n"
+    "                      (Kubernetes Indexed Job) or\n"
+    "                      $AWS_BATCH_JOB_ARRAY_INDEX\n"
     "  -v, --verbose       more logging (repeat for debug)\n"
     "  -q, --quiet         errors only\n"
     "      --no-progress   never draw the progress line\n"
@@ -302,11 +308,13 @@ typedef struct cli_args {
     const char *pipeline;
     const char *cmd;
     int once, threads, no_progress, as_json;
+    long shard_index, shard_count; /* count 0: unsharded */
 } cli_args;
 
 enum {
     OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
     OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
+    OPT_SHARD, OPT_SHARDS,
     OPT_KEY = 2000 /* + index in keyflags */
 };
 
@@ -327,12 +335,67 @@ static const struct option fixed_opts[] = {
     {"sink-opt", required_argument, NULL, OPT_SINK_OPT},
     {"workspace", required_argument, NULL, OPT_WORKSPACE},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-    {"state_dir", required_argument, NULL, OPT_STATE_DIR}};
+    {"state_dir", required_argument, NULL, OPT_STATE_DIR},
+    {"shard", required_argument, NULL, OPT_SHARD},
+    {"shards", required_argument, NULL, OPT_SHARDS}};
 
 enum {
     NFIXED = sizeof fixed_opts / sizeof *fixed_opts,
     NKEYFLAGS = 80
 };
+
+/* A whole decimal number in [lo, hi], or -1. */
+static long parse_count(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = s && *s ? strtol(s, &end, 10) : -1;
+    if (!s || !*s || errno || *end || v < lo || v > hi)
+        return -1;
+    return v;
+}
+
+/* --shard I/N, or --shards N with I from the job's index. -1 when valid
+ * (parsing goes on), else the exit code. */
+static int parse_shard(cli_args *a, int explicit_index, const char *arg)
+{
+    const char *count = arg, *index = NULL, *from = NULL;
+    char ibuf[32];
+    if (explicit_index) {
+        const char *slash = strchr(arg, '/');
+        size_t il = slash ? (size_t)(slash - arg) : 0;
+        if (slash && il < sizeof ibuf) {
+            memcpy(ibuf, arg, il);
+            ibuf[il] = '\0';
+            index = ibuf;
+            count = slash + 1;
+        }
+    } else if ((index = getenv("JOB_COMPLETION_INDEX"))) {
+        from = "JOB_COMPLETION_INDEX";
+    } else if ((index = getenv("AWS_BATCH_JOB_ARRAY_INDEX"))) {
+        from = "AWS_BATCH_JOB_ARRAY_INDEX";
+    } else {
+        fprintf(stderr, "skipprd: error: --shards %s: neither "
+                "JOB_COMPLETION_INDEX nor AWS_BATCH_JOB_ARRAY_INDEX is set; "
+                "give the index with --shard I/%s\n", arg, arg);
+        return 2;
+    }
+    a->shard_count = parse_count(count, 1, 65536);
+    a->shard_index = a->shard_count > 0
+                         ? parse_count(index, 0, a->shard_count - 1)
+                         : -1;
+    if (a->shard_count < 0 || a->shard_index < 0) {
+        if (from)
+            fprintf(stderr, "skipprd: error: --shards %s with %s=%s: want "
+                    "a count of 1..65536 and an index below it\n", arg,
+                    from, index);
+        else
+            fprintf(stderr, "skipprd: error: --shard %s: want I/N, N in "
+                    "1..65536 and I in 0..N-1\n", arg);
+        return 2;
+    }
+    return -1;
+}
 
 /* The long options: the fixed ones, then every pipeline setting and
  * transform key, spelt with underscores as in the YAML or with dashes;
@@ -409,6 +472,8 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
         }
         break;
     case OPT_ONCE: a->once = 1; break;
+    case OPT_SHARD:
+    case OPT_SHARDS: return parse_shard(a, c == OPT_SHARD, optarg);
     case 'v': sk_log_level++; break;
     case 'q': sk_log_level = SKIPPR_LOG_ERROR; break;
     case OPT_NO_PROGRESS: a->no_progress = 1; break;
@@ -506,6 +571,8 @@ static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
     }
     if (a->threads)
         cfg.threads = a->threads;
+    cfg.shard_index = (uint32_t)a->shard_index;
+    cfg.shard_count = (uint32_t)a->shard_count;
     if (strcmp(a->cmd, "status") == 0)
         return sk_pipeline_status(&cfg) ? 1 : 0;
     struct sigaction sa;

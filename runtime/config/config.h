@@ -93,6 +93,8 @@ typedef struct sk_pipeline_cfg {
     int64_t max_inflate_ratio;  /* decompressed : compressed bytes past
                                  * 64 MiB, at most; 0: no limit */
     int multiline;              /* multiline_records: an sk_multiline */
+    uint32_t shard_index;       /* --shard I/N: this process's share */
+    uint32_t shard_count;       /* 0 or 1: unsharded */
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;

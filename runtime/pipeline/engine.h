@@ -161,6 +161,7 @@ struct engine {
     char *list_after;
     int list_more;
     uint64_t skipped_done, skipped_changed;
+    uint64_t skipped_shard; /* units of other shards (--shard) */
     /* event-time sealing (seal.c): on while every listed unit's key names
      * its arrival time and the listing comes in that order */
     int event_time;
@@ -379,6 +380,11 @@ void pl_lanes_free(engine *e);
 int pl_lanes_shed(engine *e);
 void pl_todo_clear(engine *e);
 int pl_copy_pass(engine *e);
+
+/* shard.c: a new shard count takes over what the old one finished */
+int pl_shard_inherit(engine *e);
+/* Refuse a state folder that another shard count took over. */
+int pl_shard_check_retired(engine *e);
 
 /* stream.c: streaming sources (poll/emit/ack) */
 int pl_stream_emit(void *ud, const skippr_message *m);

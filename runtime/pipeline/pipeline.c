@@ -229,6 +229,10 @@ static void summary(engine *e, int rc)
                 rc ? "stopped" : "done", e->units_done, e->skipped_done,
                 e->skipped_changed, e->records, e->dead, e->objects,
                 (double)e->bytes_in / 1e6, secs);
+        if (e->cfg->shard_count > 1)
+            sk_info("shard %u of %u: %" PRIu64 " units listed belong to "
+                    "other shards", e->cfg->shard_index,
+                    e->cfg->shard_count, e->skipped_shard);
         if (e->late_slices)
             sk_info("late records: %" PRIu64 " in %" PRIu64 " objects of "
                     "partitions whose time bucket was already written "
@@ -275,8 +279,21 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     e.arrival_min = INT64_MAX;
     /* the first unit finished checks the slices it opened */
     e.next_seal_at = INT64_MIN;
-    if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 0,
-                            &e.st)))
+    char state_name[512];
+    if (e.streaming && cfg->shard_count > 1) {
+        sk_error("--shard: %s is a streaming source, which shares its "
+                 "messages out itself (a consumer group, a shared "
+                 "subscription); run one process per pipeline instead",
+                 e.src->label);
+        rc = SKIPPR_INVAL;
+        goto out;
+    }
+    if ((rc = sk_state_open(cfg->state_dir, cfg->workspace,
+                            sk_pipeline_state_name(cfg, state_name,
+                                                   sizeof state_name),
+                            0, &e.st)))
+        goto out;
+    if ((rc = pl_shard_check_retired(&e)) || (rc = pl_shard_inherit(&e)))
         goto out;
     e.st->zstd_level = (int)cfg->wal_zstd_level;
     /* open blocks and the freed buffers kept for them share the budget */

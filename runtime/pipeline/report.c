@@ -59,10 +59,13 @@ void pl_progress(engine *e, int force)
 int sk_pipeline_status(const sk_pipeline_cfg *cfg)
 {
     sk_state *st = NULL;
-    int rc = sk_state_open(cfg->state_dir, cfg->workspace, cfg->name, 1, &st);
+    char name[512];
+    int rc = sk_state_open(cfg->state_dir, cfg->workspace,
+                           sk_pipeline_state_name(cfg, name, sizeof name), 1,
+                           &st);
     if (rc == SKIPPR_NOENT) {
         printf("pipeline %s: never run (no state in %s/%s/%s)\n", cfg->name,
-               cfg->state_dir, cfg->workspace, cfg->name);
+               cfg->state_dir, cfg->workspace, name);
         return SKIPPR_OK;
     }
     if (rc)

@@ -10,6 +10,7 @@
 #include "pipeline/engine.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Copy the units of one listing batch through the lanes. Whichever lane
@@ -212,9 +213,51 @@ void pl_todo_clear(engine *e)
     e->todo_undone = 0;
 }
 
+size_t sk_shard_folder_len(const char *id)
+{
+    const char *slash = strrchr(id, '/');
+    return slash ? (size_t)(slash - id) + 1 : strlen(id);
+}
+
+uint32_t sk_shard_of(const char *id, uint32_t count)
+{
+    if (count <= 1)
+        return 0;
+    uint64_t h = 14695981039346656037ULL;
+    for (size_t i = 0, n = sk_shard_folder_len(id); i < n; i++)
+        h = (h ^ (uint8_t)id[i]) * 1099511628211ULL;
+    return (uint32_t)(h % count);
+}
+
+const char *sk_pipeline_state_name(const sk_pipeline_cfg *cfg, char *buf,
+                                   size_t n)
+{
+    if (cfg->shard_count > 1)
+        snprintf(buf, n, "%s.shard-%u-of-%u", cfg->name, cfg->shard_index,
+                 cfg->shard_count);
+    else
+        snprintf(buf, n, "%s", cfg->name);
+    return buf;
+}
+
+/* The key just past every key of a folder (which ends in '/'): the
+ * folder followed by U+10FFFF, the highest code point, so that a listing
+ * asked to start after it goes on with the next folder. Caller frees. */
+static char *past_folder(const char *id, size_t folder_len)
+{
+    static const char top[] = "\xf4\x8f\xbf\xbf";
+    char *k = sk_malloc(folder_len + sizeof top);
+    if (k) {
+        memcpy(k, id, folder_len);
+        memcpy(k + folder_len, top, sizeof top);
+    }
+    return k;
+}
+
 typedef struct list_ctx {
     engine *e;
     int rc;
+    int jumped; /* stopped to list again past another shard's folder */
 } list_ctx;
 
 /* Event time: t's arrival time, from its key (arrival_key_pattern, else
@@ -270,6 +313,24 @@ static int list_cb(void *ud, const skippr_unit *u)
 {
     list_ctx *c = ud;
     engine *e = c->e;
+    uint32_t nshards = e->cfg->shard_count;
+    if (nshards > 1 && sk_shard_of(u->id, nshards) != e->cfg->shard_index) {
+        /* Another shard's: skip its whole folder by listing again after
+         * it (the check above stays what decides). */
+        e->skipped_shard++;
+        size_t fl = sk_shard_folder_len(u->id);
+        if (fl == 0 || u->id[fl - 1] != '/')
+            return 0;
+        char *after = past_folder(u->id, fl);
+        if (!after) {
+            c->rc = SKIPPR_NOMEM;
+            return 1;
+        }
+        sk_free(e->list_after);
+        e->list_after = after;
+        c->jumped = 1;
+        return 1;
+    }
     const sk_unit_rec *known = NULL;
     int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
     if (rc) {
@@ -348,24 +409,29 @@ int pl_copy_pass(engine *e)
     e->list_after = NULL;
     for (;;) {
         pl_todo_clear(e);
-        list_ctx c = {e, 0};
-        /* list_cb replaces e->list_after as units arrive, while the
-         * plugin still reads start_after: keep this round's alive. */
-        char *from = e->list_after;
-        e->list_after = NULL;
-        int rc = ops->list(e->src->ctx, from, list_cb, &c);
-        if (!e->list_after)
-            e->list_after = from;
-        else
-            sk_free(from);
-        if (c.rc)
-            return c.rc;
-        if (rc) {
-            plugin_failed(e->src, "%s: listing failed: %s", e->src->label,
-                          skippr_status_str(rc));
-            return rc;
-        }
-        int more = e->ntodo >= (size_t)e->cfg->list_batch;
+        int more, rc;
+        list_ctx c;
+        do { /* a round ends with a full batch or the end of the list */
+            c = (list_ctx){e, 0, 0};
+            /* list_cb replaces e->list_after as units arrive, while the
+             * plugin still reads start_after: keep this round's alive. */
+            char *from = e->list_after;
+            e->list_after = NULL;
+            rc = ops->list(e->src->ctx, from, list_cb, &c);
+            if (!e->list_after)
+                e->list_after = from;
+            else
+                sk_free(from);
+            if (c.rc)
+                return c.rc;
+            if (rc) {
+                plugin_failed(e->src, "%s: listing failed: %s",
+                              e->src->label, skippr_status_str(rc));
+                return rc;
+            }
+            more = e->ntodo >= (size_t)e->cfg->list_batch;
+        } while (!more && c.jumped && !sk_stop_requested);
+        more = more || c.jumped;
         if (ops->prefetch && e->ntodo) {
             /* Let the source start fetching the whole batch. */
             skippr_unit *units = sk_calloc(e->ntodo, sizeof *units);
