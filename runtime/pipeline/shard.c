@@ -43,9 +43,9 @@ static uint32_t layout_of(const char *entry, const char *name)
 /* Whether a process holds the state folder dir's lock. */
 static int in_use(const char *dir)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/lock", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *path = sk_asprintf("%s/lock", dir);
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    sk_free(path);
     if (fd < 0)
         return 0;
     int busy = flock(fd, LOCK_SH | LOCK_NB) != 0;
@@ -100,29 +100,37 @@ static int open_siblings(engine *e, const char *parent, sk_state **sts,
             rc = SKIPPR_INVAL;
             break;
         }
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", parent, de->d_name);
+        char *dir = sk_asprintf("%s/%s", parent, de->d_name);
+        if (!dir) {
+            rc = SKIPPR_NOMEM;
+            break;
+        }
         sk_state *o = NULL;
         const char *why = in_use(dir) ? "is in use by a running skipprd"
                                       : NULL;
         if (!why) {
             if ((rc = sk_state_open(cfg->state_dir, cfg->workspace,
-                                    de->d_name, 1, &o)))
+                                    de->d_name, 1, &o))) {
+                sk_free(dir);
                 break;
+            }
             why = unfinished(o);
         }
         if (!why && !o->nlive && !sk_ledger_count(o->ledger)) {
             sk_state_close(o); /* never copied anything: nothing to take */
+            sk_free(dir);
             continue;
         }
         if (!why) {
             sts[(*n)++] = o;
+            sk_free(dir);
             continue;
         }
         sk_error("%s %s. Changing the shard count takes over what the old "
                  "count finished, so first run every old shard to the end "
                  "(skipprd sync --once with its old --shard), then start the "
                  "new count", dir, why);
+        sk_free(dir);
         sk_state_close(o);
         rc = SKIPPR_INVAL;
     }
@@ -135,9 +143,12 @@ static int open_siblings(engine *e, const char *parent, sk_state **sts,
 
 int pl_shard_check_retired(engine *e)
 {
-    char path[4096], line[64] = "";
-    snprintf(path, sizeof path, "%s/" TAKEN_OVER, e->st->dir);
+    char line[64] = "";
+    char *path = sk_asprintf("%s/" TAKEN_OVER, e->st->dir);
+    if (!path)
+        return SKIPPR_NOMEM;
     FILE *f = fopen(path, "r");
+    sk_free(path);
     if (!f)
         return SKIPPR_OK;
     if (!fgets(line, sizeof line, f))
@@ -160,13 +171,14 @@ static void mark_taken_over(engine *e, sk_state **sts, size_t n)
     else
         snprintf(what, sizeof what, "no --shard");
     for (size_t i = 0; i < n; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/" TAKEN_OVER, sts[i]->dir);
-        FILE *f = fopen(path, "w");
+        char *path = sk_asprintf("%s/" TAKEN_OVER, sts[i]->dir);
+        FILE *f = path ? fopen(path, "w") : NULL;
         if (!f || fprintf(f, "%s\n", what) < 0 || fsync(fileno(f)) != 0)
-            sk_warn("cannot mark %s: %s", path, strerror(errno));
+            sk_warn("cannot mark %s: %s", path ? path : sts[i]->dir,
+                    strerror(errno));
         if (f)
             fclose(f);
+        sk_free(path);
     }
 }
 
@@ -175,16 +187,23 @@ int pl_shard_inherit(engine *e)
     sk_state *st = e->st;
     /* Only a new state folder takes over, once; later runs have their
      * own ledger. */
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s/" TOOK_OVER, st->dir);
-    if (sk_ledger_count(st->ledger) || access(parent, F_OK) == 0)
+    char *mark = sk_asprintf("%s/" TOOK_OVER, st->dir);
+    if (!mark)
+        return SKIPPR_NOMEM;
+    if (sk_ledger_count(st->ledger) || access(mark, F_OK) == 0) {
+        sk_free(mark);
         return SKIPPR_OK;
-    snprintf(parent, sizeof parent, "%s/%s", e->cfg->state_dir,
-             e->cfg->workspace);
+    }
+    char *parent = sk_asprintf("%s/%s", e->cfg->state_dir,
+                               e->cfg->workspace);
     enum { MAX_SIBLINGS = 1024 };
     sk_state **sts = sk_calloc(MAX_SIBLINGS, sizeof *sts);
-    if (!sts)
+    if (!sts || !parent) {
+        sk_free(sts);
+        sk_free(parent);
+        sk_free(mark);
         return SKIPPR_NOMEM;
+    }
     size_t n = 0;
     int rc = open_siblings(e, parent, sts, MAX_SIBLINGS, &n);
     sk_ledger **from = NULL;
@@ -202,11 +221,10 @@ int pl_shard_inherit(engine *e)
                     "from %zu state folders of another shard count", got,
                     n);
             mark_taken_over(e, sts, n);
-            snprintf(parent, sizeof parent, "%s/" TOOK_OVER, st->dir);
-            FILE *f = fopen(parent, "w");
+            FILE *f = fopen(mark, "w");
             if (!f || fprintf(f, "%zu state folders\n", n) < 0 ||
                 fsync(fileno(f)) != 0)
-                sk_warn("cannot write %s: %s", parent, strerror(errno));
+                sk_warn("cannot write %s: %s", mark, strerror(errno));
             if (f)
                 fclose(f);
         }
@@ -215,5 +233,7 @@ int pl_shard_inherit(engine *e)
         sk_state_close(sts[i]);
     sk_free(from);
     sk_free(sts);
+    sk_free(parent);
+    sk_free(mark);
     return rc;
 }
