@@ -3,6 +3,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 int sk_log_level = SKIPPR_LOG_INFO;
 int sk_log_progress_active;
+int sk_log_json;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void *sk_malloc(size_t n)
@@ -90,6 +92,57 @@ static const char *level_name(int level)
     }
 }
 
+/* One log line as a JSON object (jansson escapes the text; a line that
+ * is not valid UTF-8 has its bytes replaced rather than dropped). */
+static void log_json(int level, const char *prefix, const char *line)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[48];
+    size_t wl = strftime(when, sizeof when - 6, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(when + wl, sizeof when - wl, ".%03dZ",
+             (int)(ts.tv_nsec / 1000000) % 1000);
+    json_t *o = json_object();
+    json_t *msg = json_string(line);
+    if (!msg) { /* not UTF-8: keep the bytes as Latin-1 code points */
+        char esc[2048 * 2];
+        size_t k = 0;
+        for (const unsigned char *p = (const unsigned char *)line;
+             *p && k + 2 < sizeof esc; p++) {
+            if (*p < 0x80) {
+                esc[k++] = (char)*p;
+            } else {
+                esc[k++] = (char)(0xC0 | (*p >> 6));
+                esc[k++] = (char)(0x80 | (*p & 0x3F));
+            }
+        }
+        esc[k] = '\0';
+        msg = json_string(esc);
+    }
+    char *text = NULL;
+    if (o && msg && json_object_set_new(o, "time", json_string(when)) == 0 &&
+        json_object_set_new(o, "level", json_string(level_name(level))) ==
+            0 &&
+        (!prefix ||
+         json_object_set_new(o, "source", json_string(prefix)) == 0) &&
+        json_object_set_new(o, "msg", msg) == 0) {
+        msg = NULL; /* o owns it */
+        text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    }
+    json_decref(msg);
+    json_decref(o);
+    pthread_mutex_lock(&log_mu);
+    if (text)
+        fprintf(stderr, "%s\n", text);
+    else
+        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"a log line could "
+                        "not be encoded\"}\n");
+    pthread_mutex_unlock(&log_mu);
+    free(text);
+}
+
 void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap)
 {
     if (level > sk_log_level)
@@ -98,6 +151,10 @@ void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap)
     int n = vsnprintf(line, sizeof line, fmt, ap);
     if (n < 0)
         return;
+    if (sk_log_json) {
+        log_json(level, prefix, line);
+        return;
+    }
     pthread_mutex_lock(&log_mu);
     /* A progress line may be on the terminal; start on a clean line. */
     if (sk_log_progress_active)

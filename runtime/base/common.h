@@ -40,6 +40,10 @@ char *sk_asprintf(const char *fmt, ...) SKIPPR_PRINTF(1, 2);
 extern int sk_log_level;
 /* Set while a progress line is on the terminal, so log lines clear it. */
 extern int sk_log_progress_active;
+/* Log lines as JSON objects, one a line (--log-format json):
+ * {"time": RFC 3339 UTC with ms, "level", "source" (the plugin instance,
+ * when a plugin logs), "msg"}. */
+extern int sk_log_json;
 void sk_log(int level, const char *fmt, ...) SKIPPR_PRINTF(2, 3);
 void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap);
 #define sk_error(...) sk_log(SKIPPR_LOG_ERROR, __VA_ARGS__)

@@ -47,6 +47,7 @@ static const char usage[] =
     "  -v, --verbose       more logging (repeat for debug)\n"
     "  -q, --quiet         errors only\n"
     "      --no-progress   never draw the progress line\n"
+    "      --log-format F  text (default) or json: one JSON object a line\n"
     "  -h, --help          this text\n"
     "      --version       print the version\n"
     "\n"
@@ -314,7 +315,7 @@ typedef struct cli_args {
 enum {
     OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
     OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
-    OPT_SHARD, OPT_SHARDS,
+    OPT_SHARD, OPT_SHARDS, OPT_LOG_FORMAT,
     OPT_KEY = 2000 /* + index in keyflags */
 };
 
@@ -337,7 +338,8 @@ static const struct option fixed_opts[] = {
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
     {"state_dir", required_argument, NULL, OPT_STATE_DIR},
     {"shard", required_argument, NULL, OPT_SHARD},
-    {"shards", required_argument, NULL, OPT_SHARDS}};
+    {"shards", required_argument, NULL, OPT_SHARDS},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT}};
 
 enum {
     NFIXED = sizeof fixed_opts / sizeof *fixed_opts,
@@ -477,6 +479,15 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
     case 'v': sk_log_level++; break;
     case 'q': sk_log_level = SKIPPR_LOG_ERROR; break;
     case OPT_NO_PROGRESS: a->no_progress = 1; break;
+    case OPT_LOG_FORMAT:
+        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
+            fprintf(stderr, "skipprd: error: --log-format wants text or "
+                    "json, not '%s'\n", optarg);
+            return 2;
+        }
+        sk_log_json = strcmp(optarg, "json") == 0;
+        a->no_progress |= sk_log_json;
+        break;
     case OPT_JSON: a->as_json = 1; break;
     case 'h': fputs(usage, stdout); return 0;
     case OPT_VERSION:

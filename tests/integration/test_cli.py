@@ -149,6 +149,45 @@ def test_stdout_sink():
         ws.cleanup()
 
 
+def test_json_logs():
+    """--log-format json: every stderr line is a JSON object with time,
+    level and msg; a plugin's line names its instance in source; the
+    summary line is there; a bad format is a usage error."""
+    import json
+    ws = Workspace("jsonlog")
+    try:
+        folder = os.path.join(ws.inp, "d")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "f"), "w") as f:
+            f.write('{"event_type":"a","n":1}\n')
+        text = BASE.replace("path: /tmp\n", "path: %s\n" % ws.inp, 1)
+        text = text.replace("path: /tmp/x\n", "path: %s\n" % ws.out)
+        text = text.replace("  workspace: w\n", "  workspace: w\n  "
+                            "state_dir: %s\n" % ws.state)
+        p = run(["sync", "-p", "p", "--once", "-v", "--log-format", "json",
+                 "--config", write(ws, text)])
+        lines = [json.loads(l) for l in p.err.splitlines()]
+        check(lines and all({"time", "level", "msg"} <= set(l)
+                            for l in lines), p.err)
+        check(any(l["msg"].startswith("done: 1 units copied") for l in lines),
+              p.err)
+        # A missing source folder: the File plugin logs the error, and its
+        # line names the plugin instance.
+        with open(ws.config, "w") as f:
+            f.write(text.replace("path: %s\n" % ws.inp,
+                                 "path: %s/gone\n" % ws.inp, 1))
+        p = run(["sync", "-p", "p", "--once", "--log-format", "json",
+                 "--config", ws.config], check_rc=False)
+        lines = [json.loads(l) for l in p.err.splitlines()]
+        check(p.returncode == 1 and
+              any(l.get("source") and l["level"] == "error" and
+                  "gone" in l["msg"] for l in lines), p.err)
+        p = run(["--log-format", "yaml", "status"], check_rc=False)
+        check(p.returncode == 2 and "text or json" in p.err, p.err)
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     main([test_help_and_version, test_validate_errors_have_positions,
-          test_plugins_listing_and_dirs, test_stdout_sink])
+          test_plugins_listing_and_dirs, test_stdout_sink, test_json_logs])
