@@ -37,6 +37,25 @@ if [ ! -d bench/duckdb/node_modules/@duckdb/node-api ]; then
     npm ci --prefix bench/duckdb --no-audit --no-fund >/dev/null
 fi
 
+# promtool, to check the metrics endpoint's output: unpacked from
+# Debian's prometheus package rather than installed, so that no
+# Prometheus server is enabled on the machine.
+PROMTOOL_DIR=tests/tools/.promtool
+if [ ! -x "$PROMTOOL_DIR/usr/bin/promtool" ]; then
+    echo "setup: unpacking promtool from Debian's prometheus package"
+    tmp=$(mktemp -d)
+    chmod 755 "$tmp"
+    if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+        SUDO=""
+        [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+        $SUDO apt-get update -qq
+        (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1)
+    fi
+    mkdir -p "$PROMTOOL_DIR"
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$PROMTOOL_DIR"
+    rm -rf "$tmp"
+fi
+
 BUILD=${1:-build}
 shift || true
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null

@@ -215,6 +215,7 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
     it->state = PF_IN_FLIGHT;
     it->attempts++;
     pf->running++;
+    c->host->counter_add(c->host, "requests_in_flight", 1);
     if (pf->running > pf->max_inflight)
         pf->max_inflight = pf->running;
 }
@@ -267,6 +268,7 @@ static void *pf_main(void *arg)
             CURLcode cc = m->data.result;
             curl_multi_remove_handle(pf->multi, it->easy);
             pf->running--;
+            c->host->counter_add(c->host, "requests_in_flight", -1);
             curl_easy_getinfo(it->easy, CURLINFO_RESPONSE_CODE, &it->r.status);
             it->ok = cc == CURLE_OK && it->r.status / 100 == 2 &&
                      (int64_t)it->r.body.n == it->len;
@@ -282,6 +284,7 @@ static void *pf_main(void *arg)
             } else if (!it->ok && transient && !it->taken &&
                        it->attempts < c->max_attempts) {
                 /* Queue it again, after a backoff with jitter. */
+                s3_count_retry(c, cc != CURLE_OK, it->r.status);
                 it->retry_at = now_ms() + (int64_t)skippr_backoff_ms(
                     &pf->backoff, it->attempts);
                 it->state = PF_QUEUED;

@@ -305,6 +305,15 @@ void s3_error_code(const buf *b, char *out, size_t cap)
         snprintf(out, cap, "%.*s", (int)(e - s), s);
 }
 
+void s3_count_retry(s3_ctx *c, int transport, long status)
+{
+    const char *cause = transport                          ? "retries_transport"
+                        : status == 503 || status == 429 ? "retries_throttled"
+                        : status == 408                  ? "retries_timeout"
+                                                         : "retries_server";
+    c->host->counter_add(c->host, cause, 1);
+}
+
 /* Classify an answer: 2xx OK, 5xx and transport failures RETRY, the rest
  * FATAL (logged with bucket and key). */
 int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
@@ -313,6 +322,7 @@ int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
     if (rc == SKIPPR_RETRY) {
         LOG(c, SKIPPR_LOG_WARN, "%s s3://%s/%s: %s", what, c->bucket,
             key ? key : "", r->curl_error ? r->curl_error : "failed");
+        s3_count_retry(c, 1, 0);
         return SKIPPR_RETRY;
     }
     if (rc)
@@ -325,6 +335,8 @@ int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
     LOG(c, retry ? SKIPPR_LOG_WARN : SKIPPR_LOG_ERROR,
         "%s s3://%s/%s: HTTP %ld %s", what, c->bucket, key ? key : "",
         r->status, *code ? code : "");
+    if (retry)
+        s3_count_retry(c, 0, r->status);
     return retry ? SKIPPR_RETRY : SKIPPR_FATAL;
 }
 

@@ -130,6 +130,9 @@ typedef struct prefetcher {
     int64_t spare_bytes;
 } prefetcher;
 
+/* Count a retry by cause for the metrics: retries_transport (no answer),
+ * retries_throttled (503, 429), retries_timeout (408), retries_server. */
+void s3_count_retry(s3_ctx *c, int transport, long status);
 /* request.c: requests: sign, send, retry, read the verdict */
 char *s3_env(const char *name);
 void s3_md5_b64(const void *d, size_t n, char out[32]);

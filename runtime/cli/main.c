@@ -48,6 +48,9 @@ static const char usage[] =
     "  -q, --quiet         errors only\n"
     "      --no-progress   never draw the progress line\n"
     "      --log-format F  text (default) or json: one JSON object a line\n"
+    "      --metrics-listen ADDR:PORT\n"
+    "                      serve Prometheus metrics at /metrics (overrides\n"
+    "                      skippr.metrics_listen)\n"
     "  -h, --help          this text\n"
     "      --version       print the version\n"
     "\n"
@@ -310,12 +313,13 @@ typedef struct cli_args {
     const char *cmd;
     int once, threads, no_progress, as_json;
     long shard_index, shard_count; /* count 0: unsharded */
+    const char *metrics_listen;
 } cli_args;
 
 enum {
     OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
     OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
-    OPT_SHARD, OPT_SHARDS, OPT_LOG_FORMAT,
+    OPT_SHARD, OPT_SHARDS, OPT_LOG_FORMAT, OPT_METRICS_LISTEN,
     OPT_KEY = 2000 /* + index in keyflags */
 };
 
@@ -339,7 +343,8 @@ static const struct option fixed_opts[] = {
     {"state_dir", required_argument, NULL, OPT_STATE_DIR},
     {"shard", required_argument, NULL, OPT_SHARD},
     {"shards", required_argument, NULL, OPT_SHARDS},
-    {"log-format", required_argument, NULL, OPT_LOG_FORMAT}};
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN}};
 
 enum {
     NFIXED = sizeof fixed_opts / sizeof *fixed_opts,
@@ -479,6 +484,7 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
     case 'v': sk_log_level++; break;
     case 'q': sk_log_level = SKIPPR_LOG_ERROR; break;
     case OPT_NO_PROGRESS: a->no_progress = 1; break;
+    case OPT_METRICS_LISTEN: a->metrics_listen = optarg; break;
     case OPT_LOG_FORMAT:
         if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
             fprintf(stderr, "skipprd: error: --log-format wants text or "
@@ -582,6 +588,8 @@ static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
     }
     if (a->threads)
         cfg.threads = a->threads;
+    if (a->metrics_listen)
+        cfg.metrics_listen = a->metrics_listen;
     cfg.shard_index = (uint32_t)a->shard_index;
     cfg.shard_count = (uint32_t)a->shard_count;
     if (strcmp(a->cmd, "status") == 0)

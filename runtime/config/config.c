@@ -528,6 +528,7 @@ static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
                            "skipprd_el_storage_mode '%s' is not supported; "
                            "this engine keeps state locally: use 'local'",
                            mode);
+    out->metrics_listen = get_str(sk, "metrics_listen");
     out->state_dir = get_str(sk, "state_dir");
     if (!out->state_dir)
         out->state_dir = ".skippr";

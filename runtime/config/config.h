@@ -93,6 +93,7 @@ typedef struct sk_pipeline_cfg {
     int64_t max_inflate_ratio;  /* decompressed : compressed bytes past
                                  * 64 MiB, at most; 0: no limit */
     int multiline;              /* multiline_records: an sk_multiline */
+    const char *metrics_listen; /* "ADDR:PORT" of /metrics, or NULL */
     uint32_t shard_index;       /* --shard I/N: this process's share */
     uint32_t shard_count;       /* 0 or 1: unsharded */
     sk_route_config route;

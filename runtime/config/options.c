@@ -44,6 +44,14 @@ const sk_engine_option sk_engine_options[] = {
      .def = NULL,
      .offset = SIZE_MAX,
      .doc = "Extra plugin folders, searched first. Absolute paths only."},
+    {.name = "metrics_listen",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_STRING,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .doc = "`ADDRESS:PORT` (IPv4) to serve Prometheus metrics on, at "
+        "`/metrics`, such as `127.0.0.1:9464`; `--metrics-listen` "
+        "overrides. Off by default."},
     {.name = "threads",
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_INT,

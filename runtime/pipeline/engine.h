@@ -179,6 +179,9 @@ struct engine {
     int sink_failed;
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;
+    uint64_t units_listed, sealed; /* for the metrics */
+    int run_ended;                 /* the summary has been logged */
+    struct pl_metrics *metrics;    /* metrics.c; NULL without an endpoint */
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
     uint64_t last_seal_check_ns;
     uint64_t last_trim_ns;     /* sk_release_free_memory, at most every
@@ -380,6 +383,14 @@ void pl_lanes_free(engine *e);
 int pl_lanes_shed(engine *e);
 void pl_todo_clear(engine *e);
 int pl_copy_pass(engine *e);
+
+/* metrics.c: the Prometheus endpoint (metrics_listen) */
+typedef struct pl_metrics pl_metrics;
+int pl_metrics_start(engine *e);
+/* Copy the counters into the endpoint's snapshot (at most 4 a second
+ * unless forced). */
+void pl_metrics_update(engine *e, int force);
+void pl_metrics_stop(engine *e);
 
 /* shard.c: a new shard count takes over what the old one finished */
 int pl_shard_inherit(engine *e);

@@ -312,6 +312,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     sk_info("pipeline %s: %s -> %s, %d thread%s, state %s",
             cfg->name, e.src->label, e.sink->label, e.nthreads,
             e.nthreads == 1 ? "" : "s", e.st->dir);
+    if ((rc = pl_metrics_start(&e)))
+        goto out;
 
     if ((rc = recover_sealed(&e)))
         goto out;
@@ -351,6 +353,9 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     rc = SKIPPR_OK;
 out:
     summary(&e, rc);
+    e.run_ended = 1;
+    pl_metrics_update(&e, 1);
+    pl_metrics_stop(&e);
     engine_free(&e);
     return rc;
 }

@@ -38,6 +38,7 @@ void pl_progress(engine *e, int force)
 {
     uint64_t now = sk_now_ns();
     minute_report(e, now);
+    pl_metrics_update(e, force);
     if (!e->opts->progress)
         return;
     if (!force && now - e->last_progress_ns < 250000000ULL)

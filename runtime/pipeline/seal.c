@@ -287,6 +287,7 @@ int pl_flush_slices(engine *e, int force)
             continue;
         if (s->late)
             e->late_records += s->records;
+        e->sealed++;
         sk_conv_kind ck = pl_slice_conv(e, s);
         char tail[300];
         size_t tl = pl_xml_trailer(s, tail, sizeof tail);

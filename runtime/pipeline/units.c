@@ -313,6 +313,7 @@ static int list_cb(void *ud, const skippr_unit *u)
 {
     list_ctx *c = ud;
     engine *e = c->e;
+    e->units_listed++;
     uint32_t nshards = e->cfg->shard_count;
     if (nshards > 1 && sk_shard_of(u->id, nshards) != e->cfg->shard_index) {
         /* Another shard's: skip its whole folder by listing again after

@@ -276,6 +276,15 @@ static void host_counter_add(const skippr_host *h, const char *name,
     pthread_mutex_unlock(&inst->counters_mu);
 }
 
+size_t sk_instance_counters(sk_instance *inst, sk_counter *out, size_t cap)
+{
+    pthread_mutex_lock(&inst->counters_mu);
+    size_t n = inst->ncounters < cap ? inst->ncounters : cap;
+    memcpy(out, inst->counters, n * sizeof *out);
+    pthread_mutex_unlock(&inst->counters_mu);
+    return n;
+}
+
 void sk_instance_log_counters(sk_instance *inst)
 {
     char line[1024] = "";

@@ -130,6 +130,9 @@ void sk_instance_free(sk_instance *inst);
  * then reports the failure that follows at info level, so a run that stops
  * shows one error line, the plugin's, which says most. */
 int sk_instance_logged_error(const sk_instance *inst);
+/* Copy up to cap of the instance's counters into out; returns how many.
+ * Safe from any thread. */
+size_t sk_instance_counters(sk_instance *inst, sk_counter *out, size_t cap);
 /* Log the instance's counters on one info line (nothing if none). */
 void sk_instance_log_counters(sk_instance *inst);
 
