@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -609,9 +610,22 @@ static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
     return rc ? 1 : 0;
 }
 
+/* Thousands of GETs in flight and thousands of growing objects need as
+ * many descriptors: take the hard limit (a Debian box's soft limit is
+ * 1,024, its hard limit 524,288 under systemd), as servers do. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
     sk_malloc_tune();
+    raise_fd_limit();
     cli_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)

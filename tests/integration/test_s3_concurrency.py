@@ -2,7 +2,8 @@
 """Greedy reading: over 2,000 source objects, the S3 source lists the
 prefix's sub-prefixes at once and keeps 256 GETs in flight (measured at the
 proxy in front of s3rver), copies every record exactly once, and reports
-its throughput."""
+its throughput; over 20,000, with concurrency 1200, more than 1,024 GETs
+are in flight at once, as the article promises thousands."""
 import os
 import time
 
@@ -65,5 +66,50 @@ data_sinks:
         ws.cleanup()
 
 
+def test_twenty_thousand_objects_1024_in_flight():
+    ws = Workspace("s3conc20k")
+    s3 = S3Server(["src", "dst"])
+    try:
+        ws.generate(objects=20000, records=2, seed=6)
+        s3.upload_tree("src", ws.inp)
+        with open(ws.config, "w") as f:
+            f.write("""skippr:
+  state_dir: %s
+pipelines:
+  p:
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    transform:
+      namespace_fields: event_type
+data_sources:
+  a:
+    S3:
+      s3_bucket: src
+      concurrency: 1200
+data_sinks:
+  b:
+    S3:
+      s3_bucket: dst
+""" % ws.state)
+        s3.reset_stats()
+        start = time.time()
+        p = s3.sync(ws.config)
+        secs = time.time() - start
+        check(p.returncode == 0, p.stderr[-2000:])
+        st = s3.stats()
+        check(st["counts"].get("get") == 20000, "GETs: %s" % st["counts"])
+        check(st["max_inflight"] >= 1024, "only %d in flight" %
+              st["max_inflight"])
+        want = expected_records(ws.inp, transform=TRANSFORM)
+        check(dict(want) == dict(s3.records("dst")),
+              "output differs from input")
+        print("  20000 objects in %.2f s: %.0f objects/s; %d GETs in flight "
+              "at most" % (secs, 20000 / secs, st["max_inflight"]))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_two_thousand_objects_256_in_flight])
+    main([test_two_thousand_objects_256_in_flight,
+          test_twenty_thousand_objects_1024_in_flight])
