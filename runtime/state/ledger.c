@@ -329,7 +329,8 @@ static int run_seek(sk_ledger *l, run *r, const char *id, int *rc)
     sk_run_cursor *c = &r->c;
     if (!c->f || (c->valid && strcmp(c->rec.id, id) > 0) ||
         (!c->valid && c->ended)) {
-        if ((*rc = sk_run_cursor_open(c, r->path, l->dctx)) ||
+        /* Start afresh at the block that may hold id (the run's index). */
+        if ((*rc = sk_run_cursor_seek(c, r->path, &r->m, l->dctx, id)) ||
             (*rc = sk_run_cursor_step(c)))
             return 0;
     } else if (!c->valid && (*rc = sk_run_cursor_step(c))) {

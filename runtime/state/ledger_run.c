@@ -13,7 +13,9 @@
 #define END_MAGIC "SKLRUNEN"
 #define BLOCK_RAW (64u * 1024u)           /* a block is cut past this */
 #define RAW_MAX (BLOCK_RAW + 3u * 65536u) /* plus one largest record */
-#define FOOTER_MAX (48u + 4u + 2u * SK_RUN_ID_MAX)
+#define FOOTER_FIXED 64u
+#define FOOTER_MAX (FOOTER_FIXED + 2u * SK_RUN_ID_MAX)
+#define INDEX_MAX ((uint64_t)1 << 30) /* 1 GiB: ~12 billion records */
 
 /* ---- varints ------------------------------------------------------------ */
 
@@ -99,7 +101,8 @@ int sk_run_read_meta(const char *path, sk_run_meta *m)
         goto out;
     }
     size_t flen = sk_get_u32(t);
-    if (flen < 48 || flen > FOOTER_MAX || (off_t)flen > end - 16 - 12) {
+    if (flen < FOOTER_FIXED || flen > FOOTER_MAX ||
+        (off_t)flen > end - 16 - 12) {
         rc = corrupt(path, "bad footer length");
         goto out;
     }
@@ -121,13 +124,18 @@ int sk_run_read_meta(const char *path, sk_run_meta *m)
     m->done = sk_get_u64(f + 32);
     m->level = sk_get_u32(f + 40);
     size_t a = sk_get_u16(f + 44), b = sk_get_u16(f + 46);
-    if (48 + a + b != flen || (m->count > 0) != (a > 0 && b > 0)) {
+    m->index_off = sk_get_u64(f + 48);
+    m->index_n = sk_get_u32(f + 56);
+    m->index_len = sk_get_u32(f + 60);
+    if (FOOTER_FIXED + a + b != flen || (m->count > 0) != (a > 0 && b > 0) ||
+        m->index_len < 4 || m->index_len > INDEX_MAX ||
+        m->index_off + m->index_len > (uint64_t)end) {
         rc = corrupt(path, "bad footer ids");
         goto out;
     }
     if (m->count > 0 &&
-        (!(m->first = sk_strndup((const char *)f + 48, a)) ||
-         !(m->last = sk_strndup((const char *)f + 48 + a, b)))) {
+        (!(m->first = sk_strndup((const char *)f + FOOTER_FIXED, a)) ||
+         !(m->last = sk_strndup((const char *)f + FOOTER_FIXED + a, b)))) {
         sk_run_meta_free(m);
         rc = SKIPPR_NOMEM;
     }
@@ -152,6 +160,51 @@ int sk_run_cursor_open(sk_run_cursor *c, const char *path, ZSTD_DCtx *dctx)
     uint8_t h[8];
     if (fread(h, 1, 8, c->f) != 8 || memcmp(h, RUN_MAGIC, 8) != 0)
         return corrupt(path, "bad magic");
+    return SKIPPR_OK;
+}
+
+int sk_run_cursor_seek(sk_run_cursor *c, const char *path,
+                       const sk_run_meta *m, ZSTD_DCtx *dctx, const char *id)
+{
+    int rc = sk_run_cursor_open(c, path, dctx);
+    if (rc || m->index_n == 0)
+        return rc;
+    uint8_t *ix = sk_malloc(m->index_len);
+    if (!ix)
+        return SKIPPR_NOMEM;
+    uint64_t best = 8; /* the first block */
+    if (fseeko(c->f, (off_t)m->index_off, SEEK_SET) != 0 ||
+        fread(ix, 1, m->index_len, c->f) != m->index_len ||
+        sk_crc32c(0, ix, m->index_len - 4) !=
+            sk_get_u32(ix + m->index_len - 4)) {
+        sk_free(ix);
+        return corrupt(path, "bad block index");
+    }
+    /* Entries are in id order: the last whose first id is <= id. A linear
+     * pass over the index (about 40 KiB a million records) is cheaper than
+     * building a table to bisect. */
+    size_t pos = 0, end = m->index_len - 4;
+    for (uint32_t i = 0; i < m->index_n; i++) {
+        if (end - pos < 10) {
+            sk_free(ix);
+            return corrupt(path, "bad block index");
+        }
+        uint64_t off = sk_get_u64(ix + pos);
+        size_t kl = sk_get_u16(ix + pos + 8);
+        if (kl > end - pos - 10) {
+            sk_free(ix);
+            return corrupt(path, "bad block index");
+        }
+        size_t idl = strlen(id), n = kl < idl ? kl : idl;
+        int cmp = memcmp(ix + pos + 10, id, n);
+        if (cmp > 0 || (cmp == 0 && kl > idl))
+            break; /* this block starts after id */
+        best = off;
+        pos += 10 + kl;
+    }
+    sk_free(ix);
+    if (fseeko(c->f, (off_t)best, SEEK_SET) != 0)
+        return corrupt(path, "block index points past the file");
     return SKIPPR_OK;
 }
 
@@ -300,7 +353,10 @@ int sk_run_writer_open(sk_run_writer *w, const char *path, uint64_t lo,
     w->fd = -1;
     sk_buf_init(&w->raw, RAW_MAX);
     sk_buf_init(&w->stored, ZSTD_compressBound(RAW_MAX) + 16);
-    w->meta = (sk_run_meta){lo, hi, next_slice_id, 0, 0, level, NULL, NULL};
+    sk_buf_init(&w->index, INDEX_MAX);
+    w->off = 8;
+    w->meta = (sk_run_meta){.lo = lo, .hi = hi, .next_slice_id = next_slice_id,
+                            .level = level};
     if (snprintf(w->path, sizeof w->path, "%s", path) >=
             (int)sizeof w->path ||
         snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >=
@@ -332,6 +388,7 @@ static int flush_block(sk_run_writer *w)
     sk_put_u32(w->stored.data + 8, w->in_block);
     sk_put_u32(w->stored.data + 12, sk_crc32c(0, w->stored.data + 16, s));
     rc = sk_io_write_all(w->fd, w->stored.data, 16 + s, w->tmp);
+    w->off += 16 + s;
     sk_buf_reset(&w->raw);
     w->in_block = 0;
     w->prev_id_len = w->prev_ver_len = 0;
@@ -358,9 +415,18 @@ int sk_run_writer_add(sk_run_writer *w, const sk_unit_rec *r)
                  r->id, w->meta.last);
         return SKIPPR_FATAL;
     }
+    int rc = 0;
+    if (w->in_block == 0) { /* a block starts here: index it */
+        uint8_t e[10];
+        sk_put_u64(e, w->off);
+        sk_put_u16(e + 8, (uint16_t)il);
+        if ((rc = sk_buf_append(&w->index, e, sizeof e)) ||
+            (rc = sk_buf_append(&w->index, r->id, il)))
+            return rc;
+        w->meta.index_n++;
+    }
     size_t ish = shared_len(w->prev_id, w->prev_id_len, r->id, il);
     size_t vsh = shared_len(w->prev_ver, w->prev_ver_len, r->version, vl);
-    int rc = 0;
     put_var(&w->raw, ish, &rc);
     put_var(&w->raw, il - ish, &rc);
     if (!rc)
@@ -399,15 +465,25 @@ int sk_run_writer_finish(sk_run_writer *w)
     int rc = flush_block(w);
     if (rc)
         return rc;
-    const sk_run_meta *m = &w->meta;
+    sk_run_meta *m = &w->meta;
+    uint8_t c4[4];
+    sk_put_u32(c4, 0); /* no more blocks */
+    if ((rc = sk_io_write_all(w->fd, c4, 4, w->tmp)))
+        return rc;
+    m->index_off = w->off + 4;
+    sk_put_u32(c4, sk_crc32c(0, w->index.data, w->index.len));
+    if ((w->index.len &&
+         (rc = sk_io_write_all(w->fd, w->index.data, w->index.len, w->tmp))) ||
+        (rc = sk_io_write_all(w->fd, c4, 4, w->tmp)))
+        return rc;
+    m->index_len = (uint32_t)w->index.len + 4;
     size_t a = m->first ? strlen(m->first) : 0;
     size_t b = m->last ? strlen(m->last) : 0;
-    size_t flen = 48 + a + b;
-    uint8_t *f = sk_malloc(4 + flen + 16);
+    size_t flen = FOOTER_FIXED + a + b;
+    uint8_t *f = sk_malloc(flen + 16);
     if (!f)
         return SKIPPR_NOMEM;
-    sk_put_u32(f, 0);
-    uint8_t *q = f + 4;
+    uint8_t *q = f;
     sk_put_u64(q, m->lo);
     sk_put_u64(q + 8, m->hi);
     sk_put_u64(q + 16, m->next_slice_id);
@@ -416,14 +492,17 @@ int sk_run_writer_finish(sk_run_writer *w)
     sk_put_u32(q + 40, m->level);
     sk_put_u16(q + 44, (uint16_t)a);
     sk_put_u16(q + 46, (uint16_t)b);
+    sk_put_u64(q + 48, m->index_off);
+    sk_put_u32(q + 56, m->index_n);
+    sk_put_u32(q + 60, m->index_len);
     if (a)
-        memcpy(q + 48, m->first, a);
+        memcpy(q + FOOTER_FIXED, m->first, a);
     if (b)
-        memcpy(q + 48 + a, m->last, b);
+        memcpy(q + FOOTER_FIXED + a, m->last, b);
     sk_put_u32(q + flen, (uint32_t)flen);
     sk_put_u32(q + flen + 4, sk_crc32c(0, q, flen));
     memcpy(q + flen + 8, END_MAGIC, 8);
-    rc = sk_io_write_all(w->fd, f, 4 + flen + 16, w->tmp);
+    rc = sk_io_write_all(w->fd, f, flen + 16, w->tmp);
     sk_free(f);
     if (!rc)
         rc = sk_io_fsync(w->fd, w->tmp);
@@ -448,6 +527,7 @@ void sk_run_writer_close(sk_run_writer *w)
     w->cctx = NULL;
     sk_buf_free(&w->raw);
     sk_buf_free(&w->stored);
+    sk_buf_free(&w->index);
     sk_run_meta_free(&w->meta);
     sk_free(w->prev_id);
     sk_free(w->prev_ver);

@@ -7,12 +7,18 @@
  *           it, u32 CRC32C of the S stored bytes, then the S bytes: the
  *           raw bytes compressed with zstd (one frame)
  *   u32 0   (no more blocks)
+ *   index   per block: u64 its offset, u16 its first id's length, the id;
+ *           then u32 CRC32C of the index
  *   footer  u64 first seq, u64 last seq, u64 next slice id, u64 records,
  *           u64 records flagged done, u32 level, u16 first id length,
- *           u16 last id length, the two ids
+ *           u16 last id length, u64 index offset, u32 index entries,
+ *           u32 index bytes (CRC included), the two ids
  *   u32 footer length, u32 CRC32C of the footer, "SKLRUNEN"
  * The footer is read first (the file's last 16 bytes say where it is), so
- * a lookup outside [first id, last id] opens nothing.
+ * a lookup outside [first id, last id] opens nothing; a lookup that has to
+ * start afresh reads the index and goes straight to the block that may
+ * hold its id, so a listing that starts deep in the key space (an
+ * incremental poll) does not read the ledger from its start.
  * Raw bytes: records, each front-coded against the one before it in the
  * same block (the first against nothing), so that keys listed in order,
  * which share long prefixes, cost little:
@@ -41,6 +47,8 @@ typedef struct sk_run_meta {
     uint64_t next_slice_id; /* the ledger's when the run was written */
     uint64_t count, done;   /* records; records flagged done */
     uint32_t level;
+    uint64_t index_off;           /* where the block index starts */
+    uint32_t index_n, index_len;  /* its entries; its bytes with the CRC */
     char *first, *last; /* ids, NULL in an empty run; owned */
 } sk_run_meta;
 
@@ -68,6 +76,11 @@ void sk_run_meta_free(sk_run_meta *m);
 
 /* Position c before the first record of the run at path. */
 int sk_run_cursor_open(sk_run_cursor *c, const char *path, ZSTD_DCtx *dctx);
+/* Position c (open or not) so that the next step gives the first record
+ * >= id, using the run's block index (m: the run's footer). */
+int sk_run_cursor_seek(sk_run_cursor *c, const char *path,
+                       const sk_run_meta *m, ZSTD_DCtx *dctx,
+                       const char *id);
 /* Next record into c->rec (c->valid), or c->ended. */
 int sk_run_cursor_step(sk_run_cursor *c);
 void sk_run_cursor_close(sk_run_cursor *c);
@@ -80,6 +93,8 @@ typedef struct sk_run_writer {
     char tmp[4096], path[4096];
     ZSTD_CCtx *cctx; /* owned */
     sk_buf raw, stored;
+    sk_buf index; /* the block index, written before the footer */
+    uint64_t off; /* bytes written so far */
     sk_run_meta meta;
     uint32_t in_block;
     char *prev_id, *prev_ver; /* the previous record in the block; owned */
