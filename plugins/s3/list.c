@@ -585,12 +585,47 @@ static int list_parallel(s3_ctx *c, const char *after, skippr_unit_cb cb,
     return rc;
 }
 
+/* The engine's callback, noting the last key given. */
+typedef struct noted {
+    s3_ctx *c;
+    skippr_unit_cb cb;
+    void *cb_data;
+} noted;
+
+static int note_last(void *ud, const skippr_unit *u)
+{
+    noted *n = ud;
+    s3_ctx *c = n->c;
+    size_t l = strlen(u->id);
+    if (l + 1 > c->list_last_cap) {
+        char *p = realloc(c->list_last, l + 1);
+        if (p) {
+            c->list_last = p;
+            c->list_last_cap = l + 1;
+        }
+    }
+    if (l + 1 <= c->list_last_cap)
+        memcpy(c->list_last, u->id, l + 1);
+    else if (c->list_last)
+        c->list_last[0] = '\0';
+    return n->cb(n->cb_data, u);
+}
+
 int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
                     void *cb_data)
 {
     s3_ctx *c = ctx;
     const char *after = start_after ? start_after : c->start_after;
-    if (c->list_concurrency > 1)
-        return list_parallel(c, after, cb, cb_data);
-    return s3_list_serial(c, c->prefix ? c->prefix : "", after, cb, cb_data);
+    noted n = {c, cb, cb_data};
+    /* A listing from the start, or going on after the last key this one
+     * gave, is wide (sub-prefixes at once). One that starts anywhere else
+     * (an incremental poll after its mark, a shard skipping a folder)
+     * usually wants a page or two: listed plainly, so that it costs one
+     * request, not a Delimiter walk. */
+    int resume = !start_after ||
+                 (c->list_last && strcmp(start_after, c->list_last) == 0);
+    if (c->list_concurrency > 1 && resume)
+        return list_parallel(c, after, note_last, &n);
+    return s3_list_serial(c, c->prefix ? c->prefix : "", after, note_last,
+                          &n);
 }

@@ -270,6 +270,7 @@ static void destroy(void *ctx)
     if (c->lmulti)
         curl_multi_cleanup(c->lmulti);
     free(c->replace_key);
+    free(c->list_last);
     free(c->r_ca);
     free(c->r_region);
     free(c->r_endpoint);

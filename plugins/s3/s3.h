@@ -55,6 +55,8 @@ typedef struct s3_ctx {
     CURL **leasy;
     /* source: fetching ahead on an I/O thread */
     int64_t concurrency, prefetch_bytes, list_concurrency;
+    char *list_last; /* the last key list() gave (list.c); malloc'd */
+    size_t list_last_cap;
     int prefetch_auto; /* prefetch_bytes was 0: a cap; prefetch.c sizes
                         * the window from the objects listed */
     struct prefetcher *pf;
