@@ -87,6 +87,9 @@ typedef struct sk_pipeline_cfg {
     int64_t poll_interval_seconds; /* continuous mode: time between lists */
     int64_t commit_interval_ms; /* longest time between group commits */
     int64_t list_batch;         /* units listed per round */
+    int64_t full_listing_interval_seconds; /* incremental listing's
+                                            * reconcile */
+    int incremental_listing;    /* --once lists from the mark too */
     int64_t upload_concurrency; /* sealed slices written at once */
     int64_t wal_zstd_level;     /* 0: WAL blocks plain; 1-19: zstd level */
     int64_t retry_backoff_ms;   /* a sink's first retry waits about this */

@@ -15,6 +15,8 @@ static const char *const validate_modes[] = {"true", "false", NULL};
 /* in the order of sk_multiline */
 static const char *const multiline_modes[] = {"json", "compact",
                                               "dead_letter", NULL};
+/* a yes/no setting: its index is the value */
+static const char *const bool_modes[] = {"false", "true", NULL};
 static const char *const time_units[] = {"year", "month", "day", "hour",
                                          NULL};
 
@@ -192,6 +194,31 @@ const sk_engine_option sk_engine_options[] = {
         "of the process, not a power loss. With slices growing in the sink "
         "every commit syncs the sink, and unless this is 0 commits also "
         "wait for 32 pages (128 KiB) of input per open slice."},
+    {.name = "full_listing_interval_seconds",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_INT,
+     .def = "3600",
+     .lo = 0,
+     .hi = 30 * 86400,
+     .offset = CFG(full_listing_interval_seconds),
+     .flag = 1,
+     .doc = "Continuous mode: polls list only from the first unit whose "
+        "arrival time is within allowed_lateness_seconds of the clock, or "
+        "that is not done, onwards (date prefixes before it are finished); "
+        "the whole prefix is listed again this often, so that a unit "
+        "dropped into an old prefix is still found. 0: every poll lists "
+        "everything."},
+    {.name = "incremental_listing",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_CHOICE,
+     .def = "false",
+     .choices = bool_modes,
+     .offset = CFG(incremental_listing),
+     .flag = 1,
+     .doc = "`--once` runs list as continuous polls do: from where the "
+        "finished date prefixes end (the mark kept in the state folder), "
+        "with a whole listing every full_listing_interval_seconds. By "
+        "default a `--once` run lists everything."},
     {.name = "list_batch",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_INT,

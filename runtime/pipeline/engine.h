@@ -159,6 +159,18 @@ struct engine {
     todo *todo;
     size_t ntodo, todo_cap;
     char *list_after;
+    /* Incremental listing (units.c): every unit up to `mark` is done and
+     * arrived more than allowed_lateness_seconds ago, so a poll lists
+     * after it; a whole listing comes every full_listing_interval_seconds.
+     * Saved in {state}/listing_mark once a commit makes the units durable. */
+    char *mark;           /* owned; NULL: list everything */
+    char *mark_next;      /* this pass's candidate; owned */
+    size_t mark_next_cap;
+    int mark_frozen;      /* a unit too new (or timeless) was listed */
+    int mark_pass_ok;     /* the pass listed and copied to its end */
+    int pass_full;        /* this pass lists everything */
+    int64_t mark_now;     /* the pass's clock, Unix s */
+    uint64_t last_full_ns; /* when the last whole listing began; 0: never */
     int list_more;
     uint64_t skipped_done, skipped_changed;
     uint64_t skipped_shard; /* units of other shards (--shard) */
@@ -383,6 +395,9 @@ void pl_lanes_free(engine *e);
 int pl_lanes_shed(engine *e);
 void pl_todo_clear(engine *e);
 int pl_copy_pass(engine *e);
+/* Load the listing mark; save the pass's after a durable commit. */
+int pl_listing_mark_load(engine *e);
+int pl_listing_mark_save(engine *e);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen) */
 typedef struct pl_metrics pl_metrics;

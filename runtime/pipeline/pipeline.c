@@ -162,6 +162,8 @@ static void engine_free(engine *e)
     pl_todo_clear(e);
     sk_free(e->todo);
     sk_free(e->list_after);
+    sk_free(e->mark);
+    sk_free(e->mark_next);
     if (e->pool)
         sk_pool_free(e->pool);
     pl_lanes_free(e);
@@ -312,7 +314,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     sk_info("pipeline %s: %s -> %s, %d thread%s, state %s",
             cfg->name, e.src->label, e.sink->label, e.nthreads,
             e.nthreads == 1 ? "" : "s", e.st->dir);
-    if ((rc = pl_metrics_start(&e)))
+    if ((rc = pl_metrics_start(&e)) || (rc = pl_listing_mark_load(&e)))
         goto out;
 
     if ((rc = recover_sealed(&e)))
@@ -322,7 +324,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
      * ends; any other failure ends the run without the graceful commit. */
     for (;;) {
         rc = e.streaming ? pl_stream_run(&e) : pl_copy_pass(&e);
-        if (rc || (rc = pl_maybe_commit(&e, 1)))
+        if (rc || (rc = pl_maybe_commit(&e, 1)) ||
+            (rc = pl_listing_mark_save(&e)))
             break;
         if (opts->once) {
             rc = pl_flush_slices(&e, 1);

@@ -9,8 +9,13 @@
  */
 #include "pipeline/engine.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fsio.h"
 #include <string.h>
 
 /* Copy the units of one listing batch through the lanes. Whichever lane
@@ -254,6 +259,142 @@ static char *past_folder(const char *id, size_t folder_len)
     return k;
 }
 
+/* ---- incremental listing ---------------------------------------------- */
+
+#define MARK_FILE "listing_mark"
+#define MARK_MAX 65535 /* the longest id the ledger holds */
+
+int pl_listing_mark_load(engine *e)
+{
+    char *path = sk_asprintf("%s/" MARK_FILE, e->st->dir);
+    if (!path)
+        return SKIPPR_NOMEM;
+    FILE *f = fopen(path, "rb");
+    sk_free(path);
+    if (!f)
+        return SKIPPR_OK; /* none yet: list everything */
+    char *buf = sk_malloc(MARK_MAX + 1);
+    size_t n = buf ? fread(buf, 1, MARK_MAX + 1, f) : 0;
+    fclose(f);
+    if (!buf)
+        return SKIPPR_NOMEM;
+    if (n > 0 && n <= MARK_MAX) /* else damaged: a whole listing is safe */
+        e->mark = sk_strndup(buf, n);
+    sk_free(buf);
+    return n > 0 && n <= MARK_MAX && !e->mark ? SKIPPR_NOMEM : SKIPPR_OK;
+}
+
+/* After a durable commit: the pass's candidate becomes the mark. A whole
+ * listing replaces it (a unit found in an old prefix may have moved it
+ * back); an incremental one only moves it on. */
+int pl_listing_mark_save(engine *e)
+{
+    if (!e->mark_pass_ok)
+        return SKIPPR_OK;
+    e->mark_pass_ok = 0;
+    const char *next = e->mark_next && *e->mark_next ? e->mark_next : NULL;
+    if (!next && !e->pass_full)
+        return SKIPPR_OK;
+    if (next && e->mark && strcmp(next, e->mark) == 0)
+        return SKIPPR_OK;
+    char *path = sk_asprintf("%s/" MARK_FILE, e->st->dir);
+    char *tmp = sk_asprintf("%s/" MARK_FILE ".tmp", e->st->dir);
+    int rc = path && tmp ? SKIPPR_OK : SKIPPR_NOMEM;
+    int fd = -1;
+    if (!rc && !next) {
+        rc = sk_io_unlink(path);
+    } else if (!rc &&
+               !(rc = sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                                 0644, &fd))) {
+        rc = sk_io_write_all(fd, next, strlen(next), tmp);
+        if (!rc)
+            rc = sk_io_fsync(fd, tmp);
+        close(fd);
+        if (!rc)
+            rc = sk_io_rename(tmp, path);
+    }
+    if (!rc) {
+        char *m = next ? sk_strdup(next) : NULL;
+        if (next && !m)
+            rc = SKIPPR_NOMEM;
+        else {
+            sk_free(e->mark);
+            e->mark = m;
+        }
+    }
+    sk_free(path);
+    sk_free(tmp);
+    return rc;
+}
+
+/* Copy key into the pass's candidate mark. */
+static int mark_set(engine *e, const char *key)
+{
+    size_t n = strlen(key);
+    if (e->mark_next_cap < n + 1) {
+        char *p = sk_realloc(e->mark_next, n + 1);
+        if (!p)
+            return SKIPPR_NOMEM;
+        e->mark_next = p;
+        e->mark_next_cap = n + 1;
+    }
+    memcpy(e->mark_next, key, n + 1);
+    return SKIPPR_OK;
+}
+
+/* A listed unit: while every unit so far arrived long enough ago (and is
+ * done by the pass's end), the candidate mark moves on to it. */
+static void mark_note(engine *e, const skippr_unit *u)
+{
+    if (e->mark_frozen)
+        return;
+    int64_t a = 0;
+    const char *pat = e->cfg->arrival_key_pattern;
+    const skippr_source_ops *ops = e->src->plugin->source;
+    int has = sk_route_unit_arrival(pat && *pat ? pat : NULL, u->id, &a);
+    if (!has && SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
+        (ops->flags & SKIPPR_SOURCE_MODIFIED) && u->modified > 0) {
+        a = u->modified;
+        has = 1;
+    }
+    if (!has || a > e->mark_now - e->cfg->allowed_lateness_seconds ||
+        strlen(u->id) > MARK_MAX || mark_set(e, u->id))
+        e->mark_frozen = 1;
+}
+
+/* Where this pass starts: after the mark, or (a whole listing) at the
+ * first key. */
+static int pass_start(engine *e)
+{
+    const sk_pipeline_cfg *cfg = e->cfg;
+    uint64_t now = sk_now_ns();
+    int incremental = e->mark && (!e->opts->once || cfg->incremental_listing);
+    int due = cfg->full_listing_interval_seconds == 0 ||
+              (e->last_full_ns == 0 && !e->opts->once) ||
+              now - e->last_full_ns >=
+                  (uint64_t)cfg->full_listing_interval_seconds * 1000000000ULL;
+    if (e->opts->once && cfg->incremental_listing && e->last_full_ns == 0)
+        due = 0; /* a --once run's clock starts with it */
+    e->pass_full = !incremental || due;
+    if (e->pass_full)
+        e->last_full_ns = now;
+    e->mark_now = (int64_t)time(NULL);
+    e->mark_frozen = 0;
+    e->mark_pass_ok = 0;
+    if (e->mark_next)
+        e->mark_next[0] = '\0';
+    sk_free(e->list_after);
+    e->list_after = NULL;
+    if (!e->pass_full) {
+        if (!(e->list_after = sk_strdup(e->mark)) || mark_set(e, e->mark))
+            return SKIPPR_NOMEM;
+        sk_debug("listing after %s (incremental)", e->mark);
+    } else {
+        sk_debug("listing everything (whole listing)");
+    }
+    return SKIPPR_OK;
+}
+
 typedef struct list_ctx {
     engine *e;
     int rc;
@@ -314,6 +455,7 @@ static int list_cb(void *ud, const skippr_unit *u)
     list_ctx *c = ud;
     engine *e = c->e;
     e->units_listed++;
+    mark_note(e, u);
     uint32_t nshards = e->cfg->shard_count;
     if (nshards > 1 && sk_shard_of(u->id, nshards) != e->cfg->shard_index) {
         /* Another shard's: skip its whole folder by listing again after
@@ -406,8 +548,9 @@ static int list_cb(void *ud, const skippr_unit *u)
 int pl_copy_pass(engine *e)
 {
     const skippr_source_ops *ops = e->src->plugin->source;
-    sk_free(e->list_after);
-    e->list_after = NULL;
+    int src = pass_start(e);
+    if (src)
+        return src;
     for (;;) {
         pl_todo_clear(e);
         int more, rc;
@@ -449,7 +592,9 @@ int pl_copy_pass(engine *e)
         }
         if ((rc = run_units(e, e->todo, e->ntodo)))
             return rc;
-        if (!more)
+        if (!more) {
+            e->mark_pass_ok = 1; /* pl_listing_mark_save after a commit */
             return SKIPPR_OK;
+        }
     }
 }
