@@ -18,7 +18,9 @@ keys "YYYY/MM/DD/HH/stream-1-...", 1,000 an hour):
 For each: the first `--once` (units/s, peak RSS), a re-run with nothing new
 (units/s skipped, peak RSS), the ledger's bytes per unit, and a run after
 1,000 new units land: its wall time and the time of its ledger flush (the
-`ledger: flushed` debug line), the cost the issue calls one compaction.
+`ledger: flushed` debug line), the cost the issue calls one compaction;
+then 1,000 more with `incremental_listing: true`, which lists only after
+the mark the previous run left.
 Each copy goes file -> File sink, partitioned by event type, tenant and day.
 """
 import argparse
@@ -70,7 +72,7 @@ def make_files(root, first, n):
                         % ((i + k) % 5, mon, dom, hour, i % 7, k))
 
 
-def write_config(work, source):
+def write_config(work, source, extra=""):
     cfg = os.path.join(work, "skippr.yml")
     with open(cfg, "w") as f:
         f.write("""skippr:
@@ -80,7 +82,7 @@ pipelines:
   p:
     data_source: data_sources.a
     data_sink: data_sinks.b
-    transform:
+%s    transform:
       namespace_fields: event_type
       batch_partition_fields: detail.tenant_id
       batch_time_fields: timestamp
@@ -92,7 +94,7 @@ data_sinks:
   b:
     File:
       path: %s/out
-""" % (work, SYNTH_DIR, source, work))
+""" % (work, SYNTH_DIR, extra, source, work))
     return cfg
 
 
@@ -107,6 +109,12 @@ def run(cfg, threads, verbose=False):
             sys.exit("skipprd failed:\n" + p.stderr[-2000:])
         wall, rss = t.read().split()[-2:]
     return float(wall), int(rss) / 1024, p.stderr
+
+
+def units_listed(err):
+    """Units the run listed, from its summary: copied + already done."""
+    m = re.search(r"done: (\d+) units copied, (\d+) already done", err)
+    return int(m.group(1)) + int(m.group(2)) if m else -1
 
 
 def dir_bytes(root):
@@ -132,6 +140,14 @@ def case(label, n, work, source_for, add_new, threads):
     last = flushes[-1] if flushes else ("?", "?")
     print("%-22s +1,000 new  %9.2f s, flush of %s units %s ms, %6.0f MiB "
           "RSS" % (label, wall, last[0], last[1], rss), flush=True)
+    # The same again with incremental_listing: the run lists only after
+    # the mark the last one left (every unit before it is done and old).
+    cfg = write_config(work, source_for(add_new(n + 1000)),
+                       "    incremental_listing: true\n")
+    wall, rss, err = run(cfg, threads, verbose=True)
+    print("%-22s +1,000 new, incremental_listing: %.2f s, %d units listed, "
+          "%6.0f MiB RSS" % (label, wall, units_listed(err), rss),
+          flush=True)
 
 
 def main():
