@@ -616,6 +616,8 @@ int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
 {
     s3_ctx *c = ctx;
     const char *after = start_after ? start_after : c->start_after;
+    if (c->inventory_manifest && *c->inventory_manifest)
+        return s3_inv_list(c, start_after, cb, cb_data);
     noted n = {c, cb, cb_data};
     /* A listing from the start, or going on after the last key this one
      * gave, is wide (sub-prefixes at once). One that starts anywhere else

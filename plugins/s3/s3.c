@@ -102,6 +102,11 @@ static const skippr_option source_options[] = {
         "what twice `concurrency` GETs of the listed objects' mean size "
         "hold, at least 8 MiB and at most half the pipeline's "
         "memory_budget."),
+    OPT("inventory_manifest", SKIPPR_OPT_STRING, NULL, 0, inventory_manifest,
+        "s3://BUCKET/KEY of an S3 Inventory report's manifest.json (CSV "
+        "format, with Size, LastModifiedDate and ETag): its rows under "
+        "s3_prefix are the units, sorted, and no LIST request is made. "
+        "Each GET sends If-Match with the report's ETag."),
     OPT("list_concurrency", SKIPPR_OPT_INT, "32", 0, list_concurrency,
         "Sub-prefixes (found with Delimiter '/') listed at once, each "
         "holding at most a page of keys ahead; 1 lists one page after "
@@ -271,6 +276,7 @@ static void destroy(void *ctx)
         curl_multi_cleanup(c->lmulti);
     free(c->replace_key);
     free(c->list_last);
+    s3_inv_free(c);
     free(c->r_ca);
     free(c->r_region);
     free(c->r_endpoint);

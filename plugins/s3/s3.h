@@ -7,6 +7,7 @@
  *   sigv4.c     Signature Version 4 (sigv4.h)
  *   request.c   requests: sign, send, retry, the verdict on an answer
  *   list.c      listing (ListObjectsV2), serial or by sub-prefix in parallel
+ *   inventory.c listing from an S3 Inventory report (inventory_manifest)
  *   prefetch.c  whole objects fetched ahead on an I/O thread
  *   read.c      a unit read with ranged GETs (If-Match its ETag)
  *   sink.c      objects written: PUT or multipart, conditional, checked
@@ -56,6 +57,8 @@ typedef struct s3_ctx {
     /* source: fetching ahead on an I/O thread */
     int64_t concurrency, prefetch_bytes, list_concurrency;
     char *list_last; /* the last key list() gave (list.c); malloc'd */
+    const char *inventory_manifest; /* option: list from this report */
+    struct s3_inventory *inv;       /* inventory.c's state; owned */
     size_t list_last_cap;
     int prefetch_auto; /* prefetch_bytes was 0: a cap; prefetch.c sizes
                         * the window from the objects listed */
@@ -135,6 +138,12 @@ typedef struct prefetcher {
 /* Count a retry by cause for the metrics: retries_transport (no answer),
  * retries_throttled (503, 429), retries_timeout (408), retries_server. */
 void s3_count_retry(s3_ctx *c, int transport, long status);
+/* inventory.c: S3 Inventory as the listing (inventory_manifest) */
+typedef struct s3_inventory s3_inventory;
+int s3_inv_list(s3_ctx *c, const char *start_after, skippr_unit_cb cb,
+                void *cb_data);
+void s3_inv_free(s3_ctx *c);
+
 /* request.c: requests: sign, send, retry, read the verdict */
 char *s3_env(const char *name);
 void s3_md5_b64(const void *d, size_t n, char out[32]);
