@@ -5,7 +5,9 @@ nothing new, each poll costs at most (live prefixes + 1) LIST requests at
 the proxy, not a listing of the bucket; a key added to the live prefix is
 copied within two polls; a key added to an old, sealed prefix is copied by
 the next whole listing (full_listing_interval_seconds). A --once run lists
-everything unless incremental_listing is set. The output is exact."""
+everything unless incremental_listing is set. The output is exact.
+SKIPPR_INCREMENTAL_DAYS sets how many days of old hour prefixes (480
+keys a day; default 5, 2,400 keys; 209 days make 100,000)."""
 import datetime
 import os
 import subprocess
@@ -76,11 +78,14 @@ def test_polls_list_only_live_prefixes():
     ws = Workspace("incr")
     s3 = S3Server(["src", "dst"])
     try:
-        for d in range(1, 6):
+        days = int(os.environ.get("SKIPPR_INCREMENTAL_DAYS", "5"))
+        first = datetime.date(2021, 10, 1)
+        for d in range(days):
+            day = (first + datetime.timedelta(days=d)).strftime("%Y/%m/%d")
             for h in range(24):
                 for i in range(20):
-                    put_local(ws, "p/2021/10/%02d/%02d/obj-%03d.json" %
-                              (d, h, i), 2, "old")
+                    put_local(ws, "p/%s/%02d/obj-%03d.json" % (day, h, i),
+                              2, "old")
         live = datetime.datetime.now(datetime.timezone.utc).strftime(
             "p/%Y/%m/%d/%H/")
         for i in range(5):
@@ -93,7 +98,7 @@ def test_polls_list_only_live_prefixes():
                              env=dict(os.environ, **s3.env()), stderr=log)
         try:
             want = 2 * total
-            wait_for(lambda: records_in(ws.out) >= want, 120,
+            wait_for(lambda: records_in(ws.out) >= want, 600,
                      "first copy of %d keys" % total)
 
             def count(what):
