@@ -90,12 +90,12 @@ static void rec_unit(const uint8_t *r, char *key, size_t kcap, char *etag,
     memcpy(etag, r + 3 + kl, el);
     etag[el] = '\0';
     const uint8_t *q = r + 3 + kl + el;
-    int64_t size = 0, mod = 0;
+    uint64_t size = 0, mod = 0;
     for (int i = 7; i >= 0; i--) {
         size = size << 8 | q[i];
         mod = mod << 8 | q[8 + i];
     }
-    *u = (skippr_unit){key, etag, size, mod};
+    *u = (skippr_unit){key, etag, (int64_t)size, (int64_t)mod};
 }
 
 /* ---- reading the report ------------------------------------------------- */
