@@ -70,6 +70,8 @@ def setup(name, objects=3):
         f.write("skippr:\n  state_dir: %s\npipelines:\n  p:\n"
                 "    buffer_threshold_seconds: 1\n"
                 "    poll_interval_seconds: 1\n"
+                # new objects land under 2021 dates: list them every poll
+                "    full_listing_interval_seconds: 0\n"
                 "    data_source: data_sources.a\n"
                 "    data_sink: data_sinks.b\ndata_sources:\n  a:\n"
                 "    S3:\n      s3_bucket: src\ndata_sinks:\n  b:\n"

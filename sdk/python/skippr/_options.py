@@ -535,6 +535,15 @@ PLUGINS = {'File': {'sink': [('path',
                     '(backpressure). 0: what twice `concurrency` GETs of the '
                     "listed objects' mean size hold, at least 8 MiB and at "
                     "most half the pipeline's memory_budget."),
+                   ('inventory_manifest',
+                    'string',
+                    None,
+                    False,
+                    "s3://BUCKET/KEY of an S3 Inventory report's "
+                    'manifest.json (CSV format, with Size, LastModifiedDate '
+                    'and ETag): its rows under s3_prefix are the units, '
+                    'sorted, and no LIST request is made. Each GET sends '
+                    "If-Match with the report's ETag."),
                    ('list_concurrency',
                     'int',
                     '32',
