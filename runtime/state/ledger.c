@@ -151,6 +151,16 @@ static int legacy_bad(const char *path)
     return SKIPPR_CORRUPT;
 }
 
+/* The level a run of count records would have reached by merges: runs
+ * made whole (a conversion, an import) join their peers. */
+static uint32_t level_for(uint64_t count)
+{
+    uint32_t level = 0;
+    for (uint64_t cap = 4096; cap < count && level < 30; cap *= FANOUT)
+        level++;
+    return level;
+}
+
 /* Stream the records of an "SKLEDG01" file (u32 length, payload, u32
  * CRC32C; payload u16 id length, id, u16 version length, version, i64
  * size, i64 offset, u32 flags) into w. */
@@ -218,13 +228,10 @@ static int legacy_convert(sk_ledger *l, const char *path, int readonly)
         }
         return readonly ? SKIPPR_OK : sk_io_unlink(path);
     }
-    /* At the level its size would have reached by merges. */
-    uint32_t level = 0;
-    for (uint64_t cap = 4096; cap < count && level < 30; cap *= FANOUT)
-        level++;
     char *rp = run_path(l, 0, 0);
     sk_run_writer w;
-    rc = rp ? sk_run_writer_open(&w, rp, 0, 0, level, next_slice)
+    rc = rp ? sk_run_writer_open(&w, rp, 0, 0, level_for(count),
+                                 next_slice)
             : SKIPPR_NOMEM;
     if (!rc)
         rc = legacy_copy(f, path, count, &w);
@@ -402,6 +409,70 @@ static int cmp_rec(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
+/* One input of a merge: a cursor over a run, the source ledger the run
+ * is of, and the run's last seq (of two records of an id, the newer run's
+ * wins). */
+typedef struct merge_in {
+    sk_run_cursor c;
+    size_t src;
+    uint64_t hi;
+} merge_in;
+
+/* Write to w the records of in[0..k), whose cursors are open and on their
+ * first record, in id order and one per id: within a source the newest
+ * run's, across sources one flagged done. keep (NULL: all) chooses which
+ * are written; *written counts them. */
+static int merge_into(merge_in *in, size_t k, sk_run_writer *w,
+                      int (*keep)(const sk_unit_rec *r, void *ud), void *ud,
+                      uint64_t *written)
+{
+    int rc = SKIPPR_OK;
+    *written = 0;
+    for (;;) {
+        size_t best = k;
+        for (size_t i = 0; i < k; i++) {
+            if (!in[i].c.valid)
+                continue;
+            if (best == k) {
+                best = i;
+                continue;
+            }
+            const sk_unit_rec *a = &in[i].c.rec, *b = &in[best].c.rec;
+            int c = strcmp(a->id, b->id);
+            if (c < 0 ||
+                (c == 0 && in[i].src == in[best].src &&
+                 in[i].hi > in[best].hi) ||
+                (c == 0 && in[i].src != in[best].src &&
+                 (a->flags & SK_UNIT_DONE) && !(b->flags & SK_UNIT_DONE)))
+                best = i;
+        }
+        if (best == k)
+            return SKIPPR_OK;
+        const sk_unit_rec *r = &in[best].c.rec;
+        if (!keep || keep(r, ud)) {
+            if ((rc = sk_run_writer_add(w, r)))
+                return rc;
+            (*written)++;
+        }
+        for (size_t i = 0; i < k; i++)
+            if (i != best && in[i].c.valid &&
+                strcmp(in[i].c.rec.id, r->id) == 0 &&
+                (rc = sk_run_cursor_step(&in[i].c)))
+                return rc;
+        if ((rc = sk_run_cursor_step(&in[best].c)))
+            return rc;
+    }
+}
+
+/* Point in at run r (of source src), on its first record. */
+static int merge_open(sk_ledger *l, merge_in *in, const run *r, size_t src)
+{
+    in->src = src;
+    in->hi = r->m.hi;
+    int rc = sk_run_cursor_open(&in->c, r->path, l->dctx);
+    return rc ? rc : sk_run_cursor_step(&in->c);
+}
+
 /* Merge the runs at indexes idx[0..k) (any order) into one run at level,
  * the newest record of each id kept; then remove them. */
 static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
@@ -414,45 +485,24 @@ static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
         sk_run_cursor_close(&r->c);
     }
     char *path = run_path(l, lo, hi);
-    sk_run_cursor *cs = sk_calloc(k, sizeof *cs);
+    merge_in *in = sk_calloc(k, sizeof *in);
     sk_run_writer w;
-    int rc = path && cs ? sk_run_writer_open(&w, path, lo, hi, level,
+    int rc = path && in ? sk_run_writer_open(&w, path, lo, hi, level,
                                              next_slice)
                         : SKIPPR_NOMEM;
-    int opened = path && cs;
+    int opened = path && in;
     for (size_t i = 0; i < k && !rc; i++)
-        if (!(rc = sk_run_cursor_open(&cs[i], l->runs[idx[i]].path,
-                                      l->dctx)))
-            rc = sk_run_cursor_step(&cs[i]);
-    while (!rc) {
-        /* The smallest id; among equal ones the newest run's record. */
-        size_t best = k;
-        for (size_t i = 0; i < k; i++) {
-            if (!cs[i].valid)
-                continue;
-            int c = best == k ? -1 : strcmp(cs[i].rec.id, cs[best].rec.id);
-            if (c < 0 || (c == 0 && l->runs[idx[i]].m.hi >
-                                        l->runs[idx[best]].m.hi))
-                best = i;
-        }
-        if (best == k)
-            break;
-        if ((rc = sk_run_writer_add(&w, &cs[best].rec)))
-            break;
-        for (size_t i = 0; i < k && !rc; i++)
-            if (i != best && cs[i].valid &&
-                strcmp(cs[i].rec.id, cs[best].rec.id) == 0)
-                rc = sk_run_cursor_step(&cs[i]);
-        if (!rc)
-            rc = sk_run_cursor_step(&cs[best]);
-    }
+        rc = merge_open(l, &in[i], &l->runs[idx[i]], 0);
+    uint64_t written;
+    if (!rc)
+        rc = merge_into(in, k, &w, NULL, NULL, &written);
     if (!rc)
         rc = sk_run_writer_finish(&w);
     if (opened)
         sk_run_writer_close(&w);
-    for (size_t i = 0; cs && i < k; i++)
-        sk_run_cursor_free(&cs[i]);
-    sk_free(cs);
+    for (size_t i = 0; in && i < k; i++)
+        sk_run_cursor_free(&in[i].c);
+    sk_free(in);
     if (rc) {
         sk_free(path);
         return rc;
@@ -502,12 +552,17 @@ static int merge_levels(sk_ledger *l)
     return SKIPPR_OK;
 }
 
-/* One input of an import: a cursor over a run of one of the sources. */
-typedef struct import_in {
-    sk_run_cursor c;
-    size_t src;  /* which source ledger */
-    uint64_t hi; /* its run's last seq: the newer record wins */
-} import_in;
+/* An import keeps finished units that the caller's filter wants. */
+typedef struct import_filter {
+    int (*keep)(const sk_unit_rec *r, void *ud);
+    void *ud;
+} import_filter;
+
+static int keep_done(const sk_unit_rec *r, void *ud)
+{
+    const import_filter *f = ud;
+    return (r->flags & SK_UNIT_DONE) && f->keep(r, f->ud);
+}
 
 int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
                      int (*keep)(const sk_unit_rec *r, void *ud), void *ud,
@@ -519,7 +574,7 @@ int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
         k += from[s]->nruns;
     if (k == 0)
         return SKIPPR_OK;
-    import_in *in = sk_calloc(k, sizeof *in);
+    merge_in *in = sk_calloc(k, sizeof *in);
     uint64_t seq = l->next_seq;
     char *path = run_path(l, seq, seq);
     sk_run_writer w;
@@ -529,57 +584,13 @@ int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
     int opened = in && path;
     size_t j = 0;
     for (size_t s = 0; s < nfrom && !rc; s++)
-        for (size_t i = 0; i < from[s]->nruns && !rc; i++, j++) {
-            in[j].src = s;
-            in[j].hi = from[s]->runs[i].m.hi;
-            if (!(rc = sk_run_cursor_open(&in[j].c, from[s]->runs[i].path,
-                                          l->dctx)))
-                rc = sk_run_cursor_step(&in[j].c);
-        }
-    while (!rc) {
-        /* The smallest id; of equal ones, within a source the newest
-         * run's record, across sources one flagged done. */
-        size_t best = k;
-        for (size_t i = 0; i < k; i++) {
-            if (!in[i].c.valid)
-                continue;
-            int c = best == k ? -1
-                              : strcmp(in[i].c.rec.id, in[best].c.rec.id);
-            const sk_unit_rec *a = &in[i].c.rec, *b = best < k
-                                                        ? &in[best].c.rec
-                                                        : NULL;
-            if (c < 0 ||
-                (c == 0 && in[i].src == in[best].src &&
-                 in[i].hi > in[best].hi) ||
-                (c == 0 && in[i].src != in[best].src &&
-                 (a->flags & SK_UNIT_DONE) && !(b->flags & SK_UNIT_DONE)))
-                best = i;
-        }
-        if (best == k)
-            break;
-        const sk_unit_rec *r = &in[best].c.rec;
-        if ((r->flags & SK_UNIT_DONE) && keep(r, ud)) {
-            if ((rc = sk_run_writer_add(&w, r)))
-                break;
-            (*imported)++;
-        }
-        for (size_t i = 0; i < k && !rc; i++)
-            if (i != best && in[i].c.valid &&
-                strcmp(in[i].c.rec.id, r->id) == 0)
-                rc = sk_run_cursor_step(&in[i].c);
-        if (!rc)
-            rc = sk_run_cursor_step(&in[best].c);
-    }
-    if (!rc && *imported == 0) {
-        sk_run_writer_close(&w); /* nothing to keep: no run */
-        opened = 0;
-    } else if (!rc) {
-        /* At the level its size would have reached by merges. */
-        uint32_t level = 0;
-        for (uint64_t cap = 4096; cap < *imported && level < 30;
-             cap *= FANOUT)
-            level++;
-        w.meta.level = level;
+        for (size_t i = 0; i < from[s]->nruns && !rc; i++)
+            rc = merge_open(l, &in[j++], &from[s]->runs[i], s);
+    import_filter f = {keep, ud};
+    if (!rc)
+        rc = merge_into(in, k, &w, keep_done, &f, imported);
+    if (!rc && *imported) {
+        w.meta.level = level_for(*imported);
         if (!(rc = sk_run_writer_finish(&w))) {
             sk_run_writer_close(&w);
             opened = 0;
@@ -589,7 +600,7 @@ int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
                 qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
         }
     }
-    if (opened)
+    if (opened) /* nothing kept, or a failure: no run */
         sk_run_writer_close(&w);
     for (size_t i = 0; in && i < k; i++)
         sk_run_cursor_free(&in[i].c);
