@@ -37,17 +37,8 @@ ROOT = os.path.dirname(HERE)
 SKIPPRD = os.path.join(ROOT, "build", "runtime", "skipprd")
 SYNTH_DIR = os.path.join(ROOT, "build", "bench", "plugins")
 
-
-def setup():
-    if not os.path.exists("/usr/bin/time"):
-        sudo = [] if os.geteuid() == 0 else ["sudo"]
-        subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "time"],
-                       check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([os.path.join(ROOT, "scripts", "setup.sh"), "build"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", os.path.join(ROOT, "build"),
-                    "--target", "synth"], check=True,
-                   stdout=subprocess.DEVNULL)
+# GNU time and the build (which makes the Synth plugin too), as scale.py.
+from scale import setup  # noqa: E402
 
 
 def make_files(root, first, n):
