@@ -13,11 +13,15 @@ from skippr_test import Workspace, check, expected_records, main
 TRANSFORM = {"namespace_fields": "event_type"}
 
 
-def test_two_thousand_objects_256_in_flight():
-    ws = Workspace("s3conc")
+def copy_in_flight(name, objects, records, seed, concurrency, checks):
+    """Upload a generated archive to s3rver, copy it bucket to bucket with
+    the S3 source's `concurrency`, check the GET count and that the output
+    is the input, then run checks(stats) on the proxy's figures. Returns
+    (seconds, stats, MB of input)."""
+    ws = Workspace(name)
     s3 = S3Server(["src", "dst"])
     try:
-        ws.generate(objects=2000, records=20, seed=5)
+        ws.generate(objects=objects, records=records, seed=seed)
         s3.upload_tree("src", ws.inp)
         with open(ws.config, "w") as f:
             f.write("""skippr:
@@ -32,19 +36,33 @@ data_sources:
   a:
     S3:
       s3_bucket: src
-      concurrency: 256
+      concurrency: %d
 data_sinks:
   b:
     S3:
       s3_bucket: dst
-""" % ws.state)
+""" % (ws.state, concurrency))
         s3.reset_stats()
         start = time.time()
         p = s3.sync(ws.config)
         secs = time.time() - start
         check(p.returncode == 0, p.stderr[-2000:])
         st = s3.stats()
-        check(st["counts"].get("get") == 2000, "GETs: %s" % st["counts"])
+        check(st["counts"].get("get") == objects, "GETs: %s" % st["counts"])
+        checks(st)
+        want = expected_records(ws.inp, transform=TRANSFORM)
+        check(dict(want) == dict(s3.records("dst")),
+              "output differs from input")
+        mb = sum(os.path.getsize(os.path.join(d, f))
+                 for d, _, fs in os.walk(ws.inp) for f in fs) / 1e6
+        return secs, st, mb
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_two_thousand_objects_256_in_flight():
+    def checks(st):
         # 256 are started together; on a loaded machine the first can be
         # answered before the last has reached the proxy, so allow a few.
         check(st["max_inflight"] >= 240, "only %d in flight" %
@@ -53,61 +71,19 @@ data_sinks:
         # to the days, then the five day prefixes at once.
         check(st["counts"].get("list", 0) >= 6, "listing was not parallel: "
               "%s" % st["counts"])
-        want = expected_records(ws.inp, transform=TRANSFORM)
-        check(dict(want) == dict(s3.records("dst")),
-              "output differs from input")
-        mb = sum(os.path.getsize(os.path.join(d, f))
-                 for d, _, fs in os.walk(ws.inp) for f in fs) / 1e6
-        print("  2000 objects (%.1f MB) in %.2f s: %.0f objects/s, %.1f MB/s; "
-              "%d GETs in flight at most" % (mb, secs, 2000 / secs, mb / secs,
-                                             st["max_inflight"]))
-    finally:
-        s3.close()
-        ws.cleanup()
+    secs, st, mb = copy_in_flight("s3conc", 2000, 20, 5, 256, checks)
+    print("  2000 objects (%.1f MB) in %.2f s: %.0f objects/s, %.1f MB/s; "
+          "%d GETs in flight at most" % (mb, secs, 2000 / secs, mb / secs,
+                                         st["max_inflight"]))
 
 
 def test_twenty_thousand_objects_1024_in_flight():
-    ws = Workspace("s3conc20k")
-    s3 = S3Server(["src", "dst"])
-    try:
-        ws.generate(objects=20000, records=2, seed=6)
-        s3.upload_tree("src", ws.inp)
-        with open(ws.config, "w") as f:
-            f.write("""skippr:
-  state_dir: %s
-pipelines:
-  p:
-    data_source: data_sources.a
-    data_sink: data_sinks.b
-    transform:
-      namespace_fields: event_type
-data_sources:
-  a:
-    S3:
-      s3_bucket: src
-      concurrency: 1200
-data_sinks:
-  b:
-    S3:
-      s3_bucket: dst
-""" % ws.state)
-        s3.reset_stats()
-        start = time.time()
-        p = s3.sync(ws.config)
-        secs = time.time() - start
-        check(p.returncode == 0, p.stderr[-2000:])
-        st = s3.stats()
-        check(st["counts"].get("get") == 20000, "GETs: %s" % st["counts"])
+    def checks(st):
         check(st["max_inflight"] >= 1024, "only %d in flight" %
               st["max_inflight"])
-        want = expected_records(ws.inp, transform=TRANSFORM)
-        check(dict(want) == dict(s3.records("dst")),
-              "output differs from input")
-        print("  20000 objects in %.2f s: %.0f objects/s; %d GETs in flight "
-              "at most" % (secs, 20000 / secs, st["max_inflight"]))
-    finally:
-        s3.close()
-        ws.cleanup()
+    secs, st, _ = copy_in_flight("s3conc20k", 20000, 2, 6, 1200, checks)
+    print("  20000 objects in %.2f s: %.0f objects/s; %d GETs in flight "
+          "at most" % (secs, 20000 / secs, st["max_inflight"]))
 
 
 if __name__ == "__main__":
