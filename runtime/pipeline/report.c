@@ -10,7 +10,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 
 /* Once a minute, at info level: what the last minute copied, and memory
  * as malloc and the kernel see it. A long run's log so shows its pace, and
@@ -71,19 +70,8 @@ int sk_pipeline_status(const sk_pipeline_cfg *cfg)
     }
     if (rc)
         return rc;
-    char lock[4096];
-    snprintf(lock, sizeof lock, "%s/lock", st->dir);
-    FILE *lf = fopen(lock, "r");
-    int running = 0;
-    char pid[32] = "";
-    if (lf) {
-        if (flock(fileno(lf), LOCK_SH | LOCK_NB) != 0) {
-            running = 1;
-            if (fgets(pid, sizeof pid, lf))
-                pid[strcspn(pid, "\n")] = '\0';
-        }
-        fclose(lf);
-    }
+    char pid[32];
+    int running = sk_state_in_use(st->dir, pid, sizeof pid);
     uint64_t done = 0, partial = 0;
     size_t it = 0;
     sk_unit_rec *u;

@@ -16,11 +16,9 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 /* The layout a sibling state folder's name gives: 1 for NAME itself,
@@ -38,19 +36,6 @@ static uint32_t layout_of(const char *entry, const char *name)
         entry[n + (size_t)used] == '\0' && m >= 2 && i < m)
         return m;
     return 0;
-}
-
-/* Whether a process holds the state folder dir's lock. */
-static int in_use(const char *dir)
-{
-    char *path = sk_asprintf("%s/lock", dir);
-    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-    sk_free(path);
-    if (fd < 0)
-        return 0;
-    int busy = flock(fd, LOCK_SH | LOCK_NB) != 0;
-    close(fd);
-    return busy;
 }
 
 /* Why st cannot be taken over yet, or NULL. */
@@ -106,7 +91,7 @@ static int open_siblings(engine *e, const char *parent, sk_state **sts,
             break;
         }
         sk_state *o = NULL;
-        const char *why = in_use(dir) ? "is in use by a running skipprd"
+        const char *why = sk_state_in_use(dir, NULL, 0) ? "is in use by a running skipprd"
                                       : NULL;
         if (!why) {
             if ((rc = sk_state_open(cfg->state_dir, cfg->workspace,

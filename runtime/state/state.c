@@ -100,6 +100,22 @@ int st_add_block(sk_slice *s, sk_wal_pos pos)
 
 /* ---- open / close -------------------------------------------------------- */
 
+int sk_state_in_use(const char *dir, char *pid, size_t cap)
+{
+    if (pid && cap)
+        pid[0] = '\0';
+    char *path = sk_asprintf("%s/lock", dir);
+    FILE *f = path ? fopen(path, "r") : NULL;
+    sk_free(path);
+    if (!f)
+        return 0;
+    int busy = flock(fileno(f), LOCK_SH | LOCK_NB) != 0;
+    if (busy && pid && cap && fgets(pid, (int)cap, f))
+        pid[strcspn(pid, "\n")] = '\0';
+    fclose(f);
+    return busy;
+}
+
 static int take_lock(sk_state *st, const char *pipeline)
 {
     char path[PATH_MAX];

@@ -198,6 +198,11 @@ typedef struct sk_state {
  * the lock first: if another process holds it, fails with SKIPPR_LOCKED and
  * a message naming the pid. Readonly opens neither lock nor repair (status).
  * Caller owns *out: sk_state_close(). */
+/* Whether a process holds the lock of the state folder dir (without taking
+ * it). If so and pid is not NULL, the holder's pid as it wrote it (up to
+ * cap - 1 bytes; "" if unreadable). */
+int sk_state_in_use(const char *dir, char *pid, size_t cap);
+
 int sk_state_open(const char *state_dir, const char *workspace,
                   const char *pipeline, int readonly, sk_state **out);
 void sk_state_close(sk_state *st);
