@@ -25,7 +25,7 @@ import time
 
 from s3_test import S3Server
 from skippr_test import (GEN, SKIPPRD, Workspace, check, expected_records,
-                         main)
+                         frame, main)
 
 SINK_PREFIX = "out/"
 KILLS = 50  # per kill test
@@ -75,10 +75,28 @@ TRANSFORM = {"namespace_fields": "event_type", "batch_time_fields": "timestamp",
              "batch_time_unit": "month"}
 
 
-def exact(ws, s3, transform=TRANSFORM):
+def where_extra(s3, extra):
+    """A line per sink object holding records counted in extra: its key,
+    size and how many of its records are extra (at most 8 lines)."""
+    lines = []
+    for key, data in sorted(s3.objects("dst", SINK_PREFIX).items()):
+        folder = key[len(SINK_PREFIX):].rsplit("/", 1)[0]
+        n = sum(1 for raw, _ in frame(data) if (folder, raw) in extra)
+        if n:
+            lines.append("    %s (%d bytes): %d of its records are extra" %
+                         (key, len(data), n))
+    return "\n".join(lines[:8])
+
+
+def exact(ws, s3, transform=TRANSFORM, history=None):
     want = expected_records(ws.inp, transform=transform)
     got = s3.records("dst", SINK_PREFIX)
     lost, extra = want - got, got - want
+    if lost or extra:
+        if extra:
+            print(where_extra(s3, extra))
+        for h in history or []:
+            print("    " + h)
     check(not lost and not extra, "%d lost, %d extra of %d" % (
         sum(lost.values()), sum(extra.values()), sum(want.values())))
     return sum(want.values())
@@ -183,6 +201,12 @@ def test_faults_bucket_to_bucket():
         ws.cleanup()
 
 
+def last_line(err):
+    """The last log line of a run, for the history a failure prints."""
+    lines = [x for x in err.splitlines() if x.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
 def kill_test(source):
     seed = int(os.environ.get("SKIPPR_CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
@@ -217,6 +241,7 @@ def kill_test(source):
         check(s3.stats()["open_uploads"] == 1, "no upload left open: %s" %
               s3.stats())
         kills, runs, next_id, staged = 1, 1, 10_000_000, 0
+        history = []
         while kills < KILLS and runs < 10 * KILLS:
             runs += 1
             if rng.random() < 0.7:
@@ -249,6 +274,8 @@ def kill_test(source):
                 _, err = proc.communicate(timeout=60)
                 rc, label = proc.returncode, "after %.2fs" % delay
                 p = subprocess.CompletedProcess([], rc, "", err.decode())
+            history.append("run %d (%s): exit %d; %s" % (
+                runs, label, rc, last_line(p.stderr)))
             m = re.search(r"pieces_staged=(\d+)", p.stderr)
             staged += int(m.group(1)) if m else 0
             if rc == -signal.SIGKILL:
@@ -258,7 +285,8 @@ def kill_test(source):
                     runs, label, rc, p.stderr[-2000:]))
         check(kills >= KILLS, "only %d kills" % kills)
         run(ws, s3)
-        n = exact(ws, s3, dict(TRANSFORM, namespace_fields="none"))
+        n = exact(ws, s3, dict(TRANSFORM, namespace_fields="none"),
+                  history)
         uploads = s3.client.list_multipart_uploads(Bucket="dst")
         check(not uploads.get("Uploads"), "orphaned uploads: %s" %
               uploads.get("Uploads"))
