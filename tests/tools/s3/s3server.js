@@ -46,7 +46,10 @@
 // bytes.
 // PutObject and CompleteMultipartUpload with If-None-Match: * answer 412
 // PreconditionFailed when the key exists, as AWS does (s3rver ignores the
-// header); the proxy remembers the keys written through it.
+// header); the proxy remembers the keys written through it. PutObject with
+// If-Match answers 412 unless the key's ETag is the one given (404 when
+// there is no such key), and a conditional write while another to the
+// same key is under way answers 409 ConditionalRequestConflict, as AWS.
 // s3rver implements neither ListMultipartUploads nor AbortMultipartUpload,
 // so the proxy tracks uploads itself (create, complete, abort), answers
 // GET ?uploads and DELETE ?uploadId. Its Delimiter listings come back empty,
@@ -83,6 +86,8 @@ let faults = { rate: 0, kinds: [], seed: 1, complete_error_rate: 0 };
 let faultable_seen = 0; // faultable requests since the last /__faults
 const uploads = new Map(); // uploadId -> { bucket, key, initiated }
 const written = new Set(); // "bucket/key" of objects written through here
+const etags = new Map();    // "bucket/key" -> ETag of its last write here
+const pending = new Set();  // "bucket/key" of conditional writes under way
 let preconditionFailed = 0;
 let rngState = 1;
 let requireToken = false;
@@ -399,15 +404,30 @@ async function main() {
     }
 
     const slot = `${bucket}/${key}`;
+    const ifMatch = kind === 'put' ? req.headers['if-match'] : undefined;
+    const conditional = ((kind === 'put' || kind === 'complete_multipart') &&
+                         req.headers['if-none-match'] === '*') || ifMatch;
+    function refuse(status, code) {
+      req.resume();
+      if (status === 412) preconditionFailed++;
+      const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code>` +
+                   '<Message>At least one of the pre-conditions you specified did not hold</Message></Error>';
+      res.writeHead(status, { 'content-type': 'application/xml',
+                              'content-length': Buffer.byteLength(body) });
+      return res.end(body);
+    }
+    if (conditional && pending.has(slot)) return refuse(409, 'ConditionalRequestConflict');
     if ((kind === 'put' || kind === 'complete_multipart') &&
         req.headers['if-none-match'] === '*' && written.has(slot)) {
-      req.resume();
-      preconditionFailed++;
-      const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>' +
-                   '<Message>At least one of the pre-conditions you specified did not hold</Message></Error>';
-      res.writeHead(412, { 'content-type': 'application/xml',
-                           'content-length': Buffer.byteLength(body) });
-      return res.end(body);
+      return refuse(412, 'PreconditionFailed');
+    }
+    if (ifMatch && !written.has(slot)) return refuse(404, 'NoSuchKey');
+    if (ifMatch && ifMatch.replace(/"/g, '') !== etags.get(slot)) {
+      return refuse(412, 'PreconditionFailed');
+    }
+    if (conditional) {
+      pending.add(slot);
+      res.on('close', () => pending.delete(slot));
     }
 
     let fault = null;
@@ -529,8 +549,14 @@ async function main() {
         uploads.delete(u.searchParams.get('uploadId'));
         partBodies.delete(u.searchParams.get('uploadId'));
       }
-      if (ok && (kind === 'put' || kind === 'complete_multipart')) written.add(slot);
-      if (ok && kind === 'delete') written.delete(slot);
+      if (ok && (kind === 'put' || kind === 'complete_multipart')) {
+        written.add(slot);
+        etags.set(slot, String(ur.headers.etag || '').replace(/"/g, ''));
+      }
+      if (ok && kind === 'delete') {
+        written.delete(slot);
+        etags.delete(slot);
+      }
       if (fault === 'lost_reply') {
         // Carried out; the answer never arrives.
         ur.resume();
