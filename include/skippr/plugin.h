@@ -396,6 +396,32 @@ typedef struct skippr_sink_ops {
      * whose server cannot copy reads the piece and writes it instead. */
     int (*stage_copy)(void *ctx, void *handle, const skippr_object_info *info,
                       uint64_t offset, uint64_t tag, uint64_t len);
+
+    /* Appended within ABI 2, for sinks whose flags also have
+     * SKIPPR_SINK_STORE: a store of the engine's own state
+     * (skipprd_el_storage_mode: s3). Keys are relative to the instance's
+     * prefix. Every call is durable when it returns SKIPPR_OK; a failure
+     * has been retried already and is logged.
+     *
+     * store_get reads up to cap bytes of key from offset into buf: *got
+     * of them, *size the object's size, and its ETag into etag (etag_cap
+     * bytes, NUL-terminated; may be NULL). SKIPPR_NOENT when there is no
+     * such key. */
+    int (*store_get)(void *ctx, const char *key, uint64_t offset, void *buf,
+                     size_t cap, size_t *got, uint64_t *size, char *etag,
+                     size_t etag_cap);
+    /* Write len bytes as key. cond NULL: whatever is there; "*": only if
+     * there is no such key; else only if the key's ETag is cond. A
+     * condition that does not hold is SKIPPR_CHANGED, not logged. The new
+     * ETag goes to etag (may be NULL). */
+    int (*store_put)(void *ctx, const char *key, const void *buf, size_t len,
+                     const char *cond, char *etag, size_t etag_cap);
+    /* Remove key (SKIPPR_OK also when there is none). */
+    int (*store_delete)(void *ctx, const char *key);
+    /* Every key under prefix, in strcmp order, to cb (unit.id relative to
+     * the instance's prefix, unit.size); cb returns non-zero to stop. */
+    int (*store_list)(void *ctx, const char *prefix, skippr_unit_cb cb,
+                      void *cb_data);
 } skippr_sink_ops;
 
 /* The smallest staging piece the engine asks stage_copy() to make a part
@@ -415,6 +441,8 @@ typedef struct skippr_sink_ops {
 /* skippr_sink_ops.flags: with SKIPPR_SINK_PARTS, the sink keeps staging
  * pieces (stage_put, stage_get, stage_clear). */
 #define SKIPPR_SINK_STAGES 8u
+/* skippr_sink_ops.flags: the sink can hold the engine's state (store_*). */
+#define SKIPPR_SINK_STORE 16u
 
 /* Non-zero when an ops struct of type `type` at `ops` has `field`. */
 #define SKIPPR_OPS_HAS(type, ops, field)                                   \

@@ -308,7 +308,8 @@ static const skippr_sink_ops sink = {
     .object_commit = sink_commit,
     .object_abort = sink_abort,
     .object_check = sink_check,
-    .flags = SKIPPR_SINK_GROWS | SKIPPR_SINK_PARTS | SKIPPR_SINK_STAGES,
+    .flags = SKIPPR_SINK_GROWS | SKIPPR_SINK_PARTS | SKIPPR_SINK_STAGES |
+             SKIPPR_SINK_STORE,
     .grow_open = sink_grow_open,
     .grow_write = sink_grow_write,
     .grow_commit = sink_grow_commit,
@@ -320,6 +321,10 @@ static const skippr_sink_ops sink = {
     .stage_get = sink_stage_get,
     .stage_clear = sink_stage_clear,
     .stage_copy = sink_stage_copy,
+    .store_get = sink_store_get,
+    .store_put = sink_store_put,
+    .store_delete = sink_store_delete,
+    .store_list = sink_store_list,
 };
 
 static const skippr_plugin plugin = {

@@ -11,6 +11,8 @@
  *   prefetch.c  whole objects fetched ahead on an I/O thread
  *   read.c      a unit read with ranged GETs (If-Match its ETag)
  *   sink.c      objects written: PUT or multipart, conditional, checked
+ *   stage.c     staging pieces: tails of growing objects the disk cannot hold
+ *   store.c     the engine's own state (skipprd_el_storage_mode: s3)
  *
  * Functions shared across files carry the prefix s3_ (the source and
  * sink entry points keep src_ and sink_). Everything is hidden in the
@@ -198,6 +200,16 @@ int sink_write(void *ctx, void *h, const void *p, size_t n);
 void sink_abort(void *ctx, void *h);
 int sink_commit(void *ctx, void *h);
 int sink_check(void *ctx, const skippr_object_info *info);
+
+/* store.c: the engine's state in the bucket (SKIPPR_SINK_STORE) */
+int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,
+                   size_t cap, size_t *got, uint64_t *size, char *etag,
+                   size_t etag_cap);
+int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
+                   const char *cond, char *etag, size_t etag_cap);
+int sink_store_delete(void *ctx, const char *key);
+int sink_store_list(void *ctx, const char *prefix, skippr_unit_cb cb,
+                    void *cb_data);
 int sink_grow_open(void *ctx, const skippr_object_info *info,
                    uint64_t length, const char *notes, size_t notes_len,
                    void **h);

@@ -1,0 +1,191 @@
+/* The engine's state in a bucket (SKIPPR_SINK_STORE, for
+ * skipprd_el_storage_mode: s3): small objects under s3_prefix read with
+ * ranged GETs, written with PUT (conditional on request: If-None-Match: *
+ * or If-Match with an ETag), deleted and listed. What the objects hold is
+ * the engine's business (runtime/state/remote.c).
+ *
+ * A conditional PUT that answers 412 (or 409, S3's answer to a
+ * conditional write racing another) is SKIPPR_CHANGED. When the 412
+ * answers a retry, the first attempt may have been carried out with its
+ * answer lost: the object is read back, and if it holds exactly our
+ * bytes the write counts as done.
+ *
+ * Thread: the instance's own, as the rest of the sink.
+ */
+#include "s3.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* key under the instance's prefix into out; 0, or -1 if it does not fit. */
+static int full_key(const s3_ctx *c, const char *key, char *out, size_t cap)
+{
+    size_t pl = strlen(c->prefix);
+    const char *sep = pl && c->prefix[pl - 1] != '/' ? "/" : "";
+    int n = snprintf(out, cap, "%s%s%s", c->prefix, sep, key);
+    if (n < 0 || (size_t)n >= cap) {
+        LOG(c, SKIPPR_LOG_ERROR, "state key %s%s%s: too long", c->prefix,
+            sep, key);
+        return -1;
+    }
+    return 0;
+}
+
+/* Send one request, retried while the verdict is RETRY. *r is the last
+ * answer (its body the caller's to free). Statuses in `ok_also` (0-ended)
+ * come back as SKIPPR_OK for the caller to tell apart. */
+static int send_retried(s3_ctx *c, const char *method, const char *what,
+                        const char *key, const void *body, size_t blen,
+                        const sigv4_kv *h, size_t nh, const long *ok_also,
+                        resp *r)
+{
+    for (int attempt = 1;; attempt++) {
+        int rc = s3_request(c, method, key, NULL, 0, body, blen, h, nh, r);
+        for (const long *s = ok_also; !rc && s && *s; s++)
+            if (r->status == *s)
+                return SKIPPR_OK;
+        rc = s3_verdict(c, rc, r, what, key);
+        if (rc != SKIPPR_RETRY)
+            return rc;
+        if (attempt >= c->max_attempts) {
+            s3_give_up(c, what, key, r);
+            return SKIPPR_FATAL;
+        }
+        skippr_buf_free(&r->body);
+        s3_backoff(c, attempt);
+    }
+}
+
+int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,
+                   size_t cap, size_t *got, uint64_t *size, char *etag,
+                   size_t etag_cap)
+{
+    s3_ctx *c = ctx;
+    char full[1024], range[64];
+    *got = 0;
+    *size = 0;
+    if (full_key(c, key, full, sizeof full))
+        return SKIPPR_INVAL;
+    if (cap == 0 || cap > MAX_BODY)
+        return SKIPPR_RANGE;
+    snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, offset,
+             offset + cap - 1);
+    sigv4_kv h[1] = {{"range", range}};
+    static const long also[] = {404, 416, 0};
+    resp r = {0};
+    int rc = send_retried(c, "GET", "read state", full, NULL, 0, h, 1, also,
+                          &r);
+    if (!rc && r.status == 404) {
+        rc = SKIPPR_NOENT;
+    } else if (!rc && r.status == 416) {
+        *size = offset; /* nothing at or after offset: an empty object */
+    } else if (!rc) {
+        const char *slash = strrchr(r.content_range, '/');
+        *size = slash ? strtoull(slash + 1, NULL, 10)
+                      : offset + (uint64_t)r.body.n;
+        if (r.body.n > cap) {
+            rc = SKIPPR_CORRUPT;
+        } else {
+            memcpy(buf, r.body.p, r.body.n);
+            *got = r.body.n;
+        }
+    }
+    if (!rc && etag)
+        snprintf(etag, etag_cap, "%s", r.etag);
+    skippr_buf_free(&r.body);
+    return rc;
+}
+
+/* After a retried conditional PUT met 412: 1 when key holds exactly
+ * buf[0..len) (our first attempt was carried out), with its ETag. */
+static int holds_ours(s3_ctx *c, const char *key, const void *buf,
+                      size_t len, char *etag, size_t etag_cap)
+{
+    if (len > MAX_BODY)
+        return 0;
+    char *back = malloc(len ? len : 1);
+    size_t got;
+    uint64_t size;
+    int same = back &&
+               sink_store_get(c, key, 0, back, len ? len : 1, &got, &size,
+                              etag, etag_cap) == SKIPPR_OK &&
+               size == len && got == len && memcmp(back, buf, len) == 0;
+    free(back);
+    return same;
+}
+
+int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
+                   const char *cond, char *etag, size_t etag_cap)
+{
+    s3_ctx *c = ctx;
+    char full[1024], sum[32], match[160];
+    if (full_key(c, key, full, sizeof full))
+        return SKIPPR_INVAL;
+    sigv4_kv h[3] = {s3_body_check(c, buf, len, sum),
+                     {"content-type", "application/octet-stream"}};
+    size_t nh = 2;
+    if (cond && strcmp(cond, "*") == 0) {
+        h[nh++] = (sigv4_kv){"if-none-match", "*"};
+    } else if (cond) {
+        snprintf(match, sizeof match, "\"%s\"", cond);
+        h[nh++] = (sigv4_kv){"if-match", match};
+    }
+    static const long also[] = {409, 412, 404, 0};
+    resp r = {0};
+    int rc = send_retried(c, "PUT", "write state", full, buf, len, h, nh,
+                          cond ? also : NULL, &r);
+    long status = r.status;
+    if (!rc && etag)
+        snprintf(etag, etag_cap, "%s", r.etag);
+    skippr_buf_free(&r.body);
+    if (rc || status < 300)
+        return rc;
+    /* The condition did not hold. A 412 may answer a retry of an attempt
+     * that was carried out with its answer lost: then the key holds our
+     * bytes. */
+    if (status == 412 && holds_ours(c, key, buf, len, etag, etag_cap))
+        return SKIPPR_OK;
+    return SKIPPR_CHANGED;
+}
+
+int sink_store_delete(void *ctx, const char *key)
+{
+    s3_ctx *c = ctx;
+    char full[1024];
+    if (full_key(c, key, full, sizeof full))
+        return SKIPPR_INVAL;
+    static const long also[] = {404, 0};
+    resp r = {0};
+    int rc = send_retried(c, "DELETE", "remove state", full, NULL, 0, NULL, 0,
+                          also, &r);
+    skippr_buf_free(&r.body);
+    return rc;
+}
+
+/* The engine's callback, given keys relative to the instance's prefix. */
+typedef struct store_walk {
+    skippr_unit_cb cb;
+    void *ud;
+    size_t skip; /* the prefix and its separator */
+} store_walk;
+
+static int store_one(void *ud, const skippr_unit *u)
+{
+    store_walk *w = ud;
+    skippr_unit rel = *u;
+    rel.id = u->id + w->skip;
+    return w->cb(w->ud, &rel);
+}
+
+int sink_store_list(void *ctx, const char *prefix, skippr_unit_cb cb,
+                    void *cb_data)
+{
+    s3_ctx *c = ctx;
+    char full[1024];
+    if (full_key(c, prefix, full, sizeof full))
+        return SKIPPR_INVAL;
+    store_walk w = {cb, cb_data, strlen(full) - strlen(prefix)};
+    return s3_list_serial(c, full, NULL, store_one, &w);
+}
