@@ -112,6 +112,8 @@ def reference(doc):
 
 def engine_default(o):
     d = o["default"]
+    if o["type"] == "ref" and o.get("section") == "skippr":
+        return "none"  # state_store: needed only with its storage mode
     if o["type"] == "ref":
         return "required"
     if o["type"] == "map":

@@ -523,11 +523,31 @@ static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
         return sk_cfg_fail(err, doc, sk_ymap_get(sk, "workspace"),
                            "workspace must be a plain name");
     const char *mode = get_str(sk, "skipprd_el_storage_mode");
-    if (mode && strcmp(mode, "local") != 0)
+    const sk_ynode *store = sk_ymap_get(sk, "state_store");
+    if (mode && strcmp(mode, "local") != 0 && strcmp(mode, "s3") != 0)
         return sk_cfg_fail(err, doc, sk_ymap_get(sk, "skipprd_el_storage_mode"),
                            "skipprd_el_storage_mode '%s' is not supported; "
-                           "this engine keeps state locally: use 'local'",
-                           mode);
+                           "use 'local' or 's3'", mode);
+    if (mode && strcmp(mode, "s3") == 0) {
+        if (!store)
+            return sk_cfg_fail(err, doc,
+                               sk_ymap_get(sk, "skipprd_el_storage_mode"),
+                               "skipprd_el_storage_mode: s3 needs "
+                               "'state_store: data_sinks.NAME', an S3 entry "
+                               "whose bucket and prefix hold the state");
+        if (resolve_endpoint(doc, sk, "state_store", "data_sinks",
+                             &out->state_store, err))
+            return SKIPPR_INVAL;
+    } else if (store) {
+        return sk_cfg_fail(err, doc, store, "state_store is used only with "
+                           "skipprd_el_storage_mode: s3");
+    }
+    const sk_engine_option *lo = sk_engine_option_find(SK_EOPT_SKIPPR,
+                                                       "state_lease_seconds");
+    out->lease_seconds = 30;
+    if (get_int(doc, sk, "state_lease_seconds", lo->lo, lo->hi, 0,
+                &out->lease_seconds, err))
+        return SKIPPR_INVAL;
     out->metrics_listen = get_str(sk, "metrics_listen");
     out->state_dir = get_str(sk, "state_dir");
     if (!out->state_dir)

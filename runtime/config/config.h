@@ -1,6 +1,7 @@
 /* Configuration: the seed-compatible skippr.yml.
  *
- *   skippr:        workspace, skipprd_el_storage_mode (local), state_dir,
+ *   skippr:        workspace, skipprd_el_storage_mode (local or s3),
+ *                  state_store, state_lease_seconds, state_dir,
  *                  plugin_dirs, threads
  *   pipelines:     NAME: type (copy), data_source, data_sink,
  *                  buffer_threshold_seconds, max_object_bytes, transform: {...}
@@ -102,6 +103,10 @@ typedef struct sk_pipeline_cfg {
     sk_route_config route;
     sk_endpoint_cfg source;
     sk_endpoint_cfg sink;
+    /* skipprd_el_storage_mode: s3: the data_sinks entry whose store holds
+     * the state (plugin NULL in local mode), and the lease's length */
+    sk_endpoint_cfg state_store;
+    int64_t lease_seconds;
 } sk_pipeline_cfg;
 
 /* A pipeline's scalar settings (besides type, data_source, data_sink) and

@@ -8,7 +8,7 @@
 
 #define CFG(field) offsetof(sk_pipeline_cfg, field)
 
-static const char *const storage_modes[] = {"local", NULL};
+static const char *const storage_modes[] = {"local", "s3", NULL};
 static const char *const pipeline_types[] = {"copy", NULL};
 /* validate: true parses records whole (route.skim 0), false skims (1) */
 static const char *const validate_modes[] = {"true", "false", NULL};
@@ -33,7 +33,28 @@ const sk_engine_option sk_engine_options[] = {
      .def = "local",
      .choices = storage_modes,
      .offset = SIZE_MAX,
-     .doc = "Where state lives. Only `local` is supported."},
+     .doc = "Where state lives: `local` (the state folder only) or `s3` "
+        "(the store `state_store` names holds it; the state folder is a "
+        "working copy that may be lost with the box)."},
+    {.name = "state_store",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_REF,
+     .def = NULL,
+     .offset = SIZE_MAX,
+     .doc = "With `skipprd_el_storage_mode: s3`: `data_sinks.NAME`, an S3 "
+        "entry whose bucket and prefix hold each pipeline's state, under "
+        "`{s3_prefix}/{workspace}/{pipeline}/`."},
+    {.name = "state_lease_seconds",
+     .section = SK_EOPT_SKIPPR,
+     .type = SK_EOPT_INT,
+     .def = "30",
+     .lo = 3,
+     .hi = 3600,
+     .offset = SIZE_MAX,
+     .doc = "With `skipprd_el_storage_mode: s3`: how long the lease on a "
+        "pipeline's state lasts without a renewal (renewed every third of "
+        "it). A process that finds the lease held waits until it is "
+        "renewed (then exits) or lapses (then takes over)."},
     {.name = "state_dir",
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_STRING,

@@ -37,6 +37,7 @@
 #include "plugin/loader.h"
 #include "route/route.h"
 #include "sched/pool.h"
+#include "state/remote.h"
 #include "state/state.h"
 
 #define WINDOW_BYTES (8u << 20)   /* decompressed bytes framed per round */
@@ -147,6 +148,8 @@ struct engine {
     sk_state *st;
     sk_registry reg;
     sk_instance *src, *sink; /* sink: uploaders[0]'s, for labels */
+    sk_instance *store;      /* skipprd_el_storage_mode: s3, else NULL */
+    struct sk_remote *remote; /* the lease and the store's copy */
     uploader *up;
     int nup;
     sk_router *router;

@@ -62,7 +62,7 @@ int sk_pipeline_status(const sk_pipeline_cfg *cfg)
     char name[512];
     int rc = sk_state_open(cfg->state_dir, cfg->workspace,
                            sk_pipeline_state_name(cfg, name, sizeof name), 1,
-                           &st);
+                           NULL, &st);
     if (rc == SKIPPR_NOENT) {
         printf("pipeline %s: never run (no state in %s/%s/%s)\n", cfg->name,
                cfg->state_dir, cfg->workspace, name);

@@ -95,7 +95,7 @@ static int open_siblings(engine *e, const char *parent, sk_state **sts,
                                       : NULL;
         if (!why) {
             if ((rc = sk_state_open(cfg->state_dir, cfg->workspace,
-                                    de->d_name, 1, &o))) {
+                                    de->d_name, 1, NULL, &o))) {
                 sk_free(dir);
                 break;
             }

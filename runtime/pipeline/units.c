@@ -302,7 +302,8 @@ int pl_listing_mark_save(engine *e)
     int rc = path && tmp ? SKIPPR_OK : SKIPPR_NOMEM;
     int fd = -1;
     if (!rc && !next) {
-        rc = sk_io_unlink(path);
+        if (!(rc = sk_io_unlink(path)))
+            rc = sk_state_file_changed(e->st, MARK_FILE, 1);
     } else if (!rc &&
                !(rc = sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                                  0644, &fd))) {
@@ -312,6 +313,8 @@ int pl_listing_mark_save(engine *e)
         close(fd);
         if (!rc)
             rc = sk_io_rename(tmp, path);
+        if (!rc)
+            rc = sk_state_file_changed(e->st, MARK_FILE, 0);
     }
     if (!rc) {
         char *m = next ? sk_strdup(next) : NULL;

@@ -13,6 +13,7 @@
 #include "base/crc32c.h"
 #include "base/fsio.h"
 #include "state/ledger_run.h"
+#include "state/remote.h"
 
 #define FANOUT 8 /* runs of one level merged into one of the next */
 #define LEGACY_MAGIC "SKLEDG01"
@@ -33,6 +34,7 @@ struct sk_ledger {
     sk_map recent;
     ZSTD_DCtx *dctx;
     uint64_t legacy_count; /* read-only open of an unconverted ledger */
+    sk_remote *remote; /* runs are stored there too; not owned */
 };
 
 static void rec_free(sk_unit_rec *r)
@@ -86,6 +88,30 @@ static char *run_path(const sk_ledger *l, uint64_t lo, uint64_t hi)
         snprintf(p, n, "%s/%016" PRIx64 "-%016" PRIx64 ".run", l->dir, lo,
                  hi);
     return p;
+}
+
+/* Store the run file at path in the remote (its key "ledger.d/NAME"),
+ * or, removed, remove the stored copy. */
+static int mirror_run(sk_ledger *l, const char *path, int removed)
+{
+    if (!l->remote)
+        return SKIPPR_OK;
+    const char *name = strrchr(path, '/');
+    char *rel = sk_asprintf("ledger.d/%s", name ? name + 1 : path);
+    int rc = !rel       ? SKIPPR_NOMEM
+             : removed ? sk_remote_delete(l->remote, rel)
+                       : sk_remote_put_file(l->remote, rel, path);
+    sk_free(rel);
+    return rc;
+}
+
+int sk_ledger_set_remote(sk_ledger *l, sk_remote *r, int store_existing)
+{
+    l->remote = r;
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; store_existing && i < l->nruns && !rc; i++)
+        rc = mirror_run(l, l->runs[i].path, 0);
+    return rc;
 }
 
 /* Read every run in the folder; remove temp files and runs a merge has
@@ -503,6 +529,8 @@ static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
     for (size_t i = 0; in && i < k; i++)
         sk_run_cursor_free(&in[i].c);
     sk_free(in);
+    if (!rc)
+        rc = mirror_run(l, path, 0);
     if (rc) {
         sk_free(path);
         return rc;
@@ -513,6 +541,12 @@ static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
         if (unlink(l->runs[idx[i]].path) != 0 && errno != ENOENT)
             sk_warn("remove %s: %s", l->runs[idx[i]].path, strerror(errno));
     sk_io_fsync_dir(l->dir);
+    for (size_t i = 0; i < k && !rc; i++)
+        rc = mirror_run(l, l->runs[idx[i]].path, 1);
+    if (rc) {
+        sk_free(path);
+        return rc;
+    }
     uint8_t *gone = sk_calloc(l->nruns, 1);
     if (!gone) {
         sk_free(path);
@@ -594,8 +628,10 @@ int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
         if (!(rc = sk_run_writer_finish(&w))) {
             sk_run_writer_close(&w);
             opened = 0;
-            rc = add_run(l, path); /* takes path */
-            path = NULL;
+            if (!(rc = mirror_run(l, path, 0))) {
+                rc = add_run(l, path); /* takes path */
+                path = NULL;
+            }
             if (!rc && l->nruns > 1)
                 qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
         }
@@ -633,6 +669,8 @@ int sk_ledger_compact(sk_ledger *l, uint64_t next_slice_id)
     if (!rc)
         rc = sk_run_writer_finish(&w);
     sk_run_writer_close(&w);
+    if (!rc)
+        rc = mirror_run(l, path, 0);
     if (rc)
         goto out;
     rc = add_run(l, path); /* takes path */

@@ -46,6 +46,12 @@ typedef struct sk_ledger sk_ledger;
  * path.d). readonly: create, convert and remove nothing (`status`).
  * Caller owns: sk_ledger_close(). */
 int sk_ledger_open(const char *path, int readonly, sk_ledger **out);
+/* With r, every run written from now on is stored in r as well (remote.h)
+ * and every run removed is removed there; with store_existing, the runs
+ * open now are stored at once. r is not owned. */
+struct sk_remote;
+int sk_ledger_set_remote(sk_ledger *l, struct sk_remote *r,
+                         int store_existing);
 void sk_ledger_close(sk_ledger *l);
 
 uint64_t sk_ledger_next_slice_id(const sk_ledger *l);

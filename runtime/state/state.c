@@ -17,6 +17,7 @@
 #include "base/crc32c.h"
 #include "base/fault.h"
 #include "base/fsio.h"
+#include "state/remote.h"
 #include "state/state_impl.h"
 
 #define DEFAULT_BLOCK_BYTES (64u << 10)
@@ -186,9 +187,56 @@ static int load_state_id(sk_state *st)
     return rc;
 }
 
-int sk_state_open(const char *state_dir, const char *workspace,
-                  const char *pipeline, int readonly, sk_state **out)
+/* Before the folder is read: the store's copy replaces it (*seed 0), or
+ * the store has none and gets the folder's once it is open (*seed 1). */
+static int remote_before(sk_state *st, sk_remote *r, int *seed)
 {
+    int has = sk_remote_has_state(r);
+    if (has < 0)
+        return has;
+    *seed = !has;
+    return has ? sk_remote_restore(r, st->dir) : sk_remote_seed_begin(r);
+}
+
+/* Once the folder is open: from now on its changes go to the store too;
+ * when seeding, what it holds now goes first, the state_id last. */
+static int remote_after(sk_state *st, sk_remote *r, int seed)
+{
+    int rc = sk_ledger_set_remote(st->ledger, r, seed);
+    if (!rc)
+        rc = sk_wal_set_remote(st->wal, r, seed);
+    st->remote = r;
+    if (!rc && seed) {
+        char *mark = sk_asprintf("%s/listing_mark", st->dir);
+        if (!mark)
+            return SKIPPR_NOMEM;
+        if (access(mark, F_OK) == 0)
+            rc = sk_remote_put_file(r, "listing_mark", mark);
+        sk_free(mark);
+        if (!rc)
+            rc = sk_remote_seed_done(r, st->dir);
+    }
+    return rc;
+}
+
+int sk_state_file_changed(sk_state *st, const char *name, int removed)
+{
+    if (!st->remote)
+        return SKIPPR_OK;
+    if (removed)
+        return sk_remote_delete(st->remote, name);
+    char *path = sk_asprintf("%s/%s", st->dir, name);
+    int rc = path ? sk_remote_put_file(st->remote, name, path)
+                  : SKIPPR_NOMEM;
+    sk_free(path);
+    return rc;
+}
+
+int sk_state_open(const char *state_dir, const char *workspace,
+                  const char *pipeline, int readonly, sk_remote *remote,
+                  sk_state **out)
+{
+    int seed = 0;
     int rc = SKIPPR_NOMEM;
     char path[PATH_MAX];
     sk_state *st = sk_calloc(1, sizeof *st);
@@ -211,6 +259,8 @@ int sk_state_open(const char *state_dir, const char *workspace,
         rc = SKIPPR_NOENT;
         goto fail;
     }
+    if (remote && !readonly && (rc = remote_before(st, remote, &seed)))
+        goto fail;
     if ((rc = load_state_id(st)))
         goto fail;
     /* Staging piece tags: a random start, so that no run reuses a name a
@@ -227,6 +277,8 @@ int sk_state_open(const char *state_dir, const char *workspace,
     int no_wal = readonly && access(path, F_OK) != 0;
     if (!no_wal && ((rc = sk_wal_open(path, &st->wal)) ||
                     (rc = st_replay(st))))
+        goto fail;
+    if (remote && !readonly && (rc = remote_after(st, remote, seed)))
         goto fail;
     *out = st;
     st = NULL; /* handed to the caller */

@@ -192,20 +192,29 @@ typedef struct sk_state {
      * sk_state_orphans_clear(). */
     sk_slice **orphans;
     size_t norphans;
+    struct sk_remote *remote; /* the store's copy (remote.h); not owned */
 } sk_state;
 
-/* Open the state of one pipeline, replaying its WAL. Unless readonly, takes
- * the lock first: if another process holds it, fails with SKIPPR_LOCKED and
- * a message naming the pid. Readonly opens neither lock nor repair (status).
- * Caller owns *out: sk_state_close(). */
 /* Whether a process holds the lock of the state folder dir (without taking
  * it). If so and pid is not NULL, the holder's pid as it wrote it (up to
  * cap - 1 bytes; "" if unreadable). */
 int sk_state_in_use(const char *dir, char *pid, size_t cap);
 
+/* Open the state of one pipeline, replaying its WAL. Unless readonly, takes
+ * the lock first: if another process holds it, fails with SKIPPR_LOCKED and
+ * a message naming the pid. Readonly opens neither lock nor repair (status).
+ * With remote (skipprd_el_storage_mode: s3, its lease taken; not owned,
+ * must outlive the state), the folder is first replaced by the store's
+ * copy, or, when the store has none, stored there; from then on every
+ * sync, run and mark goes there too.
+ * Caller owns *out: sk_state_close(). */
 int sk_state_open(const char *state_dir, const char *workspace,
-                  const char *pipeline, int readonly, sk_state **out);
+                  const char *pipeline, int readonly, struct sk_remote *remote,
+                  sk_state **out);
 void sk_state_close(sk_state *st);
+/* The state file name (in the folder: "listing_mark") was written, or
+ * with removed taken away: the same in the remote, if any. */
+int sk_state_file_changed(sk_state *st, const char *name, int removed);
 
 /* The OPEN slice for key and kind, created if needed (its SLICE frame is
  * written with its first block). NULL on allocation failure. */

@@ -122,6 +122,7 @@
 #include "base/crc32c.h"
 #include "base/fault.h"
 #include "base/fsio.h"
+#include "state/remote.h"
 
 #define WAL_MAGIC 0x31574B53u
 #define WAL_VERSION 1
@@ -146,6 +147,8 @@ struct sk_wal {
     int direct;           /* the active segment is open O_DIRECT */
     int readonly; /* replay repairs nothing */
     int unsynced; /* frames appended since the last sync */
+    sk_remote *remote; /* where synced bytes go too (remote.h); not owned */
+    uint64_t mseg, moff; /* the bytes stored there end here */
 };
 
 static void seg_path(const sk_wal *w, uint64_t seg, char *out, size_t cap)
@@ -584,6 +587,37 @@ int sk_wal_append(sk_wal *w, int type, const sk_iov *parts, int nparts,
     return SKIPPR_OK;
 }
 
+/* Store bytes [from, to) of segment seg in the remote, in chunks; *at
+ * follows what is stored. */
+static int mirror_range(sk_wal *w, uint64_t seg, uint64_t from, uint64_t to,
+                        uint64_t *at)
+{
+    if (from >= to)
+        return SKIPPR_OK;
+    char path[PATH_MAX];
+    seg_path(w, seg, path, sizeof path);
+    size_t chunk = (size_t)SK_MIN(to - from, (uint64_t)WRITE_BUF);
+    uint8_t *buf = sk_malloc(chunk);
+    int fd = -1;
+    int rc = buf ? sk_io_open(path, O_RDONLY | O_CLOEXEC, 0, &fd)
+                 : SKIPPR_NOMEM;
+    for (uint64_t off = from; !rc && off < to;) {
+        size_t k = (size_t)SK_MIN(to - off, (uint64_t)chunk), got;
+        rc = sk_io_pread_all(fd, buf, k, (off_t)off, &got, path);
+        if (!rc && got != k)
+            rc = SKIPPR_CORRUPT;
+        if (!rc)
+            rc = sk_remote_wal(w->remote, seg, off, buf, k);
+        off += k;
+        if (!rc)
+            *at = off;
+    }
+    if (fd >= 0)
+        close(fd);
+    sk_free(buf);
+    return rc;
+}
+
 int sk_wal_sync(sk_wal *w)
 {
     if (w->fd < 0)
@@ -594,8 +628,46 @@ int sk_wal_sync(sk_wal *w)
     char path[PATH_MAX];
     seg_path(w, w->active, path, sizeof path);
     rc = sk_io_fsync(w->fd, path);
+    if (!rc && w->remote) {
+        /* Durable means stored off the box too. A sync before the log
+         * moved on stored the whole of the previous segment. */
+        if (w->mseg != w->active) {
+            w->mseg = w->active;
+            w->moff = 0;
+        }
+        rc = mirror_range(w, w->active, w->moff, w->written, &w->moff);
+    }
     if (!rc)
         w->unsynced = 0;
+    return rc;
+}
+
+int sk_wal_set_remote(sk_wal *w, sk_remote *r, int store_existing)
+{
+    w->remote = r;
+    w->mseg = w->active;
+    w->moff = 0;
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; r && store_existing && i < w->nsegs && !rc; i++) {
+        uint64_t at = 0;
+        rc = mirror_range(w, w->segs[i], 0, w->sizes[i], &at);
+    }
+    return rc;
+}
+
+int sk_wal_restore_bytes(const char *dir, uint64_t seg, uint64_t off,
+                         const void *p, size_t n)
+{
+    char *path = sk_asprintf("%s/wal-%016" PRIx64 ".log", dir, seg);
+    int fd = -1;
+    int rc = path ? sk_io_open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644,
+                               &fd)
+                  : SKIPPR_NOMEM;
+    if (!rc)
+        rc = sk_io_pwrite_all(fd, p, n, (off_t)off, path);
+    if (fd >= 0)
+        close(fd);
+    sk_free(path);
     return rc;
 }
 
@@ -707,6 +779,10 @@ int sk_wal_drop_before(sk_wal *w, uint64_t seg)
     memmove(w->segs, w->segs + k, (w->nsegs - k) * sizeof *w->segs);
     memmove(w->sizes, w->sizes + k, (w->nsegs - k) * sizeof *w->sizes);
     w->nsegs -= k;
+    /* The stored copies go after the local ones, oldest first: a restore
+     * skips a segment whose first bytes are gone. */
+    if (!rc && w->remote)
+        rc = sk_remote_wal_drop(w->remote, seg);
     return rc;
 }
 

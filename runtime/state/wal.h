@@ -69,6 +69,16 @@ int sk_wal_append(sk_wal *w, int type, const sk_iov *parts, int nparts,
 /* Write out buffered frames and fsync the active segment. A failure is
  * fatal for the run (see fsio.h). */
 int sk_wal_sync(sk_wal *w);
+/* With r, every sync also stores the synced bytes in r (remote.h), and a
+ * drop removes the stored bytes of the segments dropped; with
+ * store_existing, the segments already in the folder are stored now (a
+ * state stored for the first time). r is not owned; NULL stops. */
+struct sk_remote;
+int sk_wal_set_remote(sk_wal *w, struct sk_remote *r, int store_existing);
+/* Write p[0..n) at offset off of segment seg in the WAL folder dir (a
+ * restore from the store). */
+int sk_wal_restore_bytes(const char *dir, uint64_t seg, uint64_t off,
+                         const void *p, size_t n);
 /* Write buffered frames and ask the kernel to start writing them to disk,
  * without waiting (sync_file_range where there is one). Not durable. */
 int sk_wal_writeback(sk_wal *w);

@@ -124,8 +124,16 @@ static void test_errors_name_position(void **state)
     expect(buf, "gdpr", ":7:18:", "'xyz' is not defined");
     expect("a: [1, 2\n", "x", ":2:1:", "");
     expect(seed, "nope", ":5:3:", "no pipeline named 'nope' (defined: gdpr)");
+    expect("skippr:\n  skipprd_el_storage_mode: gcs\n", "x", ":2:28:",
+           "not supported; use 'local' or 's3'");
     expect("skippr:\n  skipprd_el_storage_mode: s3\n", "x", ":2:28:",
-           "not supported");
+           "needs 'state_store: data_sinks.NAME'");
+    expect("skippr:\n  state_store: data_sinks.st\n", "x", ":2:16:",
+           "used only with skipprd_el_storage_mode: s3");
+    expect("skippr:\n  skipprd_el_storage_mode: s3\n"
+           "  state_store: data_sinks.st\n", "x", ":3:16:",
+           "'st' is not defined under data_sinks:");
+    expect("skippr:\n  state_lease_seconds: 1\n", "x", ":2:24:", "");
     /* validate takes true or false only. */
     snprintf(buf, sizeof buf, "%s", seed);
     p = strstr(buf, "    transform:");

@@ -344,7 +344,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
 {
     (void)state;
     sk_state *st;
-    assert_int_equal(sk_state_open(dir, "ws", "p", 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", "p", 0, NULL, &st), 0);
     sk_slice *s = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), 0);
     assert_non_null(s);
     for (int i = 0; i < 3; i++)
@@ -362,7 +362,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     assert_int_equal(sk_wal_sync(st->wal), 0);
     sk_state_close(st);
 
-    assert_int_equal(sk_state_open(dir, "ws", "p", 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", "p", 0, NULL, &st), 0);
     assert_int_equal(st->nlive, 1);
     assert_int_equal(st->live[0]->records, 3);
     int n = 0;
@@ -378,7 +378,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     sk_slice *again = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), 0);
     assert_ptr_equal(again, st->live[0]);
     sk_state *other;
-    assert_int_equal(sk_state_open(dir, "ws", "p", 0, &other),
+    assert_int_equal(sk_state_open(dir, "ws", "p", 0, NULL, &other),
                      SKIPPR_LOCKED);
     sk_buf_free(&scratch);
     sk_state_close(st);
@@ -388,7 +388,7 @@ static void test_seal_survives_and_done_forgets(void **state)
 {
     (void)state;
     sk_state *st;
-    assert_int_equal(sk_state_open(dir, "ws", "q", 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", "q", 0, NULL, &st), 0);
     sk_slice *s = sk_state_slice(st, "ns/x=1", 6, sk_hash_fast("ns/x=1", 6), 0);
     assert_int_equal(sk_state_append(st, s, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
@@ -400,7 +400,7 @@ static void test_seal_survives_and_done_forgets(void **state)
     assert_int_equal(s->object_bytes, 3);
     sk_state_close(st);
 
-    assert_int_equal(sk_state_open(dir, "ws", "q", 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", "q", 0, NULL, &st), 0);
     assert_int_equal(st->nlive, 1);
     assert_int_equal(st->live[0]->state, SK_SLICE_SEALED);
     assert_string_equal(st->live[0]->object_key, key);
@@ -409,7 +409,7 @@ static void test_seal_survives_and_done_forgets(void **state)
     assert_int_equal(sk_wal_sync(st->wal), 0);
     sk_state_close(st);
 
-    assert_int_equal(sk_state_open(dir, "ws", "q", 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", "q", 0, NULL, &st), 0);
     assert_int_equal(st->nlive, 0);
     sk_state_close(st);
 }
@@ -420,7 +420,7 @@ static void test_gc_keeps_recovery_consistent(void **state)
 {
     (void)state;
     sk_state *st;
-    assert_int_equal(sk_state_open(dir, "ws", "gc", 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", "gc", 0, NULL, &st), 0);
     sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), 0);
     sk_slice *b = sk_state_slice(st, "b", 1, sk_hash_fast("b", 1), 0);
     assert_int_equal(sk_state_append(st, a, "{}", 2), 0);
@@ -439,7 +439,7 @@ static void test_gc_keeps_recovery_consistent(void **state)
     assert_int_equal(sk_wal_first_seg(st->wal), 2);
     sk_state_close(st);
 
-    assert_int_equal(sk_state_open(dir, "ws", "gc", 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", "gc", 0, NULL, &st), 0);
     assert_int_equal(st->nlive, 1);
     assert_int_equal(st->live[0]->records, 1);
     assert_memory_equal(st->live[0]->key, "b", 1);
@@ -489,7 +489,7 @@ static int fake_sync(void *ud)
 static sk_state *open_streaming(const char *name, fake_sink *f)
 {
     sk_state *st;
-    assert_int_equal(sk_state_open(dir, "ws", name, 0, &st), 0);
+    assert_int_equal(sk_state_open(dir, "ws", name, 0, NULL, &st), 0);
     st->grow = (sk_grow_hooks){.ud = f, .wants = fake_wants,
                                .put = fake_put, .sync = fake_sync};
     for (size_t i = 0; i < st->nlive; i++)

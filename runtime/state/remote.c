@@ -1,0 +1,644 @@
+/* State off the box: the lease, the store's copy of the state folder, and
+ * the restore onto an empty disk (remote.h says what is where). */
+#include "state/remote.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "base/crc32c.h"
+#include "base/fsio.h"
+#include "state/wal.h"
+
+#define WAL_CHUNK ((size_t)8 << 20) /* bytes of one wal/{n} object, at most */
+#define DELTA_MAGIC 0x57524B53u     /* "SKRW" */
+#define DELTA_HEADER 28 /* magic, segment, offset, length, CRC32C */
+#define LEASE_MAX 1024  /* bytes of the lease object */
+
+typedef struct delta {
+    uint64_t n, seg;
+} delta;
+
+struct sk_remote {
+    const skippr_sink_ops *ops;
+    void *ctx;
+    char *where;  /* s3://bucket/prefix/ws/pipeline/, for messages */
+    char *prefix; /* "ws/pipeline/" */
+    pthread_mutex_t mu; /* one store call at a time: the instance is not
+                         * thread-safe */
+    int64_t lease_ms;
+    char owner[160];
+    char etag[160]; /* the lease's, under mu */
+    uint64_t seq;   /* renewals, in the lease's body */
+    /* renewal thread */
+    pthread_t th;
+    int th_started;
+    pthread_mutex_t th_mu;
+    pthread_cond_t th_cv;
+    int th_stop;
+    _Atomic int64_t valid_until_ms; /* store nothing after this */
+    atomic_int lost;
+    int told; /* the loss was logged */
+    /* WAL objects stored and not yet dropped, in order */
+    delta *deltas;
+    size_t ndeltas, cap;
+    uint64_t next_n;
+    uint64_t wal_puts, wal_bytes;
+};
+
+static int64_t now_ms(void) { return (int64_t)(sk_now_ns() / 1000000u); }
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* ---- store calls (under mu) ----------------------------------------- */
+
+static int st_get(sk_remote *r, const char *rel, uint64_t off, void *buf,
+                  size_t cap, size_t *got, uint64_t *size, char *etag,
+                  size_t etag_cap)
+{
+    char *key = sk_asprintf("%s%s", r->prefix, rel);
+    if (!key)
+        return SKIPPR_NOMEM;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->ops->store_get(r->ctx, key, off, buf, cap, got, size, etag,
+                               etag_cap);
+    pthread_mutex_unlock(&r->mu);
+    sk_free(key);
+    return rc;
+}
+
+static int st_put(sk_remote *r, const char *rel, const void *p, size_t n,
+                  const char *cond, char *etag, size_t etag_cap)
+{
+    char *key = sk_asprintf("%s%s", r->prefix, rel);
+    if (!key)
+        return SKIPPR_NOMEM;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->ops->store_put(r->ctx, key, p, n, cond, etag, etag_cap);
+    pthread_mutex_unlock(&r->mu);
+    sk_free(key);
+    return rc;
+}
+
+int sk_remote_delete(sk_remote *r, const char *rel)
+{
+    char *key = sk_asprintf("%s%s", r->prefix, rel);
+    if (!key)
+        return SKIPPR_NOMEM;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->ops->store_delete(r->ctx, key);
+    pthread_mutex_unlock(&r->mu);
+    sk_free(key);
+    return rc;
+}
+
+/* ---- the lease -------------------------------------------------------- */
+
+/* The lease object: its body (NUL-terminated) and ETag. */
+static int lease_read(sk_remote *r, char *body, char *etag)
+{
+    size_t got = 0;
+    uint64_t size = 0;
+    int rc = st_get(r, "lease", 0, body, LEASE_MAX - 1, &got, &size, etag,
+                    sizeof r->etag);
+    body[rc ? 0 : got] = '\0';
+    return rc;
+}
+
+/* Write the lease as ours (or, released, as free), if cond holds. */
+static int lease_write(sk_remote *r, const char *cond, int released)
+{
+    char body[LEASE_MAX], etag[sizeof r->etag];
+    int n = released
+                ? snprintf(body, sizeof body, "skippr lease\nreleased by %s\n",
+                           r->owner)
+                : snprintf(body, sizeof body,
+                           "skippr lease\nowner %s\nrenewal %" PRIu64
+                           "\nlease_seconds %" PRId64 "\n",
+                           r->owner, ++r->seq, r->lease_ms / 1000);
+    int rc = st_put(r, "lease", body, (size_t)n, cond, etag, sizeof etag);
+    if (!rc)
+        memcpy(r->etag, etag, sizeof etag);
+    return rc;
+}
+
+/* The holder named in a lease body, into out. */
+static void lease_holder(const char *body, char *out, size_t cap)
+{
+    const char *o = strstr(body, "\nowner ");
+    if (!o) {
+        snprintf(out, cap, "another process");
+        return;
+    }
+    o += 7;
+    snprintf(out, cap, "%.*s", (int)strcspn(o, "\n"), o);
+}
+
+/* Watch a lease another process holds (ETag seen): SKIPPR_LOCKED when it
+ * renews, SKIPPR_OK once we took it over after it lapsed, SKIPPR_RETRY
+ * when it went away or was released (try again). */
+static int lease_watch(sk_remote *r, const char *seen, const char *body,
+                       const atomic_int *stop)
+{
+    char holder[200], now[LEASE_MAX], etag[sizeof r->etag];
+    lease_holder(body, holder, sizeof holder);
+    sk_info("state %s: leased to %s; watching it for up to %" PRId64
+            " s: a renewal means it runs, none means it is gone",
+            r->where, holder, r->lease_ms / 1000);
+    int64_t t0 = now_ms(), step = SK_MIN(r->lease_ms / 10, 1000);
+    for (;;) {
+        sleep_ms(step);
+        if (stop && atomic_load(stop))
+            return SKIPPR_STOPPED;
+        int rc = lease_read(r, now, etag);
+        if (rc == SKIPPR_NOENT)
+            return SKIPPR_RETRY;
+        if (rc)
+            return rc;
+        if (strcmp(etag, seen) != 0) {
+            if (strstr(now, "\nreleased"))
+                return SKIPPR_RETRY;
+            lease_holder(now, holder, sizeof holder);
+            sk_error("state %s is leased to %s, which renewed it just now: "
+                     "another skipprd runs this pipeline. Stop it first; a "
+                     "process that was killed loses the lease %" PRId64
+                     " s after its last renewal", r->where, holder,
+                     r->lease_ms / 1000);
+            return SKIPPR_LOCKED;
+        }
+        if (now_ms() - t0 >= r->lease_ms) {
+            rc = lease_write(r, seen, 0);
+            if (rc == SKIPPR_CHANGED)
+                return SKIPPR_RETRY;
+            if (!rc)
+                sk_info("state %s: took over the lease of %s, not renewed "
+                        "for %" PRId64 " s", r->where, holder,
+                        (now_ms() - t0) / 1000);
+            return rc;
+        }
+    }
+}
+
+static int lease_take(sk_remote *r, const atomic_int *stop)
+{
+    char body[LEASE_MAX], etag[sizeof r->etag];
+    for (int round = 0; round < 20; round++) {
+        int64_t t = now_ms();
+        int rc = lease_read(r, body, etag);
+        if (rc == SKIPPR_NOENT)
+            rc = lease_write(r, "*", 0);
+        else if (!rc && strstr(body, "\nreleased"))
+            rc = lease_write(r, etag, 0);
+        else if (!rc && (rc = lease_watch(r, etag, body, stop)) == SKIPPR_OK)
+            t = now_ms();
+        if (rc == SKIPPR_CHANGED || rc == SKIPPR_RETRY)
+            continue; /* another process moved first: look again */
+        if (!rc)
+            atomic_store(&r->valid_until_ms, t + r->lease_ms * 5 / 6);
+        return rc;
+    }
+    sk_error("state %s: the lease changed hands 20 times while this process "
+             "tried to take it", r->where);
+    return SKIPPR_LOCKED;
+}
+
+static void *renew_main(void *arg)
+{
+    sk_remote *r = arg;
+    pthread_mutex_lock(&r->th_mu);
+    while (!r->th_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + (r->lease_ms / 3 % 1000) * 1000000;
+        ts.tv_sec += r->lease_ms / 3 / 1000 + ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&r->th_cv, &r->th_mu, &ts);
+        if (r->th_stop)
+            break;
+        pthread_mutex_unlock(&r->th_mu);
+        int64_t t = now_ms();
+        int rc = lease_write(r, r->etag, 0);
+        if (!rc) {
+            atomic_store(&r->valid_until_ms, t + r->lease_ms * 5 / 6);
+        } else if (rc == SKIPPR_CHANGED) {
+            atomic_store(&r->lost, 1);
+        } else {
+            sk_warn("state %s: the lease's renewal failed; trying again in "
+                    "%" PRId64 " s", r->where, r->lease_ms / 3000);
+        }
+        pthread_mutex_lock(&r->th_mu);
+        if (rc == SKIPPR_CHANGED)
+            break;
+    }
+    pthread_mutex_unlock(&r->th_mu);
+    return NULL;
+}
+
+int sk_remote_check(sk_remote *r)
+{
+    if (!atomic_load(&r->lost) && now_ms() <= atomic_load(&r->valid_until_ms))
+        return SKIPPR_OK;
+    if (!r->told)
+        sk_error("state %s: the lease was %s; stopping, so that only the "
+                 "process that holds it writes this pipeline's state",
+                 r->where,
+                 atomic_load(&r->lost) ? "taken by another process"
+                                       : "not renewed in time");
+    r->told = 1;
+    return SKIPPR_LOCKED;
+}
+
+int sk_remote_open(const skippr_sink_ops *ops, void *ctx, const char *where,
+                   const char *prefix, int64_t lease_seconds,
+                   const atomic_int *stop, sk_remote **out)
+{
+    *out = NULL;
+    sk_remote *r = sk_calloc(1, sizeof *r);
+    if (!r)
+        return SKIPPR_NOMEM;
+    r->ops = ops;
+    r->ctx = ctx;
+    r->lease_ms = lease_seconds * 1000;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->th_mu, NULL);
+    pthread_cond_init(&r->th_cv, NULL);
+    r->where = sk_asprintf("%s%s", where, prefix);
+    r->prefix = sk_strdup(prefix);
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    uint64_t tag = sk_now_ns() ^ ((uint64_t)getpid() << 32);
+    snprintf(r->owner, sizeof r->owner, "%s pid %d (%016" PRIx64 ")", host,
+             (int)getpid(), tag);
+    int rc = r->where && r->prefix ? lease_take(r, stop) : SKIPPR_NOMEM;
+    if (!rc && pthread_create(&r->th, NULL, renew_main, r) != 0)
+        rc = SKIPPR_NOMEM;
+    if (rc) {
+        sk_remote_close(r, 0);
+        return rc;
+    }
+    r->th_started = 1;
+    sk_debug("state %s: lease taken as %s", r->where, r->owner);
+    *out = r;
+    return SKIPPR_OK;
+}
+
+void sk_remote_close(sk_remote *r, int release)
+{
+    if (!r)
+        return;
+    if (r->th_started) {
+        pthread_mutex_lock(&r->th_mu);
+        r->th_stop = 1;
+        pthread_cond_signal(&r->th_cv);
+        pthread_mutex_unlock(&r->th_mu);
+        pthread_join(r->th, NULL);
+        if (release && !atomic_load(&r->lost) &&
+            lease_write(r, r->etag, 1) == SKIPPR_OK)
+            sk_debug("state %s: lease released", r->where);
+    }
+    pthread_cond_destroy(&r->th_cv);
+    pthread_mutex_destroy(&r->th_mu);
+    pthread_mutex_destroy(&r->mu);
+    sk_free(r->deltas);
+    sk_free(r->where);
+    sk_free(r->prefix);
+    sk_free(r);
+}
+
+void sk_remote_stats(const sk_remote *r, uint64_t *wal_puts,
+                     uint64_t *wal_bytes)
+{
+    *wal_puts = r ? r->wal_puts : 0;
+    *wal_bytes = r ? r->wal_bytes : 0;
+}
+
+/* ---- files and WAL bytes --------------------------------------------- */
+
+int sk_remote_put_file(sk_remote *r, const char *rel, const char *path)
+{
+    int rc = sk_remote_check(r);
+    if (rc)
+        return rc;
+    int fd;
+    if ((rc = sk_io_open(path, O_RDONLY | O_CLOEXEC, 0, &fd)))
+        return rc;
+    struct stat st;
+    void *map = NULL;
+    if (fstat(fd, &st) != 0) {
+        sk_error("stat %s: %s", path, strerror(errno));
+        rc = SKIPPR_IO;
+    } else if (st.st_size > 0 &&
+               (map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED,
+                           fd, 0)) == MAP_FAILED) {
+        sk_error("map %s: %s", path, strerror(errno));
+        map = NULL;
+        rc = SKIPPR_IO;
+    }
+    close(fd);
+    if (!rc)
+        rc = st_put(r, rel, map ? map : "", (size_t)st.st_size, NULL, NULL,
+                    0);
+    if (map)
+        munmap(map, (size_t)st.st_size);
+    return rc;
+}
+
+int sk_remote_wal(sk_remote *r, uint64_t seg, uint64_t off, const void *p,
+                  size_t n)
+{
+    int rc = sk_remote_check(r);
+    if (rc)
+        return rc;
+    if (sk_array_grow(&r->deltas, r->ndeltas, &r->cap, sizeof *r->deltas,
+                      64))
+        return SKIPPR_NOMEM;
+    uint8_t *buf = sk_malloc(DELTA_HEADER + n);
+    if (!buf)
+        return SKIPPR_NOMEM;
+    sk_put_u32(buf, DELTA_MAGIC);
+    sk_put_u64(buf + 4, seg);
+    sk_put_u64(buf + 12, off);
+    sk_put_u32(buf + 20, (uint32_t)n);
+    memcpy(buf + DELTA_HEADER, p, n);
+    sk_put_u32(buf + 24, sk_crc32c(sk_crc32c(0, buf, 24), p, n));
+    char rel[40];
+    snprintf(rel, sizeof rel, "wal/%016" PRIx64, r->next_n);
+    rc = st_put(r, rel, buf, DELTA_HEADER + n, "*", NULL, 0);
+    sk_free(buf);
+    if (rc == SKIPPR_CHANGED) {
+        sk_error("state %s: %s was written by another process: two "
+                 "processes ran this pipeline; stopping", r->where, rel);
+        atomic_store(&r->lost, 1);
+        r->told = 1;
+        return SKIPPR_LOCKED;
+    }
+    if (rc)
+        return rc;
+    r->deltas[r->ndeltas++] = (delta){r->next_n++, seg};
+    r->wal_puts++;
+    r->wal_bytes += n;
+    return SKIPPR_OK;
+}
+
+int sk_remote_wal_drop(sk_remote *r, uint64_t seg)
+{
+    size_t k = 0;
+    int rc = SKIPPR_OK;
+    while (k < r->ndeltas && r->deltas[k].seg < seg && !rc) {
+        char rel[40];
+        snprintf(rel, sizeof rel, "wal/%016" PRIx64, r->deltas[k].n);
+        if (!(rc = sk_remote_delete(r, rel)))
+            k++;
+    }
+    memmove(r->deltas, r->deltas + k, (r->ndeltas - k) * sizeof *r->deltas);
+    r->ndeltas -= k;
+    return rc;
+}
+
+/* ---- what the store holds: restore, first store ----------------------- */
+
+typedef struct listing {
+    char **keys; /* relative to the state's prefix, in strcmp order */
+    size_t n, cap;
+    size_t skip; /* the state's prefix */
+    int rc;
+} listing;
+
+static int list_one(void *ud, const skippr_unit *u)
+{
+    listing *ls = ud;
+    if (strlen(u->id) < ls->skip)
+        return 0;
+    if (sk_array_grow(&ls->keys, ls->n, &ls->cap, sizeof *ls->keys, 64) ||
+        !(ls->keys[ls->n] = sk_strdup(u->id + ls->skip))) {
+        ls->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    ls->n++;
+    return 0;
+}
+
+static void listing_free(listing *ls)
+{
+    for (size_t i = 0; i < ls->n; i++)
+        sk_free(ls->keys[i]);
+    sk_free(ls->keys);
+}
+
+static int list_all(sk_remote *r, listing *ls)
+{
+    memset(ls, 0, sizeof *ls);
+    ls->skip = strlen(r->prefix);
+    pthread_mutex_lock(&r->mu);
+    int rc = r->ops->store_list(r->ctx, r->prefix, list_one, ls);
+    pthread_mutex_unlock(&r->mu);
+    return rc ? rc : ls->rc;
+}
+
+int sk_remote_has_state(sk_remote *r)
+{
+    char buf[64];
+    size_t got;
+    uint64_t size;
+    int rc = st_get(r, "state_id", 0, buf, sizeof buf, &got, &size, NULL, 0);
+    return rc == SKIPPR_NOENT ? 0 : rc ? rc : 1;
+}
+
+/* Copy key rel into the file path (through path.tmp). */
+static int download(sk_remote *r, const char *rel, const char *path,
+                    uint8_t *buf)
+{
+    char *tmp = sk_asprintf("%s.tmp", path);
+    int fd = -1;
+    int rc = tmp ? sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                              0644, &fd)
+                 : SKIPPR_NOMEM;
+    uint64_t off = 0, size = 1;
+    while (!rc && off < size) {
+        size_t got;
+        rc = st_get(r, rel, off, buf, WAL_CHUNK, &got, &size, NULL, 0);
+        if (!rc && got == 0 && off < size)
+            rc = SKIPPR_CORRUPT;
+        if (!rc)
+            rc = sk_io_write_all(fd, buf, got, tmp);
+        off += got;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (!rc)
+        rc = sk_io_rename(tmp, path);
+    sk_free(tmp);
+    return rc;
+}
+
+/* Remove the state files of dir that the store's copy replaces. */
+static int wipe(const char *dir)
+{
+    static const char *const folders[] = {"wal", "ledger.d"};
+    static const char *const files[] = {"ledger", "listing_mark", "state_id"};
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < 2 && !rc; i++) {
+        char *d = sk_asprintf("%s/%s", dir, folders[i]);
+        DIR *dh = d ? opendir(d) : NULL;
+        if (!d)
+            rc = SKIPPR_NOMEM;
+        struct dirent *e;
+        while (dh && !rc && (e = readdir(dh))) {
+            if (e->d_name[0] == '.')
+                continue;
+            char *p = sk_asprintf("%s/%s", d, e->d_name);
+            rc = p ? sk_io_unlink(p) : SKIPPR_NOMEM;
+            sk_free(p);
+        }
+        if (dh)
+            closedir(dh);
+        sk_free(d);
+    }
+    for (size_t i = 0; i < 3 && !rc; i++) {
+        char *p = sk_asprintf("%s/%s", dir, files[i]);
+        rc = p ? sk_io_unlink(p) : SKIPPR_NOMEM;
+        sk_free(p);
+    }
+    return rc;
+}
+
+/* 1 when run name a ("ledger.d/LO-HI.run") is replaced by one of keys (a
+ * merge covering its range, whose inputs were not all removed). */
+static int run_replaced(const char *a, char *const *keys, size_t n)
+{
+    unsigned long long lo, hi, l2, h2;
+    if (sscanf(a, "ledger.d/%16llx-%16llx.run", &lo, &hi) != 2)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(keys[i], a) != 0 &&
+            sscanf(keys[i], "ledger.d/%16llx-%16llx.run", &l2, &h2) == 2 &&
+            l2 <= lo && hi <= h2)
+            return 1;
+    return 0;
+}
+
+/* One wal/{n} object into the segment files of waldir. *seg_at tracks the
+ * segment being rebuilt and the offset its next bytes must start at;
+ * a segment whose first bytes are gone was being dropped: its objects
+ * are removed (*drop). */
+static int restore_delta(sk_remote *r, const char *rel, const char *waldir,
+                         uint8_t *buf, uint64_t seg_at[2], int *drop)
+{
+    size_t got;
+    uint64_t size;
+    int rc = st_get(r, rel, 0, buf, WAL_CHUNK + DELTA_HEADER, &got, &size,
+                    NULL, 0);
+    if (rc)
+        return rc;
+    uint32_t n = got >= DELTA_HEADER ? sk_get_u32(buf + 20) : 0;
+    if (got < DELTA_HEADER || sk_get_u32(buf) != DELTA_MAGIC ||
+        got != DELTA_HEADER + (size_t)n ||
+        sk_crc32c(sk_crc32c(0, buf, 24), buf + DELTA_HEADER, n) !=
+            sk_get_u32(buf + 24)) {
+        sk_error("state %s%s: damaged (header or checksum)", r->where, rel);
+        return SKIPPR_CORRUPT;
+    }
+    uint64_t seg = sk_get_u64(buf + 4), off = sk_get_u64(buf + 12);
+    if (seg != seg_at[0]) {
+        seg_at[0] = seg;
+        seg_at[1] = 0;
+        *drop = off != 0;
+    }
+    if (*drop)
+        return sk_remote_delete(r, rel);
+    if (off != seg_at[1]) {
+        sk_error("state %s%s: WAL segment %" PRIu64 " has a gap at offset "
+                 "%" PRIu64, r->where, rel, seg, seg_at[1]);
+        return SKIPPR_CORRUPT;
+    }
+    if ((rc = sk_wal_restore_bytes(waldir, seg, off, buf + DELTA_HEADER, n)))
+        return rc;
+    seg_at[1] += n;
+    if (sk_array_grow(&r->deltas, r->ndeltas, &r->cap, sizeof *r->deltas,
+                      64))
+        return SKIPPR_NOMEM;
+    r->deltas[r->ndeltas++] = (delta){strtoull(rel + 4, NULL, 16), seg};
+    return SKIPPR_OK;
+}
+
+int sk_remote_restore(sk_remote *r, const char *dir)
+{
+    listing ls;
+    int rc = list_all(r, &ls);
+    uint8_t *buf = sk_malloc(WAL_CHUNK + DELTA_HEADER);
+    char *waldir = sk_asprintf("%s/wal", dir);
+    char *runs = sk_asprintf("%s/ledger.d", dir);
+    if (!rc && (!buf || !waldir || !runs))
+        rc = SKIPPR_NOMEM;
+    if (!rc && !(rc = wipe(dir)) && !(rc = sk_io_mkdir_p(waldir, 0755)))
+        rc = sk_io_mkdir_p(runs, 0755);
+    uint64_t seg_at[2] = {UINT64_MAX, 0}, bytes = 0;
+    int drop = 0;
+    size_t nwal = 0;
+    for (size_t i = 0; i < ls.n && !rc; i++) {
+        const char *k = ls.keys[i];
+        if (strncmp(k, "wal/", 4) == 0) {
+            uint64_t n = strtoull(k + 4, NULL, 16);
+            r->next_n = SK_MAX(r->next_n, n + 1);
+            rc = restore_delta(r, k, waldir, buf, seg_at, &drop);
+            nwal++;
+        } else if (strncmp(k, "ledger.d/", 9) == 0 &&
+                   run_replaced(k, ls.keys, ls.n)) {
+            rc = sk_remote_delete(r, k);
+        } else if (strcmp(k, "state_id") == 0 ||
+                   strcmp(k, "listing_mark") == 0 ||
+                   (strncmp(k, "ledger.d/", 9) == 0 && !strchr(k + 9, '/'))) {
+            char *path = sk_asprintf("%s/%s", dir, k);
+            rc = path ? download(r, k, path, buf) : SKIPPR_NOMEM;
+            sk_free(path);
+            bytes++;
+        }
+    }
+    if (!rc)
+        sk_info("state %s: restored (%zu WAL objects, %" PRIu64 " files)",
+                r->where, nwal, bytes);
+    listing_free(&ls);
+    sk_free(buf);
+    sk_free(waldir);
+    sk_free(runs);
+    return rc;
+}
+
+int sk_remote_seed_begin(sk_remote *r)
+{
+    listing ls;
+    int rc = list_all(r, &ls);
+    for (size_t i = 0; i < ls.n && !rc; i++)
+        if (strcmp(ls.keys[i], "lease") != 0)
+            rc = sk_remote_delete(r, ls.keys[i]);
+    listing_free(&ls);
+    r->next_n = 0;
+    r->ndeltas = 0;
+    return rc;
+}
+
+int sk_remote_seed_done(sk_remote *r, const char *dir)
+{
+    char *path = sk_asprintf("%s/state_id", dir);
+    int rc = path ? sk_remote_put_file(r, "state_id", path) : SKIPPR_NOMEM;
+    sk_free(path);
+    if (!rc)
+        sk_info("state %s: stored for the first time", r->where);
+    return rc;
+}

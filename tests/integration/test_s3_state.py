@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""State off the box (skipprd_el_storage_mode: s3), against s3rver behind
+the test proxy, which enforces If-None-Match and If-Match as AWS does.
+
+- Kills: 30 or more kill -9s of a bucket -> bucket copy, each followed by
+  deleting the whole local state folder before the restart (a Spot box
+  replaced with an empty disk): the output is exactly the input, nothing
+  lost or duplicated, and no multipart upload is left open.
+- A second process started while the first holds the lease exits 3 with a
+  message naming the holder, and changes nothing.
+- After the holder is killed, a new process takes the state over within
+  the lease's length, and finishes the copy exactly.
+- A pipeline that ran with local state keeps its progress when it moves to
+  s3 mode: the first run stores the folder's state, and the next run,
+  from an empty folder, skips every unit. A run with another shard count
+  is refused (it would copy everything again).
+"""
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from s3_test import S3Server
+from skippr_test import (GEN, SKIPPRD, Workspace, check, expected_records,
+                         main)
+
+SINK_PREFIX = "out/"
+KILLS = int(os.environ.get("SKIPPR_STATE_KILLS", "30"))
+LEASE = 6  # seconds: short, so that takeovers are quick to show
+
+
+def config(ws, mode="s3", extra=""):
+    text = """skippr:
+  workspace: w
+  skipprd_el_storage_mode: %s
+%s  state_dir: %s
+pipelines:
+  p:
+    type: copy
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+    buffer_threshold_seconds: 86400
+    max_object_bytes: 6MiB
+    commit_interval_ms: 0
+    wal_disk_budget: 2MiB
+%s    transform:
+      namespace_fields: none
+      batch_time_fields: timestamp
+      batch_time_unit: month
+data_sources:
+  a:
+    S3:
+      s3_bucket: src
+      s3_prefix: ill-just-dump-this-here
+      read_chunk_bytes: 256KiB
+data_sinks:
+  b:
+    S3:
+      s3_bucket: dst
+      s3_prefix: out
+      part_size: 5MiB
+  state:
+    S3:
+      s3_bucket: state
+      s3_prefix: skippr-state
+""" % (mode, ("  state_store: data_sinks.state\n  state_lease_seconds: %d\n"
+              % LEASE) if mode == "s3" else "", ws.state, extra)
+    with open(ws.config, "w") as f:
+        f.write(text)
+
+
+def exact(ws, s3):
+    want = expected_records(ws.inp, transform={
+        "namespace_fields": "none", "batch_time_fields": "timestamp",
+        "batch_time_unit": "month"})
+    got = s3.records("dst", SINK_PREFIX)
+    lost, extra = want - got, got - want
+    check(not lost and not extra, "%d lost, %d extra of %d" % (
+        sum(lost.values()), sum(extra.values()), sum(want.values())))
+    return sum(want.values())
+
+
+def start(ws, s3, env=None, once=True):
+    e = dict(os.environ)
+    e.update(s3.env())
+    e.update(env or {})
+    return subprocess.Popen([SKIPPRD, "sync", "-p", "p", "-c", ws.config] +
+                            (["--once"] if once else []), env=e,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def lose_the_box(ws):
+    """The replacement box starts with an empty disk."""
+    shutil.rmtree(ws.state, ignore_errors=True)
+
+
+def add_batch(ws, s3, rng, runs, next_id):
+    d = os.path.join(ws.root, "batch%d" % runs)
+    subprocess.run([sys.executable, GEN, d, "--objects", "2", "--records",
+                    str(rng.randrange(500, 3000)), "--seed",
+                    str(rng.randrange(1 << 30)), "--first-id", str(next_id)],
+                   check=True, stdout=subprocess.DEVNULL)
+    s3.upload_tree("src", d)
+    subprocess.run(["cp", "-r", d + "/.", ws.inp], check=True)
+
+
+def test_kills_with_the_state_folder_deleted():
+    seed = int(os.environ.get("SKIPPR_CRASH_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    print("  seed %d" % seed)
+    ws = Workspace("s3state")
+    s3 = S3Server(["src", "dst", "state"])
+    try:
+        ws.generate(objects=10, records=5000, seed=41, framing="lines")
+        s3.upload_tree("src", ws.inp)
+        config(ws)
+        points = {"read": 12, "commit": 6, "seal": 2, "grow_write": 4,
+                  "part_put": 3, "grow_commit": 3, "stage_put": 4, "done": 2,
+                  "gc": 1}
+        kills, runs, next_id, restored = 0, 0, 10_000_000, 0
+        while kills < KILLS and runs < 8 * KILLS:
+            runs += 1
+            if rng.random() < 0.8:  # new objects keep runs busy
+                add_batch(ws, s3, rng, runs, next_id)
+                next_id += 10_000_000
+            env = {}
+            if rng.random() < 0.6:
+                point = rng.choice(sorted(points))
+                env["SKIPPR_CRASH"] = "%s:%d" % (
+                    point, rng.randrange(1, points[point] + 1))
+                p = start(ws, s3, env)
+                _, err = p.communicate(timeout=300)
+                label = env["SKIPPR_CRASH"]
+            else:
+                p = start(ws, s3)
+                delay = rng.uniform(0.05, 1.0)
+                time.sleep(delay)
+                p.send_signal(signal.SIGKILL)
+                _, err = p.communicate(timeout=60)
+                label = "after %.2fs" % delay
+            restored += "restored (" in err
+            if p.returncode == -signal.SIGKILL:
+                kills += 1
+            elif p.returncode != 0:
+                raise AssertionError("run %d (%s) failed (exit %d): %s" % (
+                    runs, label, p.returncode, err[-2000:]))
+            lose_the_box(ws)
+            # The killed holder's lease must lapse before the next run can
+            # take it: that wait is the takeover, 6 s each time. Mark it
+            # released instead (as a clean stop would), to keep the test
+            # short; test_takeover_after_a_kill shows the lapse itself.
+            if p.returncode == -signal.SIGKILL:
+                s3.client.put_object(Bucket="state",
+                                     Key="skippr-state/w/p/lease",
+                                     Body=b"skippr lease\nreleased by test\n")
+        check(kills >= KILLS, "only %d kills in %d runs" % (kills, runs))
+        p = start(ws, s3)
+        _, err = p.communicate(timeout=600)
+        check(p.returncode == 0, "final run failed: %s" % err[-2000:])
+        n = exact(ws, s3)
+        uploads = s3.client.list_multipart_uploads(Bucket="dst")
+        check(not uploads.get("Uploads"), "orphaned uploads: %s" %
+              uploads.get("Uploads"))
+        check(restored > 0, "no run restored its state from the store")
+        print("  %d kills over %d runs, the state folder deleted after "
+              "each; %d runs restored from the store; %d records exactly "
+              "once" % (kills, runs, restored, n))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_second_process_refused_then_takeover_after_a_kill():
+    ws = Workspace("s3lease")
+    s3 = S3Server(["src", "dst", "state"])
+    first = None
+    try:
+        ws.generate(objects=10, records=5000, seed=43, framing="lines")
+        s3.upload_tree("src", ws.inp)
+        config(ws, extra="    poll_interval_seconds: 1\n")
+        # The holder runs continuously: it is alive until killed.
+        first = start(ws, s3, once=False)
+        time.sleep(3)
+        if first.poll() is not None:
+            check(False, "the holder ended early: %s" %
+                  first.communicate()[1][-2000:])
+        t0 = time.monotonic()
+        second = start(ws, s3)
+        _, err = second.communicate(timeout=60)
+        waited = time.monotonic() - t0
+        check(second.returncode == 3, "second process: exit %d, %s" % (
+            second.returncode, err[-1500:]))
+        line = [x for x in err.splitlines() if "leased to" in x and
+                "renewed it just now" in x]
+        check(line, "no clear message: %s" % err[-1500:])
+        check(waited < LEASE, "the refusal took %.1f s" % waited)
+        print("  refused in %.1f s: %s" % (waited, line[0][:200]))
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=60)
+        killed_at = time.monotonic()
+        third = start(ws, s3)
+        _, err = third.communicate(timeout=600)
+        check(third.returncode == 0, "takeover run failed: %s" % err[-2000:])
+        took = [x for x in err.splitlines() if "took over the lease" in x]
+        check(took, "no takeover logged: %s" % err[-1500:])
+        m = re.search(r"not renewed for (\d+) s", took[0])
+        check(m and int(m.group(1)) <= LEASE + 1,
+              "takeover after %s s" % (m.group(1) if m else "?"))
+        total = time.monotonic() - killed_at
+        n = exact(ws, s3)
+        print("  after the kill, taken over at %s s (lease %d s); the "
+              "run finished %.1f s after the kill; %d records exactly once"
+              % (m.group(1), LEASE, total, n))
+    finally:
+        if first and first.poll() is None:
+            first.kill()
+            first.communicate()
+        s3.close()
+        ws.cleanup()
+
+
+def test_local_state_moves_to_the_store():
+    ws = Workspace("s3move")
+    s3 = S3Server(["src", "dst", "state"])
+    try:
+        ws.generate(objects=6, records=2000, seed=45, framing="lines")
+        s3.upload_tree("src", ws.inp)
+        config(ws, mode="local")
+        p = start(ws, s3)
+        _, err = p.communicate(timeout=300)
+        check(p.returncode == 0, "local run failed: %s" % err[-2000:])
+        config(ws)
+        p = start(ws, s3)
+        _, err = p.communicate(timeout=300)
+        check(p.returncode == 0, "first s3 run failed: %s" % err[-2000:])
+        check("stored for the first time" in err, "not stored: %s" %
+              err[-1500:])
+        lose_the_box(ws)
+        p = start(ws, s3)
+        _, err = p.communicate(timeout=300)
+        check(p.returncode == 0, "run from the store failed: %s" %
+              err[-2000:])
+        m = re.search(r"done: (\d+) units copied, (\d+) already done", err)
+        check(m and m.group(1) == "0" and int(m.group(2)) >= 6,
+              "units copied again: %s" % (m.group(0) if m else err[-1500:]))
+        n = exact(ws, s3)
+        keys = sorted(s3.objects("state", "skippr-state/w/p/"))
+        # Another shard count would start afresh and copy everything
+        # again: refused while the state is in the store.
+        e = dict(os.environ)
+        e.update(s3.env())
+        p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
+                            ws.config, "--shard", "0/2"], env=e,
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 1 and "another shard count" in p.stderr,
+              "a new shard count was not refused: exit %d, %s" % (
+                  p.returncode, p.stderr[-1500:]))
+        print("  %s; %d records exactly once; the store holds %s" % (
+            m.group(0), n, ", ".join(k.split("/p/", 1)[1] for k in keys)))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_kills_with_the_state_folder_deleted,
+          test_second_process_refused_then_takeover_after_a_kill,
+          test_local_state_moves_to_the_store])
