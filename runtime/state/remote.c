@@ -586,7 +586,8 @@ int sk_remote_restore(sk_remote *r, const char *dir)
     char *runs = sk_asprintf("%s/ledger.d", dir);
     if (!rc && (!buf || !waldir || !runs))
         rc = SKIPPR_NOMEM;
-    if (!rc && !(rc = wipe(dir)) && !(rc = sk_io_mkdir_p(waldir, 0755)))
+    if (!rc && !(rc = sk_io_mkdir_p(dir, 0755)) && !(rc = wipe(dir)) &&
+        !(rc = sk_io_mkdir_p(waldir, 0755)))
         rc = sk_io_mkdir_p(runs, 0755);
     uint64_t seg_at[2] = {UINT64_MAX, 0}, bytes = 0;
     int drop = 0;

@@ -1,0 +1,368 @@
+/* State off the box (state/remote.c) against a store kept in memory that
+ * honours If-None-Match and If-Match as S3 does: the lease (taken, refused
+ * while renewed, taken over once it lapses or is released), the WAL's
+ * synced bytes stored and restored into an empty folder, a segment whose
+ * first bytes were dropped skipped, a gap refused, and two writers fenced
+ * by the names of their WAL objects. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/common.h"
+#include "state/remote.h"
+#include "state/wal.h"
+
+/* ---- the store -------------------------------------------------------- */
+
+#define MAX_OBJ 1024
+
+typedef struct obj {
+    char key[256];
+    uint8_t *data;
+    size_t len;
+    char etag[32];
+} obj;
+
+static obj objs[MAX_OBJ];
+static size_t nobj;
+static unsigned etags;
+/* Two remotes in one test (and their renewal threads) share the store. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static obj *find(const char *key)
+{
+    for (size_t i = 0; i < nobj; i++)
+        if (strcmp(objs[i].key, key) == 0)
+            return &objs[i];
+    return NULL;
+}
+
+static int m_get_locked(void *ctx, const char *key, uint64_t off,
+                        void *buf, size_t cap, size_t *got, uint64_t *size,
+                        char *etag, size_t etag_cap)
+{
+    (void)ctx;
+    obj *o = find(key);
+    if (!o)
+        return SKIPPR_NOENT;
+    *size = o->len;
+    *got = off >= o->len ? 0 : SK_MIN(cap, o->len - off);
+    memcpy(buf, o->data + (off < o->len ? off : 0), *got);
+    if (etag)
+        snprintf(etag, etag_cap, "%s", o->etag);
+    return SKIPPR_OK;
+}
+
+static int m_put_locked(void *ctx, const char *key, const void *buf,
+                        size_t len, const char *cond, char *etag,
+                        size_t etag_cap)
+{
+    (void)ctx;
+    obj *o = find(key);
+    if (cond && strcmp(cond, "*") == 0 && o)
+        return SKIPPR_CHANGED;
+    if (cond && strcmp(cond, "*") != 0 && (!o || strcmp(o->etag, cond)))
+        return SKIPPR_CHANGED;
+    if (!o) {
+        assert_true(nobj < MAX_OBJ);
+        o = &objs[nobj++];
+        memset(o, 0, sizeof *o); /* the slot may hold a moved pointer */
+        snprintf(o->key, sizeof o->key, "%s", key);
+    }
+    free(o->data);
+    o->data = malloc(len ? len : 1);
+    assert_non_null(o->data);
+    memcpy(o->data, buf, len);
+    o->len = len;
+    snprintf(o->etag, sizeof o->etag, "e%u", ++etags);
+    if (etag)
+        snprintf(etag, etag_cap, "%s", o->etag);
+    return SKIPPR_OK;
+}
+
+static int m_delete_locked(void *ctx, const char *key)
+{
+    (void)ctx;
+    obj *o = find(key);
+    if (o) {
+        free(o->data);
+        *o = objs[--nobj];
+    }
+    return SKIPPR_OK;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(((const obj *)a)->key, ((const obj *)b)->key);
+}
+
+static int m_list_locked(void *ctx, const char *prefix, skippr_unit_cb cb,
+                         void *cb_data)
+{
+    (void)ctx;
+    qsort(objs, nobj, sizeof *objs, by_key);
+    for (size_t i = 0; i < nobj; i++) {
+        if (strncmp(objs[i].key, prefix, strlen(prefix)) != 0)
+            continue;
+        skippr_unit u = {objs[i].key, objs[i].etag, (int64_t)objs[i].len,
+                         0};
+        if (cb(cb_data, &u))
+            break;
+    }
+    return SKIPPR_OK;
+}
+
+static int m_get(void *ctx, const char *key, uint64_t off, void *buf,
+                 size_t cap, size_t *got, uint64_t *size, char *etag,
+                 size_t etag_cap)
+{
+    pthread_mutex_lock(&mu);
+    int rc = m_get_locked(ctx, key, off, buf, cap, got, size, etag, etag_cap);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static int m_put(void *ctx, const char *key, const void *buf, size_t len,
+                 const char *cond, char *etag, size_t etag_cap)
+{
+    pthread_mutex_lock(&mu);
+    int rc = m_put_locked(ctx, key, buf, len, cond, etag, etag_cap);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static int m_delete(void *ctx, const char *key)
+{
+    pthread_mutex_lock(&mu);
+    int rc = m_delete_locked(ctx, key);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static int m_list(void *ctx, const char *prefix, skippr_unit_cb cb,
+                  void *cb_data)
+{
+    pthread_mutex_lock(&mu);
+    int rc = m_list_locked(ctx, prefix, cb, cb_data);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static const skippr_sink_ops store = {
+    .struct_size = sizeof(skippr_sink_ops),
+    .flags = SKIPPR_SINK_STORE,
+    .store_get = m_get,
+    .store_put = m_put,
+    .store_delete = m_delete,
+    .store_list = m_list,
+};
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/skippr-remote-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < nobj; i++)
+        free(objs[i].data);
+    nobj = 0;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+static sk_remote *take(int64_t lease)
+{
+    sk_remote *r = NULL;
+    assert_int_equal(sk_remote_open(&store, NULL, "mem://", "w/p/", lease,
+                                    NULL, &r),
+                     SKIPPR_OK);
+    return r;
+}
+
+/* ---- the lease --------------------------------------------------------- */
+
+static void test_lease(void **state)
+{
+    (void)state;
+    sk_remote *a = take(3);
+    /* Renewed every second: a second process sees it renewed and gives up
+     * well within the lease. */
+    sk_remote *b = NULL;
+    uint64_t t0 = sk_now_ns();
+    assert_int_equal(sk_remote_open(&store, NULL, "mem://", "w/p/", 3, NULL,
+                                    &b),
+                     SKIPPR_LOCKED);
+    assert_null(b);
+    assert_true(sk_now_ns() - t0 < 2500000000ull);
+    assert_int_equal(sk_remote_check(a), SKIPPR_OK);
+    /* Released: the next one takes it at once. */
+    sk_remote_close(a, 1);
+    t0 = sk_now_ns();
+    b = take(3);
+    assert_true(sk_now_ns() - t0 < 500000000ull);
+    /* Gone without a release (renewals stop): taken over once the lease
+     * has gone unrenewed for its whole length. */
+    sk_remote_close(b, 0);
+    t0 = sk_now_ns();
+    sk_remote *c = take(3);
+    uint64_t waited = sk_now_ns() - t0;
+    assert_true(waited >= 3000000000ull && waited < 6000000000ull);
+    sk_remote_close(c, 1);
+}
+
+/* ---- WAL bytes --------------------------------------------------------- */
+
+static void frame(sk_wal *w, int i)
+{
+    char p[64];
+    int n = snprintf(p, sizeof p, "frame %d", i);
+    sk_iov v = {p, (size_t)n};
+    assert_int_equal(sk_wal_append(w, SK_WAL_COMMIT, &v, 1, NULL), 0);
+}
+
+typedef struct seen {
+    int n;
+    char last[64];
+} seen;
+
+static int count_frame(void *ud, sk_wal_pos pos, int type,
+                       const uint8_t *p, size_t len)
+{
+    (void)pos;
+    (void)type;
+    seen *s = ud;
+    s->n++;
+    snprintf(s->last, sizeof s->last, "%.*s", (int)len, (const char *)p);
+    return 0;
+}
+
+/* Frames 0..n-1 written through a WAL that stores its syncs, two
+ * segments (a rotation after half of them). */
+static void write_frames(sk_remote *r, const char *wdir, int n)
+{
+    sk_wal *w;
+    assert_int_equal(sk_wal_open(wdir, &w), 0);
+    assert_int_equal(sk_wal_set_remote(w, r, 1), 0);
+    for (int i = 0; i < n; i++) {
+        frame(w, i);
+        assert_int_equal(sk_wal_sync(w), 0);
+        if (i == n / 2 - 1)
+            assert_int_equal(sk_wal_rotate(w), 0);
+    }
+    sk_wal_close(w);
+}
+
+static seen replay_restored(sk_remote *r, int *rc)
+{
+    char state[300], wdir[320];
+    snprintf(state, sizeof state, "%s/restored", dir);
+    snprintf(wdir, sizeof wdir, "%s/wal", state);
+    seen s = {0, ""};
+    *rc = sk_remote_restore(r, state);
+    if (*rc)
+        return s;
+    sk_wal *w;
+    assert_int_equal(sk_wal_open(wdir, &w), 0);
+    *rc = sk_wal_replay(w, count_frame, &s);
+    sk_wal_close(w);
+    return s;
+}
+
+static void test_wal_restored(void **state)
+{
+    (void)state;
+    char wdir[300];
+    snprintf(wdir, sizeof wdir, "%s/wal", dir);
+    sk_remote *r = take(30);
+    write_frames(r, wdir, 10);
+    int rc;
+    seen s = replay_restored(r, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(s.n, 10);
+    assert_string_equal(s.last, "frame 9");
+    sk_remote_close(r, 1);
+}
+
+static void test_dropped_segment_skipped(void **state)
+{
+    (void)state;
+    char wdir[300];
+    snprintf(wdir, sizeof wdir, "%s/wal", dir);
+    sk_remote *r = take(30);
+    write_frames(r, wdir, 10); /* segment 1: frames 0-4, 2: 5-9 */
+    /* A drop of segment 1 cut short after its first object went. */
+    assert_int_equal(sk_remote_delete(r, "wal/0000000000000000"), 0);
+    int rc;
+    seen s = replay_restored(r, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(s.n, 5);
+    assert_string_equal(s.last, "frame 9");
+    /* ... and the rest of segment 1 is gone from the store too. */
+    assert_null(find("w/p/wal/0000000000000001"));
+    sk_remote_close(r, 1);
+}
+
+static void test_gap_refused(void **state)
+{
+    (void)state;
+    char wdir[300];
+    snprintf(wdir, sizeof wdir, "%s/wal", dir);
+    sk_remote *r = take(30);
+    write_frames(r, wdir, 10);
+    assert_int_equal(sk_remote_delete(r, "wal/0000000000000007"), 0);
+    int rc;
+    replay_restored(r, &rc);
+    assert_int_equal(rc, SKIPPR_CORRUPT);
+    sk_remote_close(r, 1);
+}
+
+/* A process that still believes it holds the state after another took
+ * it over: its next WAL object's name is taken, and it stops. */
+static void test_two_writers_fenced(void **state)
+{
+    (void)state;
+    char wdir[300];
+    snprintf(wdir, sizeof wdir, "%s/wal", dir);
+    sk_remote *old = take(30);
+    write_frames(old, wdir, 4);
+    /* The new holder (the lease forced free here) restores and writes. */
+    m_put(NULL, "w/p/lease", "skippr lease\nreleased\n", 22, NULL, NULL, 0);
+    sk_remote *now = take(30);
+    int rc;
+    replay_restored(now, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(sk_remote_wal(now, 9, 0, "x", 1), 0);
+    assert_int_equal(sk_remote_wal(old, 3, 99, "y", 1), SKIPPR_LOCKED);
+    assert_int_equal(sk_remote_check(old), SKIPPR_LOCKED);
+    sk_remote_close(now, 1);
+    sk_remote_close(old, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_restored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dropped_segment_skipped, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_gap_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_writers_fenced, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
