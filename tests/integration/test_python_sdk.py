@@ -4,6 +4,7 @@ the seed's YAML (equal as data), skipprd accepts what it writes, bad
 options fail in Python with the valid ones named, `pip install` works
 offline into a fresh venv (where PyYAML is absent, so the built-in writer
 is used), and Config.run drives skipprd to an exact copy."""
+import json
 import os
 import subprocess
 import sys
@@ -116,7 +117,11 @@ def test_builder_and_keyword_styles_agree():
             ('c = Config(); c.data_source("a", DataSourceFile(path="/i")); '
              'c.data_source("a", DataSourceFile(path="/j"))',
              "a source named 'a' is already defined"),
-            ('Config().storage("s3")', "only LocalStorage is supported"),
+            ('Config().storage("s3")', "storage: LocalStorage or S3Storage"),
+            ('S3Storage(DataSinkFile(path="/o"))',
+             "store must be a DataSinkS3"),
+            ('S3Storage(DataSinkS3(s3_bucket="b"), lease_seconds=1)',
+             "lease_seconds must be 3 to 3600"),
             ('Config().workspace(7)', "workspace must be a non-empty string"),
             ('Config().add_pipeline(Pipeline(data_source="data_sources.a", '
              'data_sink="data_sinks.b"))', "the pipeline has no name"),
@@ -180,6 +185,41 @@ def test_bad_options_fail_in_python():
               d["data_sinks"]["b"]["HTTP"]["batch_bytes"] == "2MB" and
               d["data_sinks"]["t"] == {"Tar": {"path": "/out.tar"}} and
               d["skippr"]["plugin_dirs"] == ["/opt/plugins"], p.stdout)
+    finally:
+        ws.cleanup()
+
+
+def test_s3_storage():
+    """S3Storage writes skipprd_el_storage_mode: s3 with its state_store
+    (the store's sink among data_sinks), which skipprd validates."""
+    ws = Workspace("pysdk-s3state")
+    try:
+        p = run_py(textwrap.dedent('''\
+            from skippr import *
+            import json
+            st = DataSinkS3(s3_bucket="state-bucket", s3_prefix="skippr")
+            cfg = Config(workspace="w",
+                         storage=S3Storage(st, state_dir="/var/lib/skippr",
+                                           lease_seconds=20))
+            a = cfg.data_source("a", DataSourceFile(path="/in"))
+            b = cfg.data_sink("b", DataSinkFile(path="/out"))
+            cfg.pipeline("p", Pipeline(data_source=a, data_sink=b))
+            cfg.save("s3state.yml")
+            d = cfg.to_dict()
+            print(json.dumps([d["skippr"], d["data_sinks"]["state"]],
+                             sort_keys=True))
+            '''), ws.root)
+        check(p.returncode == 0, p.stderr)
+        top, store = json.loads(p.stdout)
+        check(top == {"workspace": "w", "skipprd_el_storage_mode": "s3",
+                      "state_store": "data_sinks.state",
+                      "state_lease_seconds": 20,
+                      "state_dir": "/var/lib/skippr"}, "skippr: %r" % top)
+        check(store == {"S3": {"s3_bucket": "state-bucket",
+                               "s3_prefix": "skippr"}}, "store: %r" % store)
+        v = subprocess.run([SKIPPRD, "validate", "--config", "s3state.yml"],
+                           cwd=ws.root, capture_output=True, text=True)
+        check(v.returncode == 0, "skipprd validate refused it:\n" + v.stderr)
     finally:
         ws.cleanup()
 
@@ -280,5 +320,6 @@ if __name__ == "__main__":
     main([test_seed_snippet_writes_the_seed_yaml,
           test_builder_and_keyword_styles_agree,
           test_bad_options_fail_in_python,
+          test_s3_storage,
           test_pip_install_offline_into_a_venv,
           test_config_run_copies_with_skipprd])

@@ -39,7 +39,7 @@ __all__ = [
     "DataSinkKafka", "DataSinkMQTT", "DataSinkS3", "DataSinkStdout",
     "DataSource", "DataSourceFile", "DataSourceHTTP", "DataSourceHTTPPull",
     "DataSourceKafka", "DataSourceMQTT", "DataSourceS3", "LocalStorage",
-    "Pipeline", "PipelineType", "SkipprError", "Transform",
+    "Pipeline", "PipelineType", "S3Storage", "SkipprError", "Transform",
 ]
 __version__ = _options.SKIPPRD_VERSION
 
@@ -336,6 +336,27 @@ class LocalStorage:
         self.state_dir = state_dir
 
 
+class S3Storage:
+    """Pipeline state in a bucket (skipprd_el_storage_mode: s3), with the
+    state folder as a working copy: store is a DataSinkS3 whose bucket and
+    prefix hold it (named "state" unless it has a name already);
+    lease_seconds is state_lease_seconds."""
+    mode = "s3"
+
+    def __init__(self, store, state_dir=None, lease_seconds=None):
+        if not isinstance(store, DataSink) or store.plugin != "S3":
+            raise TypeError("S3Storage(store): store must be a DataSinkS3, "
+                            "not %r" % (store,))
+        if lease_seconds is not None and (
+                not isinstance(lease_seconds, int) or
+                not 3 <= lease_seconds <= 3600):
+            raise ValueError("lease_seconds must be 3 to 3600, not %r" %
+                             (lease_seconds,))
+        self.store = store
+        self.state_dir = state_dir
+        self.lease_seconds = lease_seconds
+
+
 class Config:
     """A whole skippr.yml: settings, pipelines and their endpoints.
 
@@ -346,6 +367,7 @@ class Config:
                  threads=None):
         self._workspace = None
         self._storage = None
+        self._endpoints = {"source": {}, "sink": {}}
         self.workspace(workspace)
         self.storage(storage if storage is not None else LocalStorage())
         self.plugin_dirs = list(plugin_dirs or [])
@@ -354,7 +376,6 @@ class Config:
                 raise ValueError("plugin_dirs must be absolute: %r" % d)
         self.threads = threads
         self.pipelines = []
-        self._endpoints = {"source": {}, "sink": {}}
 
     def workspace(self, name):
         """Set the workspace name; returns the config."""
@@ -366,8 +387,11 @@ class Config:
 
     def storage(self, storage):
         """Set where pipeline state lives; returns the config."""
-        if not isinstance(storage, LocalStorage):
-            raise TypeError("storage: only LocalStorage is supported")
+        if not isinstance(storage, (LocalStorage, S3Storage)):
+            raise TypeError("storage: LocalStorage or S3Storage, not %r" %
+                            (storage,))
+        if isinstance(storage, S3Storage):
+            self.data_sink(storage.store.name or "state", storage.store)
         self._storage = storage
         return self
 
@@ -444,6 +468,10 @@ class Config:
                                                          p.type.value))
         top = {"workspace": self._workspace,
                "skipprd_el_storage_mode": self._storage.mode}
+        if isinstance(self._storage, S3Storage):
+            top["state_store"] = "data_sinks." + self._storage.store.name
+            if self._storage.lease_seconds is not None:
+                top["state_lease_seconds"] = self._storage.lease_seconds
         if self._storage.state_dir is not None:
             top["state_dir"] = self._storage.state_dir
         if self.plugin_dirs:
