@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -533,12 +534,71 @@ static int run_replaced(const char *a, char *const *keys, size_t n)
     return 0;
 }
 
-/* One wal/{n} object into the segment files of waldir. *seg_at tracks the
- * segment being rebuilt and the offset its next bytes must start at;
- * a segment whose first bytes are gone was being dropped: its objects
- * are removed (*drop). */
+/* Write p[0..n) at offset off of segment seg in the WAL folder waldir. */
+static int restore_bytes(const char *waldir, uint64_t seg, uint64_t off,
+                         const void *p, size_t n)
+{
+    char path[PATH_MAX];
+    sk_wal_segment_path(waldir, seg, path, sizeof path);
+    int fd = -1;
+    int rc = sk_io_open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644, &fd);
+    if (!rc)
+        rc = sk_io_pwrite_all(fd, p, n, (off_t)off, path);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* The segment a restore is rebuilding from its wal/{n} objects. */
+typedef struct seg_track {
+    uint64_t seg;
+    uint64_t at;    /* where its next object must start */
+    uint64_t reach; /* how far the objects before the current copy went */
+    size_t first;   /* its entries in r->deltas start here */
+    size_t copy;    /* and those of its latest copy from offset 0 here */
+    int drop;       /* its first bytes are gone: it was being dropped */
+} seg_track;
+
+/* Remove the stored WAL objects of r->deltas[from, to), newest first (a
+ * copy of a segment replaced them; a removal cut short leaves objects
+ * that start at offset 0, which a restore reads as the older copy). */
+static int forget(sk_remote *r, size_t from, size_t to)
+{
+    int rc = SKIPPR_OK;
+    size_t k = to;
+    while (k > from && !rc) {
+        char rel[40];
+        snprintf(rel, sizeof rel, "wal/%016" PRIx64, r->deltas[k - 1].n);
+        if (!(rc = sk_remote_delete(r, rel)))
+            k--;
+    }
+    memmove(r->deltas + k, r->deltas + to,
+            (r->ndeltas - to) * sizeof *r->deltas);
+    r->ndeltas -= to - k;
+    return rc;
+}
+
+int sk_remote_wal_rebased(sk_remote *r, uint64_t seg, uint64_t first)
+{
+    size_t i = r->ndeltas;
+    while (i > 0 && r->deltas[i - 1].seg == seg)
+        i--;
+    size_t j = i;
+    while (j < r->ndeltas && r->deltas[j].seg == seg && r->deltas[j].n < first)
+        j++;
+    return forget(r, i, j);
+}
+
+uint64_t sk_remote_wal_next(const sk_remote *r) { return r->next_n; }
+
+/* One wal/{n} object into the segment files of waldir (t: the segment
+ * being rebuilt). A segment whose first bytes are gone was being dropped:
+ * its objects are removed. An object at offset 0 of the segment being
+ * rebuilt starts a copy of it (sk_wal rebases a segment of many objects):
+ * the bytes are the same, and once the copy reaches as far as the objects
+ * before it, those are removed. */
 static int restore_delta(sk_remote *r, const char *rel, const char *waldir,
-                         uint8_t *buf, uint64_t seg_at[2], int *drop)
+                         uint8_t *buf, seg_track *t)
 {
     size_t got;
     uint64_t size;
@@ -555,26 +615,33 @@ static int restore_delta(sk_remote *r, const char *rel, const char *waldir,
         return SKIPPR_CORRUPT;
     }
     uint64_t seg = sk_get_u64(buf + 4), off = sk_get_u64(buf + 12);
-    if (seg != seg_at[0]) {
-        seg_at[0] = seg;
-        seg_at[1] = 0;
-        *drop = off != 0;
-    }
-    if (*drop)
+    if (seg != t->seg)
+        *t = (seg_track){seg, 0, 0, r->ndeltas, r->ndeltas, off != 0};
+    if (t->drop)
         return sk_remote_delete(r, rel);
-    if (off != seg_at[1]) {
+    if (off == 0 && t->at > 0) {
+        t->reach = SK_MAX(t->reach, t->at);
+        t->copy = r->ndeltas;
+        t->at = 0;
+    }
+    if (off != t->at) {
         sk_error("state %s%s: WAL segment %" PRIu64 " has a gap at offset "
-                 "%" PRIu64, r->where, rel, seg, seg_at[1]);
+                 "%" PRIu64, r->where, rel, seg, t->at);
         return SKIPPR_CORRUPT;
     }
-    if ((rc = sk_wal_restore_bytes(waldir, seg, off, buf + DELTA_HEADER, n)))
+    if ((rc = restore_bytes(waldir, seg, off, buf + DELTA_HEADER, n)))
         return rc;
-    seg_at[1] += n;
+    t->at += n;
     if (sk_array_grow(&r->deltas, r->ndeltas, &r->cap, sizeof *r->deltas,
                       64))
         return SKIPPR_NOMEM;
     r->deltas[r->ndeltas++] = (delta){strtoull(rel + 4, NULL, 16), seg};
-    return SKIPPR_OK;
+    if (t->copy > t->first && t->at >= t->reach) {
+        size_t older = t->copy - t->first;
+        rc = forget(r, t->first, t->copy);
+        t->copy -= older;
+    }
+    return rc;
 }
 
 int sk_remote_restore(sk_remote *r, const char *dir)
@@ -589,15 +656,15 @@ int sk_remote_restore(sk_remote *r, const char *dir)
     if (!rc && !(rc = sk_io_mkdir_p(dir, 0755)) && !(rc = wipe(dir)) &&
         !(rc = sk_io_mkdir_p(waldir, 0755)))
         rc = sk_io_mkdir_p(runs, 0755);
-    uint64_t seg_at[2] = {UINT64_MAX, 0}, bytes = 0;
-    int drop = 0;
+    seg_track t = {UINT64_MAX, 0, 0, 0, 0, 0};
+    uint64_t bytes = 0;
     size_t nwal = 0;
     for (size_t i = 0; i < ls.n && !rc; i++) {
         const char *k = ls.keys[i];
         if (strncmp(k, "wal/", 4) == 0) {
             uint64_t n = strtoull(k + 4, NULL, 16);
             r->next_n = SK_MAX(r->next_n, n + 1);
-            rc = restore_delta(r, k, waldir, buf, seg_at, &drop);
+            rc = restore_delta(r, k, waldir, buf, &t);
             nwal++;
         } else if (strncmp(k, "ledger.d/", 9) == 0 &&
                    run_replaced(k, ls.keys, ls.n)) {

@@ -8,7 +8,11 @@
  *   {prefix}ledger.d/NAME.run  each ledger run, as in the folder
  *   {prefix}wal/{n}            the WAL's bytes, one object per sync: a
  *                              header (segment, offset, length, CRC32C)
- *                              then the bytes; n counts up (16 hex digits)
+ *                              then the bytes; n counts up (16 hex digits).
+ *                              After 256 of one segment, the segment so
+ *                              far is stored again from offset 0 in a few
+ *                              objects and those before are removed, so a
+ *                              restore reads few objects per segment
  *
  * A commit is durable once its WAL bytes are stored: sk_wal_sync() stores
  * them after the fsync. Each wal/{n} is written with If-None-Match: *, and
@@ -68,6 +72,11 @@ int sk_remote_delete(sk_remote *r, const char *rel);
  * object, written only if absent). */
 int sk_remote_wal(sk_remote *r, uint64_t seg, uint64_t off, const void *p,
                   size_t n);
+/* The n the next wal/{n} object gets. */
+uint64_t sk_remote_wal_next(const sk_remote *r);
+/* The objects of segment seg from first on hold it whole from offset 0:
+ * remove its objects before them (newest first). */
+int sk_remote_wal_rebased(sk_remote *r, uint64_t seg, uint64_t first);
 /* Remove the stored WAL bytes of segments before seg, oldest first. */
 int sk_remote_wal_drop(sk_remote *r, uint64_t seg);
 /* SKIPPR_OK while the lease is ours and fresh; else SKIPPR_LOCKED,

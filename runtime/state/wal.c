@@ -129,6 +129,7 @@
 #define WRITE_BUF (4u << 20) /* a multiple of DIO_ALIGN */
 #define DIO_ALIGN 4096u      /* offset, length and address of direct writes */
 #define MAX_SEGS 65536
+#define REBASE_AFTER 256 /* stored objects of a segment before a copy */
 
 struct sk_wal {
     char *dir;
@@ -149,11 +150,18 @@ struct sk_wal {
     int unsynced; /* frames appended since the last sync */
     sk_remote *remote; /* where synced bytes go too (remote.h); not owned */
     uint64_t mseg, moff; /* the bytes stored there end here */
+    uint32_t mpieces;    /* objects stored of mseg since its last copy */
 };
+
+void sk_wal_segment_path(const char *dir, uint64_t seg, char *out,
+                         size_t cap)
+{
+    snprintf(out, cap, "%s/wal-%016" PRIx64 ".log", dir, seg);
+}
 
 static void seg_path(const sk_wal *w, uint64_t seg, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/wal-%016" PRIx64 ".log", w->dir, seg);
+    sk_wal_segment_path(w->dir, seg, out, cap);
 }
 
 static int trim_padding(sk_wal *w, const char *path);
@@ -618,6 +626,18 @@ static int mirror_range(sk_wal *w, uint64_t seg, uint64_t from, uint64_t to,
     return rc;
 }
 
+/* The active segment as stored so far, again from offset 0 in a few
+ * objects; the many before them are removed: a restore reads a few. */
+static int rebase(sk_wal *w)
+{
+    uint64_t first = sk_remote_wal_next(w->remote), at = 0;
+    int rc = mirror_range(w, w->active, 0, w->moff, &at);
+    if (!rc)
+        rc = sk_remote_wal_rebased(w->remote, w->active, first);
+    w->mpieces = (uint32_t)(sk_remote_wal_next(w->remote) - first);
+    return rc;
+}
+
 int sk_wal_sync(sk_wal *w)
 {
     if (w->fd < 0)
@@ -634,8 +654,13 @@ int sk_wal_sync(sk_wal *w)
         if (w->mseg != w->active) {
             w->mseg = w->active;
             w->moff = 0;
+            w->mpieces = 0;
         }
+        uint64_t from = w->moff;
         rc = mirror_range(w, w->active, w->moff, w->written, &w->moff);
+        w->mpieces += w->moff > from;
+        if (!rc && w->mpieces >= REBASE_AFTER)
+            rc = rebase(w);
     }
     if (!rc)
         w->unsynced = 0;
@@ -648,26 +673,9 @@ int sk_wal_set_remote(sk_wal *w, sk_remote *r, int store_existing)
     w->mseg = w->active;
     w->moff = 0;
     int rc = SKIPPR_OK;
-    for (size_t i = 0; r && store_existing && i < w->nsegs && !rc; i++) {
-        uint64_t at = 0;
+    uint64_t at = 0;
+    for (size_t i = 0; r && store_existing && i < w->nsegs && !rc; i++)
         rc = mirror_range(w, w->segs[i], 0, w->sizes[i], &at);
-    }
-    return rc;
-}
-
-int sk_wal_restore_bytes(const char *dir, uint64_t seg, uint64_t off,
-                         const void *p, size_t n)
-{
-    char *path = sk_asprintf("%s/wal-%016" PRIx64 ".log", dir, seg);
-    int fd = -1;
-    int rc = path ? sk_io_open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644,
-                               &fd)
-                  : SKIPPR_NOMEM;
-    if (!rc)
-        rc = sk_io_pwrite_all(fd, p, n, (off_t)off, path);
-    if (fd >= 0)
-        close(fd);
-    sk_free(path);
     return rc;
 }
 

@@ -75,10 +75,9 @@ int sk_wal_sync(sk_wal *w);
  * state stored for the first time). r is not owned; NULL stops. */
 struct sk_remote;
 int sk_wal_set_remote(sk_wal *w, struct sk_remote *r, int store_existing);
-/* Write p[0..n) at offset off of segment seg in the WAL folder dir (a
- * restore from the store). */
-int sk_wal_restore_bytes(const char *dir, uint64_t seg, uint64_t off,
-                         const void *p, size_t n);
+/* The path of segment seg in the WAL folder dir (a restore writes it). */
+void sk_wal_segment_path(const char *dir, uint64_t seg, char *out,
+                         size_t cap);
 /* Write buffered frames and ask the kernel to start writing them to disk,
  * without waiting (sync_file_range where there is one). Not durable. */
 int sk_wal_writeback(sk_wal *w);

@@ -2,8 +2,9 @@
  * honours If-None-Match and If-Match as S3 does: the lease (taken, refused
  * while renewed, taken over once it lapses or is released), the WAL's
  * synced bytes stored and restored into an empty folder, a segment whose
- * first bytes were dropped skipped, a gap refused, and two writers fenced
- * by the names of their WAL objects. */
+ * first bytes were dropped skipped, a gap refused, two writers fenced by
+ * the names of their WAL objects, and a segment of many objects stored
+ * again as a few (also when that was cut short). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -353,6 +354,63 @@ static void test_two_writers_fenced(void **state)
     sk_remote_close(old, 0);
 }
 
+/* Hundreds of syncs of one segment: it is stored again from its start
+ * every 256 objects and the objects before are removed, so the store
+ * holds a few hundred objects, not one per sync; the restore is whole. */
+static void test_rebase(void **state)
+{
+    (void)state;
+    char wdir[300];
+    snprintf(wdir, sizeof wdir, "%s/wal", dir);
+    sk_remote *r = take(30);
+    sk_wal *w;
+    assert_int_equal(sk_wal_open(wdir, &w), 0);
+    assert_int_equal(sk_wal_set_remote(w, r, 1), 0);
+    for (int i = 0; i < 700; i++) {
+        frame(w, i);
+        assert_int_equal(sk_wal_sync(w), 0);
+    }
+    sk_wal_close(w);
+    size_t wal_objects = 0;
+    for (size_t i = 0; i < nobj; i++)
+        wal_objects += strncmp(objs[i].key, "w/p/wal/", 8) == 0;
+    assert_true(wal_objects < 256 + 8);
+    int rc;
+    seen s = replay_restored(r, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(s.n, 700);
+    assert_string_equal(s.last, "frame 699");
+    sk_remote_close(r, 1);
+}
+
+/* A copy from offset 0 whose removal of the older objects was cut short
+ * (newest first: an older prefix is left): the restore reads the same
+ * bytes, and removes the leftovers. */
+static void test_rebase_cut_short(void **state)
+{
+    (void)state;
+    sk_remote *r = take(30);
+    assert_int_equal(sk_remote_wal(r, 1, 0, "aaaa", 4), 0);  /* n 0 */
+    assert_int_equal(sk_remote_wal(r, 1, 4, "bbbb", 4), 0);  /* n 1 */
+    assert_int_equal(sk_remote_wal(r, 1, 0, "aaaabbbb", 8), 0); /* n 2 */
+    assert_int_equal(sk_remote_wal(r, 1, 8, "cc", 2), 0);    /* n 3 */
+    assert_int_equal(sk_remote_delete(r, "wal/0000000000000001"), 0);
+    char state_dir[300], seg[400];
+    snprintf(state_dir, sizeof state_dir, "%s/restored", dir);
+    assert_int_equal(sk_remote_restore(r, state_dir), 0);
+    snprintf(seg, sizeof seg, "%s/wal/wal-0000000000000001.log", state_dir);
+    FILE *f = fopen(seg, "rb");
+    assert_non_null(f);
+    char got[32] = "";
+    size_t n = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    assert_int_equal(n, 10);
+    assert_string_equal(got, "aaaabbbbcc");
+    assert_null(find("w/p/wal/0000000000000000"));
+    assert_non_null(find("w/p/wal/0000000000000002"));
+    sk_remote_close(r, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +420,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_gap_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_writers_fenced, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rebase, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rebase_cut_short, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
