@@ -148,6 +148,7 @@ struct engine {
     sk_state *st;
     sk_registry reg;
     sk_instance *src, *sink; /* sink: uploaders[0]'s, for labels */
+    const sk_yaml_doc *doc;  /* the config, for instances made later */
     sk_instance *store;      /* skipprd_el_storage_mode: s3, else NULL */
     struct sk_remote *remote; /* the lease and the store's copy */
     uploader *up;
@@ -412,6 +413,11 @@ void pl_metrics_stop(engine *e);
 
 /* shard.c: a new shard count takes over what the old one finished */
 int pl_shard_inherit(engine *e);
+/* skipprd_el_storage_mode: s3: a store instance of its own (*inst) and
+ * the lease on state folder state_name's state in it (*out); both the
+ * caller's (sk_remote_close, then sk_instance_free), also on failure. */
+int pl_remote_open(engine *e, const char *state_name, sk_instance **inst,
+                   sk_remote **out);
 /* Refuse a state folder that another shard count took over. */
 int pl_shard_check_retired(engine *e);
 

@@ -185,79 +185,29 @@ static void engine_free(engine *e)
     sk_registry_close(&e->reg);
 }
 
-/* A state of this pipeline in the store under another shard count. */
-typedef struct foreign {
-    const char *name, *own; /* the pipeline's name, this count's folder */
-    size_t skip;            /* "{workspace}/" */
-    char found[512];
-} foreign;
-
-static int foreign_one(void *ud, const skippr_unit *u)
-{
-    foreign *f = ud;
-    size_t n = strlen(u->id), nl = strlen(f->name);
-    if (n < f->skip + 9 || strcmp(u->id + n - 9, "/state_id") != 0)
-        return 0;
-    const char *folder = u->id + f->skip;
-    size_t fl = n - f->skip - 9;
-    int ours = strncmp(folder, f->name, nl) == 0 &&
-               (fl == nl || strncmp(folder + nl, ".shard-", 7) == 0);
-    if (!ours || (fl == strlen(f->own) && strncmp(folder, f->own, fl) == 0))
-        return 0;
-    snprintf(f->found, sizeof f->found, "%.*s", (int)fl, folder);
-    return 1;
-}
-
-/* Changing the shard count imports finished units from the other
- * count's state folders on the disk (shard.c); with the state in the
- * store it is not built yet, and starting afresh would copy every unit
- * again: refused. */
-static int refuse_other_count(engine *e, const skippr_sink_ops *ops,
-                              const char *state_name)
-{
-    foreign f = {.name = e->cfg->name, .own = state_name,
-                 .skip = strlen(e->cfg->workspace) + 1};
-    char *prefix = sk_asprintf("%s/%s", e->cfg->workspace, e->cfg->name);
-    if (!prefix)
-        return SKIPPR_NOMEM;
-    int rc = ops->store_list(e->store->ctx, prefix, foreign_one, &f);
-    sk_free(prefix);
-    if (!rc && f.found[0]) {
-        sk_error("state_store holds this pipeline's state as %s, another "
-                 "shard count than this run's (%s): changing the shard count "
-                 "with skipprd_el_storage_mode: s3 is not supported yet. "
-                 "Finish with the old count, or remove that state to start "
-                 "over", f.found, state_name);
-        return SKIPPR_INVAL;
-    }
-    return rc;
-}
-
-/* skipprd_el_storage_mode: s3: the store instance (a sink with
- * SKIPPR_SINK_STORE) and the lease on this pipeline's state in it. */
-static int open_remote(engine *e, const sk_yaml_doc *doc,
-                       const char *state_name)
+/* skipprd_el_storage_mode: s3: a new instance of the store (a sink with
+ * SKIPPR_SINK_STORE) in *inst, and the lease on the state of folder
+ * `state_name` in it (*out). Each lease has an instance of its own: its
+ * renewal thread uses it beside the pipeline thread. */
+int pl_remote_open(engine *e, const char *state_name, sk_instance **inst,
+                   sk_remote **out)
 {
     const sk_endpoint_cfg *ep = &e->cfg->state_store;
     const sk_plugin_lib *lib = sk_registry_find(&e->reg, ep->plugin);
     const skippr_sink_ops *ops = lib ? lib->desc->sink : NULL;
+    sk_cfg_err err;
     if (!ops || !(ops->flags & SKIPPR_SINK_STORE) ||
         !SKIPPR_OPS_HAS(skippr_sink_ops, ops, store_list)) {
-        sk_cfg_err err;
-        sk_cfg_fail(&err, doc, ep->at, "state_store: the %s plugin cannot "
-                    "hold state (S3 can)", ep->plugin);
+        sk_cfg_fail(&err, e->doc, ep->at, "state_store: the %s plugin "
+                    "cannot hold state (S3 can)", ep->plugin);
         sk_error("%s", err.msg);
         return SKIPPR_INVAL;
     }
-    sk_cfg_err err;
-    if (sk_instance_new(lib->desc, 1, doc, ep, SK_START, NULL, 0, &e->store,
+    if (sk_instance_new(lib->desc, 1, e->doc, ep, SK_START, NULL, 0, inst,
                         &err)) {
         sk_error("%s", err.msg);
         return SKIPPR_INVAL;
     }
-    int rc = refuse_other_count(e, ops, state_name);
-    if (rc)
-        return rc;
     const sk_ynode *b = sk_ymap_get(ep->options, "s3_bucket");
     const sk_ynode *p = sk_ymap_get(ep->options, "s3_prefix");
     const char *pv = p && p->kind == SK_Y_SCALAR ? p->value : "";
@@ -265,12 +215,12 @@ static int open_remote(engine *e, const sk_yaml_doc *doc,
                       ? sk_asprintf("s3://%s/%s%s", b->value, pv,
                                     *pv && pv[strlen(pv) - 1] != '/' ? "/"
                                                                       : "")
-                      : sk_asprintf("%s: ", e->store->label);
+                      : sk_asprintf("%s: ", (*inst)->label);
     char *prefix = sk_asprintf("%s/%s/", e->cfg->workspace, state_name);
-    rc = where && prefix
-                 ? sk_remote_open(ops, e->store->ctx, where, prefix,
+    int rc = where && prefix
+                 ? sk_remote_open(ops, (*inst)->ctx, where, prefix,
                                   e->cfg->lease_seconds, &sk_stop_requested,
-                                  &e->remote)
+                                  out)
                  : SKIPPR_NOMEM;
     sk_free(where);
     sk_free(prefix);
@@ -359,6 +309,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     memset(&e, 0, sizeof e);
     e.cfg = cfg;
     e.opts = opts;
+    e.doc = doc;
     e.start_ns = e.last_commit_ns = e.report_ns = sk_now_ns();
     e.nthreads = cfg->threads > 64 ? 64 : cfg->threads;
     int rc;
@@ -392,7 +343,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     }
     sk_pipeline_state_name(cfg, state_name, sizeof state_name);
     if (cfg->state_store.plugin &&
-        (rc = open_remote(&e, doc, state_name)))
+        (rc = pl_remote_open(&e, state_name, &e.store, &e.remote)))
         goto out;
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, state_name, 0,
                             e.remote, &e.st)))

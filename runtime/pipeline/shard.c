@@ -64,60 +64,111 @@ static int in_share(const sk_unit_rec *r, void *ud)
     return sk_shard_of(r->id, s->count) == s->index;
 }
 
-/* Open every sibling of another layout read-only into sts (up to cap). */
-static int open_siblings(engine *e, const char *parent, sk_state **sts,
-                         size_t cap, size_t *n)
+/* The state folders of other layouts being taken over: each open
+ * read-only, and with the state in a bucket its lease held (and the
+ * instance the lease uses) until the takeover is marked. */
+typedef struct siblings {
+    sk_state **sts;
+    sk_remote **rfs;
+    sk_instance **insts;
+    size_t n, cap;
+} siblings;
+
+/* Open sibling folder `name` (of another layout) into sb, or skip it when
+ * it never copied anything; SKIPPR_INVAL (logged) when it cannot be taken
+ * over yet. */
+static int open_sibling(engine *e, const char *name, siblings *sb)
 {
     const sk_pipeline_cfg *cfg = e->cfg;
-    uint32_t mine = cfg->shard_count > 1 ? cfg->shard_count : 1;
+    if (sb->n == sb->cap) {
+        sk_error("more than %zu state folders of other shard counts "
+                 "beside %s", sb->cap, e->st->dir);
+        return SKIPPR_INVAL;
+    }
+    char *dir = sk_asprintf("%s/%s/%s", cfg->state_dir, cfg->workspace, name);
+    if (!dir)
+        return SKIPPR_NOMEM;
+    size_t i = sb->n;
+    const char *why = NULL;
+    int rc = SKIPPR_OK;
+    if (e->remote) {
+        /* Its lease first: no process may run it meanwhile. */
+        rc = pl_remote_open(e, name, &sb->insts[i], &sb->rfs[i]);
+        if (rc == SKIPPR_LOCKED)
+            why = "is in use by a running skipprd";
+        else if (!rc)
+            rc = sk_remote_restore(sb->rfs[i], dir);
+    } else if (sk_state_in_use(dir, NULL, 0)) {
+        why = "is in use by a running skipprd";
+    }
+    sk_state *o = NULL;
+    if (!rc && !why &&
+        !(rc = sk_state_open(cfg->state_dir, cfg->workspace, name, 1, NULL,
+                             &o)))
+        why = unfinished(o);
+    sb->sts[i] = o;
+    sb->n++; /* closed by the caller, whatever happens next */
+    if (!rc && !why && !o->nlive && !sk_ledger_count(o->ledger)) {
+        sk_state_close(o); /* never copied anything: nothing to take */
+        sb->sts[i] = NULL;
+    } else if (why) {
+        sk_error("%s %s. Changing the shard count takes over what the old "
+                 "count finished, so first run every old shard to the end "
+                 "(skipprd sync --once with its old --shard), then start the "
+                 "new count", dir, why);
+        rc = SKIPPR_INVAL;
+    }
+    sk_free(dir);
+    return rc;
+}
+
+/* A sibling folder found in the state's bucket: ws/FOLDER/state_id. */
+typedef struct found {
+    engine *e;
+    siblings *sb;
+    size_t skip; /* "{workspace}/" */
+    int rc;
+} found;
+
+static int found_one(void *ud, const skippr_unit *u)
+{
+    found *f = ud;
+    size_t n = strlen(u->id);
+    if (n < f->skip + 9 || strcmp(u->id + n - 9, "/state_id") != 0)
+        return 0;
+    char name[512];
+    snprintf(name, sizeof name, "%.*s", (int)(n - f->skip - 9),
+             u->id + f->skip);
+    uint32_t m = layout_of(name, f->e->cfg->name);
+    uint32_t mine = f->e->cfg->shard_count > 1 ? f->e->cfg->shard_count : 1;
+    if (m == 0 || m == mine || strchr(name, '/'))
+        return 0;
+    f->rc = open_sibling(f->e, name, f->sb);
+    return f->rc != SKIPPR_OK;
+}
+
+/* Open every sibling of another layout: the folders beside this one, or
+ * with the state in a bucket, the states beside this one there. */
+static int open_siblings(engine *e, const char *parent, siblings *sb)
+{
+    if (e->remote) {
+        found f = {e, sb, strlen(e->cfg->workspace) + 1, SKIPPR_OK};
+        char *prefix = sk_asprintf("%s/%s", e->cfg->workspace, e->cfg->name);
+        int rc = prefix ? sk_remote_list(e->remote, prefix, found_one, &f)
+                        : SKIPPR_NOMEM;
+        sk_free(prefix);
+        return rc ? rc : f.rc;
+    }
     DIR *d = opendir(parent);
     if (!d)
         return SKIPPR_OK;
     int rc = SKIPPR_OK;
     struct dirent *de;
+    uint32_t mine = e->cfg->shard_count > 1 ? e->cfg->shard_count : 1;
     while (!rc && (de = readdir(d))) {
-        uint32_t m = layout_of(de->d_name, cfg->name);
-        if (m == 0 || m == mine)
-            continue;
-        if (*n == cap) {
-            sk_error("more than %zu state folders of other shard counts "
-                     "beside %s", cap, e->st->dir);
-            rc = SKIPPR_INVAL;
-            break;
-        }
-        char *dir = sk_asprintf("%s/%s", parent, de->d_name);
-        if (!dir) {
-            rc = SKIPPR_NOMEM;
-            break;
-        }
-        sk_state *o = NULL;
-        const char *why = sk_state_in_use(dir, NULL, 0) ? "is in use by a running skipprd"
-                                      : NULL;
-        if (!why) {
-            if ((rc = sk_state_open(cfg->state_dir, cfg->workspace,
-                                    de->d_name, 1, NULL, &o))) {
-                sk_free(dir);
-                break;
-            }
-            why = unfinished(o);
-        }
-        if (!why && !o->nlive && !sk_ledger_count(o->ledger)) {
-            sk_state_close(o); /* never copied anything: nothing to take */
-            sk_free(dir);
-            continue;
-        }
-        if (!why) {
-            sts[(*n)++] = o;
-            sk_free(dir);
-            continue;
-        }
-        sk_error("%s %s. Changing the shard count takes over what the old "
-                 "count finished, so first run every old shard to the end "
-                 "(skipprd sync --once with its old --shard), then start the "
-                 "new count", dir, why);
-        sk_free(dir);
-        sk_state_close(o);
-        rc = SKIPPR_INVAL;
+        uint32_t m = layout_of(de->d_name, e->cfg->name);
+        if (m != 0 && m != mine)
+            rc = open_sibling(e, de->d_name, sb);
     }
     closedir(d);
     return rc;
@@ -147,22 +198,28 @@ int pl_shard_check_retired(engine *e)
     return SKIPPR_INVAL;
 }
 
-/* Mark each folder of sts taken over by this layout. */
-static void mark_taken_over(engine *e, sk_state **sts, size_t n)
+/* Mark each sibling taken over by this layout (and in the bucket). */
+static void mark_taken_over(engine *e, siblings *sb)
 {
     char what[64];
     if (e->cfg->shard_count > 1)
         snprintf(what, sizeof what, "--shards %u", e->cfg->shard_count);
     else
         snprintf(what, sizeof what, "no --shard");
-    for (size_t i = 0; i < n; i++) {
-        char *path = sk_asprintf("%s/" TAKEN_OVER, sts[i]->dir);
+    for (size_t i = 0; i < sb->n; i++) {
+        if (!sb->sts[i])
+            continue;
+        char *path = sk_asprintf("%s/" TAKEN_OVER, sb->sts[i]->dir);
         FILE *f = path ? fopen(path, "w") : NULL;
-        if (!f || fprintf(f, "%s\n", what) < 0 || fsync(fileno(f)) != 0)
-            sk_warn("cannot mark %s: %s", path ? path : sts[i]->dir,
-                    strerror(errno));
+        int ok = f && fprintf(f, "%s\n", what) >= 0 && fflush(f) == 0 &&
+                 fsync(fileno(f)) == 0;
         if (f)
             fclose(f);
+        if (ok && sb->rfs[i])
+            ok = sk_remote_put_file(sb->rfs[i], TAKEN_OVER, path) == 0;
+        if (!ok)
+            sk_warn("cannot mark %s: %s", path ? path : sb->sts[i]->dir,
+                    strerror(errno));
         sk_free(path);
     }
 }
@@ -182,21 +239,21 @@ int pl_shard_inherit(engine *e)
     char *parent = sk_asprintf("%s/%s", e->cfg->state_dir,
                                e->cfg->workspace);
     enum { MAX_SIBLINGS = 1024 };
-    sk_state **sts = sk_calloc(MAX_SIBLINGS, sizeof *sts);
-    if (!sts || !parent) {
-        sk_free(sts);
-        sk_free(parent);
-        sk_free(mark);
-        return SKIPPR_NOMEM;
-    }
-    size_t n = 0;
-    int rc = open_siblings(e, parent, sts, MAX_SIBLINGS, &n);
+    siblings sb = {sk_calloc(MAX_SIBLINGS, sizeof *sb.sts),
+                   sk_calloc(MAX_SIBLINGS, sizeof *sb.rfs),
+                   sk_calloc(MAX_SIBLINGS, sizeof *sb.insts), 0,
+                   MAX_SIBLINGS};
+    int rc = sb.sts && sb.rfs && sb.insts && parent
+                 ? open_siblings(e, parent, &sb)
+                 : SKIPPR_NOMEM;
     sk_ledger **from = NULL;
-    if (!rc && n && !(from = sk_calloc(n, sizeof *from)))
+    size_t n = 0;
+    if (!rc && sb.n && !(from = sk_calloc(sb.n, sizeof *from)))
         rc = SKIPPR_NOMEM;
+    for (size_t i = 0; !rc && i < sb.n; i++)
+        if (sb.sts[i])
+            from[n++] = sb.sts[i]->ledger;
     if (!rc && n) {
-        for (size_t i = 0; i < n; i++)
-            from[i] = sts[i]->ledger;
         share s = {e->cfg->shard_count > 1 ? e->cfg->shard_index : 0,
                    e->cfg->shard_count > 1 ? e->cfg->shard_count : 1};
         uint64_t got = 0;
@@ -205,19 +262,25 @@ int pl_shard_inherit(engine *e)
             sk_info("took over %" PRIu64 " finished units of this share "
                     "from %zu state folders of another shard count", got,
                     n);
-            mark_taken_over(e, sts, n);
+            mark_taken_over(e, &sb);
             FILE *f = fopen(mark, "w");
             if (!f || fprintf(f, "%zu state folders\n", n) < 0 ||
-                fsync(fileno(f)) != 0)
+                fflush(f) != 0 || fsync(fileno(f)) != 0)
                 sk_warn("cannot write %s: %s", mark, strerror(errno));
             if (f)
                 fclose(f);
+            rc = sk_state_file_changed(st, TOOK_OVER, 0);
         }
     }
-    for (size_t i = 0; i < n; i++)
-        sk_state_close(sts[i]);
+    for (size_t i = 0; i < sb.n; i++) {
+        sk_state_close(sb.sts[i]);
+        sk_remote_close(sb.rfs[i], 1);
+        sk_instance_free(sb.insts[i]);
+    }
     sk_free(from);
-    sk_free(sts);
+    sk_free(sb.sts);
+    sk_free(sb.rfs);
+    sk_free(sb.insts);
     sk_free(parent);
     sk_free(mark);
     return rc;

@@ -452,6 +452,15 @@ static int list_all(sk_remote *r, listing *ls)
     return rc ? rc : ls->rc;
 }
 
+int sk_remote_list(sk_remote *r, const char *prefix, skippr_unit_cb cb,
+                   void *ud)
+{
+    pthread_mutex_lock(&r->mu);
+    int rc = r->ops->store_list(r->ctx, prefix, cb, ud);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 int sk_remote_has_state(sk_remote *r)
 {
     char buf[64];
@@ -492,7 +501,8 @@ static int download(sk_remote *r, const char *rel, const char *path,
 static int wipe(const char *dir)
 {
     static const char *const folders[] = {"wal", "ledger.d"};
-    static const char *const files[] = {"ledger", "listing_mark", "state_id"};
+    static const char *const files[] = {"ledger", "listing_mark", "state_id",
+                                        "taken_over", "took_over"};
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < 2 && !rc; i++) {
         char *d = sk_asprintf("%s/%s", dir, folders[i]);
@@ -511,7 +521,7 @@ static int wipe(const char *dir)
             closedir(dh);
         sk_free(d);
     }
-    for (size_t i = 0; i < 3 && !rc; i++) {
+    for (size_t i = 0; i < 5 && !rc; i++) {
         char *p = sk_asprintf("%s/%s", dir, files[i]);
         rc = p ? sk_io_unlink(p) : SKIPPR_NOMEM;
         sk_free(p);
@@ -671,6 +681,8 @@ int sk_remote_restore(sk_remote *r, const char *dir)
             rc = sk_remote_delete(r, k);
         } else if (strcmp(k, "state_id") == 0 ||
                    strcmp(k, "listing_mark") == 0 ||
+                   strcmp(k, "taken_over") == 0 ||
+                   strcmp(k, "took_over") == 0 ||
                    (strncmp(k, "ledger.d/", 9) == 0 && !strchr(k + 9, '/'))) {
             char *path = sk_asprintf("%s/%s", dir, k);
             rc = path ? download(r, k, path, buf) : SKIPPR_NOMEM;

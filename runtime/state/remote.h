@@ -4,7 +4,8 @@
  *
  *   {prefix}lease              who owns the pipeline, renewed while it runs
  *   {prefix}state_id           written last when a state is first stored
- *   {prefix}listing_mark       as in the folder
+ *   {prefix}listing_mark       as in the folder (taken_over and took_over
+ *                              too: a change of the shard count)
  *   {prefix}ledger.d/NAME.run  each ledger run, as in the folder
  *   {prefix}wal/{n}            the WAL's bytes, one object per sync: a
  *                              header (segment, offset, length, CRC32C)
@@ -51,6 +52,10 @@ int sk_remote_open(const skippr_sink_ops *ops, void *ctx, const char *where,
  * process need not wait. NULL is a no-op. */
 void sk_remote_close(sk_remote *r, int release);
 
+/* Every key of the store under prefix (relative to the store, not to
+ * this state), to cb, as the store's list does. */
+int sk_remote_list(sk_remote *r, const char *prefix, skippr_unit_cb cb,
+                   void *ud);
 /* 1 when the store holds a state (its state_id), 0 when not, or a
  * negative status. */
 int sk_remote_has_state(sk_remote *r);

@@ -12,8 +12,10 @@ the test proxy, which enforces If-None-Match and If-Match as AWS does.
   the lease's length, and finishes the copy exactly.
 - A pipeline that ran with local state keeps its progress when it moves to
   s3 mode: the first run stores the folder's state, and the next run,
-  from an empty folder, skips every unit. A run with another shard count
-  is refused (it would copy everything again).
+  from an empty folder, skips every unit.
+- The shard count changes with the state in the bucket: 2 shards, then 3
+  on empty disks, which take over what the 2 finished (nothing copied
+  twice); a run of the old count is then refused.
 """
 import os
 import random
@@ -250,18 +252,55 @@ def test_local_state_moves_to_the_store():
               "units copied again: %s" % (m.group(0) if m else err[-1500:]))
         n = exact(ws, s3)
         keys = sorted(s3.objects("state", "skippr-state/w/p/"))
-        # Another shard count would start afresh and copy everything
-        # again: refused while the state is in the store.
-        e = dict(os.environ)
-        e.update(s3.env())
-        p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
-                            ws.config, "--shard", "0/2"], env=e,
-                           capture_output=True, text=True, timeout=120)
-        check(p.returncode == 1 and "another shard count" in p.stderr,
-              "a new shard count was not refused: exit %d, %s" % (
-                  p.returncode, p.stderr[-1500:]))
         print("  %s; %d records exactly once; the store holds %s" % (
             m.group(0), n, ", ".join(k.split("/p/", 1)[1] for k in keys)))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def sync_shard(ws, s3, shard):
+    e = dict(os.environ)
+    e.update(s3.env())
+    p = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
+                        ws.config, "--shard", shard], env=e,
+                       capture_output=True, text=True, timeout=300)
+    return p
+
+
+def test_shard_count_changes_with_the_state_in_the_bucket():
+    ws = Workspace("s3reshard")
+    s3 = S3Server(["src", "dst", "state"])
+    try:
+        ws.generate(objects=12, records=2000, seed=47, framing="lines")
+        s3.upload_tree("src", ws.inp)
+        config(ws)
+        for i in range(2):
+            p = sync_shard(ws, s3, "%d/2" % i)
+            check(p.returncode == 0, "shard %d/2: %s" % (i, p.stderr[-2000:]))
+        add_batch(ws, s3, random.Random(5), 1, 10_000_000)
+        lose_the_box(ws)
+        took, copied = 0, 0
+        for i in range(3):
+            p = sync_shard(ws, s3, "%d/3" % i)
+            check(p.returncode == 0, "shard %d/3: %s" % (i, p.stderr[-2000:]))
+            m = re.search(r"took over (\d+) finished units", p.stderr)
+            check(m, "shard %d/3 took nothing over: %s" % (i,
+                                                          p.stderr[-1500:]))
+            took += int(m.group(1))
+            copied += int(re.search(r"done: (\d+) units copied",
+                                    p.stderr).group(1))
+        check(took == 12, "took over %d units of the 12 done" % took)
+        check(copied == 2, "copied %d units, not the 2 new ones" % copied)
+        n = exact(ws, s3)
+        lose_the_box(ws)
+        p = sync_shard(ws, s3, "0/2")
+        check(p.returncode == 1 and "was taken over" in p.stderr,
+              "the old count ran again: exit %d, %s" % (p.returncode,
+                                                       p.stderr[-1500:]))
+        print("  2 shards, then 3 on empty disks: %d finished units taken "
+              "over, %d new copied, %d records exactly once; the old "
+              "count refused" % (took, copied, n))
     finally:
         s3.close()
         ws.cleanup()
@@ -270,4 +309,5 @@ def test_local_state_moves_to_the_store():
 if __name__ == "__main__":
     main([test_kills_with_the_state_folder_deleted,
           test_second_process_refused_then_takeover_after_a_kill,
-          test_local_state_moves_to_the_store])
+          test_local_state_moves_to_the_store,
+          test_shard_count_changes_with_the_state_in_the_bucket])
