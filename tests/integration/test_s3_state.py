@@ -111,16 +111,24 @@ def add_batch(ws, s3, rng, runs, next_id):
     subprocess.run(["cp", "-r", d + "/.", ws.inp], check=True)
 
 
+def bucket_case(name, objects, records, seed, extra=""):
+    """A workspace and s3rver with src, dst and state buckets; objects
+    generated into src; the config in s3 mode. Returns (ws, s3)."""
+    ws = Workspace(name)
+    s3 = S3Server(["src", "dst", "state"])
+    ws.generate(objects=objects, records=records, seed=seed,
+                framing="lines")
+    s3.upload_tree("src", ws.inp)
+    config(ws, extra=extra)
+    return ws, s3
+
+
 def test_kills_with_the_state_folder_deleted():
     seed = int(os.environ.get("SKIPPR_CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
     print("  seed %d" % seed)
-    ws = Workspace("s3state")
-    s3 = S3Server(["src", "dst", "state"])
+    ws, s3 = bucket_case("s3state", 10, 5000, 41)
     try:
-        ws.generate(objects=10, records=5000, seed=41, framing="lines")
-        s3.upload_tree("src", ws.inp)
-        config(ws)
         points = {"read": 12, "commit": 6, "seal": 2, "grow_write": 4,
                   "part_put": 3, "grow_commit": 3, "stage_put": 4, "done": 2,
                   "gc": 1}
@@ -178,13 +186,10 @@ def test_kills_with_the_state_folder_deleted():
 
 
 def test_second_process_refused_then_takeover_after_a_kill():
-    ws = Workspace("s3lease")
-    s3 = S3Server(["src", "dst", "state"])
+    ws, s3 = bucket_case("s3lease", 10, 5000, 43,
+                         extra="    poll_interval_seconds: 1\n")
     first = None
     try:
-        ws.generate(objects=10, records=5000, seed=43, framing="lines")
-        s3.upload_tree("src", ws.inp)
-        config(ws, extra="    poll_interval_seconds: 1\n")
         # The holder runs continuously: it is alive until killed.
         first = start(ws, s3, once=False)
         time.sleep(3)
@@ -227,11 +232,8 @@ def test_second_process_refused_then_takeover_after_a_kill():
 
 
 def test_local_state_moves_to_the_store():
-    ws = Workspace("s3move")
-    s3 = S3Server(["src", "dst", "state"])
+    ws, s3 = bucket_case("s3move", 6, 2000, 45)
     try:
-        ws.generate(objects=6, records=2000, seed=45, framing="lines")
-        s3.upload_tree("src", ws.inp)
         config(ws, mode="local")
         p = start(ws, s3)
         _, err = p.communicate(timeout=300)
@@ -269,12 +271,8 @@ def sync_shard(ws, s3, shard):
 
 
 def test_shard_count_changes_with_the_state_in_the_bucket():
-    ws = Workspace("s3reshard")
-    s3 = S3Server(["src", "dst", "state"])
+    ws, s3 = bucket_case("s3reshard", 12, 2000, 47)
     try:
-        ws.generate(objects=12, records=2000, seed=47, framing="lines")
-        s3.upload_tree("src", ws.inp)
-        config(ws)
         for i in range(2):
             p = sync_shard(ws, s3, "%d/2" % i)
             check(p.returncode == 0, "shard %d/2: %s" % (i, p.stderr[-2000:]))
