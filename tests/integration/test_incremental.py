@@ -48,7 +48,7 @@ def wait_for(pred, secs, what):
     return time.time()
 
 
-def config(ws, extra=""):
+def config(ws, extra="", full=8):
     with open(ws.config, "w") as f:
         f.write("""skippr:
   state_dir: %s
@@ -57,7 +57,7 @@ pipelines:
     data_source: data_sources.a
     data_sink: data_sinks.b
     poll_interval_seconds: 1
-    full_listing_interval_seconds: 8
+    full_listing_interval_seconds: %d
     allowed_lateness_seconds: 7200
     buffer_threshold_seconds: 1
 %s    transform:
@@ -71,7 +71,7 @@ data_sinks:
   b:
     File:
       path: %s
-""" % (ws.state, extra, ws.out))
+""" % (ws.state, full, extra, ws.out))
 
 
 def test_polls_list_only_live_prefixes():
@@ -91,7 +91,10 @@ def test_polls_list_only_live_prefixes():
         for i in range(5):
             put_local(ws, live + "obj-%03d.json" % i, 2, "live")
         total = s3.upload_tree("src", ws.inp)
-        config(ws)
+        # A whole listing of the bucket every 8 s, or, for a big bucket,
+        # often enough but with room for incremental polls between two.
+        full = max(8, total // 2000)
+        config(ws, full=full)
         log = open(os.path.join(ws.root, "log"), "w+")
         p = subprocess.Popen([SKIPPRD, "sync", "-p", "p", "-c", ws.config,
                               "--no-progress", "-vv"],
@@ -105,13 +108,15 @@ def test_polls_list_only_live_prefixes():
                 log.flush()
                 with open(log.name) as f:
                     return f.read().count(what)
-            # Measure between two whole listings (8 s apart): from 1.5 s
-            # after one starts, for 4 s.
+            # Measure between two whole listings: from the first poll
+            # after one, for 4 s.
             for _ in range(5):
                 w0 = count("(whole listing)")
-                wait_for(lambda: count("(whole listing)") > w0, 30,
+                wait_for(lambda: count("(whole listing)") > w0, full + 60,
                          "a whole listing")
-                time.sleep(1.5)
+                i0 = count("(incremental)")
+                wait_for(lambda: count("(incremental)") > i0, full + 60,
+                         "a poll after the whole listing")
                 s3.reset_stats()
                 p0, w0 = count("(incremental)"), count("(whole listing)")
                 time.sleep(4)
@@ -139,18 +144,18 @@ def test_polls_list_only_live_prefixes():
             # written, with slack for a loaded machine.
             check(live_s <= 4.5, "live needle took %.1f s" % live_s)
             # A key in an old, sealed prefix: not listed by the polls, found
-            # by the next whole listing (8 s).
+            # by the next whole listing.
             put_local(ws, "p/2021/10/03/05/obj-needle.json", 4, "needle-old")
             key = "p/2021/10/03/05/obj-needle.json"
             with open(os.path.join(ws.inp, key), "rb") as f:
                 s3.client.put_object(Bucket="src", Key=key, Body=f.read())
             t0, w0 = time.time(), count("(whole listing)")
-            t1 = wait_for(lambda: records_in(ws.out) >= want + 7, 30,
-                          "the old needle")
+            t1 = wait_for(lambda: records_in(ws.out) >= want + 7,
+                          2 * full + 60, "the old needle")
             check(count("(whole listing)") > w0,
                   "the old needle was copied without a whole listing")
             print("  live needle in %.1f s, old needle in %.1f s (whole "
-                  "listing every 8 s)" % (live_s, t1 - t0))
+                  "listing every %d s)" % (live_s, t1 - t0, full))
         finally:
             p.terminate()
             p.wait(timeout=60)
