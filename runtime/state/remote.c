@@ -225,7 +225,7 @@ static void *renew_main(void *arg)
     pthread_mutex_lock(&r->th_mu);
     while (!r->th_stop) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t ns = ts.tv_nsec + (r->lease_ms / 3 % 1000) * 1000000;
         ts.tv_sec += r->lease_ms / 3 / 1000 + ns / 1000000000;
         ts.tv_nsec = ns % 1000000000;
@@ -278,7 +278,13 @@ int sk_remote_open(const skippr_sink_ops *ops, void *ctx, const char *where,
     r->lease_ms = lease_seconds * 1000;
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->th_mu, NULL);
-    pthread_cond_init(&r->th_cv, NULL);
+    /* The renewal's waits run on the monotonic clock: a step of the
+     * wall clock must not delay a renewal past the lease. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->th_cv, &ca);
+    pthread_condattr_destroy(&ca);
     r->where = sk_asprintf("%s%s", where, prefix);
     r->prefix = sk_strdup(prefix);
     char host[64] = "";
