@@ -122,11 +122,14 @@ static int open_sibling(engine *e, const char *name, siblings *sb)
     return rc;
 }
 
-/* A sibling folder found in the state's bucket: ws/FOLDER/state_id. */
+/* The sibling states found in the bucket (ws/FOLDER/state_id): their
+ * folder names, gathered first, so that the listing (which holds this
+ * state's store) is over before any of them is opened. */
 typedef struct found {
     engine *e;
-    siblings *sb;
     size_t skip; /* "{workspace}/" */
+    char **names;
+    size_t n, cap;
     int rc;
 } found;
 
@@ -136,15 +139,21 @@ static int found_one(void *ud, const skippr_unit *u)
     size_t n = strlen(u->id);
     if (n < f->skip + 9 || strcmp(u->id + n - 9, "/state_id") != 0)
         return 0;
-    char name[512];
-    snprintf(name, sizeof name, "%.*s", (int)(n - f->skip - 9),
-             u->id + f->skip);
-    uint32_t m = layout_of(name, f->e->cfg->name);
+    char *name = sk_strndup(u->id + f->skip, n - f->skip - 9);
     uint32_t mine = f->e->cfg->shard_count > 1 ? f->e->cfg->shard_count : 1;
-    if (m == 0 || m == mine || strchr(name, '/'))
+    uint32_t m = name ? layout_of(name, f->e->cfg->name) : 0;
+    if (name && (m == 0 || m == mine || strchr(name, '/'))) {
+        sk_free(name);
         return 0;
-    f->rc = open_sibling(f->e, name, f->sb);
-    return f->rc != SKIPPR_OK;
+    }
+    if (!name || sk_array_grow(&f->names, f->n, &f->cap, sizeof *f->names,
+                               16)) {
+        sk_free(name);
+        f->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    f->names[f->n++] = name;
+    return 0;
 }
 
 /* Open every sibling of another layout: the folders beside this one, or
@@ -152,12 +161,20 @@ static int found_one(void *ud, const skippr_unit *u)
 static int open_siblings(engine *e, const char *parent, siblings *sb)
 {
     if (e->remote) {
-        found f = {e, sb, strlen(e->cfg->workspace) + 1, SKIPPR_OK};
+        found f = {.e = e, .skip = strlen(e->cfg->workspace) + 1};
         char *prefix = sk_asprintf("%s/%s", e->cfg->workspace, e->cfg->name);
         int rc = prefix ? sk_remote_list(e->remote, prefix, found_one, &f)
                         : SKIPPR_NOMEM;
+        if (!rc)
+            rc = f.rc;
+        for (size_t i = 0; i < f.n; i++) {
+            if (!rc)
+                rc = open_sibling(e, f.names[i], sb);
+            sk_free(f.names[i]);
+        }
+        sk_free(f.names);
         sk_free(prefix);
-        return rc ? rc : f.rc;
+        return rc;
     }
     DIR *d = opendir(parent);
     if (!d)
