@@ -337,6 +337,35 @@ void sk_remote_stats(const sk_remote *r, uint64_t *wal_puts,
 
 /* ---- files and WAL bytes --------------------------------------------- */
 
+/* The key of WAL object n, relative to the state's prefix. */
+static void delta_key(uint64_t n, char out[40])
+{
+    snprintf(out, 40, "wal/%016" PRIx64, n);
+}
+
+/* Remove the stored WAL objects of r->deltas[from, to) and their entries,
+ * oldest first or newest first; on a failure, those removed so far. */
+static int forget(sk_remote *r, size_t from, size_t to, int newest_first)
+{
+    int rc = SKIPPR_OK;
+    size_t lo = from, hi = to; /* still stored: [lo, hi) */
+    while (lo < hi && !rc) {
+        char rel[40];
+        delta_key(r->deltas[newest_first ? hi - 1 : lo].n, rel);
+        if (!(rc = sk_remote_delete(r, rel))) {
+            if (newest_first)
+                hi--;
+            else
+                lo++;
+        }
+    }
+    memmove(r->deltas + from, r->deltas + lo, (hi - lo) * sizeof *r->deltas);
+    memmove(r->deltas + from + (hi - lo), r->deltas + to,
+            (r->ndeltas - to) * sizeof *r->deltas);
+    r->ndeltas -= (lo - from) + (to - hi);
+    return rc;
+}
+
 int sk_remote_put_file(sk_remote *r, const char *rel, const char *path)
 {
     int rc = sk_remote_check(r);
@@ -385,7 +414,7 @@ int sk_remote_wal(sk_remote *r, uint64_t seg, uint64_t off, const void *p,
     memcpy(buf + DELTA_HEADER, p, n);
     sk_put_u32(buf + 24, sk_crc32c(sk_crc32c(0, buf, 24), p, n));
     char rel[40];
-    snprintf(rel, sizeof rel, "wal/%016" PRIx64, r->next_n);
+    delta_key(r->next_n, rel);
     rc = st_put(r, rel, buf, DELTA_HEADER + n, "*", NULL, 0);
     sk_free(buf);
     if (rc == SKIPPR_CHANGED) {
@@ -406,16 +435,9 @@ int sk_remote_wal(sk_remote *r, uint64_t seg, uint64_t off, const void *p,
 int sk_remote_wal_drop(sk_remote *r, uint64_t seg)
 {
     size_t k = 0;
-    int rc = SKIPPR_OK;
-    while (k < r->ndeltas && r->deltas[k].seg < seg && !rc) {
-        char rel[40];
-        snprintf(rel, sizeof rel, "wal/%016" PRIx64, r->deltas[k].n);
-        if (!(rc = sk_remote_delete(r, rel)))
-            k++;
-    }
-    memmove(r->deltas, r->deltas + k, (r->ndeltas - k) * sizeof *r->deltas);
-    r->ndeltas -= k;
-    return rc;
+    while (k < r->ndeltas && r->deltas[k].seg < seg)
+        k++;
+    return forget(r, 0, k, 0);
 }
 
 /* ---- what the store holds: restore, first store ----------------------- */
@@ -575,34 +597,17 @@ typedef struct seg_track {
     int drop;       /* its first bytes are gone: it was being dropped */
 } seg_track;
 
-/* Remove the stored WAL objects of r->deltas[from, to), newest first (a
- * copy of a segment replaced them; a removal cut short leaves objects
- * that start at offset 0, which a restore reads as the older copy). */
-static int forget(sk_remote *r, size_t from, size_t to)
-{
-    int rc = SKIPPR_OK;
-    size_t k = to;
-    while (k > from && !rc) {
-        char rel[40];
-        snprintf(rel, sizeof rel, "wal/%016" PRIx64, r->deltas[k - 1].n);
-        if (!(rc = sk_remote_delete(r, rel)))
-            k--;
-    }
-    memmove(r->deltas + k, r->deltas + to,
-            (r->ndeltas - to) * sizeof *r->deltas);
-    r->ndeltas -= to - k;
-    return rc;
-}
-
 int sk_remote_wal_rebased(sk_remote *r, uint64_t seg, uint64_t first)
 {
     size_t i = r->ndeltas;
     while (i > 0 && r->deltas[i - 1].seg == seg)
         i--;
     size_t j = i;
-    while (j < r->ndeltas && r->deltas[j].seg == seg && r->deltas[j].n < first)
+    while (j < r->ndeltas && r->deltas[j].n < first)
         j++;
-    return forget(r, i, j);
+    /* Newest first: a removal cut short leaves objects that start at
+     * offset 0, which a restore reads as the older copy. */
+    return forget(r, i, j, 1);
 }
 
 uint64_t sk_remote_wal_next(const sk_remote *r) { return r->next_n; }
@@ -654,7 +659,7 @@ static int restore_delta(sk_remote *r, const char *rel, const char *waldir,
     r->deltas[r->ndeltas++] = (delta){strtoull(rel + 4, NULL, 16), seg};
     if (t->copy > t->first && t->at >= t->reach) {
         size_t older = t->copy - t->first;
-        rc = forget(r, t->first, t->copy);
+        rc = forget(r, t->first, t->copy, 1);
         t->copy -= older;
     }
     return rc;
