@@ -111,20 +111,12 @@ static int read_object(s3_ctx *c, const char *bucket, const char *key,
     other.bucket = bucket;
     other.pf = NULL; /* not fetched ahead */
     /* Its size first: the reader's ranged GETs stop there. */
-    resp r;
-    int rc = SKIPPR_RETRY;
-    for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
-        if (a) {
-            skippr_buf_free(&r.body);
-            s3_backoff(c, a);
-        }
-        rc = s3_verdict(&other, s3_request(&other, "HEAD", key, NULL, 0, NULL,
-                                           0, NULL, 0, &r),
-                        &r, "head", key);
-    }
+    resp r = {0};
+    int rc = s3_request_retried(&other, "head", key, NULL, "HEAD", key, NULL,
+                                0, NULL, 0, NULL, 0, &r);
     skippr_buf_free(&r.body);
     if (rc)
-        return rc == SKIPPR_RETRY ? SKIPPR_FATAL : rc;
+        return rc;
     skippr_unit u = {key, "", strtoll(r.content_length, NULL, 10), 0};
     void *st = NULL;
     rc = src_open(&other, &u, 0, &st);

@@ -242,17 +242,8 @@ static int list_page(s3_ctx *c, const sigv4_kv *q, size_t nq,
                      int *truncated)
 {
     resp r = {0};
-    int rc = SKIPPR_RETRY;
-    for (int a = 0; a < c->max_attempts && rc == SKIPPR_RETRY; a++) {
-        if (a) {
-            skippr_buf_free(&r.body);
-            s3_backoff(c, a);
-        }
-        rc = s3_verdict(c, s3_request(c, "GET", NULL, q, nq, NULL, 0, NULL, 0, &r),
-                     &r, "list", prefix);
-    }
-    if (rc == SKIPPR_RETRY)
-        s3_give_up(c, "list", prefix, &r);
+    int rc = s3_request_retried(c, "list", prefix, NULL, "GET", NULL, q, nq,
+                                NULL, 0, NULL, 0, &r);
     if (!rc && parse_page(&r.body, v, n, cap, cps, ncp, token, tcap,
                           truncated)) {
         LOG(c, SKIPPR_LOG_ERROR, "list s3://%s/%s: unreadable XML answer",

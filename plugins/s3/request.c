@@ -292,6 +292,30 @@ int s3_request(s3_ctx *c, const char *method, const char *key,
     return SKIPPR_OK;
 }
 
+int s3_request_retried(s3_ctx *c, const char *what, const char *name,
+                       const long *ok_also, const char *method,
+                       const char *key, const sigv4_kv *query, size_t nq,
+                       const void *body, size_t blen, const sigv4_kv *hdrs,
+                       size_t nh, resp *r)
+{
+    for (int attempt = 1;; attempt++) {
+        int rc = s3_request(c, method, key, query, nq, body, blen, hdrs, nh,
+                            r);
+        for (const long *s = ok_also; !rc && s && *s; s++)
+            if (r->status == *s)
+                return SKIPPR_OK;
+        rc = s3_verdict(c, rc, r, what, name);
+        if (rc != SKIPPR_RETRY)
+            return rc;
+        if (attempt >= c->max_attempts) {
+            s3_give_up(c, what, name, r);
+            return SKIPPR_FATAL;
+        }
+        skippr_buf_free(&r->body);
+        s3_backoff(c, attempt);
+    }
+}
+
 /* The <Code> of an S3 error body, or "". */
 void s3_error_code(const buf *b, char *out, size_t cap)
 {

@@ -163,6 +163,16 @@ int s3_transport_failure(s3_ctx *c, CURLcode cc, resp *r);
 int s3_request(s3_ctx *c, const char *method, const char *key,
                const sigv4_kv *query, size_t nq, const void *body,
                size_t blen, const sigv4_kv *hdrs, size_t nh, resp *r);
+/* s3_request, sent again (with backoff, up to max_attempts) while the
+ * verdict is RETRY; then s3_give_up and SKIPPR_FATAL. `what` and `name`
+ * (a key or prefix) are for the messages. Statuses in ok_also (0-ended,
+ * may be NULL) come back as SKIPPR_OK for the caller to tell apart. *r
+ * is the last answer; its body is the caller's to free. */
+int s3_request_retried(s3_ctx *c, const char *what, const char *name,
+                       const long *ok_also, const char *method,
+                       const char *key, const sigv4_kv *query, size_t nq,
+                       const void *body, size_t blen, const sigv4_kv *hdrs,
+                       size_t nh, resp *r);
 void s3_error_code(const buf *b, char *out, size_t cap);
 int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
                const char *key);

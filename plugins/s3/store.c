@@ -33,31 +33,6 @@ static int full_key(const s3_ctx *c, const char *key, char *out, size_t cap)
     return 0;
 }
 
-/* Send one request, retried while the verdict is RETRY. *r is the last
- * answer (its body the caller's to free). Statuses in `ok_also` (0-ended)
- * come back as SKIPPR_OK for the caller to tell apart. */
-static int send_retried(s3_ctx *c, const char *method, const char *what,
-                        const char *key, const void *body, size_t blen,
-                        const sigv4_kv *h, size_t nh, const long *ok_also,
-                        resp *r)
-{
-    for (int attempt = 1;; attempt++) {
-        int rc = s3_request(c, method, key, NULL, 0, body, blen, h, nh, r);
-        for (const long *s = ok_also; !rc && s && *s; s++)
-            if (r->status == *s)
-                return SKIPPR_OK;
-        rc = s3_verdict(c, rc, r, what, key);
-        if (rc != SKIPPR_RETRY)
-            return rc;
-        if (attempt >= c->max_attempts) {
-            s3_give_up(c, what, key, r);
-            return SKIPPR_FATAL;
-        }
-        skippr_buf_free(&r->body);
-        s3_backoff(c, attempt);
-    }
-}
-
 int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,
                    size_t cap, size_t *got, uint64_t *size, char *etag,
                    size_t etag_cap)
@@ -75,8 +50,8 @@ int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,
     sigv4_kv h[1] = {{"range", range}};
     static const long also[] = {404, 416, 0};
     resp r = {0};
-    int rc = send_retried(c, "GET", "read state", full, NULL, 0, h, 1, also,
-                          &r);
+    int rc = s3_request_retried(c, "read state", full, also, "GET", full,
+                                NULL, 0, NULL, 0, h, 1, &r);
     if (!rc && r.status == 404) {
         rc = SKIPPR_NOENT;
     } else if (!rc && r.status == 416) {
@@ -134,8 +109,8 @@ int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
     }
     static const long also[] = {409, 412, 404, 0};
     resp r = {0};
-    int rc = send_retried(c, "PUT", "write state", full, buf, len, h, nh,
-                          cond ? also : NULL, &r);
+    int rc = s3_request_retried(c, "write state", full, cond ? also : NULL,
+                                "PUT", full, NULL, 0, buf, len, h, nh, &r);
     long status = r.status;
     if (!rc && etag)
         snprintf(etag, etag_cap, "%s", r.etag);
@@ -158,8 +133,8 @@ int sink_store_delete(void *ctx, const char *key)
         return SKIPPR_INVAL;
     static const long also[] = {404, 0};
     resp r = {0};
-    int rc = send_retried(c, "DELETE", "remove state", full, NULL, 0, NULL, 0,
-                          also, &r);
+    int rc = s3_request_retried(c, "remove state", full, also, "DELETE",
+                                full, NULL, 0, NULL, 0, NULL, 0, &r);
     skippr_buf_free(&r.body);
     return rc;
 }
