@@ -198,6 +198,19 @@ static int remote_before(sk_state *st, sk_remote *r, int *seed)
     return has ? sk_remote_restore(r, st->dir) : sk_remote_seed_begin(r);
 }
 
+int sk_state_file_changed(sk_state *st, const char *name, int removed)
+{
+    if (!st->remote)
+        return SKIPPR_OK;
+    if (removed)
+        return sk_remote_delete(st->remote, name);
+    char *path = sk_asprintf("%s/%s", st->dir, name);
+    int rc = path ? sk_remote_put_file(st->remote, name, path)
+                  : SKIPPR_NOMEM;
+    sk_free(path);
+    return rc;
+}
+
 /* Once the folder is open: from now on its changes go to the store too;
  * when seeding, what it holds now goes first, the state_id last. */
 static int remote_after(sk_state *st, sk_remote *r, int seed)
@@ -211,24 +224,11 @@ static int remote_after(sk_state *st, sk_remote *r, int seed)
         if (!mark)
             return SKIPPR_NOMEM;
         if (access(mark, F_OK) == 0)
-            rc = sk_remote_put_file(r, "listing_mark", mark);
+            rc = sk_state_file_changed(st, "listing_mark", 0);
         sk_free(mark);
         if (!rc)
             rc = sk_remote_seed_done(r, st->dir);
     }
-    return rc;
-}
-
-int sk_state_file_changed(sk_state *st, const char *name, int removed)
-{
-    if (!st->remote)
-        return SKIPPR_OK;
-    if (removed)
-        return sk_remote_delete(st->remote, name);
-    char *path = sk_asprintf("%s/%s", st->dir, name);
-    int rc = path ? sk_remote_put_file(st->remote, name, path)
-                  : SKIPPR_NOMEM;
-    sk_free(path);
     return rc;
 }
 
