@@ -167,12 +167,16 @@ static const skippr_sink_ops store = {
 };
 
 static char dir[256];
+static char wdir[300]; /* the WAL folder written, dir/wal */
 
 static int setup(void **state)
 {
     (void)state;
     snprintf(dir, sizeof dir, "/tmp/skippr-remote-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(wdir, sizeof wdir, "%s/wal", dir);
+    return 0;
 }
 
 static int teardown(void **state)
@@ -252,9 +256,9 @@ static int count_frame(void *ud, sk_wal_pos pos, int type,
     return 0;
 }
 
-/* Frames 0..n-1 written through a WAL that stores its syncs, two
+/* Frames 0..n-1 written into wdir through a WAL that stores its syncs, two
  * segments (a rotation after half of them). */
-static void write_frames(sk_remote *r, const char *wdir, int n)
+static void write_frames(sk_remote *r, int n)
 {
     sk_wal *w;
     assert_int_equal(sk_wal_open(wdir, &w), 0);
@@ -270,49 +274,48 @@ static void write_frames(sk_remote *r, const char *wdir, int n)
 
 static seen replay_restored(sk_remote *r, int *rc)
 {
-    char state[300], wdir[320];
+    char state[300], rdir[320];
     snprintf(state, sizeof state, "%s/restored", dir);
-    snprintf(wdir, sizeof wdir, "%s/wal", state);
+    snprintf(rdir, sizeof rdir, "%s/wal", state);
     seen s = {0, ""};
     *rc = sk_remote_restore(r, state);
     if (*rc)
         return s;
     sk_wal *w;
-    assert_int_equal(sk_wal_open(wdir, &w), 0);
+    assert_int_equal(sk_wal_open(rdir, &w), 0);
     *rc = sk_wal_replay(w, count_frame, &s);
     sk_wal_close(w);
     return s;
 }
 
-static void test_wal_restored(void **state)
+/* The store's copy restored into a new folder replays n frames, the
+ * last one `last`. */
+static void expect_restored(sk_remote *r, int n, const char *last)
 {
-    (void)state;
-    char wdir[300];
-    snprintf(wdir, sizeof wdir, "%s/wal", dir);
-    sk_remote *r = take(30);
-    write_frames(r, wdir, 10);
     int rc;
     seen s = replay_restored(r, &rc);
     assert_int_equal(rc, 0);
-    assert_int_equal(s.n, 10);
-    assert_string_equal(s.last, "frame 9");
+    assert_int_equal(s.n, n);
+    assert_string_equal(s.last, last);
+}
+
+static void test_wal_restored(void **state)
+{
+    (void)state;
+    sk_remote *r = take(30);
+    write_frames(r, 10);
+    expect_restored(r, 10, "frame 9");
     sk_remote_close(r, 1);
 }
 
 static void test_dropped_segment_skipped(void **state)
 {
     (void)state;
-    char wdir[300];
-    snprintf(wdir, sizeof wdir, "%s/wal", dir);
     sk_remote *r = take(30);
-    write_frames(r, wdir, 10); /* segment 1: frames 0-4, 2: 5-9 */
+    write_frames(r, 10); /* segment 1: frames 0-4, 2: 5-9 */
     /* A drop of segment 1 cut short after its first object went. */
     assert_int_equal(sk_remote_delete(r, "wal/0000000000000000"), 0);
-    int rc;
-    seen s = replay_restored(r, &rc);
-    assert_int_equal(rc, 0);
-    assert_int_equal(s.n, 5);
-    assert_string_equal(s.last, "frame 9");
+    expect_restored(r, 5, "frame 9");
     /* ... and the rest of segment 1 is gone from the store too. */
     assert_null(find("w/p/wal/0000000000000001"));
     sk_remote_close(r, 1);
@@ -321,10 +324,8 @@ static void test_dropped_segment_skipped(void **state)
 static void test_gap_refused(void **state)
 {
     (void)state;
-    char wdir[300];
-    snprintf(wdir, sizeof wdir, "%s/wal", dir);
     sk_remote *r = take(30);
-    write_frames(r, wdir, 10);
+    write_frames(r, 10);
     assert_int_equal(sk_remote_delete(r, "wal/0000000000000007"), 0);
     int rc;
     replay_restored(r, &rc);
@@ -337,10 +338,8 @@ static void test_gap_refused(void **state)
 static void test_two_writers_fenced(void **state)
 {
     (void)state;
-    char wdir[300];
-    snprintf(wdir, sizeof wdir, "%s/wal", dir);
     sk_remote *old = take(30);
-    write_frames(old, wdir, 4);
+    write_frames(old, 4);
     /* The new holder (the lease forced free here) restores and writes. */
     m_put(NULL, "w/p/lease", "skippr lease\nreleased\n", 22, NULL, NULL, 0);
     sk_remote *now = take(30);
@@ -360,8 +359,6 @@ static void test_two_writers_fenced(void **state)
 static void test_rebase(void **state)
 {
     (void)state;
-    char wdir[300];
-    snprintf(wdir, sizeof wdir, "%s/wal", dir);
     sk_remote *r = take(30);
     sk_wal *w;
     assert_int_equal(sk_wal_open(wdir, &w), 0);
@@ -375,11 +372,7 @@ static void test_rebase(void **state)
     for (size_t i = 0; i < nobj; i++)
         wal_objects += strncmp(objs[i].key, "w/p/wal/", 8) == 0;
     assert_true(wal_objects < 256 + 8);
-    int rc;
-    seen s = replay_restored(r, &rc);
-    assert_int_equal(rc, 0);
-    assert_int_equal(s.n, 700);
-    assert_string_equal(s.last, "frame 699");
+    expect_restored(r, 700, "frame 699");
     sk_remote_close(r, 1);
 }
 
