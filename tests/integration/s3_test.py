@@ -8,6 +8,7 @@ import os
 import resource
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -15,11 +16,38 @@ import urllib.request
 import boto3
 from botocore.config import Config
 
-from skippr_test import SKIPPRD, SOURCE_DIR, frame
+from skippr_test import GEN, SKIPPRD, SOURCE_DIR, frame
 
 TOOLS = os.path.join(SOURCE_DIR, "tests", "tools", "s3")
 ACCESS_KEY = "S3RVER"
 SECRET_KEY = "S3RVER"
+
+
+# Crash points of a copy whose objects grow as multipart uploads, with how
+# many times each is passed in a short run: grow_write comes before each
+# part (and the last one, at the finish), part_put after a part is
+# uploaded and before a commit records it, grow_commit before the Complete.
+KILL_POINTS = {"read": 12, "commit": 6, "seal": 2, "grow_write": 4,
+               "part_put": 3, "grow_commit": 3, "stage_put": 4, "done": 2,
+               "gc": 1}
+
+
+def random_crash(rng):
+    """A SKIPPR_CRASH value: one of KILL_POINTS, at a random pass."""
+    point = rng.choice(sorted(KILL_POINTS))
+    return "%s:%d" % (point, rng.randrange(1, KILL_POINTS[point] + 1))
+
+
+def add_batch(ws, s3, rng, n, first_id):
+    """Two new objects of random size (ids from first_id) into the src
+    bucket and into ws.inp, as batch n: new objects keep kill runs busy."""
+    d = os.path.join(ws.root, "batch%d" % n)
+    subprocess.run([sys.executable, GEN, d, "--objects", "2", "--records",
+                    str(rng.randrange(500, 3000)), "--seed",
+                    str(rng.randrange(1 << 30)), "--first-id", str(first_id)],
+                   check=True, stdout=subprocess.DEVNULL)
+    s3.upload_tree("src", d)
+    subprocess.run(["cp", "-r", d + "/.", ws.inp], check=True)
 
 
 def _more_files():

@@ -20,11 +20,10 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 
-from s3_test import S3Server
-from skippr_test import (GEN, SKIPPRD, Workspace, check, expected_records,
+from s3_test import S3Server, add_batch, random_crash
+from skippr_test import (SKIPPRD, Workspace, check, expected_records,
                          frame, main)
 
 SINK_PREFIX = "out/"
@@ -226,13 +225,8 @@ def kill_test(source):
                                  "    commit_interval_ms: 0\n"
                                  "    wal_disk_budget: 2MiB\n",
                src_extra="      read_chunk_bytes: 256KiB\n", namespace="none")
-        # Objects grow as multipart uploads while their slice is open:
-        # grow_write comes before each part (and the last one, at the
-        # finish), part_put after a part is uploaded and before a commit
-        # records it, grow_commit before the Complete.
-        points = {"read": 12, "commit": 6, "seal": 2, "grow_write": 4,
-                  "part_put": 3, "grow_commit": 3, "stage_put": 4, "done": 2,
-                  "gc": 1}
+        # Objects grow as multipart uploads while their slice is open; the
+        # kills come at s3_test.KILL_POINTS.
         # First a kill certainly mid-multipart: after the first 5 MiB
         # part was uploaded, before anything recorded it.
         s3.reset_stats()
@@ -245,20 +239,10 @@ def kill_test(source):
         while kills < KILLS and runs < 10 * KILLS:
             runs += 1
             if rng.random() < 0.7:
-                # New objects keep every run busy.
-                d = os.path.join(ws.root, "batch%d" % runs)
-                subprocess.run([sys.executable, GEN, d, "--objects", "2",
-                                "--records", str(rng.randrange(500, 3000)),
-                                "--seed", str(rng.randrange(1 << 30)),
-                                "--first-id", str(next_id)], check=True,
-                               stdout=subprocess.DEVNULL)
+                add_batch(ws, s3, rng, runs, next_id)
                 next_id += 10_000_000
-                s3.upload_tree("src", d)
-                subprocess.run(["cp", "-r", d + "/.", ws.inp], check=True)
             if rng.random() < 0.7:
-                point = rng.choice(sorted(points))
-                env = {"SKIPPR_CRASH": "%s:%d" % (point, rng.randrange(
-                    1, points[point] + 1))}
+                env = {"SKIPPR_CRASH": random_crash(rng)}
                 p = run(ws, s3, env=env, check_rc=False)
                 rc, label = p.returncode, env["SKIPPR_CRASH"]
             else:

@@ -23,11 +23,10 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
-from s3_test import S3Server
-from skippr_test import (GEN, SKIPPRD, Workspace, check, expected_records,
+from s3_test import S3Server, add_batch, random_crash
+from skippr_test import (SKIPPRD, Workspace, check, expected_records,
                          main)
 
 SINK_PREFIX = "out/"
@@ -101,16 +100,6 @@ def lose_the_box(ws):
     shutil.rmtree(ws.state, ignore_errors=True)
 
 
-def add_batch(ws, s3, rng, runs, next_id):
-    d = os.path.join(ws.root, "batch%d" % runs)
-    subprocess.run([sys.executable, GEN, d, "--objects", "2", "--records",
-                    str(rng.randrange(500, 3000)), "--seed",
-                    str(rng.randrange(1 << 30)), "--first-id", str(next_id)],
-                   check=True, stdout=subprocess.DEVNULL)
-    s3.upload_tree("src", d)
-    subprocess.run(["cp", "-r", d + "/.", ws.inp], check=True)
-
-
 def bucket_case(name, objects, records, seed, extra=""):
     """A workspace and s3rver with src, dst and state buckets; objects
     generated into src; the config in s3 mode. Returns (ws, s3)."""
@@ -129,9 +118,6 @@ def test_kills_with_the_state_folder_deleted():
     print("  seed %d" % seed)
     ws, s3 = bucket_case("s3state", 10, 5000, 41)
     try:
-        points = {"read": 12, "commit": 6, "seal": 2, "grow_write": 4,
-                  "part_put": 3, "grow_commit": 3, "stage_put": 4, "done": 2,
-                  "gc": 1}
         kills, runs, next_id, restored = 0, 0, 10_000_000, 0
         while kills < KILLS and runs < 8 * KILLS:
             runs += 1
@@ -140,9 +126,7 @@ def test_kills_with_the_state_folder_deleted():
                 next_id += 10_000_000
             env = {}
             if rng.random() < 0.6:
-                point = rng.choice(sorted(points))
-                env["SKIPPR_CRASH"] = "%s:%d" % (
-                    point, rng.randrange(1, points[point] + 1))
+                env["SKIPPR_CRASH"] = random_crash(rng)
                 p = start(ws, s3, env)
                 _, err = p.communicate(timeout=300)
                 label = env["SKIPPR_CRASH"]
