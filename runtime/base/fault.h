@@ -14,7 +14,9 @@
  *   SKIPPR_CRASH=POINT:N[:term]     the process kills itself with SIGKILL the
  *                                   Nth time it passes crash point POINT
  *                                   (read, commit, seal, sink_write,
- *                                   sink_commit, done, gc, or any for
+ *                                   sink_commit, done, gc, ledger_merge
+ *                                   (before a merge of ledger runs), or
+ *                                   any for
  *                                   every point); with term it sends
  *                                   itself SIGTERM instead, a stop request
  *                                   at that exact place.

@@ -11,6 +11,7 @@
 
 #include "base/common.h"
 #include "base/crc32c.h"
+#include "base/fault.h"
 #include "base/fsio.h"
 #include "state/ledger_run.h"
 #include "state/remote.h"
@@ -147,14 +148,16 @@ static int load_runs(sk_ledger *l, int readonly)
     closedir(d);
     if (rc)
         return rc;
+    /* A merge's input has a lower level than the merge, whose seq range
+     * holds the input's; a run of the same level or above is another
+     * merge's, and stays. */
     size_t k = 0;
     for (size_t i = 0; i < l->nruns; i++) {
         int replaced = 0;
         for (size_t j = 0; j < l->nruns && !replaced; j++)
-            replaced = j != i && l->runs[j].m.lo <= l->runs[i].m.lo &&
-                       l->runs[i].m.hi <= l->runs[j].m.hi &&
-                       (l->runs[j].m.lo != l->runs[i].m.lo ||
-                        l->runs[j].m.hi != l->runs[i].m.hi);
+            replaced = j != i && l->runs[j].m.level > l->runs[i].m.level &&
+                       l->runs[j].m.lo <= l->runs[i].m.lo &&
+                       l->runs[i].m.hi <= l->runs[j].m.hi;
         if (replaced) {
             if (!readonly)
                 unlink(l->runs[i].path);
@@ -503,6 +506,7 @@ static int merge_open(sk_ledger *l, merge_in *in, const run *r, size_t src)
  * the newest record of each id kept; then remove them. */
 static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
 {
+    sk_crashpoint("ledger_merge");
     uint64_t lo = UINT64_MAX, hi = 0, next_slice = l->next_slice_id;
     for (size_t i = 0; i < k; i++) {
         run *r = &l->runs[idx[i]];
@@ -569,17 +573,28 @@ static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
     return SKIPPR_OK;
 }
 
-/* While a level holds FANOUT runs, merge them into one of the next. */
+/* While a level holds FANOUT runs, merge them into one of the next.
+ * Every run of the level goes into the merge, however many there are (a
+ * crash between a flush and its merge leaves one more): the merged run's
+ * seq range then holds no other run's, which would otherwise be taken
+ * for one of its inputs and removed when the ledger is next opened. */
 static int merge_levels(sk_ledger *l)
 {
     for (uint32_t level = 0; level < 64; level++) {
-        size_t idx[FANOUT], k = 0;
-        for (size_t i = 0; i < l->nruns && k < FANOUT; i++)
-            if (l->runs[i].m.level == level)
-                idx[k++] = i;
+        size_t k = 0;
+        for (size_t i = 0; i < l->nruns; i++)
+            k += l->runs[i].m.level == level;
         if (k < FANOUT)
             continue;
+        size_t *idx = sk_calloc(k, sizeof *idx);
+        if (!idx)
+            return SKIPPR_NOMEM;
+        k = 0;
+        for (size_t i = 0; i < l->nruns; i++)
+            if (l->runs[i].m.level == level)
+                idx[k++] = i;
         int rc = merge(l, idx, k, level + 1);
+        sk_free(idx);
         if (rc)
             return rc;
     }

@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/common.h"
 #include "base/crc32c.h"
+#include "base/fault.h"
 #include "state/ledger.h"
 #include "state/ledger_run.h"
 
@@ -201,6 +203,58 @@ static void test_merge_cut_short(void **state)
     sk_ledger_close(l);
 }
 
+/* One finished unit, i, flushed as a run of its own. */
+static void flush_one(sk_ledger *l, int i)
+{
+    char id[128];
+    unit_id(id, sizeof id, i);
+    sk_ledger_touch(l, id, "v", i)->flags = SK_UNIT_DONE;
+    assert_int_equal(sk_ledger_compact(l, 1), 0);
+}
+
+/* A kill between a flush and its merge leaves nine level-0 runs after the
+ * next flush. All nine are merged: had the newest eight been, the oldest
+ * would have joined the next eight into a run whose seq range holds the
+ * first merge's, and opening the ledger would have removed that one as a
+ * merge's input (its units then forgotten and copied again). */
+static void test_merge_after_a_kill(void **state)
+{
+    (void)state;
+    char path[300], id[128];
+    ledger_path(path, sizeof path, "killed");
+    sk_ledger *l = NULL;
+    assert_int_equal(sk_ledger_open(path, 0, &l), 0);
+    for (int f = 0; f < 7; f++)
+        flush_one(l, f);
+    sk_ledger_close(l);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("SKIPPR_CRASH", "ledger_merge:1", 1);
+        if (sk_fault_init_from_env() != 0 || sk_ledger_open(path, 0, &l))
+            _exit(2);
+        flush_one(l, 7); /* killed before its merge */
+        _exit(3);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(runs_on_disk(path), 8);
+    assert_int_equal(sk_ledger_open(path, 0, &l), 0);
+    for (int f = 8; f < 24; f++)
+        flush_one(l, f);
+    sk_ledger_close(l);
+    assert_int_equal(sk_ledger_open(path, 0, &l), 0);
+    for (int i = 0; i < 24; i++) {
+        unit_id(id, sizeof id, i);
+        const sk_unit_rec *u = NULL;
+        assert_int_equal(sk_ledger_lookup(l, id, &u), 0);
+        assert_non_null(u);
+        assert_int_equal(u->size, i);
+    }
+    sk_ledger_close(l);
+}
+
 /* A damaged block is reported, not read as other records. */
 static void test_damage_found(void **state)
 {
@@ -316,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_flush_merge_lookup),
         cmocka_unit_test(test_newest_wins),
         cmocka_unit_test(test_merge_cut_short),
+        cmocka_unit_test(test_merge_after_a_kill),
         cmocka_unit_test(test_damage_found),
         cmocka_unit_test(test_bytes_per_unit),
         cmocka_unit_test(test_legacy_converted),
