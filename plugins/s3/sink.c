@@ -382,6 +382,16 @@ void sink_abort(void *ctx, void *h)
     obj_free(o);
 }
 
+/* Non-zero when r is S3's refusal of a checksum (400 BadDigest). */
+static int digest_refused(resp *r)
+{
+    char code[128];
+    if (r->status != 400)
+        return 0;
+    s3_error_code(&r->body, code, sizeof code);
+    return strcmp(code, "BadDigest") == 0;
+}
+
 /* CompleteMultipartUpload of o's parts. A Complete the server says failed
  * (5xx, or 200 with an <Error> body, which S3 asks to retry) is sent again
  * up to SINK_TRIES times; a transport failure, whose request may have been
@@ -425,9 +435,22 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
             s3_backoff(c, attempt);
         }
         resp r = {0};
-        rc = conditional_verdict(c, o, s3_request(c, "POST", o->key, q, 1, x.p,
-                                               x.n, ch, nch, &r),
-                                 &r, "complete upload", settled);
+        rc = s3_request(c, "POST", o->key, q, 1, x.p, x.n, ch, nch, &r);
+        if (rc == SKIPPR_OK && o->grown && digest_refused(&r)) {
+            /* A part holds other bytes than the ones this upload sent
+             * under its number: a request of a crashed run that landed
+             * late. The engine's next attempt uploads again every part
+             * past the recorded ones (a recorded part that is wrong
+             * keeps failing, and the slice stays for the next run). */
+            LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: HTTP 400 "
+                "BadDigest (a part holds other bytes than were sent); its "
+                "unrecorded parts are uploaded again", c->bucket, o->key);
+            s3_count_retry(c, 0, r.status);
+            skippr_buf_free(&r.body);
+            rc = SKIPPR_RETRY;
+            break;
+        }
+        rc = conditional_verdict(c, o, rc, &r, "complete upload", settled);
         int refused = rc == SKIPPR_RETRY && !r.curl_error && r.status >= 500;
         /* S3 may answer 200 and put the failure in the body. */
         if (!rc && !*settled && r.body.p && strstr(r.body.p, "<Error>")) {

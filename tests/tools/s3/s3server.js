@@ -18,7 +18,10 @@
 //                   503, 500, 501 (NotImplemented), reset, truncate,
 //                   complete_error, lost_reply
 //                   (the request is carried out, then the connection is
-//                   cut before the answer); rate 0 turns faults off;
+//                   cut before the answer), late_part (an UploadPart is
+//                   carried out and answered, then its part is written
+//                   again with other bytes, as a late request of a
+//                   crashed run would); rate 0 turns faults off;
 //                   complete_error_rate applies to CompleteMultipartUpload
 //                   requests only; `only`, a list of request kinds, limits
 //                   faults to those kinds; nth > 0 fails the nth faultable
@@ -500,7 +503,20 @@ async function main() {
         const id = u.searchParams.get('uploadId');
         if (kind === 'upload_part') {
           if (!partBodies.has(id)) partBodies.set(id, new Map());
-          partBodies.get(id).set(Number(u.searchParams.get('partNumber')), body);
+          const num = Number(u.searchParams.get('partNumber'));
+          partBodies.get(id).set(num, body);
+          if (fault === 'late_part') {
+            // Once answered, the part is written again with other bytes,
+            // as a crashed run's request that lands late would.
+            res.on('finish', () => {
+              const other = Buffer.from(body);
+              if (other.length) other[0] ^= 0xff;
+              partBodies.get(id)?.set(num, other);
+              s3rverCall(s3port, 'PUT', req.url,
+                         { 'content-length': other.length }, other)
+                .catch(() => {});
+            });
+          }
         }
         if (kind === 'complete_multipart') {
           const parts = partBodies.get(id) || new Map();
