@@ -15,6 +15,7 @@
 - A missing bucket, bad credentials and an unreachable endpoint are each
   one clear error line, exit 1, nothing written.
 """
+import collections
 import os
 import random
 import re
@@ -76,14 +77,25 @@ TRANSFORM = {"namespace_fields": "event_type", "batch_time_fields": "timestamp",
 
 def where_extra(s3, extra):
     """A line per sink object holding records counted in extra: its key,
-    size and how many of its records are extra (at most 8 lines)."""
-    lines = []
-    for key, data in sorted(s3.objects("dst", SINK_PREFIX).items()):
+    size, how many of its records are extra and which other objects hold
+    the same records (at most 8 lines)."""
+    holders = collections.defaultdict(set)
+    objs = sorted(s3.objects("dst", SINK_PREFIX).items())
+    for key, data in objs:
         folder = key[len(SINK_PREFIX):].rsplit("/", 1)[0]
-        n = sum(1 for raw, _ in frame(data) if (folder, raw) in extra)
-        if n:
-            lines.append("    %s (%d bytes): %d of its records are extra" %
-                         (key, len(data), n))
+        for raw, _ in frame(data):
+            if (folder, raw) in extra:
+                holders[(folder, raw)].add(key.rsplit("/", 1)[1])
+    lines = []
+    for key, data in objs:
+        folder = key[len(SINK_PREFIX):].rsplit("/", 1)[0]
+        mine = [r for r, _ in frame(data) if (folder, r) in extra]
+        if mine:
+            also = set().union(*(holders[(folder, r)] for r in mine))
+            also.discard(key.rsplit("/", 1)[1])
+            lines.append("    %s (%d bytes): %d of its records are extra; "
+                         "also in %s" % (key, len(data), len(mine),
+                                         ", ".join(sorted(also)) or "none"))
     return "\n".join(lines[:8])
 
 
@@ -206,6 +218,13 @@ def last_line(err):
     return lines[-1][:300] if lines else "(no output)"
 
 
+def keep_log(ws, n, err):
+    """With SKIPPR_KEEP set, run n's log is kept in the workspace."""
+    if os.environ.get("SKIPPR_KEEP"):
+        with open(os.path.join(ws.root, "run%03d.log" % n), "w") as f:
+            f.write(err)
+
+
 def kill_test(source):
     seed = int(os.environ.get("SKIPPR_CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
@@ -260,6 +279,7 @@ def kill_test(source):
                 p = subprocess.CompletedProcess([], rc, "", err.decode())
             history.append("run %d (%s): exit %d; %s" % (
                 runs, label, rc, last_line(p.stderr)))
+            keep_log(ws, runs, p.stderr)
             m = re.search(r"pieces_staged=(\d+)", p.stderr)
             staged += int(m.group(1)) if m else 0
             if rc == -signal.SIGKILL:
@@ -268,7 +288,7 @@ def kill_test(source):
                 raise AssertionError("run %d (%s) failed (exit %d): %s" % (
                     runs, label, rc, p.stderr[-2000:]))
         check(kills >= KILLS, "only %d kills" % kills)
-        run(ws, s3)
+        keep_log(ws, runs + 1, run(ws, s3).stderr)
         n = exact(ws, s3, dict(TRANSFORM, namespace_fields="none"),
                   history)
         uploads = s3.client.list_multipart_uploads(Bucket="dst")
@@ -319,10 +339,10 @@ def counter(p, name):
     return int(m[-1]) if m else 0
 
 
-def nothing_left(ws, s3):
+def nothing_left(ws, s3, transform=dict(TRANSFORM, namespace_fields="none")):
     """The output is exact and nothing else is left; then the bucket is
     emptied and the workspace goes, for the next case."""
-    n = exact(ws, s3, dict(TRANSFORM, namespace_fields="none"))
+    n = exact(ws, s3, transform)
     left = s3.objects("dst", "skippr-staging/")
     check(not left, "staging pieces left: %s" % sorted(left)[:5])
     check(s3.stats()["open_uploads"] == 0, "unfinished uploads: %s" %
