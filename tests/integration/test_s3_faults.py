@@ -353,6 +353,42 @@ def nothing_left(ws, s3, transform=dict(TRANSFORM, namespace_fields="none")):
     return n
 
 
+def test_late_part_is_uploaded_again():
+    """A request of a crashed run can land after the run that took over
+    has uploaded the same part number: the part then holds other bytes.
+    The Complete's CRC32C catches it (400 BadDigest, as S3 answers); the
+    parts past the recorded ones (here the last part, written when the
+    slice was sealed) are uploaded again and the Complete goes through,
+    with nothing written wrong."""
+    s3 = S3Server(["dst"])
+    try:
+        for late in (False, True):
+            ws = Workspace("s3late")
+            ws.generate(objects=8, records=40000, seed=31, plain="")
+            config(ws, "file")
+            s3.reset_stats()
+            if late:
+                # The last part is written again with other bytes once
+                # it has been answered.
+                s3.faults(0, ["late_part"], only=["upload_part"], nth=parts)
+            p = run(ws, s3)
+            st = s3.stats()
+            s3.faults(0, [])
+            if not late:
+                parts = st["counts"]["upload_part"]
+            n = nothing_left(ws, s3, TRANSFORM)
+        check(st["injected"].get("late_part") == 1, "no late part: %s" % st)
+        check(st["checksums"]["mismatched"] == 1 and
+              "BadDigest" in p.stderr and
+              st["counts"]["upload_part"] == parts + 1,
+              "the late part was not caught and uploaded again: %s\n%s" %
+              (st, p.stderr[-2000:]))
+        print("  %d records exactly once; a part overwritten after its "
+              "answer was refused at the Complete and uploaded again" % n)
+    finally:
+        s3.close()
+
+
 def test_staged_pieces_become_parts_by_copy():
     """A staging piece of 5 MiB or more becomes its object's part inside
     S3 (UploadPartCopy): its bytes are not read back. A copy that fails
@@ -451,4 +487,5 @@ if __name__ == "__main__":
           test_lost_answers_are_not_written_twice,
           test_kill_nine_bucket_to_bucket, test_kill_nine_file_to_bucket,
           test_staged_pieces_become_parts_by_copy,
+          test_late_part_is_uploaded_again,
           test_errors_are_one_clear_line])
