@@ -264,6 +264,19 @@ static int validate_one(const sk_yaml_doc *doc, const char *name,
         fmt[i] = inst->format;
         sk_instance_free(inst);
     }
+    if (cfg.state_store.plugin) {
+        /* The state's store: a plugin that can hold state, with options
+         * it takes. */
+        const sk_plugin_lib *lib =
+            sk_registry_store(reg, doc, &cfg.state_store, &err);
+        sk_instance *inst = NULL;
+        if (!lib || sk_instance_new(lib->desc, 1, doc, &cfg.state_store, 0,
+                                    NULL, 0, &inst, &err)) {
+            fprintf(stderr, "skipprd: error: %s\n", err.msg);
+            return 1;
+        }
+        sk_instance_free(inst);
+    }
     const char *why = sk_format_pair_problem(fmt[0], fmt[1], !cfg.route.skim);
     if (why) {
         fprintf(stderr, "skipprd: error: pipeline %s: %s\n", name, why);

@@ -43,7 +43,8 @@ const sk_engine_option sk_engine_options[] = {
      .offset = SIZE_MAX,
      .doc = "With `skipprd_el_storage_mode: s3`: `data_sinks.NAME`, an S3 "
         "entry whose bucket and prefix hold each pipeline's state, under "
-        "`{s3_prefix}/{workspace}/{pipeline}/`."},
+        "`{s3_prefix}/{workspace}/{pipeline}/`. `skipprd validate` checks "
+        "that its plugin can hold state and takes its options."},
     {.name = "state_lease_seconds",
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_INT,

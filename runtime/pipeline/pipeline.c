@@ -193,16 +193,13 @@ int pl_remote_open(engine *e, const char *state_name, sk_instance **inst,
                    sk_remote **out)
 {
     const sk_endpoint_cfg *ep = &e->cfg->state_store;
-    const sk_plugin_lib *lib = sk_registry_find(&e->reg, ep->plugin);
-    const skippr_sink_ops *ops = lib ? lib->desc->sink : NULL;
     sk_cfg_err err;
-    if (!ops || !(ops->flags & SKIPPR_SINK_STORE) ||
-        !SKIPPR_OPS_HAS(skippr_sink_ops, ops, store_list)) {
-        sk_cfg_fail(&err, e->doc, ep->at, "state_store: the %s plugin "
-                    "cannot hold state (S3 can)", ep->plugin);
+    const sk_plugin_lib *lib = sk_registry_store(&e->reg, e->doc, ep, &err);
+    if (!lib) {
         sk_error("%s", err.msg);
         return SKIPPR_INVAL;
     }
+    const skippr_sink_ops *ops = lib->desc->sink;
     if (sk_instance_new(lib->desc, 1, e->doc, ep, SK_START, NULL, 0, inst,
                         &err)) {
         sk_error("%s", err.msg);

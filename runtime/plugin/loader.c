@@ -238,6 +238,22 @@ const sk_plugin_lib *sk_registry_find(const sk_registry *r, const char *name)
     return NULL;
 }
 
+const sk_plugin_lib *sk_registry_store(const sk_registry *r,
+                                       const sk_yaml_doc *doc,
+                                       const sk_endpoint_cfg *ep,
+                                       sk_cfg_err *err)
+{
+    const sk_plugin_lib *lib = sk_registry_find(r, ep->plugin);
+    const skippr_sink_ops *ops = lib ? lib->desc->sink : NULL;
+    if (ops && (ops->flags & SKIPPR_SINK_STORE) &&
+        SKIPPR_OPS_HAS(skippr_sink_ops, ops, store_list) && ops->store_get &&
+        ops->store_put && ops->store_delete && ops->store_list)
+        return lib;
+    sk_cfg_fail(err, doc, ep->at, "state_store: the %s plugin cannot hold "
+                "state (S3 can)", ep->plugin);
+    return NULL;
+}
+
 /* ---- instances --------------------------------------------------------- */
 
 int sk_instance_logged_error(const sk_instance *inst)

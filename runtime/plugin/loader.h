@@ -44,6 +44,13 @@ int sk_registry_load(sk_registry *r, const sk_yaml_doc *doc,
                      const sk_ynode *extra_dirs, sk_cfg_err *err);
 void sk_registry_close(sk_registry *r);
 const sk_plugin_lib *sk_registry_find(const sk_registry *r, const char *name);
+/* The plugin named by state_store (skipprd_el_storage_mode: s3) when it
+ * can hold a pipeline's state (a sink with SKIPPR_SINK_STORE and the
+ * store calls); else NULL, with the reason in err (at ep's line). */
+const sk_plugin_lib *sk_registry_store(const sk_registry *r,
+                                       const sk_yaml_doc *doc,
+                                       const sk_endpoint_cfg *ep,
+                                       sk_cfg_err *err);
 
 typedef enum sk_format {
     SK_FORMAT_AUTO = 0,

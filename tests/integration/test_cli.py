@@ -74,6 +74,22 @@ def test_validate_errors_have_positions():
                   "want %s%s ... %s, got: %s" % (ws.config, pos, words, p.err))
         p = run(["validate", "--config", write(ws, BASE)])
         check("pipeline p: ok (File -> File)" in p.out, p.out)
+        # The state's store (skipprd_el_storage_mode: s3) is checked as
+        # sync would: a plugin that can hold state, with options it takes.
+        s3 = BASE.replace("local\n", "s3\n  state_store: data_sinks.%s\n"
+                          ) + "  st:\n    S3:\n      s3_bucket: b\n      %s\n"
+        for store, opt, pos, words in (
+                ("d", "region: x", ":16:5:",
+                 "state_store: the File plugin cannot hold state"),
+                ("st", "regon: x", ":21:7:",
+                 "unknown option 'regon' for S3 sink (data_sinks.st)")):
+            p = run(["validate", "--config", write(ws, s3 % (store, opt))],
+                    check_rc=False)
+            check(p.returncode == 1 and ws.config + pos in p.err and
+                  words in p.err, "state store: want %s%s ... %s, got: %s" %
+                  (ws.config, pos, words, p.err))
+        p = run(["validate", "--config", write(ws, s3 % ("st", "region: x"))])
+        check("pipeline p: ok (File -> File)" in p.out, p.out)
         os.environ["SKIPPR_T_DIR"] = "/tmp/from-env"
         p = run(["validate", "--config",
                  write(ws, BASE.replace("/tmp/x", "${SKIPPR_T_DIR}"))])
