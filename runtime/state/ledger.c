@@ -36,6 +36,8 @@ struct sk_ledger {
     ZSTD_DCtx *dctx;
     uint64_t legacy_count; /* read-only open of an unconverted ledger */
     sk_remote *remote; /* runs are stored there too; not owned */
+    char **dropped; /* paths of runs a merge replaced, removed at open */
+    size_t ndropped, dropped_cap;
 };
 
 static void rec_free(sk_unit_rec *r)
@@ -110,6 +112,9 @@ int sk_ledger_set_remote(sk_ledger *l, sk_remote *r, int store_existing)
 {
     l->remote = r;
     int rc = SKIPPR_OK;
+    /* Runs a merge replaced go from the store as they went from here. */
+    for (size_t i = 0; i < l->ndropped && !rc; i++)
+        rc = mirror_run(l, l->dropped[i], 1);
     for (size_t i = 0; store_existing && i < l->nruns && !rc; i++)
         rc = mirror_run(l, l->runs[i].path, 0);
     return rc;
@@ -159,8 +164,17 @@ static int load_runs(sk_ledger *l, int readonly)
                        l->runs[j].m.lo <= l->runs[i].m.lo &&
                        l->runs[i].m.hi <= l->runs[j].m.hi;
         if (replaced) {
-            if (!readonly)
+            if (!readonly) {
                 unlink(l->runs[i].path);
+                /* kept by name, for the store (sk_ledger_set_remote) */
+                if (sk_array_grow(&l->dropped, l->ndropped, &l->dropped_cap,
+                                  sizeof *l->dropped, 4) == 0) {
+                    l->dropped[l->ndropped++] = l->runs[i].path;
+                    l->runs[i].path = NULL;
+                } else {
+                    rc = SKIPPR_NOMEM;
+                }
+            }
             run_free(&l->runs[i]);
         } else {
             l->runs[k++] = l->runs[i];
@@ -169,7 +183,7 @@ static int load_runs(sk_ledger *l, int readonly)
     l->nruns = k;
     if (l->nruns > 1)
         qsort(l->runs, l->nruns, sizeof *l->runs, by_newest);
-    return SKIPPR_OK;
+    return rc;
 }
 
 /* ---- the ledger of earlier versions: one file, converted once ---------- */
@@ -318,6 +332,9 @@ void sk_ledger_close(sk_ledger *l)
     for (size_t i = 0; i < l->nruns; i++)
         run_free(&l->runs[i]);
     sk_free(l->runs);
+    for (size_t i = 0; i < l->ndropped; i++)
+        sk_free(l->dropped[i]);
+    sk_free(l->dropped);
     size_t it = 0;
     sk_unit_rec *r;
     while ((r = sk_map_next(&l->recent, &it))) {

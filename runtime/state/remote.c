@@ -557,21 +557,6 @@ static int wipe(const char *dir)
     return rc;
 }
 
-/* 1 when run name a ("ledger.d/LO-HI.run") is replaced by one of keys (a
- * merge covering its range, whose inputs were not all removed). */
-static int run_replaced(const char *a, char *const *keys, size_t n)
-{
-    unsigned long long lo, hi, l2, h2;
-    if (sscanf(a, "ledger.d/%16llx-%16llx.run", &lo, &hi) != 2)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(keys[i], a) != 0 &&
-            sscanf(keys[i], "ledger.d/%16llx-%16llx.run", &l2, &h2) == 2 &&
-            l2 <= lo && hi <= h2)
-            return 1;
-    return 0;
-}
-
 /* Write p[0..n) at offset off of segment seg in the WAL folder waldir. */
 static int restore_bytes(const char *waldir, uint64_t seg, uint64_t off,
                          const void *p, size_t n)
@@ -687,9 +672,6 @@ int sk_remote_restore(sk_remote *r, const char *dir)
             r->next_n = SK_MAX(r->next_n, n + 1);
             rc = restore_delta(r, k, waldir, buf, &t);
             nwal++;
-        } else if (strncmp(k, "ledger.d/", 9) == 0 &&
-                   run_replaced(k, ls.keys, ls.n)) {
-            rc = sk_remote_delete(r, k);
         } else if (strcmp(k, "state_id") == 0 ||
                    strcmp(k, "listing_mark") == 0 ||
                    strcmp(k, "taken_over") == 0 ||

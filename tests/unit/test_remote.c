@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "base/common.h"
+#include "state/ledger.h"
 #include "state/remote.h"
 #include "state/wal.h"
 
@@ -404,10 +405,77 @@ static void test_rebase_cut_short(void **state)
     sk_remote_close(r, 1);
 }
 
+/* ---- ledger runs --------------------------------------------------------- */
+
+static size_t stored_runs(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nobj; i++)
+        n += strncmp(objs[i].key, "w/p/ledger.d/", 13) == 0;
+    return n;
+}
+
+static void flush_unit(sk_ledger *l, int i)
+{
+    char id[64];
+    snprintf(id, sizeof id, "2024/01/01/00/unit-%04d", i);
+    sk_ledger_touch(l, id, "v", i)->flags = SK_UNIT_DONE;
+    assert_int_equal(sk_ledger_compact(l, 1), 0);
+}
+
+/* A merge's inputs left in the store by a crash (the merged run stored,
+ * the inputs not yet removed) are restored with it; opening the ledger
+ * removes them, here and from the store, and every unit is still known. */
+static void test_merge_inputs_removed_after_restore(void **state)
+{
+    (void)state;
+    char path[400], cmd[1200];
+    snprintf(path, sizeof path, "%s/a/ledger", dir);
+    sk_remote *r = take(30);
+    sk_ledger *l = NULL;
+    assert_int_equal(sk_ledger_open(path, 0, &l), 0);
+    assert_int_equal(sk_ledger_set_remote(l, r, 0), 0);
+    for (int i = 0; i < 7; i++)
+        flush_unit(l, i);
+    snprintf(cmd, sizeof cmd, "mkdir '%s/keep' && cp '%s.d'/*.run '%s/keep'/",
+             dir, path, dir);
+    assert_int_equal(system(cmd), 0);
+    flush_unit(l, 7); /* the eighth: merged, its inputs removed */
+    sk_ledger_close(l);
+    assert_int_equal(stored_runs(), 1);
+    /* The crash: the inputs are still in the store. */
+    for (int i = 0; i < 7; i++) {
+        char rel[80], file[600];
+        snprintf(rel, sizeof rel, "ledger.d/%016x-%016x.run", i, i);
+        snprintf(file, sizeof file, "%s/keep/%016x-%016x.run", dir, i, i);
+        assert_int_equal(sk_remote_put_file(r, rel, file), 0);
+    }
+    assert_int_equal(stored_runs(), 8);
+    snprintf(path, sizeof path, "%s/b", dir);
+    assert_int_equal(sk_remote_restore(r, path), 0);
+    snprintf(path, sizeof path, "%s/b/ledger", dir);
+    assert_int_equal(sk_ledger_open(path, 0, &l), 0);
+    assert_int_equal(sk_ledger_runs(l), 1);
+    assert_int_equal(sk_ledger_set_remote(l, r, 0), 0);
+    assert_int_equal(stored_runs(), 1);
+    for (int i = 0; i < 8; i++) {
+        char id[64];
+        const sk_unit_rec *u = NULL;
+        snprintf(id, sizeof id, "2024/01/01/00/unit-%04d", i);
+        assert_int_equal(sk_ledger_lookup(l, id, &u), 0);
+        assert_non_null(u);
+        assert_int_equal(u->size, i);
+    }
+    sk_ledger_close(l);
+    sk_remote_close(r, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_merge_inputs_removed_after_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_restored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dropped_segment_skipped, setup,
                                         teardown),
