@@ -9,9 +9,12 @@
  *
  * A flush (sk_ledger_compact) writes the map as a new run of level 0 and
  * keeps only the unfinished units in memory; its cost is that of what
- * changed. When a level holds FANOUT (8) runs they are merged into one of
- * the next level, so each record is rewritten once per level: log8 of the
- * ledger's size over a flush's. After a flush, WAL segments holding older
+ * changed. When a level holds FANOUT (8) runs, all its runs are merged
+ * into one of the next level, so each record is rewritten once per level:
+ * log8 of the ledger's size over a flush's. A merge's seq range is then
+ * its inputs' alone, and at open a run is taken for a merge's input (left
+ * by a crash, and removed) only when a run of a higher level holds its
+ * seqs. After a flush, WAL segments holding older
  * COMMIT frames may be deleted. Where runs disagree about a unit, the
  * newest run (highest seq) holds its record.
  *
