@@ -26,10 +26,11 @@ SECRET_KEY = "S3RVER"
 # Crash points of a copy whose objects grow as multipart uploads, with how
 # many times each is passed in a short run: grow_write comes before each
 # part (and the last one, at the finish), part_put after a part is
-# uploaded and before a commit records it, grow_commit before the Complete.
+# uploaded and before a commit records it, grow_commit before the Complete,
+# ledger_merge between a ledger flush and its merge (one flush in eight).
 KILL_POINTS = {"read": 12, "commit": 6, "seal": 2, "grow_write": 4,
                "part_put": 3, "grow_commit": 3, "stage_put": 4, "done": 2,
-               "gc": 1}
+               "gc": 1, "ledger_merge": 1}
 
 
 def random_crash(rng):
