@@ -413,7 +413,9 @@ typedef struct skippr_sink_ops {
     /* Write len bytes as key. cond NULL: whatever is there; "*": only if
      * there is no such key; else only if the key's ETag is cond. A
      * condition that does not hold is SKIPPR_CHANGED, not logged. The new
-     * ETag goes to etag (may be NULL). */
+     * ETag goes to etag (may be NULL). An unconditional write may be
+     * large (a ledger run of a billion units is tens of GB, buf mapped
+     * from its file): the store must take any size. */
     int (*store_put)(void *ctx, const char *key, const void *buf, size_t len,
                      const char *cond, char *etag, size_t etag_cap);
     /* Remove key (SKIPPR_OK also when there is none). */

@@ -1,7 +1,8 @@
 /* The engine's state in a bucket (SKIPPR_SINK_STORE, for
- * skipprd_el_storage_mode: s3): small objects under s3_prefix read with
- * ranged GETs, written with PUT (conditional on request: If-None-Match: *
- * or If-Match with an ETag), deleted and listed. What the objects hold is
+ * skipprd_el_storage_mode: s3): objects under s3_prefix read with ranged
+ * GETs, written with PUT (conditional on request: If-None-Match: * or
+ * If-Match with an ETag), or, unconditional and larger than part_size (a
+ * big ledger run), as a multipart upload; deleted and listed. What the objects hold is
  * the engine's business (runtime/state/remote.c).
  *
  * A conditional PUT that answers 412 (or 409, S3's answer to a
@@ -91,6 +92,92 @@ static int holds_ours(s3_ctx *c, const char *key, const void *buf,
     return same;
 }
 
+/* The text of <name> in r's body into out (cap bytes): 0, or -1 when
+ * there is none or it does not fit. */
+static int xml_text(const resp *r, const char *name, char *out, size_t cap)
+{
+    char open[48], close[48];
+    snprintf(open, sizeof open, "<%s>", name);
+    snprintf(close, sizeof close, "</%s>", name);
+    const char *s = r->body.p ? strstr(r->body.p, open) : NULL;
+    const char *e = s ? strstr(s, close) : NULL;
+    if (!e || (size_t)(e - s) - strlen(open) >= cap)
+        return -1;
+    s += strlen(open);
+    snprintf(out, cap, "%.*s", (int)(e - s), s);
+    return 0;
+}
+
+/* An unconditional state write larger than a part (a ledger run of a big
+ * ledger: one PutObject takes at most 5 GiB) as a multipart upload of
+ * full from p[0..len), parts of part_size (larger when 10,000 would not
+ * hold it), each retried; aborted on failure. */
+static int put_parts(s3_ctx *c, const char *full, const char *p, size_t len,
+                     char *etag, size_t etag_cap)
+{
+    size_t part = (size_t)c->part_size;
+    if (len / part >= 10000)
+        part = len / 9999 + 1;
+    char id[512], num[16], sum[32], ptag[128];
+    sigv4_kv q[2] = {{"uploads", ""}};
+    resp r = {0};
+    int rc = s3_request_retried(c, "write state", full, NULL, "POST", full, q,
+                                1, NULL, 0, NULL, 0, &r);
+    if (!rc && xml_text(&r, "UploadId", id, sizeof id)) {
+        LOG(c, SKIPPR_LOG_ERROR, "write state %s: no UploadId in the answer",
+            full);
+        rc = SKIPPR_FATAL;
+    }
+    skippr_buf_free(&r.body);
+    if (rc)
+        return rc;
+    buf x = {0};
+    x.max = 1u << 24;
+    rc = skippr_buf_put(&x, "<CompleteMultipartUpload>", 25);
+    q[0] = (sigv4_kv){"partNumber", num};
+    q[1] = (sigv4_kv){"uploadId", id};
+    for (size_t off = 0, i = 1; off < len && !rc; off += part, i++) {
+        size_t n = len - off < part ? len - off : part;
+        snprintf(num, sizeof num, "%zu", i);
+        sigv4_kv h[1] = {s3_body_check(c, p + off, n, sum)};
+        memset(&r, 0, sizeof r);
+        rc = s3_request_retried(c, "write state", full, NULL, "PUT", full, q,
+                                2, p + off, n, h, 1, &r);
+        snprintf(ptag, sizeof ptag, "%s", r.etag);
+        skippr_buf_free(&r.body);
+        char line[256];
+        int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
+                          "</PartNumber><ETag>\"%s\"</ETag></Part>", i, ptag);
+        if (!rc)
+            rc = skippr_buf_put(&x, line, (size_t)ln);
+    }
+    if (!rc)
+        rc = skippr_buf_put(&x, "</CompleteMultipartUpload>", 26);
+    if (!rc) {
+        memset(&r, 0, sizeof r);
+        rc = s3_request_retried(c, "write state", full, NULL, "POST", full,
+                                q + 1, 1, x.p, x.n, NULL, 0, &r);
+        /* S3 may answer 200 and put the failure in the body. */
+        if (!rc && r.body.p && strstr(r.body.p, "<Error>")) {
+            LOG(c, SKIPPR_LOG_ERROR, "write state %s: the upload did not "
+                "complete", full);
+            rc = SKIPPR_FATAL;
+        }
+        if (!rc && etag && xml_text(&r, "ETag", etag, etag_cap))
+            *etag = '\0';
+        skippr_buf_free(&r.body);
+    }
+    skippr_buf_free(&x);
+    if (rc) {
+        memset(&r, 0, sizeof r);
+        static const long gone[] = {404, 0};
+        s3_request_retried(c, "abort state upload", full, gone, "DELETE",
+                           full, q + 1, 1, NULL, 0, NULL, 0, &r);
+        skippr_buf_free(&r.body);
+    }
+    return rc;
+}
+
 int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
                    const char *cond, char *etag, size_t etag_cap)
 {
@@ -98,6 +185,8 @@ int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
     char full[1024], sum[32], match[160];
     if (full_key(c, key, full, sizeof full))
         return SKIPPR_INVAL;
+    if (!cond && c->part_size > 0 && len > (size_t)c->part_size)
+        return put_parts(c, full, buf, len, etag, etag_cap);
     sigv4_kv h[3] = {s3_body_check(c, buf, len, sum),
                      {"content-type", "application/octet-stream"}};
     size_t nh = 2;

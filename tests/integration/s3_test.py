@@ -140,14 +140,15 @@ class S3Server:
         return self._control("/__reset", {})
 
     def faults(self, rate, kinds, seed=1, complete_error_rate=0, only=None,
-               nth=0, persist=False):
+               nth=0, persist=False, max_put_bytes=0):
         """Fail `rate` of requests (of the kinds in `only`, if given) with
         one of `kinds`; or, with nth, the nth request from now (and with
-        persist every later one) with kinds[0]; see s3server.js."""
+        persist every later one) with kinds[0]; with max_put_bytes, refuse
+        a PutObject larger than that; see s3server.js."""
         return self._control("/__faults", {
             "rate": rate, "kinds": kinds, "seed": seed,
             "complete_error_rate": complete_error_rate, "only": only,
-            "nth": nth, "persist": persist})
+            "nth": nth, "persist": persist, "max_put_bytes": max_put_bytes})
 
     def upload_tree(self, bucket, root):
         paths = [os.path.join(d, fn) for d, _, files in os.walk(root)

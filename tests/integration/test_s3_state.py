@@ -16,6 +16,8 @@ the test proxy, which enforces If-None-Match and If-Match as AWS does.
 - The shard count changes with the state in the bucket: 2 shards, then 3
   on empty disks, which take over what the 2 finished (nothing copied
   twice); a run of the old count is then refused.
+- A ledger run larger than part_size is stored by parts (a PutObject
+  takes at most 5 GiB), and restored.
 """
 import os
 import random
@@ -288,8 +290,72 @@ def test_shard_count_changes_with_the_state_in_the_bucket():
         ws.cleanup()
 
 
+def test_big_ledger_runs_stored_by_parts():
+    """A ledger run larger than part_size is stored as a multipart
+    upload (one PutObject takes at most 5 GiB, and a billion units make
+    runs of tens of GB): here 300,000 units of the bench's Synth source
+    against a proxy that refuses a PutObject over 6 MiB. The next run,
+    from an empty folder, restores the state and skips every unit."""
+    synth = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(SKIPPRD))), "bench", "plugins")
+    ws = Workspace("s3bigrun")
+    s3 = S3Server(["state"])
+    try:
+        with open(ws.config, "w") as f:
+            f.write("""skippr:
+  workspace: w
+  skipprd_el_storage_mode: s3
+  state_store: data_sinks.state
+  state_dir: %s
+  plugin_dirs: [%s]
+pipelines:
+  p:
+    data_source: data_sources.a
+    data_sink: data_sinks.b
+data_sources:
+  a:
+    Synth:
+      units: 300000
+data_sinks:
+  b:
+    File:
+      path: %s
+  state:
+    S3:
+      s3_bucket: state
+      part_size: 5MiB
+""" % (ws.state, synth, ws.out))
+        s3.faults(0, [], max_put_bytes=6 << 20)
+        s3.reset_stats()
+        p = start(ws, s3)
+        _, err = p.communicate(timeout=600)
+        check(p.returncode == 0, "first run: exit %d: %s" % (p.returncode,
+                                                              err[-2000:]))
+        st = s3.stats()["counts"]
+        runs = {k: len(v) for k, v in s3.objects("state").items()
+                if "/ledger.d/" in k}
+        big = max(runs.values())
+        check(big > 6 << 20 and st.get("create_multipart", 0) >= 1 and
+              st.get("complete_multipart") == st.get("create_multipart"),
+              "no run stored by parts: runs %s, requests %s" % (runs, st))
+        lose_the_box(ws)
+        p = start(ws, s3)
+        _, err = p.communicate(timeout=600)
+        check(p.returncode == 0 and
+              "0 units copied, 300000 already done" in err,
+              "the restored state did not skip every unit: %s" % err[-2000:])
+        print("  300,000 units; the largest ledger run, %.1f MB, stored in "
+              "%d parts under a 6 MiB PutObject limit; restored on an empty "
+              "disk, every unit skipped" % (big / 1e6, st["upload_part"]))
+    finally:
+        s3.faults(0, [])
+        s3.close()
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     main([test_kills_with_the_state_folder_deleted,
           test_second_process_refused_then_takeover_after_a_kill,
           test_local_state_moves_to_the_store,
-          test_shard_count_changes_with_the_state_in_the_bucket])
+          test_shard_count_changes_with_the_state_in_the_bucket,
+          test_big_ledger_runs_stored_by_parts])

@@ -14,7 +14,9 @@
 //                            connections accepted (this request's included)
 //   POST /__reset            zero the counters
 //   POST /__faults  {rate, kinds, seed, complete_error_rate, only, nth,
-//                   persist}   kinds:
+//                   persist, max_put_bytes}   max_put_bytes > 0: a
+//                   PutObject body over it answers 400 EntityTooLarge (S3's
+//                   limit is 5 GiB; tests lower it). kinds:
 //                   503, 500, 501 (NotImplemented), reset, truncate,
 //                   complete_error, lost_reply
 //                   (the request is carried out, then the connection is
@@ -498,6 +500,12 @@ async function main() {
             return res.end(e);
           }
           payloads.signed++;
+        }
+        if (kind === 'put' && faults.max_put_bytes > 0 &&
+            body.length > faults.max_put_bytes) {
+          // S3 takes at most 5 GiB in one PutObject; a test lowers that.
+          return xmlError(res, 400, 'EntityTooLarge',
+                          `${body.length} bytes in one PUT`);
         }
         const sent = req.headers['x-amz-checksum-crc32c'];
         const id = u.searchParams.get('uploadId');
