@@ -69,7 +69,7 @@ def test_example_plugin_out_of_tree_passes_testkit():
              "--read", "tar -xOf '%s' \"$SKIPPR_KEY\"" % archive],
             capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, "testkit failed the Tar sink:\n" + p.stderr)
-        check("# 11 checks, 0 failed" in p.stderr, p.stderr)
+        check("# 12 checks, 0 failed" in p.stderr, p.stderr)
         check(re.search(r"64 MiB object: memory grew by [0-9.]+ MiB",
                         p.stderr), p.stderr)
         # The archive is a plain tar: the standard reader lists every
@@ -119,6 +119,8 @@ def test_template_builds_with_pkg_config_and_passes():
 
 
 def test_testkit_fails_a_sink_that_is_not_idempotent():
+    """The broken sink appends instead of replacing, and its state store
+    ignores conditions: the testkit fails both checks, and only those."""
     ws = Workspace("sdk-broken")
     try:
         out = os.path.join(ws.root, "objs")
@@ -131,10 +133,15 @@ def test_testkit_fails_a_sink_that_is_not_idempotent():
             p.returncode, p.stderr))
         lines = p.stderr.splitlines()
         bad = [l for l in lines if l.startswith("not ok")]
-        check(len(bad) == 1 and bad[0].startswith(
-            "not ok 4 - re-write the same slice after a crash"),
-              "expected only the re-write check to fail:\n" + p.stderr)
+        check(len(bad) == 2 and bad[0].startswith(
+            "not ok 4 - re-write the same slice after a crash") and
+              bad[1].startswith("not ok 12 - state store"),
+              "expected the re-write and the store checks to fail:\n" +
+              p.stderr)
         check("instead of replacing it" in bad[0], bad[0])
+        # Its store ignores the conditions of a write: two processes could
+        # both take a pipeline's lease.
+        check('with "*" returned OK, not CHANGED' in bad[1], bad[1])
         for n in (3, 5, 6, 7):  # the rest of the sink is right
             check(any(l.startswith("ok %d " % n) for l in lines),
                   "check %d did not pass:\n%s" % (n, p.stderr))
@@ -188,7 +195,9 @@ def test_s3_sink_passes_testkit_through_faults():
     testkit as RETRY, which aborts and writes again as the engine does,
     and every check still sees each object stored once. One object gets
     1,005 staging pieces, more than a listing page (1,000): stage_clear
-    must page through them all, and no piece may be left."""
+    must page through them all, and no piece may be left. The state store
+    (conditional writes) passes under the same faults with the sink's own
+    retries."""
     from s3_test import S3Server
     s3 = S3Server(["kit"])
     try:
@@ -205,12 +214,12 @@ def test_s3_sink_passes_testkit_through_faults():
             [TESTKIT, os.path.join(BUILD, "plugins", "skippr_s3.so"),
              "-o", "s3_bucket=kit", "-o", "s3_prefix=pre",
              "-o", "max_attempts=1", "--big-mib", "64",
-             "--stage-pieces", "1005", "--read", read],
+             "--stage-pieces", "1005", "--read", read, "--no-store"],
             env=dict(os.environ, **s3.env()), capture_output=True,
             text=True, timeout=600)
         injected = sum(s3.stats().get("injected", {}).values())
         check(p.returncode == 0, "testkit failed the S3 sink:\n" + p.stderr)
-        m = re.search(r"# 11 checks, 0 failed; (\d+) calls retried",
+        m = re.search(r"# 12 checks, 0 failed; (\d+) calls retried",
                       p.stderr)
         check(m and injected > 0 and int(m.group(1)) > 0,
               "no fault reached the sink as RETRY (%d injected):\n%s" % (
@@ -220,8 +229,22 @@ def test_s3_sink_passes_testkit_through_faults():
               "ok 10 - copying staged pieces: a piece made" in p.stderr and
               not left,
               "staging pieces not checked, or left: %s" % left[:5])
-        print("  %d faults injected, %s calls retried after RETRY" % (
-            injected, m.group(1)))
+        # The state store retries inside the sink (max_attempts), so it
+        # is checked with the sink's own retries, under the same faults.
+        s3.reset_stats()
+        q = subprocess.run(
+            [TESTKIT, os.path.join(BUILD, "plugins", "skippr_s3.so"),
+             "-o", "s3_bucket=kit", "-o", "s3_prefix=store",
+             "-o", "max_attempts=8", "--big-mib", "1", "--instances", "1"],
+            env=dict(os.environ, **s3.env()), capture_output=True,
+            text=True, timeout=600)
+        check(q.returncode == 0 and "ok 12 - state store: conditional "
+              "writes" in q.stderr, "the S3 store failed the testkit:\n" +
+              q.stderr)
+        print("  %d faults injected, %s calls retried after RETRY; the "
+              "state store passed under %d more" % (
+                  injected, m.group(1),
+                  sum(s3.stats().get("injected", {}).values())))
     finally:
         s3.close()
 

@@ -2,12 +2,14 @@
  * the engine's exactly-once protocol relies on.
  *
  *   skippr-testkit PLUGIN.so [-o KEY=VALUE]... [--read CMD]
- *                  [--big-mib N] [--instances N] [-v]
+ *                  [--big-mib N] [--instances N] [--stage-pieces N]
+ *                  [--no-store] [-v]
  *
  * The testkit plays the engine: it allocates instance contexts, fills the
  * options table from -o (or the defaults), and drives object_open / write /
  * commit / abort / check exactly as the engine does, including a process
- * that dies mid-object. What a sink stored is observed two ways:
+ * that dies mid-object; and, for a sink that keeps the engine's state
+ * (SKIPPR_SINK_STORE), the conditional writes its lease relies on. What a sink stored is observed two ways:
  * - object_check(), when the sink has it;
  * - --read CMD, a shell command that prints the bytes stored under the key
  *   in $SKIPPR_KEY (e.g. `tar -xOf out.tar "$SKIPPR_KEY"`). Without it the
@@ -57,6 +59,7 @@ static struct {
     int64_t big_mib;
     int instances;
     int stage_pieces;
+    int no_store;
     int verbose;
 } g = {.big_mib = 256, .instances = 4, .stage_pieces = 3};
 
@@ -70,7 +73,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: skippr-testkit PLUGIN.so [-o KEY=VALUE]... [--read CMD]\n"
             "                      [--big-mib N] [--instances N]\n"
-            "                      [--stage-pieces N] [-v]\n"
+            "                      [--stage-pieces N] [--no-store] [-v]\n"
             "  -o KEY=VALUE   a sink option, as under the sink in YAML\n"
             "  --read CMD     shell command printing the bytes stored under\n"
             "                 the key in $SKIPPR_KEY (byte-level checks)\n"
@@ -79,6 +82,8 @@ static void usage(void)
             "  --stage-pieces N  staging pieces of one object put, read\n"
             "                 back and cleared (3; more than a listing page\n"
             "                 checks that stage_clear pages)\n"
+            "  --no-store     skip the state store check (its calls retry\n"
+            "                 inside the sink: not with max_attempts=1)\n"
             "  -v             show the plugin's log and --read's errors\n");
     exit(2);
 }
@@ -1402,6 +1407,115 @@ static void check_instances(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The state store (SKIPPR_SINK_STORE)                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct listed {
+    char keys[4][160];
+    size_t n;
+} listed;
+
+static int list_one(void *ud, const skippr_unit *u)
+{
+    listed *l = ud;
+    if (l->n < 4)
+        snprintf(l->keys[l->n], sizeof l->keys[0], "%s", u->id);
+    l->n++;
+    return 0;
+}
+
+/* What the engine's lease and fencing rely on (runtime/state/remote.c):
+ * "*" creates only, an ETag condition holds only for the current one, a
+ * condition that does not hold is CHANGED, reads are ranged, a listing is
+ * in key order, a removal is idempotent. */
+static void check_store(void)
+{
+    if (!SKIPPR_OPS_HAS(skippr_sink_ops, sink, flags) ||
+        !(sink->flags & SKIPPR_SINK_STORE)) {
+        skip("state store", "the sink does not declare SKIPPR_SINK_STORE");
+        return;
+    }
+    if (g.no_store) {
+        skip("state store", "--no-store");
+        return;
+    }
+    if (!SKIPPR_OPS_HAS(skippr_sink_ops, sink, store_list) ||
+        !sink->store_get || !sink->store_put || !sink->store_delete ||
+        !sink->store_list) {
+        fail("SKIPPR_SINK_STORE needs store_get, store_put, store_delete "
+             "and store_list");
+        report("state store");
+        return;
+    }
+    instance *in = instance_up();
+    if (!in) {
+        report("state store");
+        return;
+    }
+    char pfx[64], ka[96], kb[96], e1[128] = "", e2[128] = "", et[128];
+    char got[64];
+    size_t n = 0;
+    uint64_t size = 0;
+    snprintf(pfx, sizeof pfx, "testkit-store-%ld-%ld/", (long)getpid(),
+             (long)time(NULL));
+    snprintf(ka, sizeof ka, "%sa", pfx);
+    snprintf(kb, sizeof kb, "%sb", pfx);
+    void *x = in->ctx;
+    listed l = {0};
+    int rc;
+    if ((rc = sink->store_put(x, ka, "first bytes", 11, "*", e1,
+                              sizeof e1))) {
+        fail("store_put of a new key with \"*\" returned %s",
+             skippr_status_name(rc));
+    } else if ((rc = sink->store_put(x, ka, "other", 5, "*", NULL, 0)) !=
+               SKIPPR_CHANGED) {
+        fail("store_put of an existing key with \"*\" returned %s, not "
+             "CHANGED", skippr_status_name(rc));
+    } else if ((rc = sink->store_put(x, ka, "other", 5, "no-such-etag", NULL,
+                                     0)) != SKIPPR_CHANGED) {
+        fail("store_put with another ETag as condition returned %s, not "
+             "CHANGED", skippr_status_name(rc));
+    } else if ((rc = sink->store_put(x, ka, "second bytes", 12, e1, e2,
+                                     sizeof e2))) {
+        fail("store_put with the key's ETag as condition returned %s",
+             skippr_status_name(rc));
+    } else if (strcmp(e1, e2) != 0 &&
+               (rc = sink->store_put(x, ka, "x", 1, e1, NULL, 0)) !=
+                   SKIPPR_CHANGED) {
+        fail("store_put with the ETag before the last write returned %s, "
+             "not CHANGED", skippr_status_name(rc));
+    } else if ((rc = sink->store_get(x, ka, 0, got, sizeof got, &n, &size,
+                                     et, sizeof et)) ||
+               n != 12 || size != 12 || memcmp(got, "second bytes", 12) ||
+               (*e2 && strcmp(et, e2) != 0)) {
+        fail("store_get after the conditional write: %s, %zu of %" PRIu64
+             " bytes%s", skippr_status_name(rc), n, size,
+             !rc && *e2 && strcmp(et, e2) ? ", another ETag" : "");
+    } else if ((rc = sink->store_get(x, ka, 7, got, 3, &n, &size, NULL, 0)) ||
+               n != 3 || size != 12 || memcmp(got, "byt", 3) != 0) {
+        fail("store_get of 3 bytes at 7 returned %s, %zu bytes",
+             skippr_status_name(rc), n);
+    } else if ((rc = sink->store_put(x, kb, "b", 1, NULL, NULL, 0)) ||
+               (rc = sink->store_list(x, pfx, list_one, &l)) || l.n != 2 ||
+               strcmp(l.keys[0], ka) != 0 || strcmp(l.keys[1], kb) != 0) {
+        fail("an unconditional store_put and store_list of the prefix: %s, "
+             "%zu keys listed (want %s then %s)", skippr_status_name(rc),
+             l.n, ka, kb);
+    } else if ((rc = sink->store_delete(x, ka)) ||
+               (rc = sink->store_get(x, ka, 0, got, 1, &n, &size, NULL, 0)) !=
+                   SKIPPR_NOENT ||
+               (rc = sink->store_delete(x, ka))) {
+        fail("store_delete, then store_get (want NOENT), then store_delete "
+             "again: %s", skippr_status_name(rc));
+    }
+    sink->store_delete(x, ka);
+    sink->store_delete(x, kb);
+    instance_free(in);
+    report("state store: conditional writes, ranged reads, listing, "
+           "removal");
+}
+
+/* ------------------------------------------------------------------------ */
 
 static void parse_args(int argc, char **argv)
 {
@@ -1432,6 +1546,8 @@ static void parse_args(int argc, char **argv)
             g.stage_pieces = atoi(argv[++i]);
             if (g.stage_pieces < 2 || g.stage_pieces > 100000)
                 usage();
+        } else if (!strcmp(a, "--no-store")) {
+            g.no_store = 1;
         } else if (!strcmp(a, "-v")) {
             g.verbose = 1;
         } else if (a[0] != '-' && !g.plugin_path) {
@@ -1492,6 +1608,7 @@ int main(int argc, char **argv)
         check_stages();
         check_stage_copy();
         check_instances();
+        check_store();
         if (!g.read_cmd && !sink->object_check)
             skip("stored bytes", "neither --read nor object_check: what "
                  "the sink stored was never looked at");
