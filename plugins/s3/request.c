@@ -316,6 +316,36 @@ int s3_request_retried(s3_ctx *c, const char *what, const char *name,
     }
 }
 
+/* The text of the first <name> element in body, with the quotes an ETag
+ * comes in (plain or as &quot;) left out, into out (cap bytes); "" when
+ * there is none or it does not fit. */
+void s3_xml_value(const buf *body, const char *name, char *out, size_t cap)
+{
+    char open[64], close[64];
+    snprintf(open, sizeof open, "<%s>", name);
+    snprintf(close, sizeof close, "</%s>", name);
+    *out = '\0';
+    const char *s = body->p ? strstr(body->p, open) : NULL;
+    const char *e = s ? strstr(s, close) : NULL;
+    if (!e)
+        return;
+    s += strlen(open);
+    size_t n = 0;
+    while (s < e) {
+        if (*s == '"') {
+            s++;
+        } else if (strncmp(s, "&quot;", 6) == 0) {
+            s += 6;
+        } else if (n + 1 < cap) {
+            out[n++] = *s++;
+        } else {
+            *out = '\0';
+            return;
+        }
+    }
+    out[n] = '\0';
+}
+
 /* The <Code> of an S3 error body, or "". */
 void s3_error_code(const buf *b, char *out, size_t cap)
 {

@@ -262,15 +262,11 @@ static int start_upload(s3_ctx *c, s3_obj *o)
     rc = s3_verdict(c, s3_request(c, "POST", o->key, q, 1, NULL, 0, h, nh, &r),
                     &r, "start multipart upload", o->key);
     if (!rc) {
-        const char *s = r.body.p ? strstr(r.body.p, "<UploadId>") : NULL;
-        const char *e = s ? strstr(s, "</UploadId>") : NULL;
-        if (!s || !e || (size_t)(e - s - 10) >= sizeof o->upload_id) {
+        s3_xml_value(&r.body, "UploadId", o->upload_id, sizeof o->upload_id);
+        if (!*o->upload_id) {
             LOG(c, SKIPPR_LOG_ERROR, "start multipart upload s3://%s/%s: "
                 "no UploadId in the answer", c->bucket, o->key);
             rc = SKIPPR_RETRY;
-        } else {
-            snprintf(o->upload_id, sizeof o->upload_id, "%.*s",
-                     (int)(e - s - 10), s + 10);
         }
     }
     skippr_buf_free(&r.body);
@@ -666,37 +662,6 @@ int sink_grow_write(void *ctx, void *h, const void *p, size_t n)
     return upload_part(c, o, p, n);
 }
 
-/* The text of the first <name> element in body, with the quotes an ETag
- * comes in (plain or as &quot;) left out, into out (cap bytes); "" when
- * there is none or it does not fit. */
-static void xml_value(const buf *body, const char *name, char *out,
-                      size_t cap)
-{
-    char open[64], close[64];
-    snprintf(open, sizeof open, "<%s>", name);
-    snprintf(close, sizeof close, "</%s>", name);
-    *out = '\0';
-    const char *s = body->p ? strstr(body->p, open) : NULL;
-    const char *e = s ? strstr(s, close) : NULL;
-    if (!e)
-        return;
-    s += strlen(open);
-    size_t n = 0;
-    while (s < e) {
-        if (*s == '"') {
-            s++;
-        } else if (strncmp(s, "&quot;", 6) == 0) {
-            s += 6;
-        } else if (n + 1 < cap) {
-            out[n++] = *s++;
-        } else {
-            *out = '\0';
-            return;
-        }
-    }
-    out[n] = '\0';
-}
-
 /* The server does not copy parts: the piece is read back and uploaded. */
 static int copy_by_hand(s3_ctx *c, s3_obj *o, const skippr_object_info *info,
                         uint64_t offset, uint64_t tag, uint64_t len)
@@ -763,8 +728,8 @@ int sink_stage_copy(void *ctx, void *h, const skippr_object_info *info,
             break;
     }
     char etag[128], crc[16];
-    xml_value(&r.body, "ETag", etag, sizeof etag);
-    xml_value(&r.body, "ChecksumCRC32C", crc, sizeof crc);
+    s3_xml_value(&r.body, "ETag", etag, sizeof etag);
+    s3_xml_value(&r.body, "ChecksumCRC32C", crc, sizeof crc);
     if (!rc && !*etag) {
         LOG(c, SKIPPR_LOG_ERROR, "copy staged piece into s3://%s/%s: no "
             "ETag in the answer", c->bucket, o->key);

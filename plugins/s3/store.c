@@ -2,8 +2,8 @@
  * skipprd_el_storage_mode: s3): objects under s3_prefix read with ranged
  * GETs, written with PUT (conditional on request: If-None-Match: * or
  * If-Match with an ETag), or, unconditional and larger than part_size (a
- * big ledger run), as a multipart upload; deleted and listed. What the objects hold is
- * the engine's business (runtime/state/remote.c).
+ * big ledger run), as a multipart upload; deleted and listed. What the
+ * objects hold is the engine's business (runtime/state/remote.c).
  *
  * A conditional PUT that answers 412 (or 409, S3's answer to a
  * conditional write racing another) is SKIPPR_CHANGED. When the 412
@@ -92,22 +92,6 @@ static int holds_ours(s3_ctx *c, const char *key, const void *buf,
     return same;
 }
 
-/* The text of <name> in r's body into out (cap bytes): 0, or -1 when
- * there is none or it does not fit. */
-static int xml_text(const resp *r, const char *name, char *out, size_t cap)
-{
-    char open[48], close[48];
-    snprintf(open, sizeof open, "<%s>", name);
-    snprintf(close, sizeof close, "</%s>", name);
-    const char *s = r->body.p ? strstr(r->body.p, open) : NULL;
-    const char *e = s ? strstr(s, close) : NULL;
-    if (!e || (size_t)(e - s) - strlen(open) >= cap)
-        return -1;
-    s += strlen(open);
-    snprintf(out, cap, "%.*s", (int)(e - s), s);
-    return 0;
-}
-
 /* An unconditional state write larger than a part (a ledger run of a big
  * ledger: one PutObject takes at most 5 GiB) as a multipart upload of
  * full from p[0..len), parts of part_size (larger when 10,000 would not
@@ -123,7 +107,9 @@ static int put_parts(s3_ctx *c, const char *full, const char *p, size_t len,
     resp r = {0};
     int rc = s3_request_retried(c, "write state", full, NULL, "POST", full, q,
                                 1, NULL, 0, NULL, 0, &r);
-    if (!rc && xml_text(&r, "UploadId", id, sizeof id)) {
+    if (!rc)
+        s3_xml_value(&r.body, "UploadId", id, sizeof id);
+    if (!rc && !*id) {
         LOG(c, SKIPPR_LOG_ERROR, "write state %s: no UploadId in the answer",
             full);
         rc = SKIPPR_FATAL;
@@ -163,8 +149,8 @@ static int put_parts(s3_ctx *c, const char *full, const char *p, size_t len,
                 "complete", full);
             rc = SKIPPR_FATAL;
         }
-        if (!rc && etag && xml_text(&r, "ETag", etag, etag_cap))
-            *etag = '\0';
+        if (!rc && etag)
+            s3_xml_value(&r.body, "ETag", etag, etag_cap);
         skippr_buf_free(&r.body);
     }
     skippr_buf_free(&x);
