@@ -158,28 +158,45 @@ static void test_newest_wins(void **state)
     sk_ledger_close(l);
 }
 
+/* One finished unit, i, flushed as a run of its own. */
+static void flush_one(sk_ledger *l, int i)
+{
+    char id[128];
+    unit_id(id, sizeof id, i);
+    sk_ledger_touch(l, id, "v", i)->flags = SK_UNIT_DONE;
+    assert_int_equal(sk_ledger_compact(l, 1), 0);
+}
+
+/* Units 0..n-1 are all known, each with its size. */
+static void expect_units(sk_ledger *l, int n)
+{
+    char id[128];
+    for (int i = 0; i < n; i++) {
+        unit_id(id, sizeof id, i);
+        const sk_unit_rec *u = NULL;
+        assert_int_equal(sk_ledger_lookup(l, id, &u), 0);
+        assert_non_null(u);
+        assert_int_equal(u->size, i);
+    }
+}
+
 /* A merge cut short leaves its inputs beside the merged run (a crash
  * between the rename and the unlinks) and a temp file: the next open
  * removes both and answers as before. */
 static void test_merge_cut_short(void **state)
 {
     (void)state;
-    char path[300], id[128], cmd[1200];
+    char path[300], cmd[1200];
     ledger_path(path, sizeof path, "cut");
     sk_ledger *l = NULL;
     assert_int_equal(sk_ledger_open(path, 0, &l), 0);
-    for (int f = 0; f < 7; f++) {
-        unit_id(id, sizeof id, f);
-        sk_ledger_touch(l, id, "v", f)->flags = SK_UNIT_DONE;
-        assert_int_equal(sk_ledger_compact(l, 1), 0);
-    }
+    for (int f = 0; f < 7; f++)
+        flush_one(l, f);
     assert_int_equal(runs_on_disk(path), 7);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s.keep' && cp '%s.d'/*.run '%s.keep'/",
              path, path, path);
     assert_int_equal(system(cmd), 0);
-    unit_id(id, sizeof id, 7);
-    sk_ledger_touch(l, id, "v", 7)->flags = SK_UNIT_DONE;
-    assert_int_equal(sk_ledger_compact(l, 1), 0); /* the 8th: merged */
+    flush_one(l, 7); /* the 8th: merged */
     assert_int_equal(runs_on_disk(path), 1);
     sk_ledger_close(l);
     snprintf(cmd, sizeof cmd, "cp '%s.keep'/*.run '%s.d'/ && "
@@ -193,23 +210,8 @@ static void test_merge_cut_short(void **state)
     snprintf(cmd, sizeof cmd, "test ! -e '%s.d/0000000000000009-"
              "0000000000000009.run.tmp'", path);
     assert_int_equal(system(cmd), 0);
-    for (int i = 0; i < 8; i++) {
-        unit_id(id, sizeof id, i);
-        const sk_unit_rec *u = NULL;
-        assert_int_equal(sk_ledger_lookup(l, id, &u), 0);
-        assert_non_null(u);
-        assert_int_equal(u->size, i);
-    }
+    expect_units(l, 8);
     sk_ledger_close(l);
-}
-
-/* One finished unit, i, flushed as a run of its own. */
-static void flush_one(sk_ledger *l, int i)
-{
-    char id[128];
-    unit_id(id, sizeof id, i);
-    sk_ledger_touch(l, id, "v", i)->flags = SK_UNIT_DONE;
-    assert_int_equal(sk_ledger_compact(l, 1), 0);
 }
 
 /* A kill between a flush and its merge leaves nine level-0 runs after the
@@ -220,7 +222,7 @@ static void flush_one(sk_ledger *l, int i)
 static void test_merge_after_a_kill(void **state)
 {
     (void)state;
-    char path[300], id[128];
+    char path[300];
     ledger_path(path, sizeof path, "killed");
     sk_ledger *l = NULL;
     assert_int_equal(sk_ledger_open(path, 0, &l), 0);
@@ -245,13 +247,7 @@ static void test_merge_after_a_kill(void **state)
         flush_one(l, f);
     sk_ledger_close(l);
     assert_int_equal(sk_ledger_open(path, 0, &l), 0);
-    for (int i = 0; i < 24; i++) {
-        unit_id(id, sizeof id, i);
-        const sk_unit_rec *u = NULL;
-        assert_int_equal(sk_ledger_lookup(l, id, &u), 0);
-        assert_non_null(u);
-        assert_int_equal(u->size, i);
-    }
+    expect_units(l, 24);
     sk_ledger_close(l);
 }
 
