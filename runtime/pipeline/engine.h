@@ -162,7 +162,9 @@ struct engine {
     /* listing */
     todo *todo;
     size_t ntodo, todo_cap;
-    char *list_after;
+    char *list_after;     /* where the next listing round starts; owned */
+    char *list_last;      /* the last unit listed this round; owned */
+    size_t list_last_cap;
     /* Incremental listing (units.c): every unit up to `mark` is done and
      * arrived more than allowed_lateness_seconds ago, so a poll lists
      * after it; a whole listing comes every full_listing_interval_seconds.

@@ -162,6 +162,7 @@ static void engine_free(engine *e)
     pl_todo_clear(e);
     sk_free(e->todo);
     sk_free(e->list_after);
+    sk_free(e->list_last);
     sk_free(e->mark);
     sk_free(e->mark_next);
     if (e->pool)

@@ -330,19 +330,26 @@ int pl_listing_mark_save(engine *e)
     return rc;
 }
 
+/* Copy s into *buf (cap bytes, grown as needed; the caller owns it):
+ * a per-unit copy without an allocation per unit. */
+static int buf_copy(char **buf, size_t *cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (*cap < n + 1) {
+        char *p = sk_realloc(*buf, n + 1);
+        if (!p)
+            return SKIPPR_NOMEM;
+        *buf = p;
+        *cap = n + 1;
+    }
+    memcpy(*buf, s, n + 1);
+    return SKIPPR_OK;
+}
+
 /* Copy key into the pass's candidate mark. */
 static int mark_set(engine *e, const char *key)
 {
-    size_t n = strlen(key);
-    if (e->mark_next_cap < n + 1) {
-        char *p = sk_realloc(e->mark_next, n + 1);
-        if (!p)
-            return SKIPPR_NOMEM;
-        e->mark_next = p;
-        e->mark_next_cap = n + 1;
-    }
-    memcpy(e->mark_next, key, n + 1);
-    return SKIPPR_OK;
+    return buf_copy(&e->mark_next, &e->mark_next_cap, key);
 }
 
 /* A listed unit: while every unit so far arrived long enough ago (and is
@@ -402,6 +409,7 @@ typedef struct list_ctx {
     engine *e;
     int rc;
     int jumped; /* stopped to list again past another shard's folder */
+    int listed; /* e->list_last holds the last unit the round listed */
 } list_ctx;
 
 /* Event time: t's arrival time, from its key (arrival_key_pattern, else
@@ -483,13 +491,11 @@ static int list_cb(void *ud, const skippr_unit *u)
         c->rc = rc;
         return 1;
     }
-    char *after = sk_strdup(u->id);
-    if (!after) {
+    if (buf_copy(&e->list_last, &e->list_last_cap, u->id)) {
         c->rc = SKIPPR_NOMEM;
         return 1;
     }
-    sk_free(e->list_after);
-    e->list_after = after;
+    c->listed = 1;
     const char *ver = u->version ? u->version : "";
     int64_t offset = 0;
     uint32_t flags = 0;
@@ -559,12 +565,17 @@ int pl_copy_pass(engine *e)
         int more, rc;
         list_ctx c;
         do { /* a round ends with a full batch or the end of the list */
-            c = (list_ctx){e, 0, 0};
-            /* list_cb replaces e->list_after as units arrive, while the
-             * plugin still reads start_after: keep this round's alive. */
+            c = (list_ctx){e, 0, 0, 0};
+            /* The next round lists after the last unit this one listed
+             * (list_last), or past another shard's folder (list_cb sets
+             * list_after); the plugin reads start_after meanwhile, so
+             * this round's stays alive until it returns. */
             char *from = e->list_after;
             e->list_after = NULL;
             rc = ops->list(e->src->ctx, from, list_cb, &c);
+            if (!c.rc && !c.jumped && c.listed &&
+                !(e->list_after = sk_strdup(e->list_last)))
+                c.rc = SKIPPR_NOMEM;
             if (!e->list_after)
                 e->list_after = from;
             else
