@@ -205,12 +205,32 @@ typedef struct list_ctx {
     void *cb_data;
 } list_ctx;
 
+/* "SECONDS.NANOSECONDS" (nine digits) into out: what
+ * snprintf("%lld.%09ld") writes, without its cost for each of millions
+ * of listed files. */
+static void mtime_version(char out[32], int64_t sec, long nsec)
+{
+    char d[24];
+    size_t n = 0, o = 0;
+    uint64_t u = sec < 0 ? 0 - (uint64_t)sec : (uint64_t)sec;
+    do
+        d[n++] = (char)('0' + u % 10);
+    while ((u /= 10));
+    if (sec < 0)
+        out[o++] = '-';
+    while (n)
+        out[o++] = d[--n];
+    out[o++] = '.';
+    for (int i = 8; i >= 0; i--, nsec /= 10)
+        out[o + (size_t)i] = (char)('0' + nsec % 10);
+    out[o + 9] = '\0';
+}
+
 static int list_one(void *ud, const char *key, const struct stat *st)
 {
     list_ctx *l = ud;
-    char version[64];
-    snprintf(version, sizeof version, "%lld.%09ld",
-             (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+    char version[32];
+    mtime_version(version, (int64_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
     skippr_unit u = {key, version, (int64_t)st->st_size,
                      (int64_t)st->st_mtim.tv_sec};
     return l->cb(l->cb_data, &u);
