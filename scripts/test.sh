@@ -2,7 +2,8 @@
 # Set up and run the whole test suite:
 #   1. the normal build: unit and integration tests;
 #   2. an ASan+UBSan build: the whole suite again;
-#   3. a TSan build: the scheduler tests (deque and pool);
+#   3. a TSan build: the scheduler tests (deque and pool), the File
+#      source's stat helpers (file_walk) and the threaded integration tests;
 #   4. the libFuzzer targets (clang, ASan + UBSan), 30 seconds each;
 #   5. every build type (Release, RelWithDebInfo, Debug, MinSizeRel) with
 #      gcc and clang, warnings as errors (scripts/build-types.sh).
@@ -28,12 +29,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$JOBS" -L integration
 
-echo "== threads under TSan: the scheduler, S3 read-ahead, parallel uploads, the testkit"
+echo "== threads under TSan: the scheduler, the File walk's stat helpers, S3 read-ahead, parallel uploads, the testkit"
 cmake -S . -B build-tsan -DSKIPPR_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-tsan -j"$JOBS" >/dev/null
 TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
     ctest --test-dir build-tsan --output-on-failure \
-    -R 'unit\.test_(deque|pool)$|sdk\.testkit_file|integration\.test_(seed_files|s3_seed|s3_listing)$'
+    -R 'unit\.test_(deque|pool|file_walk)$|sdk\.testkit_file|integration\.test_(seed_files|s3_seed|s3_listing)$'
 
 echo "== fuzz targets (libFuzzer, ASan + UBSan), bounded"
 scripts/fuzz.sh 30

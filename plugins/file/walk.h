@@ -11,6 +11,14 @@
  * call asks for the keys after the last one it gave; any other start
  * begins again from the root and skips, without descending, every
  * sub-folder whose keys all sort before the start.
+ *
+ * The stats of a folder's files are taken ahead of the walk by helper
+ * threads (one per online core but one, at most 7) from the first file
+ * wanted on, in chunks, so that the kernel's path lookups overlap the
+ * caller's work and each other; the walk takes any chunk they have not
+ * reached itself. Folders of fewer than 128 files are stat'ed as they
+ * are walked. The helpers start with the first such folder and stop in
+ * walk_reset().
  */
 #ifndef SKIPPR_FILE_WALK_H
 #define SKIPPR_FILE_WALK_H
@@ -19,6 +27,7 @@
 #include <sys/stat.h>
 
 typedef struct walk_level walk_level;
+struct walk_pool;
 
 typedef struct walker {
     walk_level *lv; /* lv[0] is the root; lv[depth - 1] the current folder */
@@ -26,11 +35,12 @@ typedef struct walker {
     int paused;        /* fn paused the walk after `last` */
     char last[4096];   /* the last key given: where a resume goes on */
     char failed[4096]; /* the folder a failed walk could not read */
+    struct walk_pool *pool; /* stat helpers; NULL until a big folder */
 } walker;
 
-/* Called for each regular file, in key order, with its key and lstat-like
- * metadata (symbolic links are followed). A nonzero return pauses the
- * walk after this key. */
+/* Called for each regular file, in key order, with its key and stat
+ * metadata (symbolic links are followed): only st_mode, st_size and
+ * st_mtim are set. A nonzero return pauses the walk after this key. */
 typedef int (*walk_fn)(void *ud, const char *key, const struct stat *st);
 
 /* Give every file under root whose key starts with prefix and sorts after

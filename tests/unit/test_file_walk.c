@@ -167,6 +167,120 @@ static void test_missing_root(void **state)
     walk_reset(&w);
 }
 
+/* A folder big enough for its stats to be taken ahead by the helpers:
+ * "big/f0000" .. "big/f0999", file k holding k % 97 bytes, and a
+ * sub-folder "big/f0500/" among them. */
+enum { BIG = 1000 };
+
+typedef struct big_seen {
+    int count[BIG];
+    int last;       /* the index of the last file given */
+    size_t n, pause_at;
+    int remove_at;  /* after this index, remove the next 50 files (-1) */
+} big_seen;
+
+static void big_path(char *path, size_t size, int k)
+{
+    snprintf(path, size, "%s/big/f%04d", root, k);
+}
+
+static void big_make(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/big", root);
+    mkdir(path, 0755);
+    for (int k = 0; k < BIG; k++) {
+        big_path(path, sizeof path, k);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int b = 0; b < k % 97; b++)
+            fputc('x', f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/big/f0500.d", root);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/big/f0500.d/inner", root);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+static int big_note(void *ud, const char *key, const struct stat *st)
+{
+    big_seen *s = ud;
+    int k;
+    if (strcmp(key, "big/f0500.d/inner") == 0) {
+        assert_int_equal(s->last, 500);
+        assert_int_equal(st->st_size, 0);
+        return 0;
+    }
+    assert_int_equal(sscanf(key, "big/f%d", &k), 1);
+    assert_true(k >= 0 && k < BIG);
+    assert_true(k > s->last);
+    assert_int_equal(st->st_size, k % 97);
+    assert_true(S_ISREG(st->st_mode));
+    s->count[k]++;
+    s->last = k;
+    s->n++;
+    if (k == s->remove_at)
+        for (int r = k + 1; r <= k + 50 && r < BIG; r++) {
+            char path[512];
+            big_path(path, sizeof path, r);
+            unlink(path);
+        }
+    return s->pause_at && s->n % s->pause_at == 0;
+}
+
+/* Stats taken ahead give each file once, in order, with its own size,
+ * through pauses, a fresh start in the middle of the folder, and files
+ * removed after the folder was read (skipped, as without helpers). */
+static void test_big_folder_stats_ahead(void **state)
+{
+    (void)state;
+    big_make();
+    walker w = {0};
+    big_seen s = {.last = -1, .pause_at = 37, .remove_at = -1};
+    char after[sizeof w.last] = "";
+    for (int round = 0; round < 100; round++) {
+        size_t before = s.n;
+        assert_int_equal(walk_run(&w, root, "big/", *after ? after : NULL,
+                                  big_note, &s), 0);
+        if (s.n == before)
+            break;
+        snprintf(after, sizeof after, "%s", w.last);
+    }
+    assert_int_equal(s.n, BIG);
+    for (int k = 0; k < BIG; k++)
+        assert_int_equal(s.count[k], 1);
+
+    /* A fresh start in the middle: only the keys after it. */
+    walk_reset(&w);
+    big_seen t = {.last = 700};
+    assert_int_equal(walk_run(&w, root, "big/", "big/f0700", big_note, &t),
+                     0);
+    assert_int_equal(t.n, BIG - 701);
+
+    /* Files removed behind the helpers are skipped, not given stale. */
+    walk_reset(&w);
+    big_seen u = {.last = -1, .remove_at = 300};
+    assert_int_equal(walk_run(&w, root, "big/", NULL, big_note, &u), 0);
+    for (int k = 301; k <= 350; k++)
+        assert_true(u.count[k] <= 1);
+    assert_true(u.n >= BIG - 50);
+    /* A stat the helpers took before the removal may still be given;
+     * a walk started afterwards never gives a removed file. */
+    walk_reset(&w);
+    big_seen v = {.last = -1, .remove_at = -1};
+    assert_int_equal(walk_run(&w, root, "big/", NULL, big_note, &v), 0);
+    assert_int_equal(v.n, BIG - 50);
+    for (int k = 301; k <= 350; k++)
+        assert_int_equal(v.count[k], 0);
+    walk_reset(&w);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/big'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -174,6 +288,6 @@ int main(void)
         cmocka_unit_test(test_pause_resume_and_start_after),
         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_missing_root),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+        cmocka_unit_test(test_big_folder_stats_ahead),
+    };    return cmocka_run_group_tests(tests, setup, teardown);
 }
