@@ -10,7 +10,7 @@ PACKAGES=(build-essential cmake pkg-config python3 zstd
           openssl clang libclang-rt-14-dev libxml2-utils
           librdkafka-dev kcat libmosquitto-dev mosquitto mosquitto-clients
           libmicrohttpd-dev python3-yaml python3-venv python3-pip
-          groff-base strace)
+          groff-base strace python3-zstandard)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
