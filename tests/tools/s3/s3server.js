@@ -58,7 +58,9 @@
 // s3rver implements neither ListMultipartUploads nor AbortMultipartUpload,
 // so the proxy tracks uploads itself (create, complete, abort), answers
 // GET ?uploads and DELETE ?uploadId. Its Delimiter listings come back empty,
-// so the proxy lists plainly and groups keys into CommonPrefixes itself.
+// so the proxy answers them itself, in one page: a '/' listing of a folder
+// prefix from s3rver's folders on disk (listFolder), any other by listing
+// plainly and grouping the keys into CommonPrefixes.
 // Exits when stdin closes, so a test that dies leaves nothing running.
 'use strict';
 const crypto = require('crypto');
@@ -230,9 +232,80 @@ function getText(port, path, headers) {
   });
 }
 
+const OBJECT_SUFFIX = '._S3rver_object';
+
+// Whether folder f of s3rver's store holds an object, at any depth.
+function holdsObject(f) {
+  for (const e of fs.readdirSync(f, { withFileTypes: true })) {
+    if (e.isDirectory() ? holdsObject(path.join(f, e.name))
+                        : e.name.endsWith(OBJECT_SUFFIX)) return true;
+  }
+  return false;
+}
+
+// The <Contents> and CommonPrefixes of a '/' listing of a prefix that is
+// a folder ('' or ending in '/'), read from s3rver's store: its folders
+// are the key's segments, and an object is its data file, its .md5 (the
+// ETag) and its metadata. s3rver answers a plain LIST by walking and
+// stat-ing its whole bucket, so grouping plain pages cost seconds per
+// request at 20,000 keys; a folder costs what it holds. null when an
+// object's ETag is not on disk yet (s3rver writes it lazily): the caller
+// then lists plainly.
+function listFolder(bucket, prefix) {
+  const base = path.join(dir, bucket, prefix);
+  let entries;
+  try {
+    entries = fs.readdirSync(base, { withFileTypes: true });
+  } catch (e) {
+    if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return { contents: [], prefixes: [] };
+    throw e;
+  }
+  const contents = [];
+  const prefixes = [];
+  for (const e of entries) {
+    const p = path.join(base, e.name);
+    if (e.isDirectory()) {
+      if (holdsObject(p)) prefixes.push(prefix + e.name + '/');
+      continue;
+    }
+    if (!e.name.endsWith(OBJECT_SUFFIX)) continue;
+    let st, md5;
+    try {
+      st = fs.statSync(p);
+      md5 = fs.readFileSync(p + '.md5', 'utf8');
+    } catch (err) {
+      if (err.code === 'ENOENT') return null;
+      throw err;
+    }
+    const key = prefix + e.name.slice(0, -OBJECT_SUFFIX.length);
+    const modified = new Date(Math.floor(st.mtimeMs / 1000) * 1000);
+    contents.push({ key, xml: `<Contents><Key>${escapeXml(key)}</Key>` +
+      `<LastModified>${modified.toISOString()}</LastModified>` +
+      `<ETag>&quot;${md5}&quot;</ETag><Size>${st.size}</Size>` +
+      '<StorageClass>STANDARD</StorageClass></Contents>' });
+  }
+  const byKey = (x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y));
+  contents.sort((x, y) => byKey(x.key, y.key));
+  prefixes.sort(byKey);
+  return { contents, prefixes };
+}
+
 async function listWithDelimiter(req, res, port, bucket, params) {
   const prefix = params.get('prefix') || '';
   const delim = params.get('delimiter');
+  if (delim === '/' && (prefix === '' || prefix.endsWith('/'))) {
+    let r;
+    try {
+      r = listFolder(bucket, prefix);
+    } catch (e) {
+      res.writeHead(500);
+      return res.end();
+    }
+    if (r) {
+      return sendGrouped(res, bucket, prefix,
+                         r.contents.map((c) => c.xml).join(''), r.prefixes);
+    }
+  }
   const keys = [];
   let token = null;
   try {
@@ -266,11 +339,17 @@ async function listWithDelimiter(req, res, port, bucket, params) {
     if (i >= 0) prefixes.add(prefix + rest.slice(0, i + delim.length));
     else contents += k.xml;
   }
+  sendGrouped(res, bucket, prefix, contents, [...prefixes].sort());
+}
+
+// A whole delimiter listing in one page: contents (its <Contents> XML),
+// then the common prefixes, in order.
+function sendGrouped(res, bucket, prefix, contents, prefixes) {
   let xml = '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>' +
-            `<Name>${bucket}</Name><Prefix>${prefix}</Prefix>` +
+            `<Name>${bucket}</Name><Prefix>${escapeXml(prefix)}</Prefix>` +
             '<IsTruncated>false</IsTruncated>' + contents;
-  for (const p of [...prefixes].sort()) {
-    xml += `<CommonPrefixes><Prefix>${p}</Prefix></CommonPrefixes>`;
+  for (const p of prefixes) {
+    xml += `<CommonPrefixes><Prefix>${escapeXml(p)}</Prefix></CommonPrefixes>`;
   }
   xml += '</ListBucketResult>';
   res.writeHead(200, { 'content-type': 'application/xml',
