@@ -60,7 +60,7 @@ def test_inventory_lists_without_list_requests():
                                "odd key+&=%.json"), "w") as f:
             f.write('{"event_type":"odd","n":1}\n')
         t0 = time.time()
-        s3.upload_tree("src", ws.inp)
+        s3.seed_tree("src", ws.inp)
         up = time.time() - t0
         manifest = make_inventory(s3, ["--extra-rows"])
         config(ws, manifest)
@@ -76,7 +76,7 @@ def test_inventory_lists_without_list_requests():
         got = output_records(ws.out)
         check(dict(want) == dict(got), "output differs from input")
         print("  %d keys listed from the inventory, copied in %.1f s with "
-              "0 LIST requests (%s); upload took %.1f s" % (
+              "0 LIST requests (%s); placing them took %.1f s" % (
                   n + 1, secs, counts, up))
         # A second run, sorting the report on disk in small chunks: nothing
         # new, nothing listed from the bucket.

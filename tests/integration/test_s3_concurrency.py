@@ -13,16 +13,38 @@ from skippr_test import Workspace, check, expected_records, main
 TRANSFORM = {"namespace_fields": "event_type"}
 
 
+def seeded_as_uploaded(s3, root):
+    """The objects seed_tree placed look to S3 clients as PUT ones do: the
+    first file, PUT into the probe bucket, lists and reads back as its
+    seeded copy in src (size, ETag, content type, bytes)."""
+    path = next(os.path.join(d, f) for d, _, fs in sorted(os.walk(root))
+                for f in sorted(fs))
+    key = os.path.relpath(path, root)
+    with open(path, "rb") as f:
+        s3.client.put_object(Bucket="probe", Key=key, Body=f.read())
+    seen = []
+    for bucket in ("src", "probe"):
+        head = s3.client.head_object(Bucket=bucket, Key=key)
+        listed = s3.client.list_objects_v2(Bucket=bucket, Prefix=key)
+        entry = listed["Contents"][0]
+        body = s3.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        seen.append((head["ContentLength"], head["ETag"], head["ContentType"],
+                     entry["Key"], entry["Size"], entry["ETag"], body))
+    check(seen[0] == seen[1], "a seeded object differs from a PUT one: "
+          "%r" % seen)
+
+
 def copy_in_flight(name, objects, records, seed, concurrency, checks):
-    """Upload a generated archive to s3rver, copy it bucket to bucket with
-    the S3 source's `concurrency`, check the GET count and that the output
-    is the input, then run checks(stats) on the proxy's figures. Returns
-    (seconds, stats, MB of input)."""
+    """Place a generated archive in s3rver (seed_tree), copy it bucket to
+    bucket with the S3 source's `concurrency`, check the GET count and
+    that the output is the input, then run checks(stats) on the proxy's
+    figures. Returns (seconds, stats, MB of input)."""
     ws = Workspace(name)
-    s3 = S3Server(["src", "dst"])
+    s3 = S3Server(["src", "dst", "probe"])
     try:
         ws.generate(objects=objects, records=records, seed=seed)
-        s3.upload_tree("src", ws.inp)
+        s3.seed_tree("src", ws.inp)
+        seeded_as_uploaded(s3, ws.inp)
         with open(ws.config, "w") as f:
             f.write("""skippr:
   state_dir: %s
