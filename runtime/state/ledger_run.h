@@ -2,7 +2,7 @@
  * order, written once and then only read, as a stream.
  *
  * File format (little-endian; varints are LEB128, at most 10 bytes):
- *   "SKLRUN01"
+ *   "SKLRUN02" (a run of version 1, "SKLRUN01", is read as well)
  *   blocks  u32 stored length S (> 0), u32 raw length R, u32 records in
  *           it, u32 CRC32C of the S stored bytes, then the S bytes: the
  *           raw bytes compressed with zstd (one frame)
@@ -19,12 +19,17 @@
  * start afresh reads the index and goes straight to the block that may
  * hold its id, so a listing that starts deep in the key space (an
  * incremental poll) does not read the ledger from its start.
- * Raw bytes: records, each front-coded against the one before it in the
- * same block (the first against nothing), so that keys listed in order,
- * which share long prefixes, cost little:
+ * Records, each front-coded against the one before it in the same block
+ * (the first against nothing), so that keys listed in order, which share
+ * long prefixes, cost little:
  *   varint id bytes shared, varint id bytes added, the added bytes,
  *   varint version bytes shared, varint version bytes added, the bytes,
  *   varint size, varint offset (both zigzag: a size may be -1), varint flags
+ * A block's raw bytes hold its records in three columns, so that alike
+ * bytes sit together for zstd: varint length M of the first, varint
+ * length I of the second; then every record's varints (M bytes); the id
+ * bytes each adds (I bytes); the version bytes each adds (the rest). In
+ * a version 1 run the raw bytes are the records one after another.
  * A run's seqs say which flushes it holds: a flush is one seq, a merge
  * covers its inputs' range. Where two runs hold one id, the run with the
  * higher last seq holds the newer record.
@@ -60,8 +65,12 @@ typedef struct sk_run_cursor {
     ZSTD_DCtx *dctx;  /* borrowed */
     uint8_t *stored, *raw;
     size_t stored_cap, raw_cap;
-    size_t raw_len, pos;
-    uint32_t left_in_block;
+    size_t raw_len;
+    /* Where the block's next varint, id bytes and version bytes are, and
+     * where each column ends (a v1 block: all in one, at pos). */
+    size_t pos, ipos, vpos, mend, iend, vend;
+    int columns;                     /* the run is of version 2 */
+    uint32_t left_in_block, in_block; /* records left; in the block */
     uint64_t read; /* records stepped over */
     int valid;     /* rec holds a record */
     int ended;     /* past the last record */
@@ -92,7 +101,10 @@ typedef struct sk_run_writer {
     int fd;
     char tmp[4096], path[4096];
     ZSTD_CCtx *cctx; /* owned */
-    sk_buf raw, stored;
+    sk_buf raw;        /* the block's numbers column (varints) */
+    sk_buf ids, vers;  /* its id and version bytes columns */
+    sk_buf block;      /* the columns joined, to compress */
+    sk_buf stored;
     sk_buf index; /* the block index, written before the footer */
     uint64_t off; /* bytes written so far */
     sk_run_meta meta;

@@ -305,6 +305,134 @@ static void test_bytes_per_unit(void **state)
     assert_true(st.st_size < 4000 * 8); /* 36-byte ids, 16-byte versions */
 }
 
+/* 64 random bits (splitmix64), for names with an MD5 in them. */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Records in columns: Firehose names with 16 random bytes in each (as
+ * bench/units.py makes them) and nanosecond mtimes 20 to 60 µs apart for
+ * versions cost 24.0 bytes a unit; whole records one after another (the
+ * version 1 format) cost 26.3. The bound leaves half a byte for zstd's
+ * versions. (The bench's own files, whose mtimes are closer together,
+ * cost 23.6.) */
+static void test_bytes_per_unit_random_names(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    char path[300], id[160], ver[40], run[400];
+    ledger_path(path, sizeof path, "md5names");
+    sk_ledger *l = NULL;
+    assert_int_equal(sk_ledger_open(path, 0, &l), 0);
+    uint64_t ns = 100000000;
+    for (int i = 0; i < N; i++) {
+        uint64_t a = mix((uint64_t)i), b = mix(a);
+        int day = 1 + i / 24000, hour = i / 1000 % 24;
+        snprintf(id, sizeof id,
+                 "2024/01/%02d/%02d/stream-1-2024-01-%02d-%02d-%03d-"
+                 "%08x-%04x-%04x-%04x-%012llx",
+                 day, hour, day, hour, i % 1000, (unsigned)(a >> 32),
+                 (unsigned)(a >> 16) & 0xFFFF, (unsigned)a & 0xFFFF,
+                 (unsigned)(b >> 48), (unsigned long long)b & 0xFFFFFFFFFFFFull);
+        ns += 20000 + mix(b) % 40000; /* files written 20 to 60 µs apart */
+        snprintf(ver, sizeof ver, "%llu.%09llu",
+                 (unsigned long long)(1733400000 + ns / 1000000000),
+                 (unsigned long long)(ns % 1000000000));
+        sk_unit_rec *u = sk_ledger_touch(l, id, ver, 190 + i % 40);
+        assert_non_null(u);
+        u->flags = SK_UNIT_DONE;
+        u->offset = u->size;
+    }
+    assert_int_equal(sk_ledger_compact(l, 1), 0);
+    sk_ledger_close(l);
+    snprintf(run, sizeof run, "%s.d/0000000000000000-0000000000000000.run",
+             path);
+    struct stat st;
+    assert_int_equal(stat(run, &st), 0);
+    printf("  %.1f bytes a unit\n", (double)st.st_size / N);
+    assert_true(st.st_size * 2 <= 49 * N); /* 24.5 bytes a unit */
+}
+
+/* A run written by version 1 (records one after another in each block,
+ * "SKLRUN01") is still read, from its start and from a seek. */
+static const uint8_t run_v1[] =
+    "\x53\x4b\x4c\x52\x55\x4e\x30\x31\x70\x00\x00\x00\x72\x00\x00\x00"
+    "\x04\x00\x00\x00\x65\xf1\xd5\x4b\x28\xb5\x2f\xfd\x20\x72\x3d\x03"
+    "\x00\xb2\xc6\x17\x1f\xb0\x27\x1d\x0c\xc3\x30\x4c\x4a\xcd\x43\xd9"
+    "\xfe\x4c\x33\xdd\x7b\x93\xbd\x65\x92\x29\x08\x0e\x4e\x47\x43\xad"
+    "\x98\x20\x57\xca\x88\x20\x77\x2d\xed\x44\x07\xc0\x08\x28\x12\x8b"
+    "\xb3\xbe\x69\xb1\x55\x12\x4a\x16\x2d\x52\xac\xe9\x2a\x75\x26\x6d"
+    "\x62\xda\x17\x76\xce\x2d\x79\x43\x70\x87\xc7\xc2\x71\x80\xd8\x60"
+    "\xa3\x46\xd8\xeb\xff\x6e\xa2\x86\xd3\x83\x92\xea\x5c\xa7\x35\xf5"
+    "\x3e\xe1\x02\x01\x00\xc9\xc0\x13\x00\x00\x00\x00\x08\x00\x00\x00"
+    "\x00\x00\x00\x00\x11\x00\x32\x30\x32\x31\x2f\x31\x30\x2f\x30\x33"
+    "\x2f\x30\x31\x2f\x61\x2d\x31\x53\x52\xd6\x27\x03\x00\x00\x00\x00"
+    "\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x2a\x00\x00\x00\x00"
+    "\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00"
+    "\x00\x00\x00\x01\x00\x00\x00\x11\x00\x0f\x00\x8c\x00\x00\x00\x00"
+    "\x00\x00\x00\x01\x00\x00\x00\x1f\x00\x00\x00\x32\x30\x32\x31\x2f"
+    "\x31\x30\x2f\x30\x33\x2f\x30\x31\x2f\x61\x2d\x31\x32\x30\x32\x31"
+    "\x2f\x31\x30\x2f\x30\x34\x2f\x30\x30\x2f\x63\x60\x00\x00\x00\xc1"
+    "\x97\x46\x5e\x53\x4b\x4c\x52\x55\x4e\x45\x4e";
+
+static void test_version_1_run_read(void **state)
+{
+    (void)state;
+    char path[300];
+    ledger_path(path, sizeof path, "v1.run");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(run_v1, 1, sizeof run_v1 - 1, f),
+                     sizeof run_v1 - 1);
+    fclose(f);
+    sk_run_meta m;
+    assert_int_equal(sk_run_read_meta(path, &m), 0);
+    assert_int_equal(m.lo, 3);
+    assert_int_equal(m.hi, 5);
+    assert_int_equal(m.level, 1);
+    assert_int_equal(m.next_slice_id, 42);
+    assert_int_equal(m.count, 4);
+    assert_int_equal(m.done, 3);
+    static const struct {
+        const char *id, *version;
+        int64_t size, offset;
+        uint32_t flags;
+    } want[] = {
+        {"2021/10/03/01/a-1", "1633222800.000000001", 120, 120, 1},
+        {"2021/10/03/01/a-2", "1633222800.000000002", -1, 0, 0},
+        {"2021/10/03/02/b", "\"9b2cf535f27731c974343645a3985328\"", 5000,
+         640, 3},
+        {"2021/10/04/00/c", "", 7, 7, 1},
+    };
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    sk_run_cursor c = {0};
+    assert_int_equal(sk_run_cursor_open(&c, path, dctx), 0);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(sk_run_cursor_step(&c), 0);
+        assert_true(c.valid);
+        assert_string_equal(c.rec.id, want[i].id);
+        assert_string_equal(c.rec.version, want[i].version);
+        assert_int_equal(c.rec.size, want[i].size);
+        assert_int_equal(c.rec.offset, want[i].offset);
+        assert_int_equal(c.rec.flags, want[i].flags);
+    }
+    assert_int_equal(sk_run_cursor_step(&c), 0);
+    assert_false(c.valid);
+    assert_true(c.ended);
+    assert_int_equal(sk_run_cursor_seek(&c, path, &m, dctx, "2021/10/03/02"),
+                     0);
+    assert_int_equal(sk_run_cursor_step(&c), 0);
+    assert_true(c.valid);
+    assert_string_equal(c.rec.id, "2021/10/03/01/a-1"); /* its block's start */
+    sk_run_cursor_free(&c);
+    ZSTD_freeDCtx(dctx);
+    sk_run_meta_free(&m);
+}
+
 /* A ledger file of earlier versions becomes the first run, read-only
  * opens leave it alone, and its records are found. */
 static void test_legacy_converted(void **state)
@@ -369,6 +497,8 @@ int main(void)
         cmocka_unit_test(test_merge_after_a_kill),
         cmocka_unit_test(test_damage_found),
         cmocka_unit_test(test_bytes_per_unit),
+        cmocka_unit_test(test_bytes_per_unit_random_names),
+        cmocka_unit_test(test_version_1_run_read),
         cmocka_unit_test(test_legacy_converted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
