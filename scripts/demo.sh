@@ -16,5 +16,5 @@ echo
 echo "output: $(find "$out" -type f -name '*.jsonl' | wc -l) JSON Lines objects (.jsonl)," \
      "$(find "$out" -type f -name '*.json' | wc -l) beside them for records that span lines (.json),"
 echo "under $out, e.g."
-find "$out" -type f -name '*.jsonl' | sort | head -5 | sed "s|$SKIPPR_DEMO_DIR/||"
+find "$out" -type f -name '*.jsonl' | sort | sed -n "1,5s|$SKIPPR_DEMO_DIR/||p"
 echo "run it again: nothing is re-read; drop new files into $SKIPPR_DEMO_DIR/in to copy just those."
