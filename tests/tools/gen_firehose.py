@@ -5,9 +5,10 @@ Objects sit under date-only prefixes (YYYY/MM/DD/HH/), carry no extension,
 mix event types, and use every framing skippr accepts: newline-delimited,
 concatenated with no separator (as Firehose writes), pretty-printed, CRLF,
 and a top-level array. Some objects are gzipped, a few zstd-compressed
-(python3-zstandard). Tenants sit in detail.tenant_id or, for trucks,
-in truck.tenant_id; timestamps come as RFC 3339 with and without offsets,
-epoch seconds, epoch milliseconds and strings of digits.
+(python3-zstandard, else the zstd command). Tenants sit in
+detail.tenant_id or, for trucks, in truck.tenant_id; timestamps come as
+RFC 3339 with and without offsets, epoch seconds, epoch milliseconds and
+strings of digits.
 
 usage: gen_firehose.py OUT_DIR [--objects N] [--records N] [--seed S]
                        [--prefix P] [--time-fields a,b,c]
@@ -17,8 +18,12 @@ import gzip
 import json
 import os
 import random
+import subprocess
 
-import zstandard
+try:
+    import zstandard  # python3-zstandard, which scripts/setup.sh installs
+except ImportError:  # another python3 first in PATH: the zstd command
+    zstandard = None
 
 EVENT_TYPES = ["login", "logout", "purchase", "page_view", "truck_ping",
                "error", "signup"]
@@ -102,7 +107,12 @@ def main():
     rng = random.Random(a.seed)
     # One frame per object with its content size and checksum, as the zstd
     # command writes (in-process: a command per object cost seconds).
-    zstd = zstandard.ZstdCompressor(write_checksum=True)
+    if zstandard:
+        zstd = zstandard.ZstdCompressor(write_checksum=True).compress
+    else:
+        def zstd(data):
+            return subprocess.run(["zstd", "-q", "-c"], input=data,
+                                  stdout=subprocess.PIPE, check=True).stdout
     base_day = 1633219200  # 2021-10-03
     rid = a.first_id
     total = 0
@@ -128,7 +138,7 @@ def main():
         if kind < 3:
             data = gzip.compress(data)
         elif kind == 3:
-            data = zstd.compress(data)
+            data = zstd(data)
         with open(path, "wb") as f:
             f.write(data)
         total += n
