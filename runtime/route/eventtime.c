@@ -42,12 +42,13 @@ static int64_t civil_time(int y, int m, int d, int h)
 static const char *last_of(const char *p, const char *end, const char *needle)
 {
     size_t nl = strlen(needle);
-    if ((size_t)(end - p) < nl)
-        return NULL;
-    for (size_t i = (size_t)(end - p) - nl + 1; i-- > 0;)
-        if (memcmp(p + i, needle, nl) == 0)
-            return p + i;
-    return NULL;
+    if (nl == 0)
+        return end;
+    const char *last = NULL;
+    for (const char *q = p; (q = memmem(q, (size_t)(end - q), needle, nl));
+         q++)
+        last = q;
+    return last;
 }
 
 int sk_route_key_bucket(const sk_router *r, const char *key, size_t len,
@@ -118,10 +119,16 @@ static int firehose_arrival(const char *id, const char *end, int64_t *t)
 {
     if (end - id < 14)
         return 0;
-    for (size_t i = (size_t)(end - id) - 14 + 1; i-- > 0;) {
-        const char *p = id + i;
-        if ((p != id && p[-1] != '/') || p[4] != '/' || p[7] != '/' ||
-            p[10] != '/' || p[13] != '/')
+    /* From the last place a match can start back to the first: the key's
+     * start and each place after a '/'. */
+    const char *scan = end - 14; /* candidates are at or before it */
+    for (int at_start = 0; !at_start;) {
+        const char *slash = scan > id ? memrchr(id, '/', (size_t)(scan - id))
+                                       : NULL;
+        const char *p = slash ? slash + 1 : id;
+        at_start = !slash;
+        scan = slash;
+        if (p[4] != '/' || p[7] != '/' || p[10] != '/' || p[13] != '/')
             continue;
         int y = digits(p, end, 4), m = digits(p + 5, end, 2),
             d = digits(p + 8, end, 2), h = digits(p + 11, end, 2);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -241,6 +242,83 @@ static void test_event_time(void **state)
     assert_false(sk_route_arrival_pattern_check("%Y%"));
 }
 
+/* A Firehose date, the slow way: every start from the end back, each
+ * date converted by timegm. The offset of the match that counts, or -1. */
+static long firehose_reference(const char *id, int64_t *t)
+{
+    size_t n = strlen(id);
+    for (size_t i = n >= 14 ? n - 14 + 1 : 0; i-- > 0;) {
+        const char *p = id + i;
+        if ((i && p[-1] != '/') || p[4] != '/' || p[7] != '/' ||
+            p[10] != '/' || p[13] != '/')
+            continue;
+        int v[4], ok = 1;
+        const int at[4] = {0, 5, 8, 11}, len[4] = {4, 2, 2, 2};
+        for (int f = 0; f < 4; f++) {
+            v[f] = 0;
+            for (int k = 0; k < len[f]; k++) {
+                char ch = p[at[f] + k];
+                ok &= ch >= '0' && ch <= '9';
+                v[f] = v[f] * 10 + (ch - '0');
+            }
+        }
+        /* The ranges the engine takes; a day past the month's end rolls
+         * over, as timegm does. */
+        if (!ok || v[0] < 1970 || v[0] > 9999 || v[1] < 1 || v[1] > 12 ||
+            v[2] < 1 || v[2] > 31 || v[3] > 23)
+            continue;
+        struct tm tm = {.tm_year = v[0] - 1900, .tm_mon = v[1] - 1,
+                        .tm_mday = v[2], .tm_hour = v[3]};
+        *t = (int64_t)timegm(&tm);
+        return (long)i;
+    }
+    return -1;
+}
+
+/* Keys made of date-like pieces: the Firehose scan finds the same date as
+ * the slow way, including keys with several dates, invalid ones, a
+ * leading '/' and dates that end the key. */
+static void test_firehose_arrival_matches_reference(void **state)
+{
+    (void)state;
+    static const char *const piece[] = {"/", "/", "/", "2021", "1999",
+                                        "02", "13", "30", "05", "24",
+                                        "x", "a-b", "0", "2020/",
+                                        "2021/03/01/05/", "1999/12/31/23",
+                                        "2021/02/30/01/", "2021/03/01/24/",
+                                        "03/01/"};
+    uint32_t rng = 12345;
+    char key[256];
+    int found = 0;
+    for (int round = 0; round < 50000; round++) {
+        size_t n = 0;
+        int pieces = 1 + (int)((rng = rng * 1103515245u + 12345u) >> 16) % 14;
+        for (int k = 0; k < pieces; k++) {
+            rng = rng * 1103515245u + 12345u;
+            const char *s = piece[(rng >> 16) % (sizeof piece /
+                                                sizeof *piece)];
+            size_t l = strlen(s);
+            memcpy(key + n, s, l);
+            n += l;
+        }
+        key[n] = '\0';
+        int64_t want = 0, got = 0;
+        long at = firehose_reference(key, &want);
+        int has = sk_route_unit_arrival(NULL, key, &got);
+        if (has != (at >= 0) || (has && got != want))
+            fail_msg("key \"%s\": %d %lld, want %ld %lld", key, has,
+                     (long long)got, at, (long long)want);
+        found += has;
+    }
+    assert_true(found > 1000); /* the pieces do make dates */
+    int64_t a = 0;
+    /* The last "year=" counts, overlapping or not. */
+    assert_int_equal(sk_route_unit_arrival(
+                         NULL, "year=1999/x/year=2021/month=03", &a), 1);
+    assert_int_equal(a, 1614556800);
+    assert_int_equal(sk_route_unit_arrival(NULL, "t/year=year=2021", &a), 0);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -264,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_namespace_dots),
         cmocka_unit_test(test_time_units),
         cmocka_unit_test(test_event_time),
+        cmocka_unit_test(test_firehose_arrival_matches_reference),
         cmocka_unit_test(test_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
