@@ -191,6 +191,12 @@ typedef struct skippr_host {
  * poll() returns SKIPPR_END. */
 #define SKIPPR_HOST_ONCE 2u
 
+/* host->flags: the engine takes units by name first. A listable source
+ * that declares SKIPPR_SOURCE_NAMES_FIRST may then report a unit with
+ * version NULL (size -1, modified 0) before reading any of its metadata;
+ * see skippr_unit_cb for what the callback answers. */
+#define SKIPPR_HOST_NAMES_FIRST 4u
+
 /* Non-zero when the engine's host struct has `field` (hosts only grow). */
 #define SKIPPR_HOST_HAS(host, field)                                       \
     ((host)->struct_size >= offsetof(skippr_host, field) +                 \
@@ -213,8 +219,17 @@ typedef struct skippr_unit {
 } skippr_unit;
 
 /* Called by list() once per unit. Pointers are borrowed for the call only.
- * Return 0 to continue, non-zero to stop listing early. */
+ * Return 0 to continue, non-zero to stop listing early.
+ *
+ * A unit reported by name alone (version NULL; only under
+ * SKIPPR_HOST_NAMES_FIRST, by a source that declares
+ * SKIPPR_SOURCE_NAMES_FIRST) gets one more answer:
+ * SKIPPR_UNIT_DESCRIBE, for "report it again, whole, next" (list()
+ * reads its metadata then; a unit gone meanwhile is simply not reported).
+ * 0 means the engine needs nothing more of it, and another non-zero
+ * value stops listing after it, as for a whole unit. */
 typedef int (*skippr_unit_cb)(void *cb_data, const skippr_unit *unit);
+#define SKIPPR_UNIT_DESCRIBE 2
 
 typedef struct skippr_source_ops {
     uint32_t struct_size;
@@ -263,6 +278,10 @@ typedef struct skippr_source_ops {
 #define SKIPPR_SOURCE_DOCUMENTS 1u
 /* skippr_source_ops.flags: list() fills skippr_unit.modified. */
 #define SKIPPR_SOURCE_MODIFIED 2u
+/* skippr_source_ops.flags: under SKIPPR_HOST_NAMES_FIRST, list() reports
+ * units by name first (skippr_unit_cb), which saves reading the metadata
+ * of units the engine skips (the File source: a stat per file). */
+#define SKIPPR_SOURCE_NAMES_FIRST 4u
 
 /* ------------------------------------------------------------------------ */
 /* Sinks                                                                    */

@@ -7,7 +7,9 @@
  * listed in key order, as S3 lists, by a walk that holds only the folders
  * on its current path and resumes between listing rounds (walk.h). The
  * version of a unit is its mtime; a file changed after it was copied is
- * reported by the engine, not re-read.
+ * reported by the engine, not re-read. Under SKIPPR_HOST_NAMES_FIRST
+ * (verify_done_units: false) each file is offered by name before its
+ * stat, and the ones the engine skips are never stat'ed.
  *
  * Sink. An object "a/b/c.jsonl" becomes {path}/{prefix}/a/b/c.jsonl,
  * written as {dir}/.c.jsonl.tmp-{slice} and renamed into place. Writing the
@@ -118,6 +120,8 @@ static int init(void *ctx, const skippr_host *host)
     }
     c->deferred = c->fsync && SKIPPR_HOST_HAS(host, flags) &&
                   (host->flags & SKIPPR_HOST_SYNCS_SINKS);
+    c->walk.names_first = SKIPPR_HOST_HAS(host, flags) &&
+                          (host->flags & SKIPPR_HOST_NAMES_FIRST);
     /* Growing objects keep their descriptor between writes, up to a
      * quarter of the process's limit (thousands of partitions open at
      * once must not exhaust it); past that each write opens and closes. */
@@ -229,6 +233,11 @@ static void mtime_version(char out[32], int64_t sec, long nsec)
 static int list_one(void *ud, const char *key, const struct stat *st)
 {
     list_ctx *l = ud;
+    if (!st) { /* by name first (SKIPPR_HOST_NAMES_FIRST) */
+        skippr_unit u = {key, NULL, -1, 0};
+        int r = l->cb(l->cb_data, &u);
+        return r == SKIPPR_UNIT_DESCRIBE ? WALK_STAT : r;
+    }
     char version[32];
     mtime_version(version, (int64_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
     skippr_unit u = {key, version, (int64_t)st->st_size,
@@ -739,7 +748,7 @@ static const skippr_source_ops source = {
     .open = src_open,
     .read = src_read,
     .close = src_close,
-    .flags = SKIPPR_SOURCE_MODIFIED,
+    .flags = SKIPPR_SOURCE_MODIFIED | SKIPPR_SOURCE_NAMES_FIRST,
 };
 
 /* Make everything renamed since the last call durable: syncfs() of the

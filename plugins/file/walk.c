@@ -418,6 +418,17 @@ int walk_run(walker *w, const char *root, const char *prefix,
         if (strncmp(key, prefix, plen) != 0 ||
             (start_after && strcmp(key, start_after) <= 0))
             continue;
+        if (w->names_first) {
+            int r = fn(ud, key, NULL);
+            if (r != WALK_STAT) {
+                memcpy(w->last, key, klen + 1);
+                if (r) {
+                    w->paused = 1;
+                    return 0;
+                }
+                continue;
+            }
+        }
         /* The first file wanted in a folder starts its stats ahead. */
         if (!L->ah && !L->ah_tried) {
             L->ah_tried = 1;

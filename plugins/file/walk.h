@@ -36,12 +36,20 @@ typedef struct walker {
     char last[4096];   /* the last key given: where a resume goes on */
     char failed[4096]; /* the folder a failed walk could not read */
     struct walk_pool *pool; /* stat helpers; NULL until a big folder */
+    int names_first; /* report each file by name before its stat */
 } walker;
 
 /* Called for each regular file, in key order, with its key and stat
  * metadata (symbolic links are followed): only st_mode, st_size and
- * st_mtim are set. A nonzero return pauses the walk after this key. */
+ * st_mtim are set. A nonzero return pauses the walk after this key.
+ *
+ * With names_first set, each file (each entry that readdir says is one)
+ * is first given with st NULL, before any stat: WALK_STAT asks for it
+ * again with its stat (a file removed meanwhile is then left out), 0 goes
+ * on without one, and another nonzero value pauses after it. A folder's
+ * stats are taken ahead (below) only from its first WALK_STAT on. */
 typedef int (*walk_fn)(void *ud, const char *key, const struct stat *st);
+#define WALK_STAT 2
 
 /* Give every file under root whose key starts with prefix and sorts after
  * start_after (NULL: from the first). Returns 0 at the end of the tree or

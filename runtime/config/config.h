@@ -91,6 +91,7 @@ typedef struct sk_pipeline_cfg {
     int64_t full_listing_interval_seconds; /* incremental listing's
                                             * reconcile */
     int incremental_listing;    /* --once lists from the mark too */
+    int verify_done_units;      /* compare done units' versions */
     int64_t upload_concurrency; /* sealed slices written at once */
     int64_t wal_zstd_level;     /* 0: WAL blocks plain; 1-19: zstd level */
     int64_t retry_backoff_ms;   /* a sink's first retry waits about this */

@@ -241,6 +241,20 @@ const sk_engine_option sk_engine_options[] = {
         "finished date prefixes end (the mark kept in the state folder), "
         "with a whole listing every full_listing_interval_seconds. By "
         "default a `--once` run lists everything."},
+    {.name = "verify_done_units",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_CHOICE,
+     .def = "true",
+     .choices = bool_modes,
+     .offset = CFG(verify_done_units),
+     .flag = 1,
+     .doc = "`true`: every listed unit that is already done has its version "
+        "and size compared with the ledger's, and one changed since it was "
+        "copied is reported (and skipped). `false`: a source that can list "
+        "names alone (the File source) skips done units by name, without "
+        "reading their metadata (a stat per file), so re-runs are about 3 "
+        "times faster; a done file changed since is then skipped without a "
+        "word. Units not done are always checked."},
     {.name = "list_batch",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_INT,

@@ -50,7 +50,8 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
                                          .position = pl_stream_position,
                                          .sync = pl_stream_sync,
                                          .ud = e};
-            int start = SK_START | (e->opts->once ? SK_START_ONCE : 0);
+            int start = SK_START | (e->opts->once ? SK_START_ONCE : 0) |
+                        (e->cfg->verify_done_units ? 0 : SK_START_NAMES_FIRST);
             if (sk_instance_new(lib->desc, 0, doc, eps[i], start,
                                 e->streaming ? &e->hooks : NULL,
                                 e->cfg->memory_budget, &e->src, &err)) {

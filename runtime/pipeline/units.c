@@ -354,14 +354,21 @@ static int mark_set(engine *e, const char *key)
 
 /* A listed unit: while every unit so far arrived long enough ago (and is
  * done by the pass's end), the candidate mark moves on to it. */
-static void mark_note(engine *e, const skippr_unit *u)
+/* The arrival time a unit's key gives (arrival_key_pattern, else a
+ * Firehose or Hive date): 1 with *a set, 0 when it gives none. */
+static int key_arrival(const engine *e, const char *id, int64_t *a)
+{
+    const char *pat = e->cfg->arrival_key_pattern;
+    return sk_route_unit_arrival(pat && *pat ? pat : NULL, id, a);
+}
+
+static void mark_note(engine *e, const skippr_unit *u, const int64_t *known)
 {
     if (e->mark_frozen)
         return;
-    int64_t a = 0;
-    const char *pat = e->cfg->arrival_key_pattern;
+    int64_t a = known ? *known : 0;
     const skippr_source_ops *ops = e->src->plugin->source;
-    int has = sk_route_unit_arrival(pat && *pat ? pat : NULL, u->id, &a);
+    int has = known || key_arrival(e, u->id, &a);
     if (!has && SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
         (ops->flags & SKIPPR_SOURCE_MODIFIED) && u->modified > 0) {
         a = u->modified;
@@ -410,6 +417,7 @@ typedef struct list_ctx {
     int rc;
     int jumped; /* stopped to list again past another shard's folder */
     int listed; /* e->list_last holds the last unit the round listed */
+    int names_first; /* a version NULL is a report by name alone */
 } list_ctx;
 
 /* Event time: t's arrival time, from its key (arrival_key_pattern, else
@@ -461,12 +469,15 @@ static void note_arrival(engine *e, todo *t, int64_t modified)
     e->arrival_min = SK_MIN(e->arrival_min, a);
 }
 
-static int list_cb(void *ud, const skippr_unit *u)
+/* What every listed unit goes through first: count it, move the mark,
+ * and skip another shard's. -1 to go on with it; otherwise what list()
+ * gets back. */
+static int list_enter(list_ctx *c, const skippr_unit *u,
+                      const int64_t *arrival)
 {
-    list_ctx *c = ud;
     engine *e = c->e;
     e->units_listed++;
-    mark_note(e, u);
+    mark_note(e, u, arrival);
     uint32_t nshards = e->cfg->shard_count;
     if (nshards > 1 && sk_shard_of(u->id, nshards) != e->cfg->shard_index) {
         /* Another shard's: skip its whole folder by listing again after
@@ -485,17 +496,54 @@ static int list_cb(void *ud, const skippr_unit *u)
         c->jumped = 1;
         return 1;
     }
+    if (buf_copy(&e->list_last, &e->list_last_cap, u->id)) {
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    c->listed = 1;
+    return -1;
+}
+
+/* A unit reported by name alone (verify_done_units: false): skipped when
+ * the ledger has it done, unless the listing mark needs its modification
+ * time; any other is asked for whole, and list_cb sees it from the top. */
+static int list_name(list_ctx *c, const skippr_unit *u)
+{
+    engine *e = c->e;
+    int64_t a;
+    int has = !e->mark_frozen && key_arrival(e, u->id, &a);
+    if (!e->mark_frozen && !has)
+        return SKIPPR_UNIT_DESCRIBE;
     const sk_unit_rec *known = NULL;
     int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
     if (rc) {
         c->rc = rc;
         return 1;
     }
-    if (buf_copy(&e->list_last, &e->list_last_cap, u->id)) {
-        c->rc = SKIPPR_NOMEM;
+    if (!known || !(known->flags & SK_UNIT_DONE))
+        return SKIPPR_UNIT_DESCRIBE;
+    int r = list_enter(c, u, has ? &a : NULL);
+    if (r >= 0)
+        return r;
+    e->skipped_done++;
+    return 0;
+}
+
+static int list_cb(void *ud, const skippr_unit *u)
+{
+    list_ctx *c = ud;
+    engine *e = c->e;
+    if (!u->version && c->names_first)
+        return list_name(c, u);
+    int r = list_enter(c, u, NULL);
+    if (r >= 0)
+        return r;
+    const sk_unit_rec *known = NULL;
+    int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
+    if (rc) {
+        c->rc = rc;
         return 1;
     }
-    c->listed = 1;
     const char *ver = u->version ? u->version : "";
     int64_t offset = 0;
     uint32_t flags = 0;
@@ -563,9 +611,12 @@ int pl_copy_pass(engine *e)
     for (;;) {
         pl_todo_clear(e);
         int more, rc;
+        int names_first = !e->cfg->verify_done_units &&
+                          SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
+                          (ops->flags & SKIPPR_SOURCE_NAMES_FIRST);
         list_ctx c;
         do { /* a round ends with a full batch or the end of the list */
-            c = (list_ctx){e, 0, 0, 0};
+            c = (list_ctx){e, 0, 0, 0, names_first};
             /* The next round lists after the last unit this one listed
              * (list_last), or past another shard's folder (list_cb sets
              * list_after); the plugin reads start_after meanwhile, so

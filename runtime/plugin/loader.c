@@ -677,6 +677,8 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
                                .crc32c = sk_crc32c};
     if (start & SK_START_ONCE)
         inst->host.flags |= SKIPPR_HOST_ONCE;
+    if (start & SK_START_NAMES_FIRST)
+        inst->host.flags |= SKIPPR_HOST_NAMES_FIRST;
     inst->stream = stream;
 
     if ((rc = fill_options(inst, table, common, doc, ep, err)))

@@ -119,6 +119,7 @@ typedef struct sk_stream_hooks {
 /* sk_instance_new() start bits. */
 #define SK_START 1      /* call init() */
 #define SK_START_ONCE 2 /* host->flags gets SKIPPR_HOST_ONCE */
+#define SK_START_NAMES_FIRST 4 /* and SKIPPR_HOST_NAMES_FIRST */
 
 /* Validate opts against the plugin's table plus the engine's common
  * options, allocate the context, fill it and, if start has SK_START, call

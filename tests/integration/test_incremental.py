@@ -6,17 +6,21 @@ the proxy, not a listing of the bucket; a key added to the live prefix is
 copied within two polls; a key added to an old, sealed prefix is copied by
 the next whole listing (full_listing_interval_seconds). A --once run lists
 everything unless incremental_listing is set. The output is exact.
+With verify_done_units: false, a --once re-run over files skips the done
+ones by name, without a stat (test_file_rerun_by_name).
 SKIPPR_INCREMENTAL_DAYS sets how many days of old hour prefixes (480
 keys a day; default 5, 2,400 keys; 209 days make 100,000)."""
 import datetime
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
 
 from s3_test import S3Server
-from skippr_test import (SKIPPRD, Workspace, check, expected_records, main,
-                         output_records)
+from skippr_test import (SKIPPRD, SOURCE_PREFIX, Workspace, assert_exact,
+                         check, expected_records, main, output_records)
 
 TRANSFORM = {"namespace_fields": "event_type"}
 
@@ -182,5 +186,63 @@ def test_polls_list_only_live_prefixes():
         ws.cleanup()
 
 
+def summary(err):
+    """(copied, already done, changed) from a --once run's summary."""
+    m = re.search(r"done: (\d+) units copied, (\d+) already done, (\d+) "
+                  r"changed", err)
+    check(m, "no summary line: %s" % err[-2000:])
+    return tuple(int(g) for g in m.groups())
+
+
+def test_file_rerun_by_name():
+    """verify_done_units: false. A re-run over files skips done ones by
+    name, without their stat: a done file whose mtime changed goes
+    unreported (the default reports it), a new file and a file with no
+    date in its key (the listing mark then needs its mtime) are still
+    copied, and the output stays exact."""
+    ws = Workspace("byname")
+    try:
+        ws.generate(objects=30, records=40, seed=5)
+        undated = os.path.join(ws.inp, SOURCE_PREFIX, "misc", "undated.json")
+        os.makedirs(os.path.dirname(undated))
+        with open(undated, "w") as f:
+            f.write('{"event_type":"login","timestamp":"2021-10-01T00:00:00Z"'
+                    ',"detail":{"tenant_id":"t1"}}\n')
+        ws.write_config({"verify_done_units": "false"})
+        check(summary(ws.sync("--once").err)[:2] == (31, 0),
+              "the first run did not copy every file")
+        check(summary(ws.sync("--once").err) == (0, 31, 0),
+              "a re-run by name did not skip every done file")
+
+        # A done file changed since (a new mtime): skipped by name alone.
+        files = sorted(os.path.join(d, f) for d, _, fs in
+                       os.walk(os.path.join(ws.inp, SOURCE_PREFIX))
+                       for f in fs)
+        changed = files[7]
+        st = os.stat(changed)
+        os.utime(changed, (st.st_atime, st.st_mtime + 100))
+        # A new file, dated, among the done ones: copied.
+        new = files[3] + "-new"
+        shutil.copyfile(files[3], new)
+        p = ws.sync("--once")
+        check(summary(p.err) == (1, 31, 0),
+              "a re-run by name: %s" % (summary(p.err),))
+        check("changed since" not in p.err, "a name-only skip compared "
+              "versions: %s" % p.err[-1000:])
+        assert_exact(ws)
+
+        # The default compares versions, and reports the changed file.
+        ws.write_config()
+        p = ws.sync("--once")
+        check(summary(p.err) == (0, 31, 1),
+              "a re-run with versions: %s" % (summary(p.err),))
+        rel = os.path.relpath(changed, ws.inp)
+        check("unit %s changed since it was copied" % rel in p.err,
+              "the changed file was not named: %s" % p.err[-1000:])
+        assert_exact(ws)
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
-    main([test_polls_list_only_live_prefixes])
+    main([test_polls_list_only_live_prefixes, test_file_rerun_by_name])

@@ -281,6 +281,112 @@ static void test_big_folder_stats_ahead(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* names_first: what the callback answered for each name. */
+typedef struct named {
+    char names[32][64], whole[32][64];
+    size_t nn, nw;
+    int asked; /* the last name was answered WALK_STAT */
+    int want_stat; /* answer WALK_STAT for odd positions, 0 for even */
+} named;
+
+static int name_note(void *ud, const char *key, const struct stat *st)
+{
+    named *g = ud;
+    if (st) { /* the whole report follows its WALK_STAT at once */
+        assert_true(g->asked);
+        assert_string_equal(key, g->names[g->nn - 1]);
+        assert_int_equal(st->st_size, (off_t)strlen(key));
+        snprintf(g->whole[g->nw++], sizeof g->whole[0], "%s", key);
+        g->asked = 0;
+        return 0;
+    }
+    assert_false(g->asked); /* an asked-for file that went away: skipped */
+    assert_true(g->nn < 32);
+    snprintf(g->names[g->nn++], sizeof g->names[0], "%s", key);
+    if (strcmp(key, "b/c/d0") == 0)
+        return 1; /* pause after a name */
+    if (strcmp(key, "a0") == 0) { /* goes away between name and stat */
+        char path[512];
+        snprintf(path, sizeof path, "%s/a0", root);
+        unlink(path);
+        return WALK_STAT;
+    }
+    g->asked = g->want_stat && g->nn % 2;
+    return g->asked ? WALK_STAT : 0;
+}
+
+static int name_only(void *ud, const char *key, const struct stat *st)
+{
+    (void)key;
+    assert_null(st);
+    ++*(size_t *)ud;
+    return 0;
+}
+
+/* Names from big/f0600 on are asked for whole (big_note checks them). */
+static int big_from_600(void *ud, const char *key, const struct stat *st)
+{
+    if (st)
+        return big_note(ud, key, st);
+    int k;
+    return sscanf(key, "big/f%d", &k) == 1 && k >= 600 &&
+                   strchr(key, '.') == NULL
+               ? WALK_STAT
+               : 0;
+}
+
+/* By name first: every file is named once, in key order and before any
+ * stat; only the ones asked for come again whole, right after their
+ * name; a pause after a name resumes past it; a file removed between
+ * its name and its stat is left out. */
+static void test_names_first(void **state)
+{
+    (void)state;
+    const char *want[NFILES];
+    memcpy(want, files, sizeof want);
+    qsort(want, NFILES, sizeof *want, cmp_str);
+    walker w = {.names_first = 1};
+    named g = {.want_stat = 1};
+    assert_int_equal(walk_run(&w, root, "", NULL, name_note, &g), 0);
+    assert_string_equal(w.last, "b/c/d0");
+    assert_int_equal(walk_run(&w, root, "", "b/c/d0", name_note, &g), 0);
+    assert_int_equal(g.nn, NFILES);
+    size_t k = 0;
+    for (size_t i = 0; i < NFILES; i++) {
+        assert_string_equal(g.names[i], want[i]);
+        if ((i + 1) % 2 && strcmp(want[i], "a0") != 0 &&
+            strcmp(want[i], "b/c/d0") != 0)
+            assert_string_equal(g.whole[k++], want[i]);
+    }
+    assert_int_equal(g.nw, k);
+    put("a0");
+    walk_reset(&w);
+
+    /* A big folder whose names are all answered 0 starts no helpers:
+     * nothing is stat'ed. */
+    big_make();
+    w = (walker){.names_first = 1};
+    size_t names = 0;
+    assert_int_equal(walk_run(&w, root, "big/", NULL, name_only, &names), 0);
+    assert_int_equal(names, BIG + 1); /* and big/f0500.d/inner */
+    assert_null(w.pool);
+    walk_reset(&w);
+
+    /* Asked for from f0600 on: the helpers start there, and each file
+     * asked for comes whole with its own size. */
+    w = (walker){.names_first = 1};
+    big_seen b = {.last = -1, .remove_at = -1};
+    assert_int_equal(walk_run(&w, root, "big/", NULL, big_from_600, &b), 0);
+    assert_int_equal(b.n, BIG - 600);
+    assert_non_null(w.pool);
+    for (int k = 600; k < BIG; k++)
+        assert_int_equal(b.count[k], 1);
+    walk_reset(&w);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/big'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,5 +395,6 @@ int main(void)
         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_missing_root),
         cmocka_unit_test(test_big_folder_stats_ahead),
+        cmocka_unit_test(test_names_first),
     };    return cmocka_run_group_tests(tests, setup, teardown);
 }

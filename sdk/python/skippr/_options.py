@@ -572,5 +572,6 @@ PIPELINE_SETTINGS = {'allowed_lateness_seconds': 'int',
  'retry_backoff_ms': 'int',
  'upload_concurrency': 'int',
  'validate': 'bool',
+ 'verify_done_units': 'str',
  'wal_disk_budget': 'int',
  'wal_zstd_level': 'int'}
