@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run the whole test suite:
 #   1. the normal build: unit and integration tests;
-#   2. an ASan+UBSan build: the whole suite again;
+#   2. an ASan+UBSan build: the whole suite again, the kill and fault
+#      loops with half as many random trials (SKIPPR_TEST_SCALE=0.5);
 #   3. a TSan build: the scheduler tests (deque and pool), the File
 #      source's stat helpers (file_walk) and the threaded integration tests;
 #   4. the libFuzzer targets (clang, ASan + UBSan), 30 seconds each;
@@ -26,7 +27,7 @@ scripts/setup.sh build-asan -DSKIPPR_ASAN=ON
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$JOBS" -L unit
-ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 SKIPPR_TEST_SCALE=0.5 \
     ctest --test-dir build-asan --output-on-failure -j"$JOBS" -L integration
 
 echo "== threads under TSan: the scheduler, the File walk's stat helpers, S3 read-ahead, parallel uploads, the testkit"

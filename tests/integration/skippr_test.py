@@ -41,6 +41,20 @@ SEED_TRANSFORM = {
 }
 SINK_PREFIX = "copy/phew-thats-a-month-and-a-gdpr-fine-saved"
 SOURCE_PREFIX = "ill-just-dump-this-here"
+# SKIPPR_TEST_SCALE (default 1) scales the random trials of the kill and
+# fault loops (trials() below). scripts/test.sh sets 0.5 for the sanitizer
+# stage: the same paths, half as many kills, since there the point is to
+# catch memory errors and undefined behaviour, which the first kill on a
+# path shows as well as the fiftieth.
+TEST_SCALE = float(os.environ.get("SKIPPR_TEST_SCALE", "1"))
+
+
+def trials(n, least=4):
+    """n random trials (kills, fault steps) scaled by SKIPPR_TEST_SCALE,
+    and never fewer than least."""
+    return max(least, int(round(n * TEST_SCALE)))
+
+
 # .jsonl objects hold one record per line; .json ones, beside them, hold
 # the records that span lines (multiline_records: json).
 OBJECT_NAME = re.compile(r"^apply-[0-9a-f]{16}-[0-9]{10}\.jsonl?$")

@@ -18,7 +18,7 @@ import sys
 import time
 
 from skippr_test import (GEN, SKIPPRD, Workspace, assert_exact, check, main,
-                         run)
+                         run, trials)
 
 # Crash point -> largest N drawn (hits per run differ a lot between points).
 # The File sink grows data objects in place: grow_write is an append to a
@@ -27,7 +27,7 @@ from skippr_test import (GEN, SKIPPRD, Workspace, assert_exact, check, main,
 POINTS = {"read": 8, "commit": 6, "seal": 6, "grow_write": 30,
           "stream_sync": 6, "grow_commit": 10, "sink_commit": 3,
           "done": 10, "gc": 2, "any": 60}
-MIN_KILLS = 50
+MIN_KILLS = trials(50)
 
 
 def add_objects(ws, rng, n, first_id):

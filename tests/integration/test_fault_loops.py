@@ -29,9 +29,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from skippr_test import (GEN, SKIPPRD, SOURCE_PREFIX, Workspace,  # noqa: E402
-                         check, compare, expected_records, main,
-                         output_records)
+from skippr_test import (GEN, SKIPPRD, SOURCE_PREFIX, TEST_SCALE,  # noqa: E402
+                         Workspace, check, compare, expected_records, main,
+                         output_records, trials)
 from test_powerloss import faultfs_sync, reset  # noqa: E402
 
 FAULTFS = os.environ.get("FAULTFS", "")
@@ -39,11 +39,14 @@ KINDS = ["open", "write", "fsync", "rename", "unlink", "mkdir"]
 
 
 def steps(last):
-    """1..10, then growing by 60%, then last + 1 (no fault fires)."""
+    """1..10, then growing by 60%, then last + 1 (no fault fires). With
+    SKIPPR_TEST_SCALE at 0.5: 1..5, then growing by 120%."""
+    dense = trials(10, least=3)
+    grow = 5 + round(3 / TEST_SCALE)  # fifths: 8 is 60% more
     n = 1
     while n <= last:
         yield n
-        n = n + 1 if n < 10 else max(n + 1, n * 8 // 5)
+        n = n + 1 if n < dense else max(n + 1, n * grow // 5)
     yield last + 1
 
 

@@ -25,10 +25,10 @@ import time
 
 from s3_test import S3Server, add_batch, random_crash
 from skippr_test import (SKIPPRD, Workspace, check, expected_records,
-                         frame, main)
+                         frame, main, trials)
 
 SINK_PREFIX = "out/"
-KILLS = 50  # per kill test
+KILLS = trials(50)  # per kill test
 
 
 def config(ws, source, part_size="5MiB", extra="", src_extra="",

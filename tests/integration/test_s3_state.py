@@ -29,10 +29,10 @@ import time
 
 from s3_test import S3Server, add_batch, random_crash
 from skippr_test import (SKIPPRD, Workspace, check, expected_records,
-                         main)
+                         main, trials)
 
 SINK_PREFIX = "out/"
-KILLS = int(os.environ.get("SKIPPR_STATE_KILLS", "30"))
+KILLS = int(os.environ.get("SKIPPR_STATE_KILLS", trials(30)))
 LEASE = 6  # seconds: short, so that takeovers are quick to show
 
 
