@@ -41,4 +41,5 @@ echo "== fuzz targets (libFuzzer, ASan + UBSan), bounded"
 scripts/fuzz.sh 30
 
 echo "== every build type, gcc and clang, warnings as errors"
-scripts/build-types.sh build-types
+# build/ is gcc (Debian's cc) RelWithDebInfo, built with -Werror above.
+SKIPPR_BUILD_TYPES_SKIP=gcc-RelWithDebInfo scripts/build-types.sh build-types
