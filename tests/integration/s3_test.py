@@ -42,6 +42,27 @@ def random_crash(rng):
     return "%s:%d" % (point, rng.randrange(1, KILL_POINTS[point] + 1))
 
 
+class KillClock:
+    """Delays for a kill at a random moment of a run: up to the median wall
+    time of the last ten runs that ended by themselves, so that most such
+    kills land inside a run however fast the machine (a fixed range lets
+    most short runs finish first); up to `first` s before any has."""
+
+    def __init__(self, first):
+        self.first = first
+        self.took = []
+
+    def ended(self, seconds):
+        """A run that ended by itself took this long."""
+        self.took = (self.took + [seconds])[-10:]
+
+    def delay(self, rng):
+        if not self.took:
+            return rng.uniform(0.05, self.first)
+        typical = sorted(self.took)[len(self.took) // 2]
+        return rng.uniform(0.02, max(0.05, typical))
+
+
 def add_batch(ws, s3, rng, n, first_id):
     """Two new objects of random size (ids from first_id) into the src
     bucket and into ws.inp, as batch n: new objects keep kill runs busy."""

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import time
 
-from s3_test import S3Server, add_batch, random_crash
+from s3_test import KillClock, S3Server, add_batch, random_crash
 from skippr_test import (SKIPPRD, Workspace, check, expected_records,
                          frame, main, trials)
 
@@ -254,6 +254,7 @@ def kill_test(source):
         check(s3.stats()["open_uploads"] == 1, "no upload left open: %s" %
               s3.stats())
         kills, runs, next_id, staged = 1, 1, 10_000_000, 0
+        clock = KillClock(1.5)
         history = []
         while kills < KILLS and runs < 10 * KILLS:
             runs += 1
@@ -262,8 +263,11 @@ def kill_test(source):
                 next_id += 10_000_000
             if rng.random() < 0.7:
                 env = {"SKIPPR_CRASH": random_crash(rng)}
+                t0 = time.monotonic()
                 p = run(ws, s3, env=env, check_rc=False)
                 rc, label = p.returncode, env["SKIPPR_CRASH"]
+                if rc == 0:
+                    clock.ended(time.monotonic() - t0)
             else:
                 e = dict(os.environ)
                 e.update(s3.env())
@@ -271,10 +275,14 @@ def kill_test(source):
                                          "-c", ws.config], env=e,
                                         stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
-                delay = rng.uniform(0.05, 1.5)
-                time.sleep(delay)
-                proc.send_signal(signal.SIGKILL)
-                _, err = proc.communicate(timeout=60)
+                t0 = time.monotonic()
+                delay = clock.delay(rng)
+                try:
+                    _, err = proc.communicate(timeout=delay)
+                    clock.ended(time.monotonic() - t0)
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(signal.SIGKILL)
+                    _, err = proc.communicate(timeout=60)
                 rc, label = proc.returncode, "after %.2fs" % delay
                 p = subprocess.CompletedProcess([], rc, "", err.decode())
             history.append("run %d (%s): exit %d; %s" % (

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import time
 
-from s3_test import S3Server, add_batch, random_crash
+from s3_test import KillClock, S3Server, add_batch, random_crash
 from skippr_test import (SKIPPRD, Workspace, check, expected_records,
                          main, trials)
 
@@ -121,23 +121,30 @@ def test_kills_with_the_state_folder_deleted():
     ws, s3 = bucket_case("s3state", 10, 5000, 41)
     try:
         kills, runs, next_id, restored = 0, 0, 10_000_000, 0
+        clock = KillClock(1.0)
         while kills < KILLS and runs < 8 * KILLS:
             runs += 1
             if rng.random() < 0.8:  # new objects keep runs busy
                 add_batch(ws, s3, rng, runs, next_id)
                 next_id += 10_000_000
             env = {}
+            t0 = time.monotonic()
             if rng.random() < 0.6:
                 env["SKIPPR_CRASH"] = random_crash(rng)
                 p = start(ws, s3, env)
                 _, err = p.communicate(timeout=300)
                 label = env["SKIPPR_CRASH"]
+                if p.returncode == 0:
+                    clock.ended(time.monotonic() - t0)
             else:
                 p = start(ws, s3)
-                delay = rng.uniform(0.05, 1.0)
-                time.sleep(delay)
-                p.send_signal(signal.SIGKILL)
-                _, err = p.communicate(timeout=60)
+                delay = clock.delay(rng)
+                try:
+                    _, err = p.communicate(timeout=delay)
+                    clock.ended(time.monotonic() - t0)
+                except subprocess.TimeoutExpired:
+                    p.send_signal(signal.SIGKILL)
+                    _, err = p.communicate(timeout=60)
                 label = "after %.2fs" % delay
             restored += "restored (" in err
             if p.returncode == -signal.SIGKILL:
