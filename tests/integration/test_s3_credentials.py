@@ -372,11 +372,12 @@ def test_hanging_metadata_costs_a_bounded_wait():
 
 
 def test_expiring_credentials_are_refreshed():
-    """Instance metadata credentials that lapse every 60 s, through an
-    85-second continuous run that copies new objects as they come: every
-    request is accepted (none with a lapsed token) and every record is
-    copied."""
-    creds = Creds("--lifetime", "60")
+    """Instance metadata credentials that lapse every 20 s (refreshed a
+    quarter of their life before, as for any lifetime under 20 minutes),
+    through a 35-second continuous run that copies new objects as they
+    come: every request is accepted (none with a lapsed token) and every
+    record is copied."""
+    creds = Creds("--lifetime", "20")
     ws, s3, env = setup("creds-refresh", objects=2)
     try:
         env.update(sources(ws, creds)["EC2 instance metadata"][0])
@@ -389,8 +390,8 @@ def test_expiring_credentials_are_refreshed():
         n = 0
         done = set(os.path.join(d, fn) for d, _, files in os.walk(ws.inp)
                    for fn in files)
-        while time.monotonic() - start < 85:
-            time.sleep(6)
+        while time.monotonic() - start < 35:
+            time.sleep(3)
             n += 1
             subprocess.run([sys.executable, gen, ws.inp, "--objects", "1",
                             "--records", "20", "--seed", str(100 + n),
@@ -414,7 +415,7 @@ def test_expiring_credentials_are_refreshed():
         check(ok, "%d records expected, %d copied" % (n_want, n_got))
         check(err.count("refreshed") >= 1, "no refresh logged")
         no_secret_in(err)
-        print("  %.0f s run, credentials lapsing every 60 s: fetched %d "
+        print("  %.0f s run, credentials lapsing every 20 s: fetched %d "
               "times, %d requests, 0 refused; %d records exact" % (
                   time.monotonic() - start, issued, tokens["imds"],
                   n_got))
