@@ -72,8 +72,9 @@ def kill_runs(ws, kills, low, high, progress, env=None):
     """Run `sync` (continuously, so a run never ends by itself) `kills`
     times, each killed with SIGKILL after a random delay in [low, high) s;
     then `sync --once` to the end. The delays stretch while kills land
-    before any progress (a sanitizer build starts slower) and shrink back
-    after. Fails if a run dies by itself, or if the kills did not spread
+    before any progress (a sanitizer build starts slower), up to 4 times,
+    and shrink back after: once everything is delivered nothing moves, and
+    unbounded they grew past 15 s a kill. Fails if a run dies by itself, or if the kills did not spread
     over the copy: progress() (records delivered or durable so far) must
     take at least 4 values. Returns the progress seen after each kill."""
     rng = random.Random(7)
@@ -96,7 +97,8 @@ def kill_runs(ws, kills, low, high, progress, env=None):
             p.send_signal(signal.SIGKILL)
             p.wait()
         seen.append(progress())
-        scale = scale * 1.4 if seen[-1] == seen[-2] else max(1.0, scale / 1.2)
+        scale = (min(4.0, scale * 1.4) if seen[-1] == seen[-2]
+                 else max(1.0, scale / 1.2))
     check(len(set(seen)) >= 4, "the kills did not spread over the copy: "
           "progress %s" % seen)
     ws.sync("--once", timeout=600, env=env)
