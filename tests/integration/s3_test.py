@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import resource
+import signal
 import ssl
 import subprocess
 import sys
@@ -61,6 +62,19 @@ class KillClock:
             return rng.uniform(0.05, self.first)
         typical = sorted(self.took)[len(self.took) // 2]
         return rng.uniform(0.02, max(0.05, typical))
+
+    def kill(self, proc, rng):
+        """SIGKILL proc (started with its stderr piped) after a delay(),
+        unless it ends first. Returns (stderr, the delay)."""
+        t0 = time.monotonic()
+        delay = self.delay(rng)
+        try:
+            _, err = proc.communicate(timeout=delay)
+            self.ended(time.monotonic() - t0)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            _, err = proc.communicate(timeout=60)
+        return err, delay
 
 
 def add_batch(ws, s3, rng, n, first_id):

@@ -275,14 +275,7 @@ def kill_test(source):
                                          "-c", ws.config], env=e,
                                         stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
-                t0 = time.monotonic()
-                delay = clock.delay(rng)
-                try:
-                    _, err = proc.communicate(timeout=delay)
-                    clock.ended(time.monotonic() - t0)
-                except subprocess.TimeoutExpired:
-                    proc.send_signal(signal.SIGKILL)
-                    _, err = proc.communicate(timeout=60)
+                err, delay = clock.kill(proc, rng)
                 rc, label = proc.returncode, "after %.2fs" % delay
                 p = subprocess.CompletedProcess([], rc, "", err.decode())
             history.append("run %d (%s): exit %d; %s" % (

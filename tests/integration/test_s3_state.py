@@ -138,13 +138,7 @@ def test_kills_with_the_state_folder_deleted():
                     clock.ended(time.monotonic() - t0)
             else:
                 p = start(ws, s3)
-                delay = clock.delay(rng)
-                try:
-                    _, err = p.communicate(timeout=delay)
-                    clock.ended(time.monotonic() - t0)
-                except subprocess.TimeoutExpired:
-                    p.send_signal(signal.SIGKILL)
-                    _, err = p.communicate(timeout=60)
+                err, delay = clock.kill(p, rng)
                 label = "after %.2fs" % delay
             restored += "restored (" in err
             if p.returncode == -signal.SIGKILL:
