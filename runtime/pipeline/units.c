@@ -352,8 +352,6 @@ static int mark_set(engine *e, const char *key)
     return buf_copy(&e->mark_next, &e->mark_next_cap, key);
 }
 
-/* A listed unit: while every unit so far arrived long enough ago (and is
- * done by the pass's end), the candidate mark moves on to it. */
 /* The arrival time a unit's key gives (arrival_key_pattern, else a
  * Firehose or Hive date): 1 with *a set, 0 when it gives none. */
 static int key_arrival(const engine *e, const char *id, int64_t *a)
@@ -362,6 +360,9 @@ static int key_arrival(const engine *e, const char *id, int64_t *a)
     return sk_route_unit_arrival(pat && *pat ? pat : NULL, id, a);
 }
 
+/* A listed unit: while every unit so far arrived long enough ago (and is
+ * done by the pass's end), the candidate mark moves on to it. known: its
+ * key's arrival time when the caller has it already, else NULL. */
 static void mark_note(engine *e, const skippr_unit *u, const int64_t *known)
 {
     if (e->mark_frozen)
@@ -511,9 +512,12 @@ static int list_name(list_ctx *c, const skippr_unit *u)
 {
     engine *e = c->e;
     int64_t a;
-    int has = !e->mark_frozen && key_arrival(e, u->id, &a);
-    if (!e->mark_frozen && !has)
-        return SKIPPR_UNIT_DESCRIBE;
+    int has = 0;
+    if (!e->mark_frozen) {
+        if (!key_arrival(e, u->id, &a))
+            return SKIPPR_UNIT_DESCRIBE; /* the mark needs its mtime */
+        has = 1;
+    }
     const sk_unit_rec *known = NULL;
     int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
     if (rc) {
@@ -608,12 +612,12 @@ int pl_copy_pass(engine *e)
     int src = pass_start(e);
     if (src)
         return src;
+    int names_first = !e->cfg->verify_done_units &&
+                      SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
+                      (ops->flags & SKIPPR_SOURCE_NAMES_FIRST);
     for (;;) {
         pl_todo_clear(e);
         int more, rc;
-        int names_first = !e->cfg->verify_done_units &&
-                          SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
-                          (ops->flags & SKIPPR_SOURCE_NAMES_FIRST);
         list_ctx c;
         do { /* a round ends with a full batch or the end of the list */
             c = (list_ctx){e, 0, 0, 0, names_first};
