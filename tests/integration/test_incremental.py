@@ -111,15 +111,20 @@ def test_polls_list_only_live_prefixes():
                 log.flush()
                 with open(log.name) as f:
                     return f.read().count(what)
-            # Measure between two whole listings: from the first poll
-            # after one, for 4 s.
-            for _ in range(5):
+            def after_whole_listing():
+                """Return at the first poll after a whole listing: the
+                next whole listing is then about `full` seconds away."""
                 w0 = count("(whole listing)")
                 wait_for(lambda: count("(whole listing)") > w0, full + 60,
                          "a whole listing")
                 i0 = count("(incremental)")
                 wait_for(lambda: count("(incremental)") > i0, full + 60,
                          "a poll after the whole listing")
+
+            # Measure between two whole listings: from the first poll
+            # after one, for 4 s.
+            for _ in range(5):
+                after_whole_listing()
                 s3.reset_stats()
                 p0, w0 = count("(incremental)"), count("(whole listing)")
                 time.sleep(4)
@@ -147,7 +152,9 @@ def test_polls_list_only_live_prefixes():
             # written, with slack for a loaded machine.
             check(live_s <= 4.5, "live needle took %.1f s" % live_s)
             # A key in an old, sealed prefix: not listed by the polls, found
-            # by the next whole listing.
+            # by the next whole listing. It is put just after one, so that
+            # no whole listing already under way can find it.
+            after_whole_listing()
             put_local(ws, "p/2021/10/03/05/obj-needle.json", 4, "needle-old")
             key = "p/2021/10/03/05/obj-needle.json"
             with open(os.path.join(ws.inp, key), "rb") as f:
