@@ -6,6 +6,7 @@
 # With RUNS, each target stops after that many executions (or SECONDS):
 # the long run recorded in docs/RELIABILITY.md is
 #   scripts/fuzz.sh 7200 10000000
+# Targets run nproc at a time (SKIPPR_FUZZ_JOBS=N to change that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-30}
@@ -27,6 +28,7 @@ if [ ! -d "$TESTDATA" ]; then
     echo "fuzz: $TESTDATA not found: seeding from the examples only"
 fi
 mkdir -p "$B/crashes"
+rm -f "$B"/*.summary
 for t in $TARGETS; do
     corpus="$B/corpus/$t"
     mkdir -p "$corpus"
@@ -64,17 +66,42 @@ for t in $TARGETS; do
             printf '%s' "$s" >"$corpus/$(printf '%s' "$s" | md5sum | cut -c1-8)"
         done ;;
     esac
-    echo "== $t: ${SECS}s$([ "$RUNS" -gt 0 ] && echo " or $RUNS runs")"
-    rc=0
+done
+
+# Each target is one process on one core: run nproc of them at a time.
+# A crash stops the run once the targets already started have finished.
+run_target() {
+    local t=$1 rc=0
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         "$B/tests/fuzz/$t" -max_total_time="$SECS" -runs="$([ "$RUNS" -gt 0 ] && echo "$RUNS" || echo -1)" \
         -max_len=65536 \
         -artifact_prefix="$B/crashes/$t-" -print_final_stats=1 \
-        "$corpus" >"$B/$t.log" 2>&1 || rc=$?
-    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$B/$t.log" || true
-    if [ "$rc" -ne 0 ]; then
-        tail -40 "$B/$t.log"
-        echo "fuzz: $t failed (exit $rc); the input is under $B/crashes/"
-        exit 1
-    fi
+        "$B/corpus/$t" >"$B/$t.log" 2>&1 || rc=$?
+    {
+        echo "== $t: ${SECS}s$([ "$RUNS" -gt 0 ] && echo " or $RUNS runs")"
+        grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$B/$t.log" || true
+        if [ "$rc" -ne 0 ]; then
+            tail -40 "$B/$t.log"
+            echo "fuzz: $t failed (exit $rc); the input is under $B/crashes/"
+        fi
+    } >"$B/$t.summary"
+    return "$rc"
+}
+PARALLEL=${SKIPPR_FUZZ_JOBS:-$(nproc)}
+failed=0
+running=0
+finish_one() {
+    wait -n || failed=1
+    running=$((running - 1))
+}
+for t in $TARGETS; do
+    [ "$running" -lt "$PARALLEL" ] || finish_one
+    [ "$failed" -eq 0 ] || break
+    run_target "$t" &
+    running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do finish_one; done
+for t in $TARGETS; do
+    [ ! -f "$B/$t.summary" ] || cat "$B/$t.summary"
+done
+exit "$failed"
