@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import resource
-import signal
 import ssl
 import subprocess
 import sys
@@ -41,40 +40,6 @@ def random_crash(rng):
     """A SKIPPR_CRASH value: one of KILL_POINTS, at a random pass."""
     point = rng.choice(sorted(KILL_POINTS))
     return "%s:%d" % (point, rng.randrange(1, KILL_POINTS[point] + 1))
-
-
-class KillClock:
-    """Delays for a kill at a random moment of a run: up to the median wall
-    time of the last ten runs that ended by themselves, so that most such
-    kills land inside a run however fast the machine (a fixed range lets
-    most short runs finish first); up to `first` s before any has."""
-
-    def __init__(self, first):
-        self.first = first
-        self.took = []
-
-    def ended(self, seconds):
-        """A run that ended by itself took this long."""
-        self.took = (self.took + [seconds])[-10:]
-
-    def delay(self, rng):
-        if not self.took:
-            return rng.uniform(0.05, self.first)
-        typical = sorted(self.took)[len(self.took) // 2]
-        return rng.uniform(0.02, max(0.05, typical))
-
-    def kill(self, proc, rng):
-        """SIGKILL proc (started with its stderr piped) after a delay(),
-        unless it ends first. Returns (stderr, the delay)."""
-        t0 = time.monotonic()
-        delay = self.delay(rng)
-        try:
-            _, err = proc.communicate(timeout=delay)
-            self.ended(time.monotonic() - t0)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            _, err = proc.communicate(timeout=60)
-        return err, delay
 
 
 def add_batch(ws, s3, rng, n, first_id):

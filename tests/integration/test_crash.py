@@ -15,9 +15,10 @@ import random
 import signal
 import subprocess
 import sys
+import time
 
-from skippr_test import (GEN, SKIPPRD, Workspace, assert_exact, check, main,
-                         run, trials)
+from skippr_test import (GEN, SKIPPRD, KillClock, Workspace, assert_exact,
+                         check, main, run, trials)
 
 # Crash point -> largest N drawn (hits per run differ a lot between points).
 # The File sink grows data objects in place: grow_write is an append to a
@@ -49,6 +50,8 @@ def test_kill_nine_everywhere():
         ws.write_config(pipeline_extra={"max_object_bytes": "16KiB",
                                         "commit_interval_ms": 0})
         kills, runs, by_point = 0, 0, {}
+        # External kills land within the length of a typical run.
+        clock = KillClock(0.4)
         while (kills < MIN_KILLS or len(by_point) < len(POINTS) + 1) and \
                 runs < 400:
             runs += 1
@@ -63,21 +66,19 @@ def test_kill_nine_everywhere():
                 n = rng.randrange(1, POINTS[point] + 1)
                 env["SKIPPR_CRASH"] = "%s:%d" % (point, n)
                 label = "%s:%d" % (point, n)
+                t0 = time.monotonic()
                 p = subprocess.run(args, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, timeout=300)
                 rc = p.returncode
+                if rc == 0:  # the crash point was not reached
+                    clock.ended(time.monotonic() - t0)
             else:
-                delay = rng.uniform(0.0, 0.4)
-                label = "after %.3fs" % delay
                 proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
-                try:  # a run that ends first is not waited for
-                    proc.communicate(timeout=delay)
-                except subprocess.TimeoutExpired:
-                    proc.send_signal(signal.SIGKILL)
-                    proc.communicate(timeout=300)
+                err, delay = clock.kill(proc, rng)
+                label = "after %.3fs" % delay
                 rc = proc.returncode
-                p = proc
+                p = subprocess.CompletedProcess(args, rc, b"", err)
             if rc == -signal.SIGKILL:
                 kills += 1
                 kind = label.split(":")[0] if ":" in label else "external"

@@ -23,9 +23,9 @@ import signal
 import subprocess
 import time
 
-from s3_test import KillClock, S3Server, add_batch, random_crash
-from skippr_test import (SKIPPRD, Workspace, check, expected_records,
-                         frame, main, trials)
+from s3_test import S3Server, add_batch, random_crash
+from skippr_test import (SKIPPRD, KillClock, Workspace, check,
+                         expected_records, frame, main, trials)
 
 SINK_PREFIX = "out/"
 KILLS = trials(50)  # per kill test

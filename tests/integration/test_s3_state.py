@@ -27,9 +27,9 @@ import signal
 import subprocess
 import time
 
-from s3_test import KillClock, S3Server, add_batch, random_crash
-from skippr_test import (SKIPPRD, Workspace, check, expected_records,
-                         main, trials)
+from s3_test import S3Server, add_batch, random_crash
+from skippr_test import (SKIPPRD, KillClock, Workspace, check,
+                         expected_records, main, trials)
 
 SINK_PREFIX = "out/"
 KILLS = int(os.environ.get("SKIPPR_STATE_KILLS", trials(30)))
