@@ -3,7 +3,7 @@
 the ledger and the listing, not the bytes. Figures only; asserts nothing.
 
     bench/units.py [--files 1000000] [--synth 1000000,10000000]
-                   [--threads 2]
+                   [--restore 1000000] [--threads 2]
 
 Two kinds of archive of small objects (two JSON records each, Firehose-like
 keys "YYYY/MM/DD/HH/stream-1-...", 1,000 an hour):
@@ -25,6 +25,13 @@ issue calls one compaction;
 then 1,000 more with `incremental_listing: true`, which lists only after
 the mark the previous run left.
 Each copy goes file -> File sink, partitioned by event type, tenant and day.
+
+  --restore N  N synth units with the state in a bucket
+               (skipprd_el_storage_mode: s3, on s3rver behind the test
+               proxy): the first run, the state's objects and bytes in the
+               bucket, then the state folder deleted, as on a replacement
+               box, and a run that restores it and skips all N (its wall
+               time, and the GETs it made).
 """
 import argparse
 import hashlib
@@ -66,11 +73,13 @@ def make_files(root, first, n):
                         % ((i + k) % 5, mon, dom, hour, i % 7, k))
 
 
-def write_config(work, source, extra=""):
+def write_config(work, source, extra="", top="", sinks=""):
+    """The bench's config; top: more lines under skippr:, sinks: more
+    sinks under data_sinks:."""
     cfg = os.path.join(work, "skippr.yml")
     with open(cfg, "w") as f:
         f.write("""skippr:
-  state_dir: %s/state
+%s  state_dir: %s/state
   plugin_dirs: [%s]
 pipelines:
   p:
@@ -88,17 +97,17 @@ data_sinks:
   b:
     File:
       path: %s/out
-""" % (work, SYNTH_DIR, extra, source, work))
+%s""" % (top, work, SYNTH_DIR, extra, source, work, sinks))
     return cfg
 
 
-def run(cfg, threads, verbose=False):
+def run(cfg, threads, verbose=False, env=None):
     """One --once run: (wall s, peak RSS MiB, stderr)."""
     with tempfile.NamedTemporaryFile("r") as t:
         cmd = ["/usr/bin/time", "-f", "%e %M", "-o", t.name, SKIPPRD, "sync",
                "-p", "p", "--once", "-t", str(threads), "-c", cfg]
         cmd.append("-vv" if verbose else "-q")
-        p = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
+        p = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, env=env)
         if p.returncode != 0:
             sys.exit("skipprd failed:\n" + p.stderr[-2000:])
         wall, rss = t.read().split()[-2:]
@@ -157,10 +166,53 @@ def case(label, n, work, source_for, add_new, threads, by_name=False):
           flush=True)
 
 
+def restore_case(n, threads):
+    """N synth units with the state in a bucket; then the state folder is
+    deleted and a run restores it and skips them all."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+    os.environ.setdefault("SKIPPR_SOURCE_DIR", ROOT)
+    from s3_test import S3Server
+    label = "synth %d, s3 state" % n
+    s3 = S3Server(["state"])
+    work = tempfile.mkdtemp(prefix="skippr-units-")
+    try:
+        env = dict(os.environ, **s3.env())
+        cfg = write_config(
+            work, "    Synth:\n      units: %d" % n,
+            top="  workspace: w\n  skipprd_el_storage_mode: s3\n"
+                "  state_store: data_sinks.state\n",
+            sinks="  state:\n    S3:\n      s3_bucket: state\n"
+                  "      s3_prefix: skippr-state\n")
+        wall, rss, _ = run(cfg, threads, env=env)
+        print("%-22s first run   %9.1f s %9.0f units/s %6.0f MiB RSS" % (
+            label, wall, n / wall, rss), flush=True)
+        objs, size = 0, 0
+        pages = s3.client.get_paginator("list_objects_v2")
+        for page in pages.paginate(Bucket="state"):
+            for o in page.get("Contents", []):
+                objs += 1
+                size += o["Size"]
+        print("%-22s in the bucket: %d objects, %.1f MB (%.1f bytes/unit)" %
+              (label, objs, size / 1e6, size / n), flush=True)
+        shutil.rmtree(os.path.join(work, "state"))
+        s3.reset_stats()
+        wall, rss, err = run(cfg, threads, verbose=True, env=env)
+        gets = s3.stats()["counts"].get("get", 0)
+        m = re.search(r"state \S+: restored \(.*\)", err)
+        print("%-22s empty disk  %9.2f s to restore and skip %d units "
+              "(%d units listed), %d GETs, %6.0f MiB RSS; %s" % (
+                  label, wall, n, units_listed(err), gets, rss,
+                  m.group(0) if m else "no restore logged"), flush=True)
+    finally:
+        s3.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", default="1000000")
     ap.add_argument("--synth", default="1000000,10000000")
+    ap.add_argument("--restore", default="1000000")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     setup()
@@ -186,6 +238,8 @@ def main():
                  lambda m: m + 1000, args.threads)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    for n in [int(x) for x in args.restore.split(",") if x]:
+        restore_case(n, args.threads)
 
 
 if __name__ == "__main__":
