@@ -198,8 +198,9 @@ static int check_options(s3_ctx *c, const skippr_host *host, int custom)
         LOG(c, SKIPPR_LOG_ERROR, "s3_prefix must not start with '/'");
         return SKIPPR_INVAL;
     }
-    if (c->part_size && (c->part_size < (5 << 20) ||
-                         c->part_size > (5LL << 30))) {
+    if (c->part_size == 0)
+        c->part_size = 8 << 20; /* sources do not declare the option */
+    if (c->part_size < (5 << 20) || c->part_size > (5LL << 30)) {
         LOG(c, SKIPPR_LOG_ERROR, "part_size must be 5 MiB to 5 GiB");
         return SKIPPR_INVAL;
     }
