@@ -434,7 +434,8 @@ typedef struct skippr_sink_ops {
      * condition that does not hold is SKIPPR_CHANGED, not logged. The new
      * ETag goes to etag (may be NULL). An unconditional write may be
      * large (a ledger run of a billion units is tens of GB, buf mapped
-     * from its file): the store must take any size. */
+     * from its file, unless the sink has store_put_file): the store must
+     * take any size. */
     int (*store_put)(void *ctx, const char *key, const void *buf, size_t len,
                      const char *cond, char *etag, size_t etag_cap);
     /* Remove key (SKIPPR_OK also when there is none). */
@@ -443,6 +444,16 @@ typedef struct skippr_sink_ops {
      * the instance's prefix, unit.size); cb returns non-zero to stop. */
     int (*store_list)(void *ctx, const char *prefix, skippr_unit_cb cb,
                       void *cb_data);
+
+    /* Appended within ABI 2; optional (test with SKIPPR_OPS_HAS, may be
+     * NULL), for sinks with SKIPPR_SINK_STORE. An unconditional
+     * store_put of the len bytes of the open file fd, read with pread from
+     * offset 0 (the fd stays the caller's), a part at a time, so that a
+     * big ledger run is never in memory whole. Without it the engine maps
+     * the file and calls store_put, and the mapped pages count in the
+     * process's RSS while the run is sent. */
+    int (*store_put_file)(void *ctx, const char *key, int fd, uint64_t len,
+                          char *etag, size_t etag_cap);
 } skippr_sink_ops;
 
 /* The smallest staging piece the engine asks stage_copy() to make a part

@@ -324,6 +324,7 @@ static const skippr_sink_ops sink = {
     .stage_copy = sink_stage_copy,
     .store_get = sink_store_get,
     .store_put = sink_store_put,
+    .store_put_file = sink_store_put_file,
     .store_delete = sink_store_delete,
     .store_list = sink_store_list,
 };

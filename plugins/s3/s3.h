@@ -221,6 +221,8 @@ int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,
                    size_t etag_cap);
 int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
                    const char *cond, char *etag, size_t etag_cap);
+int sink_store_put_file(void *ctx, const char *key, int fd, uint64_t len,
+                        char *etag, size_t etag_cap);
 int sink_store_delete(void *ctx, const char *key);
 int sink_store_list(void *ctx, const char *prefix, skippr_unit_cb cb,
                     void *cb_data);

@@ -5,6 +5,9 @@
  * big ledger run), as a multipart upload; deleted and listed. What the
  * objects hold is the engine's business (runtime/state/remote.c).
  *
+ * store_put_file sends a file (a ledger run) the same way, reading it a
+ * part at a time: at most one part of it is in memory.
+ *
  * A conditional PUT that answers 412 (or 409, S3's answer to a
  * conditional write racing another) is SKIPPR_CHANGED. When the 412
  * answers a retry, the first attempt may have been carried out with its
@@ -15,10 +18,12 @@
  */
 #include "s3.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* key under the instance's prefix into out; 0, or -1 if it does not fit. */
 static int full_key(const s3_ctx *c, const char *key, char *out, size_t cap)
@@ -92,16 +97,48 @@ static int holds_ours(s3_ctx *c, const char *key, const void *buf,
     return same;
 }
 
+/* The bytes of an unconditional state write: p[0..len), or, p NULL, the
+ * first len bytes of the file fd, read a part at a time into buf. */
+typedef struct body {
+    const char *p;
+    int fd;
+    uint64_t len;
+    char *buf;
+} body;
+
+/* Bytes [off, off + n) of b; NULL (logged) when the file cannot give them. */
+static const char *body_at(s3_ctx *c, const char *full, body *b,
+                           uint64_t off, size_t n)
+{
+    if (b->p)
+        return b->p + off;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(b->fd, b->buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            LOG(c, SKIPPR_LOG_ERROR, "write state %s: reading its file: %s",
+                full, k < 0 ? strerror(errno) : "shorter than its size");
+            return NULL;
+        }
+        got += (size_t)k;
+    }
+    return b->buf;
+}
+
 /* An unconditional state write larger than a part (a ledger run of a big
  * ledger: one PutObject takes at most 5 GiB) as a multipart upload of
- * full from p[0..len), parts of part_size (larger when 10,000 would not
- * hold it), each retried; aborted on failure. */
-static int put_parts(s3_ctx *c, const char *full, const char *p, size_t len,
-                     char *etag, size_t etag_cap)
+ * full from b, parts of part_size (larger when 10,000 would not hold
+ * it), each retried; aborted on failure. */
+static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
+                     size_t etag_cap)
 {
-    size_t part = (size_t)c->part_size;
-    if (len / part >= 10000)
-        part = len / 9999 + 1;
+    uint64_t part = (uint64_t)c->part_size;
+    if (b->len / part >= 10000)
+        part = b->len / 9999 + 1;
+    if (!b->p && !(b->buf = malloc((size_t)part)))
+        return SKIPPR_NOMEM;
     char id[512], num[16], sum[32], ptag[128];
     sigv4_kv q[2] = {{"uploads", ""}};
     resp r = {0};
@@ -122,17 +159,22 @@ static int put_parts(s3_ctx *c, const char *full, const char *p, size_t len,
     rc = skippr_buf_put(&x, "<CompleteMultipartUpload>", 25);
     q[0] = (sigv4_kv){"partNumber", num};
     q[1] = (sigv4_kv){"uploadId", id};
-    for (size_t off = 0, i = 1; off < len && !rc; off += part, i++) {
-        size_t n = len - off < part ? len - off : part;
-        snprintf(num, sizeof num, "%zu", i);
-        sigv4_kv h[1] = {s3_body_check(c, p + off, n, sum)};
+    for (uint64_t off = 0, i = 1; off < b->len && !rc; off += part, i++) {
+        size_t n = (size_t)(b->len - off < part ? b->len - off : part);
+        const char *p = body_at(c, full, b, off, n);
+        if (!p) {
+            rc = SKIPPR_IO;
+            break;
+        }
+        snprintf(num, sizeof num, "%" PRIu64, i);
+        sigv4_kv h[1] = {s3_body_check(c, p, n, sum)};
         memset(&r, 0, sizeof r);
         rc = s3_request_retried(c, "write state", full, NULL, "PUT", full, q,
-                                2, p + off, n, h, 1, &r);
+                                2, p, n, h, 1, &r);
         snprintf(ptag, sizeof ptag, "%s", r.etag);
         skippr_buf_free(&r.body);
         char line[256];
-        int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
+        int ln = snprintf(line, sizeof line, "<Part><PartNumber>%" PRIu64
                           "</PartNumber><ETag>\"%s\"</ETag></Part>", i, ptag);
         if (!rc)
             rc = skippr_buf_put(&x, line, (size_t)ln);
@@ -171,8 +213,10 @@ int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
     char full[1024], sum[32], match[160];
     if (full_key(c, key, full, sizeof full))
         return SKIPPR_INVAL;
-    if (!cond && c->part_size > 0 && len > (size_t)c->part_size)
-        return put_parts(c, full, buf, len, etag, etag_cap);
+    if (!cond && len > (size_t)c->part_size) {
+        body b = {buf, -1, len, NULL};
+        return put_parts(c, full, &b, etag, etag_cap);
+    }
     sigv4_kv h[3] = {s3_body_check(c, buf, len, sum),
                      {"content-type", "application/octet-stream"}};
     size_t nh = 2;
@@ -238,4 +282,28 @@ int sink_store_list(void *ctx, const char *prefix, skippr_unit_cb cb,
         return SKIPPR_INVAL;
     store_walk w = {cb, cb_data, strlen(full) - strlen(prefix)};
     return s3_list_serial(c, full, NULL, store_one, &w);
+}
+
+int sink_store_put_file(void *ctx, const char *key, int fd, uint64_t len,
+                        char *etag, size_t etag_cap)
+{
+    s3_ctx *c = ctx;
+    char full[1024];
+    if (full_key(c, key, full, sizeof full))
+        return SKIPPR_INVAL;
+    /* One part or less: one PUT of the whole file (at most part_size
+     * bytes in memory, as a part would be). */
+    body b = {NULL, fd, len, NULL};
+    int rc;
+    if (len > (uint64_t)c->part_size) {
+        rc = put_parts(c, full, &b, etag, etag_cap);
+    } else if (!(b.buf = malloc(len ? (size_t)len : 1))) {
+        rc = SKIPPR_NOMEM;
+    } else {
+        const char *p = body_at(c, full, &b, 0, (size_t)len);
+        rc = p ? sink_store_put(c, key, p, (size_t)len, NULL, etag, etag_cap)
+               : SKIPPR_IO;
+    }
+    free(b.buf);
+    return rc;
 }

@@ -366,6 +366,20 @@ static int forget(sk_remote *r, size_t from, size_t to, int newest_first)
     return rc;
 }
 
+/* rel from the open file fd of len bytes, through the store's
+ * store_put_file, which reads it a part at a time. */
+static int st_put_fd(sk_remote *r, const char *rel, int fd, uint64_t len)
+{
+    char *key = sk_asprintf("%s%s", r->prefix, rel);
+    if (!key)
+        return SKIPPR_NOMEM;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->ops->store_put_file(r->ctx, key, fd, len, NULL, 0);
+    pthread_mutex_unlock(&r->mu);
+    sk_free(key);
+    return rc;
+}
+
 int sk_remote_put_file(sk_remote *r, const char *rel, const char *path)
 {
     int rc = sk_remote_check(r);
@@ -374,11 +388,15 @@ int sk_remote_put_file(sk_remote *r, const char *rel, const char *path)
     int fd;
     if ((rc = sk_io_open(path, O_RDONLY | O_CLOEXEC, 0, &fd)))
         return rc;
+    int by_fd = SKIPPR_OPS_HAS(skippr_sink_ops, r->ops, store_put_file) &&
+                r->ops->store_put_file;
     struct stat st;
     void *map = NULL;
     if (fstat(fd, &st) != 0) {
         sk_error("stat %s: %s", path, strerror(errno));
         rc = SKIPPR_IO;
+    } else if (by_fd) {
+        rc = st_put_fd(r, rel, fd, (uint64_t)st.st_size);
     } else if (st.st_size > 0 &&
                (map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED,
                            fd, 0)) == MAP_FAILED) {
@@ -387,7 +405,7 @@ int sk_remote_put_file(sk_remote *r, const char *rel, const char *path)
         rc = SKIPPR_IO;
     }
     close(fd);
-    if (!rc)
+    if (!rc && !by_fd)
         rc = st_put(r, rel, map ? map : "", (size_t)st.st_size, NULL, NULL,
                     0);
     if (map)

@@ -69,7 +69,9 @@ int sk_remote_seed_begin(sk_remote *r);
 /* Store state_id from dir: the state is complete in the store. */
 int sk_remote_seed_done(sk_remote *r, const char *dir);
 
-/* Store the file at path as key rel ("ledger.d/X.run", "listing_mark"). */
+/* Store the file at path as key rel ("ledger.d/X.run", "listing_mark"):
+ * read a part at a time when the store has store_put_file, else mapped
+ * whole. */
 int sk_remote_put_file(sk_remote *r, const char *rel, const char *path);
 /* Remove key rel. */
 int sk_remote_delete(sk_remote *r, const char *rel);

@@ -239,8 +239,8 @@ def test_s3_sink_passes_testkit_through_faults():
             env=dict(os.environ, **s3.env()), capture_output=True,
             text=True, timeout=600)
         check(q.returncode == 0 and "ok 12 - state store: conditional "
-              "writes" in q.stderr, "the S3 store failed the testkit:\n" +
-              q.stderr)
+              "writes" in q.stderr and "a file sent by store_put_file" in
+              q.stderr, "the S3 store failed the testkit:\n" + q.stderr)
         print("  %d faults injected, %s calls retried after RETRY; the "
               "state store passed under %d more" % (
                   injected, m.group(1),

@@ -3,8 +3,9 @@
  * while renewed, taken over once it lapses or is released), the WAL's
  * synced bytes stored and restored into an empty folder, a segment whose
  * first bytes were dropped skipped, a gap refused, two writers fenced by
- * the names of their WAL objects, and a segment of many objects stored
- * again as a few (also when that was cut short). */
+ * the names of their WAL objects, a segment of many objects stored
+ * again as a few (also when that was cut short), and files stored through
+ * store_put_file or, for a sink without it, mapped. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,8 +159,39 @@ static int m_list(void *ctx, const char *prefix, skippr_unit_cb cb,
     return rc;
 }
 
+/* store_put_file: the file read 4 KiB at a time, as a sink reads parts. */
+static unsigned put_files;
+
+static int m_put_file(void *ctx, const char *key, int fd, uint64_t len,
+                      char *etag, size_t etag_cap)
+{
+    uint8_t *buf = malloc(len ? (size_t)len : 1);
+    assert_non_null(buf);
+    for (uint64_t off = 0; off < len;) {
+        size_t want = (size_t)SK_MIN(len - off, 4096u);
+        ssize_t k = pread(fd, buf + off, want, (off_t)off);
+        assert_true(k > 0);
+        off += (uint64_t)k;
+    }
+    put_files++;
+    int rc = m_put(ctx, key, buf, (size_t)len, NULL, etag, etag_cap);
+    free(buf);
+    return rc;
+}
+
 static const skippr_sink_ops store = {
     .struct_size = sizeof(skippr_sink_ops),
+    .flags = SKIPPR_SINK_STORE,
+    .store_get = m_get,
+    .store_put = m_put,
+    .store_delete = m_delete,
+    .store_list = m_list,
+    .store_put_file = m_put_file,
+};
+
+/* A sink built before store_put_file was appended: files go mapped. */
+static const skippr_sink_ops store_mapped = {
+    .struct_size = offsetof(skippr_sink_ops, store_put_file),
     .flags = SKIPPR_SINK_STORE,
     .store_get = m_get,
     .store_put = m_put,
@@ -423,6 +455,41 @@ static void flush_unit(sk_ledger *l, int i)
     assert_int_equal(sk_ledger_compact(l, 1), 0);
 }
 
+/* A file (a ledger run) goes through store_put_file when the sink has
+ * it, else mapped through store_put; either way the store holds its
+ * bytes, and an empty file is an empty object. */
+static void test_files_by_fd_or_mapped(void **state)
+{
+    (void)state;
+    char path[400];
+    snprintf(path, sizeof path, "%s/run", dir);
+    const skippr_sink_ops *both[] = {&store, &store_mapped};
+    for (size_t k = 0; k < 2; k++) {
+        for (size_t len = 0; len <= 100000; len += 100000) {
+            FILE *f = fopen(path, "wb");
+            assert_non_null(f);
+            for (size_t i = 0; i < len; i++)
+                fputc((int)((i * 7 + k) % 251), f);
+            assert_int_equal(fclose(f), 0);
+            sk_remote *r = NULL;
+            assert_int_equal(sk_remote_open(both[k], NULL, "mem://", "w/p/",
+                                            30, NULL, &r),
+                             SKIPPR_OK);
+            unsigned before = put_files;
+            assert_int_equal(sk_remote_put_file(r, "ledger.d/x.run", path),
+                             0);
+            assert_int_equal(put_files - before, both[k] == &store);
+            obj *o = find("w/p/ledger.d/x.run");
+            assert_non_null(o);
+            assert_int_equal(o->len, len);
+            for (size_t i = 0; i < len; i++)
+                if (o->data[i] != (uint8_t)((i * 7 + k) % 251))
+                    fail_msg("byte %zu differs", i);
+            sk_remote_close(r, 1);
+        }
+    }
+}
+
 /* A merge's inputs left in the store by a crash (the merged run stored,
  * the inputs not yet removed) are restored with it; opening the ledger
  * removes them, here and from the store, and every unit is still known. */
@@ -474,6 +541,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_files_by_fd_or_mapped, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(
             test_merge_inputs_removed_after_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_restored, setup, teardown),

@@ -1424,6 +1424,33 @@ static int list_one(void *ud, const skippr_unit *u)
     return 0;
 }
 
+/* store_put_file, when the sink has it: a file's bytes stored under key
+ * and read back. 0, or -1 after fail(). */
+static int check_store_file(void *x, const char *key)
+{
+    static const char bytes[] = "bytes of a file, read a part at a time";
+    size_t len = sizeof bytes - 1, n = 0;
+    uint64_t size = 0;
+    char got[64];
+    FILE *f = tmpfile();
+    if (!f || fwrite(bytes, 1, len, f) != len || fflush(f) != 0) {
+        fail("store_put_file: cannot make a temporary file");
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    int rc = sink->store_put_file(x, key, fileno(f), len, NULL, 0);
+    fclose(f);
+    if (!rc)
+        rc = sink->store_get(x, key, 0, got, sizeof got, &n, &size, NULL, 0);
+    if (rc || n != len || size != len || memcmp(got, bytes, len) != 0) {
+        fail("store_put_file, then store_get: %s, %zu of %" PRIu64 " bytes",
+             skippr_status_name(rc), n, size);
+        return -1;
+    }
+    return 0;
+}
+
 /* What the engine's lease and fencing rely on (runtime/state/remote.c):
  * "*" creates only, an ETag condition holds only for the current one, a
  * condition that does not hold is CHANGED, reads are ranged, a listing is
@@ -1462,6 +1489,8 @@ static void check_store(void)
     snprintf(kb, sizeof kb, "%sb", pfx);
     void *x = in->ctx;
     listed l = {0};
+    int by_file = SKIPPR_OPS_HAS(skippr_sink_ops, sink, store_put_file) &&
+                  sink->store_put_file;
     int rc;
     if ((rc = sink->store_put(x, ka, "first bytes", 11, "*", e1,
                               sizeof e1))) {
@@ -1501,6 +1530,8 @@ static void check_store(void)
         fail("an unconditional store_put and store_list of the prefix: %s, "
              "%zu keys listed (want %s then %s)", skippr_status_name(rc),
              l.n, ka, kb);
+    } else if (by_file && check_store_file(x, kb) != 0) {
+        /* reported */
     } else if ((rc = sink->store_delete(x, ka)) ||
                (rc = sink->store_get(x, ka, 0, got, 1, &n, &size, NULL, 0)) !=
                    SKIPPR_NOENT ||
@@ -1511,8 +1542,10 @@ static void check_store(void)
     sink->store_delete(x, ka);
     sink->store_delete(x, kb);
     instance_free(in);
-    report("state store: conditional writes, ranged reads, listing, "
-           "removal");
+    report(by_file ? "state store: conditional writes, ranged reads, "
+                     "listing, removal, a file sent by store_put_file"
+                   : "state store: conditional writes, ranged reads, "
+                     "listing, removal");
 }
 
 /* ------------------------------------------------------------------------ */
