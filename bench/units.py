@@ -199,9 +199,11 @@ def restore_case(n, threads):
         wall, rss, err = run(cfg, threads, verbose=True, env=env)
         gets = s3.stats()["counts"].get("get", 0)
         m = re.search(r"state \S+: restored \(.*\)", err)
-        print("%-22s empty disk  %9.2f s to restore and skip %d units "
-              "(%d units listed), %d GETs, %6.0f MiB RSS; %s" % (
-                  label, wall, n, units_listed(err), gets, rss,
+        d = re.search(r"done: (\d+) units copied, (\d+) already done", err)
+        print("%-22s empty disk  %9.2f s to restore, then %s units copied "
+              "and %s skipped, %d GETs, %6.0f MiB RSS; %s" % (
+                  label, wall, d.group(1) if d else "?",
+                  d.group(2) if d else "?", gets, rss,
                   m.group(0) if m else "no restore logged"), flush=True)
     finally:
         s3.close()
