@@ -290,7 +290,11 @@ static void *pf_main(void *arg)
                 it->state = PF_QUEUED;
                 pf->reserved -= it->len;
             } else {
-                it->state = PF_FINISHED; /* done, or given up: open() falls back */
+                /* Done, or given up: open() then reads it again itself,
+                 * which counts as a retry. */
+                if (!it->ok && transient)
+                    s3_count_retry(c, cc != CURLE_OK, it->r.status);
+                it->state = PF_FINISHED;
             }
             finished = 1;
         }
@@ -406,6 +410,8 @@ pf_item *s3_pf_take(s3_ctx *c, const char *key)
         while (pf->head != it) {
             pf_item *skip = pf->head;
             pf->head = skip->next;
+            if (skip->state != PF_QUEUED) /* fetched for nothing */
+                c->host->counter_add(c->host, "fetch_ahead_unused", 1);
             pf_drop_locked(pf, skip);
         }
         pf->head = it->next;

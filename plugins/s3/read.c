@@ -42,6 +42,7 @@ int src_open(void *ctx, const skippr_unit *u, int64_t offset,
     if (s->ahead && (offset > 0 || strcmp(s->ahead->etag, s->etag) != 0)) {
         s3_pf_release(c, s->ahead); /* resumed or changed: read directly */
         s->ahead = NULL;
+        c->host->counter_add(c->host, "fetch_ahead_unused", 1);
     }
     *stream = s;
     return SKIPPR_OK;
