@@ -76,7 +76,8 @@ def kill_runs(ws, kills, low, high, progress, env=None):
     and shrink back after: once everything is delivered nothing moves, and
     unbounded they grew past 15 s a kill. Fails if a run dies by itself,
     or if the kills did not spread over the copy: progress() (records
-    delivered or durable so far) must take at least 4 values. Returns the progress seen after each kill."""
+    delivered or durable so far) must take at least 4 values. Returns the
+    progress seen after each kill."""
     rng = random.Random(7)
     seen = [progress()]
     scale = 1.0
