@@ -124,7 +124,7 @@ def run_gdpr_s3(ex):
     inp = ex.archive()
     s3 = ex.s3(["my-source-bucket", "your-output-bucket"])
     n_obj = s3.upload_tree("my-source-bucket", inp)
-    # The seed's YAML names no state_dir: state goes to ./.skippr (cwd).
+    # The seed's YAML names no state_dir: state goes to .skippr beside it.
     ex.sync_twice()
     prefix = "copy/phew-thats-a-month-and-a-gdpr-fine-saved/"
     n = compare(expected_records(inp), s3.records("your-output-bucket",

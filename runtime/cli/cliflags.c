@@ -252,7 +252,171 @@ static int put_endpoint(sk_buf *b, const char *name, const endpoint *e,
     return rc ? rc : sk_buf_putc(b, '\n');
 }
 
-char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
+/* Plugin options that say where data is or what shape it takes: the ones
+ * that define a copy (cliflags.h). */
+static int is_identity_key(const char *k, size_t n)
+{
+    static const char *const keys[] = {
+        "path", "prefix", "s3_bucket", "s3_prefix", "topic", "brokers",
+        "broker", "url", "urls", "format", NULL};
+    for (size_t i = 0; keys[i]; i++)
+        if (strlen(keys[i]) == n && strncmp(keys[i], k, n) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct kv {
+    char text[4200]; /* "key=value" */
+} kv;
+
+static int kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const kv *)a)->text, ((const kv *)b)->text);
+}
+
+/* The absolute path abs with symlinks resolved as far as it exists, into
+ * out (PATH_MAX bytes): a folder a sink makes on its first run names the
+ * same copy before and after. Falls back to abs as given. */
+static void canon_path(const char *abs, char *out)
+{
+    char head[PATH_MAX];
+    snprintf(out, PATH_MAX, "%s", abs);
+    if (realpath(abs, head)) {
+        snprintf(out, PATH_MAX, "%s", head);
+        return;
+    }
+    const char *slash = strrchr(abs, '/');
+    if (!slash || slash == abs || strlen(abs) >= PATH_MAX)
+        return;
+    memcpy(head, abs, (size_t)(slash - abs));
+    head[slash - abs] = '\0';
+    char dir[PATH_MAX];
+    canon_path(head, dir);
+    const char *tail = slash + 1;
+    if (strcmp(tail, "..") == 0) {
+        char *up = strrchr(dir, '/');
+        if (up)
+            up[up == dir] = '\0';
+        snprintf(out, PATH_MAX, "%s", dir);
+    } else if (!*tail || strcmp(tail, ".") == 0) {
+        snprintf(out, PATH_MAX, "%s", dir);
+    } else {
+        size_t dl = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+        size_t tl = strlen(tail);
+        if (dl + 1 + tl < PATH_MAX) {
+            memcpy(out, dir, dl);
+            out[dl] = '/';
+            memcpy(out + dl + 1, tail, tl + 1);
+        }
+    }
+}
+
+/* One identity pair into list[*n]; a path is resolved (canon_path), so
+ * a symlinked and a real path name one copy. */
+static void put_pair(kv *list, size_t *n, const char *k, size_t kl,
+                     const char *v)
+{
+    char real[PATH_MAX];
+    if (kl == 4 && strncmp(k, "path", 4) == 0 && v[0] == '/') {
+        canon_path(v, real);
+        v = real;
+    }
+    snprintf(list[*n].text, sizeof list[*n].text, "%.*s=%s", (int)kl, k, v);
+    (*n)++;
+}
+
+/* "role:Plugin;k=v;..." for an endpoint's identity, its pairs sorted. */
+static int put_identity(sk_buf *b, const char *role, const endpoint *e,
+                        const char *const *opts, size_t nopts)
+{
+    kv *list = sk_calloc(e->n + nopts + 1, sizeof *list);
+    if (!list)
+        return SKIPPR_NOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        size_t kl = strlen(e->keys[i]);
+        int overridden = 0;
+        for (size_t j = 0; j < nopts; j++)
+            if (strncmp(opts[j], e->keys[i], kl) == 0 && opts[j][kl] == '=')
+                overridden = 1;
+        if (!overridden)
+            put_pair(list, &n, e->keys[i], kl, e->values[i]);
+    }
+    for (size_t j = 0; j < nopts; j++) {
+        const char *eq = strchr(opts[j], '=');
+        if (eq && is_identity_key(opts[j], (size_t)(eq - opts[j])))
+            put_pair(list, &n, opts[j], (size_t)(eq - opts[j]), eq + 1);
+    }
+    qsort(list, n, sizeof *list, kv_cmp);
+    int rc = sk_buf_printf(b, "%s:%s", role, e->plugin);
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = sk_buf_printf(b, ";%s", list[i].text);
+    sk_free(list);
+    return rc ? rc : sk_buf_putc(b, '\n');
+}
+
+/* p->key: the name and the hash of the copy's definition (cliflags.h). */
+static int make_key(sk_cli_pipeline *p, const endpoint *src,
+                    const endpoint *dst)
+{
+    sk_buf b;
+    sk_buf_init(&b, 1u << 20);
+    int rc = put_identity(&b, "source", src, p->source_opts,
+                          p->nsource_opts);
+    if (!rc)
+        rc = put_identity(&b, "sink", dst, p->sink_opts, p->nsink_opts);
+    kv *t = rc ? NULL : sk_calloc(p->nkeys + 1, sizeof *t);
+    size_t n = 0;
+    for (size_t i = 0; t && i < p->nkeys; i++)
+        if (is_transform_key(p->keys[i]))
+            put_pair(t, &n, p->keys[i], strlen(p->keys[i]), p->values[i]);
+    if (t)
+        qsort(t, n, sizeof *t, kv_cmp);
+    for (size_t i = 0; t && !rc && i < n; i++)
+        rc = sk_buf_printf(&b, "transform:%s\n", t[i].text);
+    if (!rc && !t)
+        rc = SKIPPR_NOMEM;
+    sk_free(t);
+    if (!rc)
+        snprintf(p->key, sizeof p->key, "%s-%016llx",
+                 p->name ? p->name : "cli",
+                 (unsigned long long)sk_hash64(b.data, b.len));
+    sk_buf_free(&b);
+    return rc;
+}
+
+/* The state folder of a pipeline by flags (cliflags.h) into out. */
+static int flags_state_dir(const sk_cli_pipeline *p, char *out, size_t cap,
+                           sk_cfg_err *err)
+{
+    const char *xdg = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    char cwd[PATH_MAX];
+    int n;
+    if (p->state_dir && p->state_dir[0] == '/')
+        n = snprintf(out, cap, "%s", p->state_dir);
+    else if (p->state_dir && getcwd(cwd, sizeof cwd))
+        n = snprintf(out, cap, "%s/%s", cwd, p->state_dir);
+    else if (p->state_dir)
+        n = -1;
+    else if (xdg && xdg[0] == '/')
+        n = snprintf(out, cap, "%s/skippr", xdg);
+    else if (home && home[0] == '/')
+        n = snprintf(out, cap, "%s/.local/state/skippr", home);
+    else {
+        snprintf(err->msg, sizeof err->msg, "no state folder: HOME is not "
+                 "set; give --state-dir DIR");
+        return SKIPPR_INVAL;
+    }
+    if (n < 0 || (size_t)n >= cap) {
+        snprintf(err->msg, sizeof err->msg, "--state-dir: too long, or the "
+                 "working directory cannot be read");
+        return SKIPPR_INVAL;
+    }
+    return SKIPPR_OK;
+}
+
+char *sk_cli_yaml(sk_cli_pipeline *p, sk_cfg_err *err)
 {
     if (!p->source || !p->sink) {
         snprintf(err->msg, sizeof err->msg, "a pipeline given by flags "
@@ -273,9 +437,18 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
         endpoint_free(&src);
         return NULL;
     }
+    char state_dir[PATH_MAX];
+    int rc = flags_state_dir(p, state_dir, sizeof state_dir, err);
+    if (!rc && (rc = make_key(p, &src, &dst)))
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+    if (rc) {
+        endpoint_free(&src);
+        endpoint_free(&dst);
+        return NULL;
+    }
     sk_buf b;
     sk_buf_init(&b, 1u << 20);
-    int rc = sk_buf_append(&b, "skippr:\n", 8);
+    rc = sk_buf_append(&b, "skippr:\n", 8);
     if (!rc && p->workspace) {
         rc = sk_buf_append(&b, "  workspace: ", 13);
         if (!rc)
@@ -285,10 +458,10 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
     }
     if (!rc)
         rc = sk_buf_printf(&b, "  skipprd_el_storage_mode: local\n");
-    if (!rc && p->state_dir) {
+    if (!rc) {
         rc = sk_buf_append(&b, "  state_dir: ", 13);
         if (!rc)
-            rc = put_scalar(&b, p->state_dir);
+            rc = put_scalar(&b, state_dir);
         if (!rc)
             rc = sk_buf_putc(&b, '\n');
     }
@@ -296,7 +469,7 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
         rc = sk_buf_printf(&b, "pipelines:\n  %s:\n    type: copy\n"
                            "    data_source: data_sources.cli_source\n"
                            "    data_sink: data_sinks.cli_sink\n",
-                           p->name ? p->name : "cli");
+                           p->key);
     for (size_t i = 0; !rc && i < p->nkeys; i++) {
         if (is_transform_key(p->keys[i]))
             continue;

@@ -38,12 +38,27 @@ typedef struct sk_cli_pipeline {
     const char *keys[SK_CLI_MAX_OPTS]; /* settings and transform keys */
     const char *values[SK_CLI_MAX_OPTS];
     size_t nkeys;
+    /* Filled in by sk_cli_yaml: the pipeline's key in the YAML, "NAME-" and
+     * 16 hex digits of what defines the copy (sk_cli_yaml), so that its
+     * state folder is its own. */
+    char key[192];
 } sk_cli_pipeline;
 
 /* The YAML text of the config p describes. Returns a NUL-terminated
  * string the caller frees (sk_free), or NULL with err set (a bad URL, an
- * option without '=', a key given twice, out of memory). */
-char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err);
+ * option without '=', a key given twice, no home folder for the default
+ * state_dir, out of memory).
+ *
+ * Two copies by flags never share a state, and the same copy finds its
+ * state again from any folder: the pipeline's key (p->key) is its name
+ * and a hash of what defines the copy: the source's and the sink's plugin
+ * and location (bucket, prefix, path with symlinks resolved, topic,
+ * brokers, URL), the sink's format and every transform key. Settings that
+ * only tune the run (threads, buffer_threshold_seconds, part_size,
+ * credentials, endpoints) are left out, so changing them keeps the
+ * state. state_dir: --state-dir made absolute, or $XDG_STATE_HOME/skippr
+ * ($HOME/.local/state/skippr), never the working directory. */
+char *sk_cli_yaml(sk_cli_pipeline *p, sk_cfg_err *err);
 
 /* The YAML key a flag names ("buffer-threshold-seconds" or
  * "buffer_threshold_seconds" -> "buffer_threshold_seconds"), or NULL when

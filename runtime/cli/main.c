@@ -569,13 +569,13 @@ static int load_doc(cli_args *a, sk_yaml_doc **doc)
     if (!a->from_flags)
         return load(a->config, doc) ? 1 : -1;
     a->cli.name = a->pipeline ? a->pipeline : "cli";
-    a->pipeline = a->cli.name;
     sk_cfg_err err;
     char *yaml = sk_cli_yaml(&a->cli, &err);
     if (!yaml) {
         fprintf(stderr, "skipprd: error: %s\n", err.msg);
         return 2;
     }
+    a->pipeline = a->cli.key;
     if (strcmp(a->cmd, "validate") == 0)
         fputs(yaml, stdout);
     int lrc = sk_yaml_load_mem("(flags)", yaml, strlen(yaml), doc, &err);

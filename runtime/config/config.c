@@ -53,6 +53,7 @@ void sk_yaml_free(sk_yaml_doc *doc)
         return;
     node_free(doc->root);
     sk_free(doc->path);
+    sk_free(doc->dir);
     sk_free(doc);
 }
 
@@ -327,6 +328,21 @@ out:
     return rc;
 }
 
+/* The folder file path is in, with symlinks resolved: an absolute path
+ * the caller frees (sk_free), or NULL with errno set. */
+static char *file_dir(const char *path)
+{
+    char *real = realpath(path, NULL);
+    if (!real)
+        return NULL;
+    char *slash = strrchr(real, '/');
+    char *dir = sk_strndup(real, slash == real ? 1 : (size_t)(slash - real));
+    free(real); /* realpath's, from malloc */
+    if (!dir)
+        errno = ENOMEM;
+    return dir;
+}
+
 int sk_yaml_load(const char *path, sk_yaml_doc **out, sk_cfg_err *err)
 {
     FILE *f = fopen(path, "rb");
@@ -337,6 +353,13 @@ int sk_yaml_load(const char *path, sk_yaml_doc **out, sk_cfg_err *err)
     }
     int rc = yaml_load(path, f, NULL, 0, out, err);
     fclose(f);
+    if (!rc && !((*out)->dir = file_dir(path))) {
+        snprintf(err->msg, sizeof err->msg, "%s: cannot resolve its folder: "
+                 "%s", path, strerror(errno));
+        sk_yaml_free(*out);
+        *out = NULL;
+        rc = SKIPPR_INVAL;
+    }
     return rc;
 }
 
@@ -506,6 +529,43 @@ const char *const *sk_config_transform_keys(void)
     return transform_keys;
 }
 
+/* out->state_dir: skippr.state_dir (default ".skippr") made absolute.
+ * A relative one is read against the config file's folder (doc->dir), not
+ * the working directory: cron, systemd and containers start skipprd from
+ * anywhere, and state that followed them would copy everything again. A
+ * document from memory (flags) has no folder: the working directory. */
+static int resolve_state_dir(const sk_yaml_doc *doc, const sk_ynode *sk,
+                             sk_pipeline_cfg *out, sk_cfg_err *err)
+{
+    const char *v = get_str(sk, "state_dir");
+    if (!v)
+        v = ".skippr";
+    if (!*v)
+        return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
+                           "state_dir must not be empty");
+    char cwd[4096];
+    const char *base = doc->dir;
+    if (v[0] != '/' && !base) {
+        if (!getcwd(cwd, sizeof cwd))
+            return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
+                               "state_dir %s: cannot read the working "
+                               "directory: %s", v, strerror(errno));
+        base = cwd;
+    }
+    while (v[0] == '.' && v[1] == '/')
+        v += 2 + strspn(v + 2, "/");
+    int n = v[0] == '/' ? snprintf(out->state_dir, sizeof out->state_dir,
+                                   "%s", v)
+            : strcmp(v, ".") == 0 || !*v
+                ? snprintf(out->state_dir, sizeof out->state_dir, "%s", base)
+                : snprintf(out->state_dir, sizeof out->state_dir, "%s/%s",
+                           strcmp(base, "/") == 0 ? "" : base, v);
+    if (n < 0 || (size_t)n >= sizeof out->state_dir)
+        return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
+                           "state_dir is too long");
+    return SKIPPR_OK;
+}
+
 /* skippr: the workspace, state and threads. */
 static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
                         sk_cfg_err *err)
@@ -549,9 +609,8 @@ static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
                 &out->lease_seconds, err))
         return SKIPPR_INVAL;
     out->metrics_listen = get_str(sk, "metrics_listen");
-    out->state_dir = get_str(sk, "state_dir");
-    if (!out->state_dir)
-        out->state_dir = ".skippr";
+    if (resolve_state_dir(doc, sk, out, err))
+        return SKIPPR_INVAL;
     out->plugin_dirs = sk_ymap_get(sk, "plugin_dirs");
     if (out->plugin_dirs && out->plugin_dirs->kind != SK_Y_SEQ)
         return sk_cfg_fail(err, doc, out->plugin_dirs,

@@ -36,6 +36,10 @@ typedef struct sk_ynode {
 
 typedef struct sk_yaml_doc {
     char *path;
+    /* The folder the file is in, symlinks resolved (realpath), against
+     * which relative paths in it are read; NULL for a document from memory
+     * (they are then read against the working directory). */
+    char *dir;
     sk_ynode *root;
 } sk_yaml_doc;
 
@@ -75,7 +79,10 @@ typedef enum sk_multiline {
 typedef struct sk_pipeline_cfg {
     const char *name;
     const char *workspace;
-    const char *state_dir;      /* default ".skippr" */
+    /* Always absolute: a relative state_dir (and the default, ".skippr") is
+     * read against the config file's folder, so the same file finds the
+     * same state from any working directory. */
+    char state_dir[4096];
     const sk_ynode *plugin_dirs; /* seq or NULL */
     int threads;                /* worker threads; default: online CPUs */
     int64_t buffer_threshold_seconds; /* longest a slice stays open */

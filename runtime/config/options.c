@@ -61,7 +61,12 @@ const sk_engine_option sk_engine_options[] = {
      .type = SK_EOPT_STRING,
      .def = ".skippr",
      .offset = SIZE_MAX,
-     .doc = "Folder for state: `{state_dir}/{workspace}/{pipeline}/`."},
+     .doc = "Folder for state: `{state_dir}/{workspace}/{pipeline}/`. "
+        "A relative one is read against the config file's folder (symlinks "
+        "resolved), not the working directory, so the file finds its state "
+        "wherever skipprd starts; by flags, against the working directory, "
+        "and without `--state-dir` it is `$XDG_STATE_HOME/skippr` "
+        "(`~/.local/state/skippr`)."},
     {.name = "plugin_dirs",
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_LIST,

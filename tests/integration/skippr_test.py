@@ -6,6 +6,7 @@ from the layout rules: for every input record, the partition folder it must
 land in and its exact bytes. Comparing the two as multisets shows at once
 any record lost, duplicated, changed or misplaced.
 """
+import atexit
 import collections
 import datetime
 import gzip
@@ -47,6 +48,13 @@ SOURCE_PREFIX = "ill-just-dump-this-here"
 # catch memory errors and undefined behaviour, which the first kill on a
 # path shows as well as the fiftieth.
 TEST_SCALE = float(os.environ.get("SKIPPR_TEST_SCALE", "1"))
+
+# A pipeline given by flags keeps its state in $XDG_STATE_HOME/skippr
+# unless --state-dir says otherwise: each test process gets its own, so
+# that no test leaves state in the home folder or finds another's.
+_XDG = tempfile.mkdtemp(prefix="skippr-xdg-")
+os.environ["XDG_STATE_HOME"] = _XDG
+atexit.register(shutil.rmtree, _XDG, True)
 
 
 def trials(n, least=4):

@@ -2,12 +2,14 @@
 """A pipeline given by flags alone ("yaml or pure cli flags").
 
 The seed's pipeline (../shared/seed/skippr.yml) is given as flags, bucket to
-bucket on s3rver: it has the YAML run's state folder (run after it, it
-finds everything already done), and from an empty state and bucket it
-writes the same records into the same partition folders and object names
-(less the state id and sequence number). `skipprd validate` with the flags prints YAML equal,
-as data, to the seed's (endpoint names aside), which runs as a file. Bad
-flags are refused with a line that says what is wrong.
+bucket on s3rver: into an empty bucket it writes the same records into the
+same partition folders and object names as the YAML run (less the state id
+and sequence number), and run again from another folder it finds its state
+($XDG_STATE_HOME/skippr, named after what defines the copy) and copies
+nothing. `skipprd validate` with the flags prints YAML equal, as data, to
+the seed's (endpoint names, state_dir and the pipeline key's hash aside),
+which runs as a file. Bad flags are refused with a line that says what is
+wrong.
 """
 import collections
 import os
@@ -94,13 +96,7 @@ def test_seed_by_flags_equals_the_yaml_run():
               "the YAML run copied %d of %d records" % (
                   sum(by_yaml.values()), sum(want.values())))
 
-        # The flags in the same folder: the same state, so nothing to do.
-        p = run(["sync", "--once"] + flags, a, s3)
-        check(p.returncode == 0 and
-              "0 units copied, %d already done" % n_obj in p.stderr,
-              "flags after the YAML run: %s" % p.stderr[-2000:])
-
-        # From an empty folder and bucket: the same objects.
+        # From an empty bucket: the same objects.
         empty_bucket(s3)
         b = os.path.join(ws.root, "b")
         os.makedirs(b)
@@ -113,23 +109,40 @@ def test_seed_by_flags_equals_the_yaml_run():
                   sum((by_yaml - by_flags).values()),
                   sum((by_flags - by_yaml).values())))
 
-        # validate prints the YAML: the seed's, as data, and it runs.
+        # The same flags from another folder find their state: nothing to
+        # do.
+        p = run(["sync", "--once"] + flags, a, s3)
+        check(p.returncode == 0 and
+              "0 units copied, %d already done" % n_obj in p.stderr,
+              "the same flags from another folder: %s" % p.stderr[-2000:])
+
+        # validate prints the YAML: the seed's, as data, and it runs. The
+        # flags add where their state is and name the pipeline after what
+        # defines it.
         p = run(["validate"] + flags, b, s3)
         check(p.returncode == 0 and "ok (S3 -> S3)" in p.stderr, p.stderr)
         printed = yaml.safe_load(p.stdout)
+        state_dir = printed["skippr"].pop("state_dir")
+        check(state_dir == os.path.join(os.environ["XDG_STATE_HOME"],
+                                        "skippr"), "state_dir %s" % state_dir)
+        (key,) = printed["pipelines"].keys()
+        check(re.fullmatch("gdpr_compliant_migration-[0-9a-f]{16}", key),
+              "pipeline key %s" % key)
+        printed["pipelines"] = {"gdpr_compliant_migration":
+                                printed["pipelines"][key]}
         renamed = yaml.safe_load(seed_text.decode().replace(
             "sample", "cli_source").replace("landing", "cli_sink"))
         check(printed == renamed, "validate printed:\n%s" % p.stdout)
         with open(os.path.join(b, "skippr.yml"), "w") as f:
             f.write(p.stdout)
-        p = run(["sync", "--pipeline", "gdpr_compliant_migration", "--once"],
-                b, s3)
+        p = run(["sync", "--pipeline", key, "--once"], b, s3)
         check(p.returncode == 0 and
               "0 units copied, %d already done" % n_obj in p.stderr,
               "the printed YAML: %s" % p.stderr[-2000:])
         print("  %d records from %d objects: same keys and bytes by flags "
-              "as by YAML; the same state folder; validate's YAML equals "
-              "the seed's and runs" % (sum(by_flags.values()), n_obj))
+              "as by YAML; the flags' state found from another folder; "
+              "validate's YAML equals the seed's and runs" % (
+                  sum(by_flags.values()), n_obj))
     finally:
         s3.close()
         ws.cleanup()
@@ -181,8 +194,9 @@ def test_bad_flags_say_what_is_wrong():
              "--time-partition-prefix", "p_", "--state-dir", "st"],
             cwd=ws.root, capture_output=True, text=True, timeout=120)
         check(p.returncode == 0 and "3 units copied" in p.stderr, p.stderr)
-        check(os.path.isdir(os.path.join(ws.root, "st", "default", "cli")),
-              "state not in ./st/default/cli")
+        names = os.listdir(os.path.join(ws.root, "st", "default"))
+        check(len(names) == 1 and re.fullmatch("cli-[0-9a-f]{16}", names[0]),
+              "state not in ./st/default/cli-HASH: %r" % names)
         got = collections.Counter()
         for d, _, files in os.walk(os.path.join(ws.root, "out")):
             for fn in files:
