@@ -620,6 +620,8 @@ static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
     int rc = sk_pipeline_run(doc, &cfg, &opts);
     if (rc == SKIPPR_LOCKED)
         return 3;
+    if (rc == SK_RUN_CHANGED_SKIPPED)
+        return 4;
     return rc ? 1 : 0;
 }
 

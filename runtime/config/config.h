@@ -76,6 +76,13 @@ typedef enum sk_multiline {
     SK_MULTILINE_DEAD      /* dead-lettered */
 } sk_multiline;
 
+/* changed_units: what a unit that changed since it was copied becomes. */
+typedef enum sk_changed_units {
+    SK_CHANGED_SKIP = 0, /* not copied; the run's exit status says so */
+    SK_CHANGED_COPY,     /* its new version copied whole */
+    SK_CHANGED_FAIL      /* the run stops with an error */
+} sk_changed_units;
+
 typedef struct sk_pipeline_cfg {
     const char *name;
     const char *workspace;
@@ -105,6 +112,7 @@ typedef struct sk_pipeline_cfg {
     int64_t max_inflate_ratio;  /* decompressed : compressed bytes past
                                  * 64 MiB, at most; 0: no limit */
     int multiline;              /* multiline_records: an sk_multiline */
+    int changed_units;          /* changed_units: an sk_changed_units */
     const char *metrics_listen; /* "ADDR:PORT" of /metrics, or NULL */
     uint32_t shard_index;       /* --shard I/N: this process's share */
     uint32_t shard_count;       /* 0 or 1: unsharded */

@@ -17,6 +17,8 @@ static const char *const multiline_modes[] = {"json", "compact",
                                               "dead_letter", NULL};
 /* a yes/no setting: its index is the value */
 static const char *const bool_modes[] = {"false", "true", NULL};
+/* in the order of sk_changed_units */
+static const char *const changed_modes[] = {"skip", "copy", "fail", NULL};
 static const char *const time_units[] = {"year", "month", "day", "hour",
                                          NULL};
 
@@ -351,6 +353,25 @@ const sk_engine_option sk_engine_options[] = {
         "setting that changes a record's bytes. `dead_letter`: it is "
         "dead-lettered. Sinks that take records (Kafka, MQTT, HTTP) and CSV "
         "or XML output are not concerned."},
+    {.name = "changed_units",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_CHOICE,
+     .def = "skip",
+     .choices = changed_modes,
+     .offset = CFG(changed_units),
+     .flag = 1,
+     .doc = "What a unit (file, object) that changed since it was copied "
+        "(another version or size than the ledger's) becomes. Each one is "
+        "logged with both versions and counted in the summary and in "
+        "`skippr_units_skipped_total{reason=\"changed\"}` or "
+        "`skippr_units_recopied_total`. `skip`: not copied again, and the "
+        "run exits with code 4 once its work is done, so a run that left "
+        "data it was asked for uncopied is never a silent success. `copy`: "
+        "its new version is copied whole, into new objects beside the "
+        "old ones (records the two versions share are then in the sink "
+        "twice); exit 0. `fail`: the run stops at the first one, exit 1. "
+        "With `verify_done_units: false` done units are matched by name "
+        "and never seen as changed."},
     {.name = "namespace_fields",
      .section = SK_EOPT_TRANSFORM,
      .type = SK_EOPT_STRING,

@@ -179,6 +179,8 @@ struct engine {
     uint64_t last_full_ns; /* when the last whole listing began; 0: never */
     int list_more;
     uint64_t skipped_done, skipped_changed;
+    uint64_t recopied_changed; /* changed units copied again
+                                * (changed_units: copy) */
     uint64_t skipped_shard; /* units of other shards (--shard) */
     /* event-time sealing (seal.c): on while every listed unit's key names
      * its arrival time and the listing comes in that order */

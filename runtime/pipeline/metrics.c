@@ -28,7 +28,7 @@
 
 typedef struct snapshot {
     uint64_t units_listed, units_done, skipped_done, skipped_changed,
-        skipped_shard, records, bytes_in, dead, objects, sealed,
+        skipped_shard, recopied_changed, records, bytes_in, dead, objects, sealed,
         late_records, slices_open, slices_pending, bytes_buffered, wal_bytes;
     int64_t watermark; /* unix s, INT64_MIN: none */
     double lag;        /* s behind now, NaN: none */
@@ -132,6 +132,9 @@ static void format(out *o, pl_metrics *m)
     for (int i = 0; i < 3; i++)
         put(o, "skippr_units_skipped_total{pipeline=\"%s\",reason=\"%s\"} "
                "%" PRIu64 "\n", m->pipeline, why[i], nk[i]);
+    metric(o, m, "skippr_units_recopied_total", "counter",
+           "Units that changed since they were copied, copied again whole "
+           "(changed_units: copy).", (double)s.recopied_changed);
     metric(o, m, "skippr_records_total", "counter", "Records copied.",
            (double)s.records);
     metric(o, m, "skippr_bytes_read_total", "counter",
@@ -278,6 +281,7 @@ void pl_metrics_update(engine *e, int force)
         .skipped_done = e->skipped_done,
         .skipped_changed = e->skipped_changed,
         .skipped_shard = e->skipped_shard,
+        .recopied_changed = e->recopied_changed,
         .records = e->records,
         .bytes_in = e->bytes_in,
         .dead = e->dead,

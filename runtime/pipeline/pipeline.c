@@ -274,6 +274,15 @@ static void summary(engine *e, int rc)
                 rc ? "stopped" : "done", e->units_done, e->skipped_done,
                 e->skipped_changed, e->records, e->dead, e->objects,
                 (double)e->bytes_in / 1e6, secs);
+        if (e->skipped_changed && e->cfg->changed_units == SK_CHANGED_SKIP)
+            sk_warn("%" PRIu64 " unit%s changed since copied and not copied "
+                    "again (changed_units: skip; each is named above): exit "
+                    "code 4", e->skipped_changed,
+                    e->skipped_changed == 1 ? "" : "s");
+        if (e->recopied_changed)
+            sk_info("%" PRIu64 " unit%s changed since copied, copied again "
+                    "whole (changed_units: copy)", e->recopied_changed,
+                    e->recopied_changed == 1 ? "" : "s");
         if (e->cfg->shard_count > 1)
             sk_info("shard %u of %u: %" PRIu64 " units listed belong to "
                     "other shards", e->cfg->shard_index,
@@ -408,6 +417,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     rc = SKIPPR_OK;
 out:
     summary(&e, rc);
+    if (!rc && e.skipped_changed)
+        rc = SK_RUN_CHANGED_SKIPPED;
     e.run_ended = 1;
     pl_metrics_update(&e, 1);
     pl_metrics_stop(&e);

@@ -16,8 +16,13 @@ typedef struct sk_run_opts {
     int progress; /* draw a progress line (stderr is a terminal) */
 } sk_run_opts;
 
-/* Run a pipeline. Returns 0 on success (or a graceful stop), otherwise a
- * negative status after logging the cause. */
+/* sk_pipeline_run's answer when the run did its work but left units that
+ * changed since they were copied uncopied (changed_units: skip). */
+#define SK_RUN_CHANGED_SKIPPED 1
+
+/* Run a pipeline. Returns 0 on success (or a graceful stop),
+ * SK_RUN_CHANGED_SKIPPED, otherwise a negative status after logging the
+ * cause. */
 int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                     const sk_run_opts *opts);
 

@@ -533,6 +533,35 @@ static int list_name(list_ctx *c, const skippr_unit *u)
     return 0;
 }
 
+/* A done unit u whose version or size is not the ledger's (known's), by
+ * changed_units: 1 skip it, -1 stop the listing (fail, c->rc set), 0 copy
+ * it again from its start. Each is logged and counted. */
+static int list_changed(list_ctx *c, const skippr_unit *u,
+                        const sk_unit_rec *known)
+{
+    engine *e = c->e;
+    const char *ver = u->version ? u->version : "";
+    static const char *const what[] = {
+        "skipped (changed_units: skip; the run will exit with code 4)",
+        "copied again whole (changed_units: copy)",
+        "the run stops (changed_units: fail)"};
+    int policy = e->cfg->changed_units;
+    sk_log(policy == SK_CHANGED_FAIL ? SKIPPR_LOG_ERROR : SKIPPR_LOG_WARN,
+           "%s: unit %s changed since it was copied (version %s, %" PRId64
+           " bytes; now %s, %" PRId64 " bytes): %s", e->src->label, u->id,
+           known->version, known->size, ver, u->size, what[policy]);
+    if (policy == SK_CHANGED_COPY) {
+        e->recopied_changed++;
+        return 0;
+    }
+    e->skipped_changed++;
+    if (policy == SK_CHANGED_FAIL) {
+        c->rc = SKIPPR_CHANGED;
+        return -1;
+    }
+    return 1;
+}
+
 static int list_cb(void *ud, const skippr_unit *u)
 {
     list_ctx *c = ud;
@@ -553,18 +582,19 @@ static int list_cb(void *ud, const skippr_unit *u)
     uint32_t flags = 0;
     if (known) {
         int same = strcmp(known->version, ver) == 0 && known->size == u->size;
-        if (known->flags & SK_UNIT_DONE) {
-            if (same) {
-                e->skipped_done++;
-            } else {
-                e->skipped_changed++;
-                sk_warn("%s: unit %s changed since it was copied (version "
-                        "%s, %" PRId64 " bytes; now %s, %" PRId64 " bytes); "
-                        "skipped", e->src->label, u->id, known->version,
-                        known->size, ver, u->size);
-            }
+        if ((known->flags & SK_UNIT_DONE) && same) {
+            e->skipped_done++;
             return 0;
         }
+        if (known->flags & SK_UNIT_DONE) {
+            int r = list_changed(c, u, known);
+            if (r)
+                return r > 0 ? 0 : 1;
+            known = NULL; /* copied again, whole */
+        }
+    }
+    if (known) {
+        int same = strcmp(known->version, ver) == 0 && known->size == u->size;
         if (same) {
             offset = known->offset;
             flags = known->flags;

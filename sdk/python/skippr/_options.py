@@ -559,6 +559,7 @@ PLUGINS = {'File': {'sink': [('path',
 
 PIPELINE_SETTINGS = {'allowed_lateness_seconds': 'int',
  'buffer_threshold_seconds': 'int',
+ 'changed_units': 'str',
  'commit_interval_ms': 'int',
  'full_listing_interval_seconds': 'int',
  'incremental_listing': 'str',
