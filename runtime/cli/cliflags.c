@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "config/identity.h"
 
 const char *sk_cli_key(const char *flag)
 {
@@ -252,139 +253,6 @@ static int put_endpoint(sk_buf *b, const char *name, const endpoint *e,
     return rc ? rc : sk_buf_putc(b, '\n');
 }
 
-/* Plugin options that say where data is or what shape it takes: the ones
- * that define a copy (cliflags.h). */
-static int is_identity_key(const char *k, size_t n)
-{
-    static const char *const keys[] = {
-        "path", "prefix", "s3_bucket", "s3_prefix", "topic", "brokers",
-        "broker", "url", "urls", "format", NULL};
-    for (size_t i = 0; keys[i]; i++)
-        if (strlen(keys[i]) == n && strncmp(keys[i], k, n) == 0)
-            return 1;
-    return 0;
-}
-
-typedef struct kv {
-    char text[4200]; /* "key=value" */
-} kv;
-
-static int kv_cmp(const void *a, const void *b)
-{
-    return strcmp(((const kv *)a)->text, ((const kv *)b)->text);
-}
-
-/* The absolute path abs with symlinks resolved as far as it exists, into
- * out (PATH_MAX bytes): a folder a sink makes on its first run names the
- * same copy before and after. Falls back to abs as given. */
-static void canon_path(const char *abs, char *out)
-{
-    char head[PATH_MAX];
-    snprintf(out, PATH_MAX, "%s", abs);
-    if (realpath(abs, head)) {
-        snprintf(out, PATH_MAX, "%s", head);
-        return;
-    }
-    const char *slash = strrchr(abs, '/');
-    if (!slash || slash == abs || strlen(abs) >= PATH_MAX)
-        return;
-    memcpy(head, abs, (size_t)(slash - abs));
-    head[slash - abs] = '\0';
-    char dir[PATH_MAX];
-    canon_path(head, dir);
-    const char *tail = slash + 1;
-    if (strcmp(tail, "..") == 0) {
-        char *up = strrchr(dir, '/');
-        if (up)
-            up[up == dir] = '\0';
-        snprintf(out, PATH_MAX, "%s", dir);
-    } else if (!*tail || strcmp(tail, ".") == 0) {
-        snprintf(out, PATH_MAX, "%s", dir);
-    } else {
-        size_t dl = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
-        size_t tl = strlen(tail);
-        if (dl + 1 + tl < PATH_MAX) {
-            memcpy(out, dir, dl);
-            out[dl] = '/';
-            memcpy(out + dl + 1, tail, tl + 1);
-        }
-    }
-}
-
-/* One identity pair into list[*n]; a path is resolved (canon_path), so
- * a symlinked and a real path name one copy. */
-static void put_pair(kv *list, size_t *n, const char *k, size_t kl,
-                     const char *v)
-{
-    char real[PATH_MAX];
-    if (kl == 4 && strncmp(k, "path", 4) == 0 && v[0] == '/') {
-        canon_path(v, real);
-        v = real;
-    }
-    snprintf(list[*n].text, sizeof list[*n].text, "%.*s=%s", (int)kl, k, v);
-    (*n)++;
-}
-
-/* "role:Plugin;k=v;..." for an endpoint's identity, its pairs sorted. */
-static int put_identity(sk_buf *b, const char *role, const endpoint *e,
-                        const char *const *opts, size_t nopts)
-{
-    kv *list = sk_calloc(e->n + nopts + 1, sizeof *list);
-    if (!list)
-        return SKIPPR_NOMEM;
-    size_t n = 0;
-    for (size_t i = 0; i < e->n; i++) {
-        size_t kl = strlen(e->keys[i]);
-        int overridden = 0;
-        for (size_t j = 0; j < nopts; j++)
-            if (strncmp(opts[j], e->keys[i], kl) == 0 && opts[j][kl] == '=')
-                overridden = 1;
-        if (!overridden)
-            put_pair(list, &n, e->keys[i], kl, e->values[i]);
-    }
-    for (size_t j = 0; j < nopts; j++) {
-        const char *eq = strchr(opts[j], '=');
-        if (eq && is_identity_key(opts[j], (size_t)(eq - opts[j])))
-            put_pair(list, &n, opts[j], (size_t)(eq - opts[j]), eq + 1);
-    }
-    qsort(list, n, sizeof *list, kv_cmp);
-    int rc = sk_buf_printf(b, "%s:%s", role, e->plugin);
-    for (size_t i = 0; !rc && i < n; i++)
-        rc = sk_buf_printf(b, ";%s", list[i].text);
-    sk_free(list);
-    return rc ? rc : sk_buf_putc(b, '\n');
-}
-
-/* p->key: the name and the hash of the copy's definition (cliflags.h). */
-static int make_key(sk_cli_pipeline *p, const endpoint *src,
-                    const endpoint *dst)
-{
-    sk_buf b;
-    sk_buf_init(&b, 1u << 20);
-    int rc = put_identity(&b, "source", src, p->source_opts,
-                          p->nsource_opts);
-    if (!rc)
-        rc = put_identity(&b, "sink", dst, p->sink_opts, p->nsink_opts);
-    kv *t = rc ? NULL : sk_calloc(p->nkeys + 1, sizeof *t);
-    size_t n = 0;
-    for (size_t i = 0; t && i < p->nkeys; i++)
-        if (is_transform_key(p->keys[i]))
-            put_pair(t, &n, p->keys[i], strlen(p->keys[i]), p->values[i]);
-    if (t)
-        qsort(t, n, sizeof *t, kv_cmp);
-    for (size_t i = 0; t && !rc && i < n; i++)
-        rc = sk_buf_printf(&b, "transform:%s\n", t[i].text);
-    if (!rc && !t)
-        rc = SKIPPR_NOMEM;
-    sk_free(t);
-    if (!rc)
-        snprintf(p->key, sizeof p->key, "%s-%016llx",
-                 p->name ? p->name : "cli",
-                 (unsigned long long)sk_hash64(b.data, b.len));
-    sk_buf_free(&b);
-    return rc;
-}
-
 /* The state folder of a pipeline by flags (cliflags.h) into out. */
 static int flags_state_dir(const sk_cli_pipeline *p, char *out, size_t cap,
                            sk_cfg_err *err)
@@ -416,7 +284,7 @@ static int flags_state_dir(const sk_cli_pipeline *p, char *out, size_t cap,
     return SKIPPR_OK;
 }
 
-char *sk_cli_yaml(sk_cli_pipeline *p, sk_cfg_err *err)
+char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
 {
     if (!p->source || !p->sink) {
         snprintf(err->msg, sizeof err->msg, "a pipeline given by flags "
@@ -439,8 +307,6 @@ char *sk_cli_yaml(sk_cli_pipeline *p, sk_cfg_err *err)
     }
     char state_dir[PATH_MAX];
     int rc = flags_state_dir(p, state_dir, sizeof state_dir, err);
-    if (!rc && (rc = make_key(p, &src, &dst)))
-        snprintf(err->msg, sizeof err->msg, "out of memory");
     if (rc) {
         endpoint_free(&src);
         endpoint_free(&dst);
@@ -469,7 +335,7 @@ char *sk_cli_yaml(sk_cli_pipeline *p, sk_cfg_err *err)
         rc = sk_buf_printf(&b, "pipelines:\n  %s:\n    type: copy\n"
                            "    data_source: data_sources.cli_source\n"
                            "    data_sink: data_sinks.cli_sink\n",
-                           p->key);
+                           p->key[0] ? p->key : p->name ? p->name : "cli");
     for (size_t i = 0; !rc && i < p->nkeys; i++) {
         if (is_transform_key(p->keys[i]))
             continue;
@@ -513,4 +379,42 @@ char *sk_cli_yaml(sk_cli_pipeline *p, sk_cfg_err *err)
         return NULL;
     }
     return (char *)b.data; /* the buffer's memory, now the caller's */
+}
+
+/* Load yaml into *doc; on success the caller owns *doc. */
+static int load_text(const char *yaml, sk_yaml_doc **doc, sk_cfg_err *err)
+{
+    return sk_yaml_load_mem("(flags)", yaml, strlen(yaml), doc, err);
+}
+
+int sk_cli_load(sk_cli_pipeline *p, sk_yaml_doc **doc, char **yaml,
+                sk_cfg_err *err)
+{
+    *doc = NULL;
+    p->key[0] = '\0';
+    char *text = sk_cli_yaml(p, err);
+    if (!text)
+        return SKIPPR_INVAL;
+    /* Once by name, to read what defines the copy; then under its key. */
+    sk_pipeline_cfg cfg;
+    int rc = load_text(text, doc, err);
+    if (!rc)
+        rc = sk_config_pipeline(*doc, p->name ? p->name : "cli", &cfg, err);
+    uint64_t h = rc ? 0 : sk_identity_hash(*doc, &cfg, SK_ID_SOURCE |
+                                           SK_ID_SINK | SK_ID_TRANSFORM);
+    sk_yaml_free(*doc);
+    *doc = NULL;
+    sk_free(text);
+    if (rc)
+        return rc;
+    snprintf(p->key, sizeof p->key, "%s-%016llx", p->name ? p->name : "cli",
+             (unsigned long long)h);
+    if (!(text = sk_cli_yaml(p, err)))
+        return SKIPPR_INVAL;
+    rc = load_text(text, doc, err);
+    if (yaml && !rc)
+        *yaml = text;
+    else
+        sk_free(text);
+    return rc;
 }

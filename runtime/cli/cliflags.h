@@ -38,27 +38,31 @@ typedef struct sk_cli_pipeline {
     const char *keys[SK_CLI_MAX_OPTS]; /* settings and transform keys */
     const char *values[SK_CLI_MAX_OPTS];
     size_t nkeys;
-    /* Filled in by sk_cli_yaml: the pipeline's key in the YAML, "NAME-" and
-     * 16 hex digits of what defines the copy (sk_cli_yaml), so that its
-     * state folder is its own. */
+    /* The pipeline's key in the YAML: "" for the name alone, else (see
+     * sk_cli_load) "NAME-" and 16 hex digits of what defines the copy, so
+     * that its state folder is its own. */
     char key[192];
 } sk_cli_pipeline;
 
 /* The YAML text of the config p describes. Returns a NUL-terminated
  * string the caller frees (sk_free), or NULL with err set (a bad URL, an
  * option without '=', a key given twice, no home folder for the default
- * state_dir, out of memory).
- *
- * Two copies by flags never share a state, and the same copy finds its
- * state again from any folder: the pipeline's key (p->key) is its name
- * and a hash of what defines the copy: the source's and the sink's plugin
- * and location (bucket, prefix, path with symlinks resolved, topic,
- * brokers, URL), the sink's format and every transform key. Settings that
- * only tune the run (threads, buffer_threshold_seconds, part_size,
- * credentials, endpoints) are left out, so changing them keeps the
- * state. state_dir: --state-dir made absolute, or $XDG_STATE_HOME/skippr
- * ($HOME/.local/state/skippr), never the working directory. */
-char *sk_cli_yaml(sk_cli_pipeline *p, sk_cfg_err *err);
+ * state_dir, out of memory). state_dir: --state-dir made absolute, or
+ * $XDG_STATE_HOME/skippr ($HOME/.local/state/skippr), never the working
+ * directory. */
+char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err);
+
+/* The config p describes, loaded into *doc (the caller's: sk_yaml_free),
+ * with p->key set: two copies by flags never share a state, and the same
+ * copy finds its state again from any folder, because the pipeline's key
+ * is its name and the hash of what defines the copy (config/identity.h:
+ * the source's and the sink's plugin and location, and the transform).
+ * Settings that only tune the run are left out of it, so changing them
+ * keeps the state. The YAML text goes to *yaml when yaml is not NULL (the
+ * caller frees it). SKIPPR_OK, or a status with err set (SKIPPR_INVAL
+ * for bad flags, as sk_cli_yaml). */
+int sk_cli_load(sk_cli_pipeline *p, sk_yaml_doc **doc, char **yaml,
+                sk_cfg_err *err);
 
 /* The YAML key a flag names ("buffer-threshold-seconds" or
  * "buffer_threshold_seconds" -> "buffer_threshold_seconds"), or NULL when

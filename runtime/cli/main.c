@@ -570,20 +570,16 @@ static int load_doc(cli_args *a, sk_yaml_doc **doc)
         return load(a->config, doc) ? 1 : -1;
     a->cli.name = a->pipeline ? a->pipeline : "cli";
     sk_cfg_err err;
-    char *yaml = sk_cli_yaml(&a->cli, &err);
-    if (!yaml) {
+    char *yaml = NULL;
+    int rc = sk_cli_load(&a->cli, doc, &yaml, &err);
+    if (rc) {
         fprintf(stderr, "skipprd: error: %s\n", err.msg);
-        return 2;
+        return 2; /* the flags do not make a pipeline */
     }
     a->pipeline = a->cli.key;
     if (strcmp(a->cmd, "validate") == 0)
         fputs(yaml, stdout);
-    int lrc = sk_yaml_load_mem("(flags)", yaml, strlen(yaml), doc, &err);
     sk_free(yaml);
-    if (lrc) {
-        fprintf(stderr, "skipprd: error: %s\n", err.msg);
-        return 1;
-    }
     return -1;
 }
 
