@@ -43,6 +43,15 @@ class Example:
         self.work = work
         self.records = records
         self.config = os.path.join(HERE, name, "skippr.yml")
+        with open(self.config) as f:
+            text = f.read()
+        if "state_dir:" not in text:
+            # The seed's YAML names no state_dir: its state goes beside the
+            # file, so the file is copied into the work folder, as a user
+            # copies the seed's YAML into a folder of their own.
+            self.config = os.path.join(work, "skippr.yml")
+            with open(self.config, "w") as f:
+                f.write(text)
         self.env = dict(os.environ, EXAMPLE_DIR=work)
         self.closers = []
 
@@ -124,7 +133,8 @@ def run_gdpr_s3(ex):
     inp = ex.archive()
     s3 = ex.s3(["my-source-bucket", "your-output-bucket"])
     n_obj = s3.upload_tree("my-source-bucket", inp)
-    # The seed's YAML names no state_dir: state goes to .skippr beside it.
+    # The seed's YAML names no state_dir: state goes to .skippr beside it
+    # (the copy in the work folder).
     ex.sync_twice()
     prefix = "copy/phew-thats-a-month-and-a-gdpr-fine-saved/"
     n = compare(expected_records(inp), s3.records("your-output-bucket",
