@@ -422,6 +422,11 @@ typedef struct skippr_sink_ops {
      * prefix. Every call is durable when it returns SKIPPR_OK; a failure
      * has been retried already and is logged.
      *
+     * A sink without SKIPPR_SINK_STORE may still have store_get and
+     * store_put (cond NULL or "*" only): the engine then keeps its claim
+     * on the sink there (_skippr/claims/, docs/OPERATIONS.md), as it does
+     * on every sink that has them.
+     *
      * store_get reads up to cap bytes of key from offset into buf: *got
      * of them, *size the object's size, and its ETag into etag (etag_cap
      * bytes, NUL-terminated; may be NULL). SKIPPR_NOENT when there is no
