@@ -388,6 +388,17 @@ static int digest_refused(resp *r)
     return strcmp(code, "BadDigest") == 0;
 }
 
+/* Non-zero when r is S3's answer for an upload id it does not know (404
+ * NoSuchUpload). */
+static int no_such_upload(resp *r)
+{
+    char code[128];
+    if (r->status != 404)
+        return 0;
+    s3_error_code(&r->body, code, sizeof code);
+    return strcmp(code, "NoSuchUpload") == 0;
+}
+
 /* CompleteMultipartUpload of o's parts. A Complete the server says failed
  * (5xx, or 200 with an <Error> body, which S3 asks to retry) is sent again
  * up to SINK_TRIES times; a transport failure, whose request may have been
@@ -444,6 +455,16 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
             s3_count_retry(c, 0, r.status);
             skippr_buf_free(&r.body);
             rc = SKIPPR_RETRY;
+            break;
+        }
+        if (rc == SKIPPR_OK && no_such_upload(&r)) {
+            /* Completed by an earlier attempt whose answer was lost, or
+             * aborted: the object itself says which. */
+            LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: "
+                "NoSuchUpload; checking the object", c->bucket, o->key);
+            skippr_buf_free(&r.body);
+            *settled = 1;
+            rc = settle_existing(c, o);
             break;
         }
         rc = conditional_verdict(c, o, rc, &r, "complete upload", settled);
