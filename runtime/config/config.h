@@ -113,6 +113,7 @@ typedef struct sk_pipeline_cfg {
                                  * 64 MiB, at most; 0: no limit */
     int multiline;              /* multiline_records: an sk_multiline */
     int changed_units;          /* changed_units: an sk_changed_units */
+    int allow_second_copy;      /* write beside another state's claim */
     const char *metrics_listen; /* "ADDR:PORT" of /metrics, or NULL */
     uint32_t shard_index;       /* --shard I/N: this process's share */
     uint32_t shard_count;       /* 0 or 1: unsharded */

@@ -353,6 +353,20 @@ const sk_engine_option sk_engine_options[] = {
         "setting that changes a record's bytes. `dead_letter`: it is "
         "dead-lettered. Sinks that take records (Kafka, MQTT, HTTP) and CSV "
         "or XML output are not concerned."},
+    {.name = "allow_second_copy",
+     .section = SK_EOPT_PIPELINE,
+     .type = SK_EOPT_CHOICE,
+     .def = "false",
+     .choices = bool_modes,
+     .offset = CFG(allow_second_copy),
+     .flag = 1,
+     .doc = "A state claims the sink it writes (S3, File): a small "
+        "`_skippr/claims/HASH.json` under the sink's prefix names its state "
+        "id, per source and transform. A run whose state is not the one "
+        "that claimed it (a lost state folder, another workspace, a new box "
+        "with local state) stops before writing, naming the other state. "
+        "`true` writes a second, whole copy beside the first instead (object "
+        "names carry each state's id); the claim stays the first state's."},
     {.name = "changed_units",
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_CHOICE,

@@ -405,6 +405,9 @@ void pl_todo_clear(engine *e);
 int pl_copy_pass(engine *e);
 /* Load the listing mark; save the pass's after a durable commit. */
 int pl_listing_mark_load(engine *e);
+/* claim.c: the state's claim on its sink; SKIPPR_CHANGED (logged) when
+ * another state holds it and allow_second_copy is not set. */
+int pl_claim_sink(engine *e);
 int pl_listing_mark_save(engine *e);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen) */

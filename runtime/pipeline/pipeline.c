@@ -356,7 +356,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, state_name, 0,
                             e.remote, &e.st)))
         goto out;
-    if ((rc = pl_shard_check_retired(&e)) || (rc = pl_shard_inherit(&e)))
+    if ((rc = pl_shard_check_retired(&e)) || (rc = pl_shard_inherit(&e)) ||
+        (rc = pl_claim_sink(&e)))
         goto out;
     e.st->zstd_level = (int)cfg->wal_zstd_level;
     /* open blocks and the freed buffers kept for them share the budget */

@@ -240,13 +240,16 @@ class S3Server:
                 got[(folder, raw)] += 1
         return got
 
-    def objects(self, bucket, prefix=""):
-        """{key: bytes} of every object under prefix, read with boto3."""
+    def objects(self, bucket, prefix="", claims=False):
+        """{key: bytes} of every object under prefix, read with boto3;
+        the sink's claims (_skippr/claims/) only when claims is set."""
         out = {}
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=bucket, Prefix=prefix)
         for page in pages:
             for o in page.get("Contents", []):
+                if not claims and "_skippr/claims/" in o["Key"]:
+                    continue
                 out[o["Key"]] = self.client.get_object(
                     Bucket=bucket, Key=o["Key"])["Body"].read()
         return out

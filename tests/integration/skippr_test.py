@@ -431,7 +431,7 @@ def output_records(sink_root, live=False):
     c = collections.Counter()
     for dirpath, _, files in os.walk(sink_root):
         rel = os.path.relpath(dirpath, sink_root)
-        if rel.split(os.sep)[0] == "_errors":
+        if rel.split(os.sep)[0] in ("_errors", "_skippr"):
             continue
         for fn in files:
             if live and fn.startswith("."):

@@ -77,8 +77,11 @@ class Sampler(threading.Thread):
 def objects_by_partition(sink_root):
     c = collections.Counter()
     for dirpath, _, files in os.walk(sink_root):
+        rel = os.path.relpath(dirpath, sink_root)
+        if rel.split(os.sep)[0] == "_skippr":
+            continue  # the state's claim on the sink
         for fn in files:
-            c[os.path.relpath(dirpath, sink_root)] += 1
+            c[rel] += 1
     return c
 
 

@@ -4,7 +4,8 @@
 The seed's pipeline (../shared/seed/skippr.yml) is given as flags, bucket to
 bucket on s3rver: into an empty bucket it writes the same records into the
 same partition folders and object names as the YAML run (less the state id
-and sequence number), and run again from another folder it finds its state
+and sequence number); into the bucket the YAML run claimed, it is refused
+and writes nothing; run again from another folder it finds its state
 ($XDG_STATE_HOME/skippr, named after what defines the copy) and copies
 nothing. `skipprd validate` with the flags prints YAML equal, as data, to
 the seed's (endpoint names, state_dir and the pipeline key's hash aside),
@@ -65,7 +66,7 @@ def layout(s3):
 
 
 def empty_bucket(s3):
-    for key in s3.objects("your-output-bucket"):
+    for key in s3.objects("your-output-bucket", claims=True):
         s3.client.delete_object(Bucket="your-output-bucket", Key=key)
 
 
@@ -95,6 +96,15 @@ def test_seed_by_flags_equals_the_yaml_run():
         check(sum(by_yaml.values()) == sum(want.values()),
               "the YAML run copied %d of %d records" % (
                   sum(by_yaml.values()), sum(want.values())))
+
+        # The same copy by flags has a state of its own: the bucket's claim
+        # names the YAML run's state, so it is refused and writes nothing.
+        p = run(["sync", "--once"] + flags, a, s3)
+        check(p.returncode == 1 and "another state already copies this "
+              "source here" in p.stderr and "workspace copy-demo" in
+              p.stderr and "Nothing was written" in p.stderr,
+              "flags after the YAML run: %s" % p.stderr[-2000:])
+        check(layout(s3) == by_yaml, "the refused run wrote")
 
         # From an empty bucket: the same objects.
         empty_bucket(s3)
@@ -199,6 +209,8 @@ def test_bad_flags_say_what_is_wrong():
               "state not in ./st/default/cli-HASH: %r" % names)
         got = collections.Counter()
         for d, _, files in os.walk(os.path.join(ws.root, "out")):
+            if "_skippr" in d:
+                continue  # the state's claim on the sink
             for fn in files:
                 with open(os.path.join(d, fn), "rb") as f:
                     for raw, _ in frame(f.read()):

@@ -30,7 +30,7 @@ DUCKDB_READ = os.path.join(SOURCE_DIR, "bench", "duckdb", "read_csv.mjs")
 def objects(root, ext):
     for dirpath, _, files in os.walk(root):
         rel = os.path.relpath(dirpath, root)
-        if rel.split(os.sep)[0] == "_errors":
+        if rel.split(os.sep)[0] in ("_errors", "_skippr"):
             continue
         for fn in files:
             check(fn.startswith("apply-") and fn.endswith(ext),

@@ -132,7 +132,7 @@ def output(ws, delim=","):
     root = ws.sink_root
     for dirpath, _, files in os.walk(root):
         rel = os.path.relpath(dirpath, root)
-        if rel.split(os.sep)[0] == "_errors":
+        if rel.split(os.sep)[0] in ("_errors", "_skippr"):
             continue
         for fn in files:
             check(fn.startswith("apply-") and fn.endswith(".csv"),

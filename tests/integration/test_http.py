@@ -82,7 +82,7 @@ def sink_files(ws, ext):
     out = collections.defaultdict(list)
     for dirpath, _, files in os.walk(ws.sink_root):
         rel = os.path.relpath(dirpath, ws.sink_root)
-        if rel.split(os.sep)[0] == "_errors":
+        if rel.split(os.sep)[0] in ("_errors", "_skippr"):
             continue
         for fn in files:
             check(fn.endswith(ext), "unexpected object %s/%s" % (rel, fn))

@@ -54,7 +54,7 @@ def read_back(ws):
     got = collections.Counter()
     files = {"jsonl": 0, "json": 0}
     for ns in sorted(os.listdir(ws.sink_root)):
-        if ns == "_errors":
+        if ns in ("_errors", "_skippr"):
             continue
         folder = os.path.join(ws.sink_root, ns)
         for fmt, ext in (("newline_delimited", "jsonl"),

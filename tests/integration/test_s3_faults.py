@@ -457,9 +457,10 @@ def test_errors_are_one_clear_line():
         config(ws, "s3", src_extra="      max_attempts: 3\n")
         cases = [
             ("missing bucket", {}, ["NoSuchBucket", "s3://src/"]),
-            # s3rver checks the key id, not the signature's secret.
+            # s3rver checks the key id, not the signature's secret. The
+            # first request is the sink's claim (docs/OPERATIONS.md).
             ("bad credentials", {"AWS_ACCESS_KEY_ID": "AKIANOTAKEY"},
-             ["HTTP 403", "s3://src/"]),
+             ["HTTP 403", "s3://dst/_skippr/claims/"]),
             ("unreachable endpoint",
              {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
              ["giving up after 3 attempts", "127.0.0.1:9"]),

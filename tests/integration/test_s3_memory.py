@@ -187,6 +187,8 @@ def test_fetch_ahead_window_follows_listing():
               "%d bytes held ahead, window %d" % (held, window))
         got = []
         for d, _, fs in os.walk(ws.out):
+            if "_skippr" in d:
+                continue  # the state's claim on the sink
             for name in fs:
                 with open(os.path.join(d, name), "rb") as f:
                     got += f.read().splitlines(True)

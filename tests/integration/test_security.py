@@ -280,7 +280,9 @@ def test_tls_verified_for_http():
                 src["ca_file"] = ca_file
             kafka_config(ws, ("HTTPPull", src),
                          ("File", {"path": ws.out, "prefix": SINK_PREFIX}))
-            subprocess.run(["rm", "-rf", ws.state])
+            # a fresh start: no state, and no claim on the sink
+            subprocess.run(["rm", "-rf", ws.state,
+                            os.path.join(ws.out, SINK_PREFIX, "_skippr")])
             p = run(["sync", "--pipeline", "gdpr_compliant_migration",
                      "--config", ws.config, "--once"], check_rc=False)
             if ca_file is None:

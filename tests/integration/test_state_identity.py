@@ -9,12 +9,21 @@ The state is the pipeline's, not the working directory's:
 - a pipeline given by flags has a state of its own, named after what
   defines the copy: two unrelated copies with the same file names are
   both exact, and the same copy run twice from two folders copies nothing
-  the second time.
+  the second time;
+- the sink knows who writes it: a second state (the state folder deleted,
+  another workspace) against a sink the first state claimed is refused
+  with a line naming the first, and writes nothing; with
+  allow_second_copy a whole second copy lands beside the first, and the
+  claim stays the first state's.
 """
 import os
 import re
 
-from skippr_test import (Workspace, assert_exact, check, main, run)
+import json
+import shutil
+
+from skippr_test import (Workspace, assert_exact, check, expected_records,
+                         files_snapshot, main, output_records, run)
 
 
 def seed_config_without_state_dir(ws):
@@ -104,6 +113,64 @@ def test_flag_copies_have_their_own_state():
         ws.cleanup()
 
 
+def claims(ws):
+    d = os.path.join(ws.sink_root, "_skippr", "claims")
+    return {f: json.load(open(os.path.join(d, f))) for f in os.listdir(d)}
+
+
+def test_second_state_is_refused():
+    ws = Workspace("state-claim")
+    try:
+        ws.generate(objects=5, records=50, seed=39)
+        ws.write_config()
+        p = ws.sync("--once")
+        first = claims(ws)
+        check(len(first) == 1, "claims: %r" % first)
+        (claim,) = first.values()
+        with open(os.path.join(ws.state, "test", "gdpr_compliant_migration",
+                               "state_id")) as f:
+            state_id = f.read().strip()
+        check(claim["state_id"] == state_id and
+              claim["pipeline"] == "gdpr_compliant_migration", claim)
+        before = files_snapshot(ws.out)
+
+        def refused(what):
+            p = ws.sync("--once", check_rc=False)
+            check(p.returncode == 1 and "another state already copies this "
+                  "source here: state %s" % state_id in p.err and
+                  "allow_second_copy" in p.err and "Nothing was written"
+                  in p.err, "%s: exit %d\n%s" % (what, p.returncode,
+                                                  p.err[-2000:]))
+            check(files_snapshot(ws.out) == before, "%s wrote" % what)
+
+        # A lost state folder (a new box with local state).
+        shutil.rmtree(ws.state)
+        refused("a new state folder")
+        # Another workspace, the first state still there.
+        text = open(ws.config).read()
+        with open(ws.config, "w") as f:
+            f.write(text.replace("workspace: test", "workspace: other"))
+        refused("another workspace")
+        # A second copy, on purpose: beside the first, every record twice.
+        with open(ws.config, "w") as f:
+            f.write(text.replace("workspace: test", "workspace: other")
+                    .replace("    type: copy\n", "    type: copy\n"
+                             "    allow_second_copy: true\n"))
+        p = ws.sync("--once")
+        check("writing a second copy beside it" in p.err, p.err[-1500:])
+        want = expected_records(ws.inp)
+        got = output_records(ws.sink_root)
+        check(got == want + want, "a second copy on purpose: %d records, "
+              "expected %d" % (sum(got.values()), 2 * sum(want.values())))
+        check(claims(ws) == first, "the claim changed hands")
+        print("  a deleted state folder and another workspace refused, "
+              "nothing written; allow_second_copy: %d records twice" %
+              sum(want.values()))
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     main([test_config_file_from_anywhere,
-          test_flag_copies_have_their_own_state])
+          test_flag_copies_have_their_own_state,
+          test_second_state_is_refused])

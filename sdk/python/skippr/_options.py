@@ -557,7 +557,8 @@ PLUGINS = {'File': {'sink': [('path',
                       False,
                       "Print '# <object key>' before each object's bytes.")]}}
 
-PIPELINE_SETTINGS = {'allowed_lateness_seconds': 'int',
+PIPELINE_SETTINGS = {'allow_second_copy': 'str',
+ 'allowed_lateness_seconds': 'int',
  'buffer_threshold_seconds': 'int',
  'changed_units': 'str',
  'commit_interval_ms': 'int',

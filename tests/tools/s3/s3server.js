@@ -140,7 +140,15 @@ function rnd() {
   return rngState / 4294967296;
 }
 
+// The kind of a request, for counts and faults. A state's claim on a sink
+// (its _skippr/claims/ object: one GET a run, one PUT the first time) is
+// 'claim_get' or 'claim_put', apart from the data's requests.
 function kindOf(req) {
+  const kind = dataKindOf(req);
+  return req.url.includes('/_skippr/claims/') ? 'claim_' + kind : kind;
+}
+
+function dataKindOf(req) {
   const u = new URL(req.url, 'http://x');
   const q = u.searchParams;
   const m = req.method;
