@@ -378,25 +378,16 @@ void sink_abort(void *ctx, void *h)
     obj_free(o);
 }
 
-/* Non-zero when r is S3's refusal of a checksum (400 BadDigest). */
-static int digest_refused(resp *r)
+/* Non-zero when r is S3's error answer with this HTTP status and code
+ * (400 BadDigest: a checksum refused; 404 NoSuchUpload: an upload id it
+ * does not know). */
+static int s3_answered(resp *r, long status, const char *want)
 {
     char code[128];
-    if (r->status != 400)
+    if (r->status != status)
         return 0;
     s3_error_code(&r->body, code, sizeof code);
-    return strcmp(code, "BadDigest") == 0;
-}
-
-/* Non-zero when r is S3's answer for an upload id it does not know (404
- * NoSuchUpload). */
-static int no_such_upload(resp *r)
-{
-    char code[128];
-    if (r->status != 404)
-        return 0;
-    s3_error_code(&r->body, code, sizeof code);
-    return strcmp(code, "NoSuchUpload") == 0;
+    return strcmp(code, want) == 0;
 }
 
 /* CompleteMultipartUpload of o's parts. A Complete the server says failed
@@ -443,7 +434,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
         }
         resp r = {0};
         rc = s3_request(c, "POST", o->key, q, 1, x.p, x.n, ch, nch, &r);
-        if (rc == SKIPPR_OK && o->grown && digest_refused(&r)) {
+        if (rc == SKIPPR_OK && o->grown && s3_answered(&r, 400, "BadDigest")) {
             /* A part holds other bytes than the ones this upload sent
              * under its number: a request of a crashed run that landed
              * late. The engine's next attempt uploads again every part
@@ -457,7 +448,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
             rc = SKIPPR_RETRY;
             break;
         }
-        if (rc == SKIPPR_OK && no_such_upload(&r)) {
+        if (rc == SKIPPR_OK && s3_answered(&r, 404, "NoSuchUpload")) {
             /* Completed by an earlier attempt whose answer was lost, or
              * aborted: the object itself says which. */
             LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: "
