@@ -13,13 +13,20 @@
  *                                   O_DIRECT at open refusing a write).
  *   SKIPPR_CRASH=POINT:N[:term]     the process kills itself with SIGKILL the
  *                                   Nth time it passes crash point POINT
- *                                   (read, commit, seal, sink_write,
- *                                   sink_commit, done, gc, ledger_merge
- *                                   (before a merge of ledger runs), or
- *                                   any for
+ *                                   (the list is crash_points in fault.c:
+ *                                   read, sink_write, grow_write, part_put,
+ *                                   stage_copy, stage_put, stream_sync,
+ *                                   commit, seal, grow_commit, sink_commit,
+ *                                   done, gc, ledger_merge), or any for
  *                                   every point); with term it sends
  *                                   itself SIGTERM instead, a stop request
- *                                   at that exact place.
+ *                                   at that exact place. An unknown POINT
+ *                                   is refused.
+ *   SKIPPR_CRASH_TALLY=FILE         at exit, write each crash point the
+ *                                   engine defines and how often it was
+ *                                   passed ("POINT N" lines), so that a
+ *                                   test can crash at each one's first,
+ *                                   middle and last hit.
  *
  * With neither set, each check is one predictable branch.
  */
