@@ -29,6 +29,9 @@
 #    folder's peak, objects per partition-day; the same volume again in 42
 #    partition-days of about 7 MB; then file -> S3 (s3rver): bytes skipprd
 #    writes to local disk per input byte.
+# 7. tests/integration/test_crash_points.py at four times the suite's
+#    input: a kill at each crash point's first, middle and last hit on
+#    file->file, file->S3, S3->S3 and file->Kafka (--quick skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB=128
@@ -162,3 +165,10 @@ python3 bench/buffer.py --mb 300 --days 2 --tenants 3 --runs 3
 echo
 echo "== 6b. buffer v2: file -> S3 (s3rver), partitions mostly over a part"
 python3 bench/buffer.py --mb 300 --days 2 --tenants 3 --runs 3 --sink s3
+
+if [ "$QUICK" = 0 ]; then
+    echo
+    echo "== 7. every crash point at its first, middle and last hit, 4x the suite's input"
+    SKIPPR_CRASH_POINTS_SCALE=4 SKIPPRD=$PWD/build/runtime/skipprd \
+        python3 tests/integration/test_crash_points.py
+fi
