@@ -181,6 +181,15 @@ typedef struct skippr_host {
      * crc32c) of n bytes at p, continuing from crc (0 to start). The
      * engine's own implementation, hardware-assisted where it can be. */
     uint32_t (*crc32c)(uint32_t crc, const void *p, size_t n);
+    /* Appended within ABI 2 (check with SKIPPR_HOST_HAS): non-zero once
+     * this process may no longer write: with the state in a bucket, its
+     * lease lapsed (the process was paused, its box cut off) or another
+     * process took it, and may be writing the same objects by now. A sink
+     * asks right before each request that writes, as late as it can (the
+     * S3 sink: libcurl's CURLOPT_PREREQFUNCTION, after the connection is
+     * made and before the first byte is sent), and returns SKIPPR_LOCKED
+     * without sending it. Always 0 with the state in a folder. */
+    int (*fenced)(const struct skippr_host *host);
 } skippr_host;
 
 /* host->flags: the engine calls skippr_sink_ops.sync() before it records

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/fence.h"
+
 static int open_endpoints(engine *e, const sk_yaml_doc *doc)
 {
     sk_cfg_err err;
@@ -226,6 +228,16 @@ int pl_remote_open(engine *e, const char *state_name, sk_instance **inst,
     return rc;
 }
 
+/* A run whose lease lapsed was fenced, whatever it ended with: it says
+ * so and exits 3. Else rc. */
+static int fenced_end(const engine *e, int rc)
+{
+    if (!e->remote || !sk_fence_lapsed())
+        return rc;
+    sk_remote_tell_fenced(e->remote);
+    return SKIPPR_LOCKED;
+}
+
 /* Finish what a previous run sealed but did not confirm. */
 static int recover_sealed(engine *e)
 {
@@ -350,9 +362,12 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         goto out;
     }
     sk_pipeline_state_name(cfg, state_name, sizeof state_name);
-    if (cfg->state_store.plugin &&
-        (rc = pl_remote_open(&e, state_name, &e.store, &e.remote)))
-        goto out;
+    if (cfg->state_store.plugin) {
+        if ((rc = pl_remote_open(&e, state_name, &e.store, &e.remote)))
+            goto out;
+        /* From here on, every write waits on this lease. */
+        sk_remote_fence(e.remote);
+    }
     if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, state_name, 0,
                             e.remote, &e.st)))
         goto out;
@@ -420,6 +435,7 @@ out:
     summary(&e, rc);
     if (!rc && e.skipped_changed)
         rc = SK_RUN_CHANGED_SKIPPED;
+    rc = fenced_end(&e, rc);
     e.run_ended = 1;
     pl_metrics_update(&e, 1);
     pl_metrics_stop(&e);

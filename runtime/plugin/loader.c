@@ -10,6 +10,7 @@
 
 #include "base/common.h"
 #include "base/crc32c.h"
+#include "base/fence.h"
 #include "format/csvpeek.h"
 #include "format/decompress.h"
 
@@ -315,10 +316,18 @@ void sk_instance_log_counters(sk_instance *inst)
         sk_info("%s: %s", inst->label, line);
 }
 
+/* A fenced process stops too: whatever it would still do, it may not
+ * write. */
 static int host_should_stop(const skippr_host *h)
 {
     SK_UNUSED(h);
-    return atomic_load(&sk_stop_requested);
+    return atomic_load(&sk_stop_requested) || sk_fence_lapsed();
+}
+
+static int host_fenced(const skippr_host *h)
+{
+    SK_UNUSED(h);
+    return sk_fence_lapsed();
 }
 
 /* The streaming calls go to the engine's hooks; without them (a sink, or
@@ -674,7 +683,8 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
                                .flags = SKIPPR_HOST_SYNCS_SINKS,
                                .position = host_position,
                                .sync = host_sync,
-                               .crc32c = sk_crc32c};
+                               .crc32c = sk_crc32c,
+                               .fenced = host_fenced};
     if (start & SK_START_ONCE)
         inst->host.flags |= SKIPPR_HOST_ONCE;
     if (start & SK_START_NAMES_FIRST)

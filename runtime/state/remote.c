@@ -19,6 +19,7 @@
 
 #include "base/common.h"
 #include "base/crc32c.h"
+#include "base/fence.h"
 #include "base/fsio.h"
 #include "state/wal.h"
 
@@ -50,6 +51,7 @@ struct sk_remote {
     int th_stop;
     _Atomic int64_t valid_until_ms; /* store nothing after this */
     atomic_int lost;
+    atomic_int fences; /* this lease guards the process's writes */
     int told; /* the loss was logged */
     /* WAL objects stored and not yet dropped, in order */
     delta *deltas;
@@ -58,7 +60,26 @@ struct sk_remote {
     uint64_t wal_puts, wal_bytes;
 };
 
-static int64_t now_ms(void) { return (int64_t)(sk_now_ns() / 1000000u); }
+/* The boot clock: it runs on while the process is stopped or the machine
+ * sleeps, so a pause counts against the lease. */
+static int64_t now_ms(void) { return sk_boot_ms(); }
+
+/* The lease holds until until_ms: store it, and move the process's fence
+ * when this lease guards the process's writes. */
+static void lease_valid(sk_remote *r, int64_t until_ms)
+{
+    atomic_store(&r->valid_until_ms, until_ms);
+    if (r->fences)
+        sk_fence_extend(until_ms);
+}
+
+/* Another process took the lease. */
+static void lease_lost(sk_remote *r)
+{
+    atomic_store(&r->lost, 1);
+    if (r->fences)
+        sk_fence_close();
+}
 
 static void sleep_ms(int64_t ms)
 {
@@ -211,7 +232,7 @@ static int lease_take(sk_remote *r, const atomic_int *stop)
         if (rc == SKIPPR_CHANGED || rc == SKIPPR_RETRY)
             continue; /* another process moved first: look again */
         if (!rc)
-            atomic_store(&r->valid_until_ms, t + r->lease_ms * 5 / 6);
+            lease_valid(r, t + r->lease_ms * 5 / 6);
         return rc;
     }
     sk_error("state %s: the lease changed hands 20 times while this process "
@@ -236,19 +257,41 @@ static void *renew_main(void *arg)
         int64_t t = now_ms();
         int rc = lease_write(r, r->etag, 0);
         if (!rc) {
-            atomic_store(&r->valid_until_ms, t + r->lease_ms * 5 / 6);
+            lease_valid(r, t + r->lease_ms * 5 / 6);
         } else if (rc == SKIPPR_CHANGED) {
-            atomic_store(&r->lost, 1);
+            lease_lost(r);
+        } else if (rc == SKIPPR_LOCKED) {
+            break; /* fenced: past the lease, not even a renewal is sent */
         } else {
             sk_warn("state %s: the lease's renewal failed; trying again in "
                     "%" PRId64 " s", r->where, r->lease_ms / 3000);
         }
         pthread_mutex_lock(&r->th_mu);
-        if (rc == SKIPPR_CHANGED)
+        if (rc == SKIPPR_CHANGED || rc == SKIPPR_LOCKED)
             break;
     }
     pthread_mutex_unlock(&r->th_mu);
     return NULL;
+}
+
+void sk_remote_fence(sk_remote *r)
+{
+    atomic_store(&r->fences, 1);
+    sk_fence_extend(atomic_load(&r->valid_until_ms));
+    if (atomic_load(&r->lost))
+        sk_fence_close();
+}
+
+void sk_remote_tell_fenced(const sk_remote *r)
+{
+    sk_error("state %s: this process's lease %s: it was stopped or cut off "
+             "for longer than the lease (%" PRId64 " s), and from then on "
+             "it sent nothing to the sink or the state (fenced). The "
+             "process that holds the lease now copies whatever this one "
+             "had not stored; exiting with code 3",
+             r->where, atomic_load(&r->lost) ? "was taken by another process"
+                                             : "lapsed",
+             r->lease_ms / 1000);
 }
 
 int sk_remote_check(sk_remote *r)
@@ -438,7 +481,7 @@ int sk_remote_wal(sk_remote *r, uint64_t seg, uint64_t off, const void *p,
     if (rc == SKIPPR_CHANGED) {
         sk_error("state %s: %s was written by another process: two "
                  "processes ran this pipeline; stopping", r->where, rel);
-        atomic_store(&r->lost, 1);
+        lease_lost(r);
         r->told = 1;
         return SKIPPR_LOCKED;
     }

@@ -86,6 +86,11 @@ uint64_t sk_remote_wal_next(const sk_remote *r);
 int sk_remote_wal_rebased(sk_remote *r, uint64_t seg, uint64_t first);
 /* Remove the stored WAL bytes of segments before seg, oldest first. */
 int sk_remote_wal_drop(sk_remote *r, uint64_t seg);
+/* This lease guards every write of the process (base/fence.h): the
+ * pipeline's own state, not the old ones a shard takes over. */
+void sk_remote_fence(sk_remote *r);
+/* Log the line a fenced process ends with (base/fence.h lapsed). */
+void sk_remote_tell_fenced(const sk_remote *r);
 /* SKIPPR_OK while the lease is ours and fresh; else SKIPPR_LOCKED,
  * logged once. */
 int sk_remote_check(sk_remote *r);
