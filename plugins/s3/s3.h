@@ -69,6 +69,7 @@ typedef struct s3_ctx {
     int conditional;  /* option; cleared if the server refuses it */
     char *replace_key; /* object_check found other content here: replace */
     int no_copy; /* the server refused UploadPartCopy: read and write */
+    int fenced_told; /* a write refused by the fence was logged */
     skippr_backoff backoff; /* the instance's thread's retry waits */
 } s3_ctx;
 
