@@ -10,11 +10,15 @@
 // certificate (s3rver behind it stays plain HTTP).
 // Prints one JSON line when ready: {"endpoint": "http://127.0.0.1:PORT"}.
 // Control endpoints on the proxy (not S3 paths):
-//   GET  /__stats            counts by kind, max in flight, faults injected,
+//   GET  /__stats            counts by kind (and `answered`: 2xx answers by
+//                            kind), max in flight, faults injected,
 //                            connections accepted (this request's included)
 //   POST /__reset            zero the counters
 //   POST /__faults  {rate, kinds, seed, complete_error_rate, only, nth,
-//                   persist, max_put_bytes}   max_put_bytes > 0: a
+//                   persist, max_put_bytes, body_idle_ms}
+//                   body_idle_ms: a write whose body stops arriving for
+//                   that long answers 400 RequestTimeout, as S3 does after
+//                   about 20 s (the default); max_put_bytes > 0: a
 //                   PutObject body over it answers 400 EntityTooLarge (S3's
 //                   limit is 5 GiB; tests lower it). kinds:
 //                   503, 500, 501 (NotImplemented), reset, truncate,
@@ -89,6 +93,7 @@ let inflight = 0;
 let maxInflight = 0;
 let connections = 0;
 let injected = {};
+let answered = {}; // 2xx answers by kind: writes that took effect
 let faults = { rate: 0, kinds: [], seed: 1, complete_error_rate: 0 };
 let faultable_seen = 0; // faultable requests since the last /__faults
 const uploads = new Map(); // uploadId -> { bucket, key, initiated }
@@ -397,7 +402,7 @@ async function main() {
                               injected, open_uploads: uploads.size,
                               precondition_failed: preconditionFailed,
                               tokens, token_refused: tokenRefused,
-                              checksums, payloads, copied });
+                              checksums, payloads, copied, answered });
     }
     if (req.url.startsWith('/__reset')) {
       counts = {}; maxInflight = 0; injected = {}; preconditionFailed = 0;
@@ -405,6 +410,7 @@ async function main() {
       checksums = { verified: 0, mismatched: 0, absent: 0 };
       payloads = { signed: 0, unsigned: 0, mismatched: 0 };
       copied = { parts: 0, bytes: 0 };
+      answered = {};
       return json(res, 200, { ok: true });
     }
     if (req.url.startsWith('/__faults')) {
@@ -447,6 +453,11 @@ async function main() {
     }
     const kind = kindOf(req);
     counts[kind] = (counts[kind] || 0) + 1;
+    res.on('finish', () => {
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        answered[kind] = (answered[kind] || 0) + 1;
+      }
+    });
     inflight++;
     maxInflight = Math.max(maxInflight, inflight);
     let done = false;
@@ -571,8 +582,25 @@ async function main() {
       // Writes are small in the tests: take the whole body, check its
       // checksum, then forward it.
       const chunks = [];
-      req.on('data', (d) => chunks.push(d));
+      // S3 answers 400 RequestTimeout to a body that stops arriving for
+      // about 20 s (a client paused mid-request); body_idle_ms sets it.
+      const idleMs = faults.body_idle_ms || 20000;
+      let idleTimer = null;
+      let timedOut = false;
+      const arm = () => {
+        clearTimeout(idleTimer);
+        idleTimer = setTimeout(() => {
+          timedOut = true;
+          res.on('finish', () => req.socket.destroy());
+          xmlError(res, 400, 'RequestTimeout',
+                   `no body bytes for ${idleMs} ms`);
+        }, idleMs);
+      };
+      arm();
+      req.on('data', (d) => { chunks.push(d); arm(); });
       req.on('end', () => {
+        clearTimeout(idleTimer);
+        if (timedOut) return;
         const body = Buffer.concat(chunks);
         const hash = req.headers['x-amz-content-sha256'];
         if (hash === 'UNSIGNED-PAYLOAD') {

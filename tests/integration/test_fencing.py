@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Fencing a lease holder that outlived its lease (state in a bucket).
+
+A Spot box that stalls, a paused pod, a partitioned node: the process
+holding a pipeline's lease stops renewing it and a second process takes
+over. When the first one runs again it must not write anything: no
+object, no part, no state. Each round here, on file -> S3 and S3 -> S3:
+
+  1. process A starts the copy (state in a bucket, a 3 s lease);
+  2. after a random delay it is stopped with SIGSTOP, mid-copy;
+  3. process B, on another box (an empty state folder), waits out A's
+     lease, takes it over, restores A's last durable commit and finishes;
+  4. A is resumed with SIGCONT and must exit non-zero with its fencing
+     line, while the server sees no write of A take effect (no 2xx
+     answer to any PUT, POST or DELETE once B has finished);
+  5. the output is exact: 0 lost, 0 duplicated.
+
+A request body A was sending when it was stopped stays unfinished for
+seconds; S3 answers such a request 400 RequestTimeout after about 20 s of
+silence. The lease here is 3 s instead of 30, so the server's timeout is
+scaled down with it (body_idle_ms 1500).
+
+The two paths run side by side, each against its own server, so that
+the rounds' waits for the lease overlap.
+"""
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from skippr_test import (SKIPPRD, Workspace, check, compare,  # noqa: E402
+                         expected_records, main, trials)
+from s3_test import S3Server  # noqa: E402
+
+LEASE = 3
+ROUNDS = trials(20)
+WRITES = ("put", "upload_part", "upload_part_copy", "complete_multipart",
+          "create_multipart", "abort_multipart", "delete", "delete_objects",
+          "claim_put")
+TRANSFORM = {"namespace_fields": "none", "batch_time_fields": "timestamp",
+             "batch_time_unit": "month"}
+
+
+def config(ws, source, rnd, box):
+    """The round's config for one box: its own workspace (so its own
+    state in the bucket and its own sink prefix), a state folder per box."""
+    src = ("    S3:\n      s3_bucket: src\n"
+           "      s3_prefix: ill-just-dump-this-here\n"
+           "      read_chunk_bytes: 256KiB\n"
+           if source == "s3" else
+           "    File:\n      path: %s\n"
+           "      prefix: ill-just-dump-this-here\n" % ws.inp)
+    path = os.path.join(ws.root, "r%d-%s.yml" % (rnd, box))
+    with open(path, "w") as f:
+        f.write(
+            "skippr:\n  workspace: r%d\n  skipprd_el_storage_mode: s3\n"
+            "  state_store: data_sinks.state\n  state_lease_seconds: %d\n"
+            "  state_dir: %s/state-%d-%s\n"
+            "pipelines:\n  p:\n    type: copy\n"
+            "    data_source: data_sources.a\n    data_sink: data_sinks.b\n"
+            "    buffer_threshold_seconds: 86400\n"
+            "    max_object_bytes: 6MiB\n    commit_interval_ms: 0\n"
+            "    wal_disk_budget: 2MiB\n"
+            "    transform:\n      namespace_fields: none\n"
+            "      batch_time_fields: timestamp\n"
+            "      batch_time_unit: month\n"
+            "data_sources:\n  a:\n%s"
+            "data_sinks:\n  b:\n    S3:\n      s3_bucket: dst\n"
+            "      s3_prefix: out-%d\n      part_size: 5MiB\n"
+            "  state:\n    S3:\n      s3_bucket: state\n"
+            "      s3_prefix: skippr-state\n"
+            % (rnd, LEASE, ws.root, rnd, box, src, rnd))
+    return path
+
+
+def start(s3, cfg):
+    e = dict(os.environ, **s3.env())
+    return subprocess.Popen([SKIPPRD, "sync", "-p", "p", "--once", "-c", cfg],
+                            env=e, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def one_round(ws, s3, source, rnd, delay):
+    """A round as in the docstring. Returns None when A finished before it
+    could be stopped (the caller shortens the delay), else a summary."""
+    a = start(s3, config(ws, source, rnd, "a"))
+    try:
+        a.wait(delay)
+        a.communicate()
+        return None
+    except subprocess.TimeoutExpired:
+        a.send_signal(signal.SIGSTOP)
+    try:
+        b = subprocess.run([SKIPPRD, "sync", "-p", "p", "--once", "-c",
+                            config(ws, source, rnd, "b")],
+                           env=dict(os.environ, **s3.env()),
+                           capture_output=True, text=True, timeout=300)
+        check(b.returncode == 0, "round %d: B failed (%d)\n%s" % (
+            rnd, b.returncode, b.stderr[-3000:]))
+        check("took over the lease" in b.stderr,
+              "round %d: B did not take the lease over\n%s" % (
+                  rnd, b.stderr[-2000:]))
+        s3.reset_stats()
+    finally:
+        a.send_signal(signal.SIGCONT)
+    _, err = a.communicate(timeout=120)
+    st = s3.stats()
+    wrote = {k: v for k, v in st.get("answered", {}).items() if k in WRITES}
+    check(not wrote, "round %d: the stale holder wrote after B finished: "
+          "%s\n%s" % (rnd, wrote, err[-3000:]))
+    check(a.returncode == 3, "round %d: the stale holder exited %d, not 3"
+          "\n%s" % (rnd, a.returncode, err[-3000:]))
+    line = [x for x in err.splitlines()
+            if "(fenced)" in x and "exiting with code 3" in x]
+    check(line, "round %d: the stale holder exited %d without its fencing "
+          "line\n%s" % (rnd, a.returncode, err[-3000:]))
+    want = expected_records(ws.inp, transform=TRANSFORM)
+    lost, dup, unexpected = compare(want, s3.records("dst", "out-%d/" % rnd))
+    check((lost, dup, unexpected) == (0, 0, 0),
+          "round %d (A stopped after %.2f s): %d lost, %d duplicated, %d "
+          "unexpected of %d" % (rnd, delay, lost, dup, unexpected,
+                                sum(want.values())))
+    refused = sum(v for k, v in st["counts"].items() if k in WRITES)
+    return a.returncode, refused, line[0]
+
+
+def fence_path(source, results):
+    ws = Workspace("fence-" + source)
+    s3 = S3Server(["src", "dst", "state"])
+    try:
+        ws.generate(objects=8, records=20000, seed=41, framing="lines")
+        if source == "s3":
+            s3.upload_tree("src", ws.inp)
+        s3.faults(0, [], body_idle_ms=1500)
+        rng = random.Random(17 if source == "s3" else 18)
+        rnd, high, codes, reached, early = 0, 1.5, {}, 0, 0
+        while rnd < ROUNDS:
+            delay = rng.uniform(0.15, high)
+            got = one_round(ws, s3, source, rnd + 100 * early, delay)
+            if got is None:
+                early += 1
+                high = max(0.3, high * 0.8)
+                check(early < 3 * ROUNDS, "%s: A kept finishing before the "
+                      "stop" % source)
+                continue
+            rnd += 1
+            codes[got[0]] = codes.get(got[0], 0) + 1
+            reached += got[1]
+            results[source] = (rnd, codes, reached, got[2], early)
+    except Exception as e:  # noqa: BLE001 - reported by the main thread
+        results[source] = e
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_stale_holder_writes_nothing_after_its_lease():
+    results = {}
+    threads = [threading.Thread(target=fence_path, args=(s, results))
+               for s in ("file", "s3")]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for source, r in results.items():
+        if isinstance(r, Exception):
+            raise r
+        rounds, codes, tried, line, early = r
+        print("  %s -> S3: %d rounds, the stale holder exited %s; %d of its "
+              "writes tried after the takeover, none took effect; %d runs "
+              "finished before the stop; e.g. %s" % (
+                  source, rounds, codes, tried, early,
+                  re.sub(r"^skipprd: ", "", line)[:200]))
+    print("  %.0f s" % (time.monotonic() - t0))
+
+
+if __name__ == "__main__":
+    main([test_stale_holder_writes_nothing_after_its_lease])
