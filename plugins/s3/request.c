@@ -103,6 +103,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
                  sizeof r->meta_slice);
     header_value(p, len, "x-amz-meta-skippr-crc32c", r->meta_crc,
                  sizeof r->meta_crc);
+    header_value(p, len, "x-amz-checksum-crc32c", r->checksum,
+                 sizeof r->checksum);
     header_value(p, len, "content-length", r->content_length,
                  sizeof r->content_length);
     header_value(p, len, "content-range", r->content_range,

@@ -11,6 +11,7 @@
  *   prefetch.c  whole objects fetched ahead on an I/O thread
  *   read.c      a unit read with ranged GETs (If-Match its ETag)
  *   sink.c      objects written: PUT or multipart, conditional, checked
+ *   settle.c    is the object at a key ours? (slice id, checksum, size)
  *   stage.c     staging pieces: tails of growing objects the disk cannot hold
  *   store.c     the engine's own state (skipprd_el_storage_mode: s3)
  *
@@ -68,6 +69,7 @@ typedef struct s3_ctx {
     /* sink: conditional writes */
     int conditional;  /* option; cleared if the server refuses it */
     char *replace_key; /* object_check found other content here: replace */
+    char replace_etag[128]; /* ...with If-Match on this ETag, never blind */
     int no_copy; /* the server refused UploadPartCopy: read and write */
     int fenced_told; /* a write refused by the fence was logged */
     skippr_backoff backoff; /* the instance's thread's retry waits */
@@ -83,6 +85,7 @@ typedef struct resp {
     char etag[128];
     char meta_slice[128];
     char meta_crc[32];
+    char checksum[64]; /* x-amz-checksum-crc32c (HEAD with checksum mode) */
     char content_range[128];
     char content_length[24];
     const char *curl_error; /* transport failure, static */
@@ -215,6 +218,30 @@ int sink_write(void *ctx, void *h, const void *p, size_t n);
 void sink_abort(void *ctx, void *h);
 int sink_commit(void *ctx, void *h);
 int sink_check(void *ctx, const skippr_object_info *info);
+
+/* settle.c: is the object at a key ours? */
+typedef enum s3_found {
+    S3_FOUND_NONE,    /* no object */
+    S3_FOUND_OURS,    /* our slice id and our bytes (checksum or size) */
+    S3_FOUND_BARE,    /* no skippr metadata: settling, or not ours */
+    S3_FOUND_STALE,   /* our slice id, other bytes (a late or stale write) */
+    S3_FOUND_FOREIGN  /* another slice's */
+} s3_found;
+/* What our object would be: slice id; its CRC32C as the metadata holds it
+ * (8 hex digits, "" for a grown object, whose metadata has none) and as
+ * S3's checksum gives it (base64, "" when not sent); size, UINT64_MAX
+ * when not known. */
+typedef struct s3_expect {
+    const char *slice, *crc_hex, *crc_b64;
+    uint64_t size;
+} s3_expect;
+/* HEAD key (with its checksum) and say what is there in *found, its ETag
+ * in etag. SKIPPR_OK, or the request's failure. */
+int s3_head_found(s3_ctx *c, const char *key, const s3_expect *want,
+                  s3_found *found, char *etag, size_t etag_cap);
+/* The same, looking again for about 3 s while the object is bare. */
+int s3_head_settled(s3_ctx *c, const char *key, const s3_expect *want,
+                    s3_found *found, char *etag, size_t etag_cap);
 
 /* store.c: the engine's state in the bucket (SKIPPR_SINK_STORE) */
 int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,

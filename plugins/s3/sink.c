@@ -36,7 +36,11 @@ typedef struct s3_obj {
     char upload_id[1024];
     part *parts;
     size_t nparts, cap;
-    int conditional; /* send If-None-Match: * with the final request */
+    int conditional; /* the final request is conditional: If-Match
+                      * if_match when set, else If-None-Match: * */
+    char if_match[130]; /* quoted ETag of the object this one replaces */
+    int replace_now; /* settle_existing chose If-Match: send again now */
+    uint64_t size;   /* the whole object's bytes, once known */
     int part_sums;   /* parts carry their CRC32C (growing objects) */
     int grown;       /* a growing object: a failure keeps its upload */
     size_t noted;    /* parts told to the engine (grow_note) */
@@ -106,8 +110,10 @@ static s3_obj *obj_new(s3_ctx *c, const skippr_object_info *info, int grown)
     snprintf(o->ctype, sizeof o->ctype, "%s",
              info->content_type ? info->content_type : "application/octet-stream");
     o->data.max = (size_t)c->part_size;
-    o->conditional = c->conditional &&
-                     !(c->replace_key && strcmp(c->replace_key, o->key) == 0);
+    o->conditional = c->conditional;
+    if (c->replace_key && strcmp(c->replace_key, o->key) == 0 &&
+        *c->replace_etag)
+        snprintf(o->if_match, sizeof o->if_match, "\"%s\"", c->replace_etag);
     return o;
 }
 
@@ -120,53 +126,66 @@ int sink_open(void *ctx, const skippr_object_info *info, void **h)
     return SKIPPR_OK;
 }
 
-/* HEAD key and compare its metadata with the slice id and CRC (a grown
- * object, which has no CRC in its metadata: its size): SKIPPR_OK when
- * they match, SKIPPR_NOENT when there is no object, SKIPPR_CHANGED when it
- * holds something else, or the request's failure. size UINT64_MAX: not
- * known (then only the slice id counts for a grown object). */
-static int head_compare(s3_ctx *c, const char *key, const char *slice,
-                        const char *crc, uint64_t size)
+/* What o, once written, is: for a HEAD to tell it from others. */
+static s3_expect expect_of(const s3_obj *o)
 {
-    resp r = {0};
-    int rc = s3_request(c, "HEAD", key, NULL, 0, NULL, 0, NULL, 0, &r);
-    if (rc == SKIPPR_OK && r.status == 404) {
-        skippr_buf_free(&r.body);
-        return SKIPPR_NOENT;
-    }
-    rc = s3_verdict(c, rc, &r, "head", key);
-    skippr_buf_free(&r.body);
-    if (rc)
-        return rc;
-    if (strcmp(r.meta_slice, slice) != 0)
-        return SKIPPR_CHANGED;
-    if (*r.meta_crc)
-        return strcmp(r.meta_crc, crc) == 0 ? SKIPPR_OK : SKIPPR_CHANGED;
-    return size == UINT64_MAX ||
-                   strtoull(r.content_length, NULL, 10) == size
-               ? SKIPPR_OK
-               : SKIPPR_CHANGED;
+    return (s3_expect){o->slice, o->crc, o->crc_b64,
+                       o->size ? o->size : UINT64_MAX};
 }
 
-/* The final request of o answered 412: an object is already there. It is
- * ours when an earlier attempt succeeded but its answer was lost; anything
- * else was written by someone else since object_check looked. */
-static int settle_existing(s3_ctx *c, s3_obj *o)
+/* The final request of o answered 412 (or its upload is gone): an object
+ * is already there (with If-Match: not the one we meant to replace). It
+ * is ours when an earlier attempt succeeded but its answer was lost, or
+ * when ours is becoming visible (looked at again for a while). Another
+ * slice's object where no replace was meant was written by someone else:
+ * fatal. Else, with can_replace (the request can be sent again), o
+ * replaces it with If-Match on the ETag just seen (replace_now), never
+ * blindly; without, the engine's next attempt checks again. */
+static int settle_existing(s3_ctx *c, s3_obj *o, int can_replace)
 {
-    int rc = head_compare(c, o->key, o->slice, o->crc, UINT64_MAX);
-    if (rc == SKIPPR_OK) {
+    s3_expect want = expect_of(o);
+    s3_found found;
+    char etag[128];
+    int rc = s3_head_settled(c, o->key, &want, &found, etag, sizeof etag);
+    if (rc)
+        return rc;
+    if (found == S3_FOUND_OURS) {
         LOG(c, SKIPPR_LOG_INFO, "s3://%s/%s is already written (an earlier "
             "attempt succeeded); not replaced", c->bucket, o->key);
         c->host->counter_add(c->host, "objects_already_there", 1);
         return SKIPPR_OK;
     }
-    if (rc == SKIPPR_CHANGED) {
+    if (found == S3_FOUND_FOREIGN && !*o->if_match) {
         LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s was written by another writer "
             "while skippr wrote slice %s; not replaced", c->bucket, o->key,
             o->slice);
         return SKIPPR_FATAL;
     }
-    return rc == SKIPPR_NOENT ? SKIPPR_RETRY : rc; /* gone again: retry */
+    if (found == S3_FOUND_NONE)
+        return SKIPPR_RETRY; /* gone again */
+    int now = can_replace && *etag;
+    LOG(c, SKIPPR_LOG_WARN, "s3://%s/%s holds %s; %s", c->bucket, o->key,
+        found == S3_FOUND_BARE    ? "an object without skippr's metadata"
+        : found == S3_FOUND_STALE ? "our slice id with other bytes"
+                                  : "another slice's object",
+        now ? "replacing it only if still the same (If-Match)"
+            : "checked again before it is replaced (by If-Match)");
+    if (now) {
+        snprintf(o->if_match, sizeof o->if_match, "\"%s\"", etag);
+        o->replace_now = 1;
+    }
+    return SKIPPR_RETRY;
+}
+
+/* The condition of o's final request, into h: If-Match on the ETag of
+ * the object it replaces, else If-None-Match: *. Returns 0 or 1. */
+static size_t condition(const s3_obj *o, sigv4_kv *h)
+{
+    if (!o->conditional)
+        return 0;
+    *h = *o->if_match ? (sigv4_kv){"if-match", o->if_match}
+                      : (sigv4_kv){"if-none-match", "*"};
+    return 1;
 }
 
 /* Judge the answer to a conditional final request. Sets *settled when a
@@ -177,7 +196,14 @@ static int conditional_verdict(s3_ctx *c, s3_obj *o, int rc, resp *r,
     *settled = 0;
     if (rc == SKIPPR_OK && o->conditional && r->status == 412) {
         *settled = 1;
-        return settle_existing(c, o);
+        return settle_existing(c, o, 1);
+    }
+    if (rc == SKIPPR_OK && o->conditional && *o->if_match &&
+        r->status == 404) {
+        /* The object meant to be replaced is gone: look again. */
+        LOG(c, SKIPPR_LOG_WARN, "%s s3://%s/%s: the object it replaces is "
+            "gone; checking again", what, c->bucket, o->key);
+        return SKIPPR_RETRY;
     }
     if (rc == SKIPPR_OK && o->conditional && r->status == 501) {
         LOG(c, SKIPPR_LOG_INFO, "%s s3://%s/%s: the server does not support "
@@ -273,6 +299,18 @@ static int start_upload(s3_ctx *c, s3_obj *o)
     return rc;
 }
 
+/* Non-zero when r is S3's error answer with this HTTP status and code
+ * (400 BadDigest: a checksum refused; 404 NoSuchUpload: an upload id it
+ * does not know). */
+static int s3_answered(resp *r, long status, const char *want)
+{
+    char code[128];
+    if (r->status != status)
+        return 0;
+    s3_error_code(&r->body, code, sizeof code);
+    return strcmp(code, want) == 0;
+}
+
 /* o's next part is in the upload now: its ETag, base64 CRC32C ("" when
  * not known) and size (o->parts has room for it). */
 static void add_part(s3_ctx *c, s3_obj *o, const char *etag,
@@ -319,9 +357,20 @@ static int upload_part(s3_ctx *c, s3_obj *o, const char *p, size_t n)
                 break;
             s3_backoff(c, attempt);
         }
-        rc = s3_verdict(c, s3_request(c, "PUT", o->key, q, 2, p, n,
-                                h, 1, &r),
-                     &r, "upload part", o->key);
+        rc = s3_request(c, "PUT", o->key, q, 2, p, n, h, 1, &r);
+        if (rc == SKIPPR_OK && s3_answered(&r, 404, "NoSuchUpload")) {
+            /* Completed (a request of a crashed run that landed late) or
+             * aborted: never sent to again; the engine's next attempt
+             * asks object_check first. */
+            LOG(c, SKIPPR_LOG_WARN, "upload part of s3://%s/%s: "
+                "NoSuchUpload; the object is checked next", c->bucket,
+                o->key);
+            *o->upload_id = '\0';
+            o->nparts = 0;
+            rc = SKIPPR_RETRY;
+            break;
+        }
+        rc = s3_verdict(c, rc, &r, "upload part", o->key);
         if (rc != SKIPPR_RETRY)
             break;
     }
@@ -378,18 +427,6 @@ void sink_abort(void *ctx, void *h)
     obj_free(o);
 }
 
-/* Non-zero when r is S3's error answer with this HTTP status and code
- * (400 BadDigest: a checksum refused; 404 NoSuchUpload: an upload id it
- * does not know). */
-static int s3_answered(resp *r, long status, const char *want)
-{
-    char code[128];
-    if (r->status != status)
-        return 0;
-    s3_error_code(&r->body, code, sizeof code);
-    return strcmp(code, want) == 0;
-}
-
 /* CompleteMultipartUpload of o's parts. A Complete the server says failed
  * (5xx, or 200 with an <Error> body, which S3 asks to retry) is sent again
  * up to SINK_TRIES times; a transport failure, whose request may have been
@@ -423,8 +460,10 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
         ch[nch++] = (sigv4_kv){"x-amz-checksum-crc32c", o->crc_b64};
         ch[nch++] = (sigv4_kv){"x-amz-checksum-type", "FULL_OBJECT"};
     }
-    if (o->conditional)
-        ch[nch++] = (sigv4_kv){"if-none-match", "*"};
+    size_t base = nch;
+    o->size = 0;
+    for (size_t i = 0; i < o->nparts; i++)
+        o->size += o->parts[i].size;
     int rc = SKIPPR_RETRY;
     for (int attempt = 0; attempt < SINK_TRIES; attempt++) {
         if (attempt) {
@@ -432,6 +471,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
                 break;
             s3_backoff(c, attempt);
         }
+        nch = base + condition(o, &ch[base]);
         resp r = {0};
         rc = s3_request(c, "POST", o->key, q, 1, x.p, x.n, ch, nch, &r);
         if (rc == SKIPPR_OK && o->grown && s3_answered(&r, 400, "BadDigest")) {
@@ -455,10 +495,16 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
                 "NoSuchUpload; checking the object", c->bucket, o->key);
             skippr_buf_free(&r.body);
             *settled = 1;
-            rc = settle_existing(c, o);
+            rc = settle_existing(c, o, 0); /* the upload is gone */
             break;
         }
         rc = conditional_verdict(c, o, rc, &r, "complete upload", settled);
+        if (o->replace_now) {
+            o->replace_now = 0; /* again, If-Match what is there */
+            *settled = 0;
+            skippr_buf_free(&r.body);
+            continue;
+        }
         int refused = rc == SKIPPR_RETRY && !r.curl_error && r.status >= 500;
         /* S3 may answer 200 and put the failure in the body. */
         if (!rc && !*settled && r.body.p && strstr(r.body.p, "<Error>")) {
@@ -492,15 +538,23 @@ static int put_whole(s3_ctx *c, s3_obj *o, const char *p, size_t n)
         s3_md5_b64(p ? p : "", n, md5);
         hd[nh++] = (sigv4_kv){"content-md5", md5};
     }
-    if (o->conditional)
-        hd[nh++] = (sigv4_kv){"if-none-match", "*"};
-    resp r = {0};
-    int settled;
-    int rc = conditional_verdict(c, o,
+    size_t base = nh;
+    o->size = n;
+    int rc = SKIPPR_RETRY;
+    /* Twice at most: the second time If-Match what the first found. */
+    for (int round = 0; round < 2; round++) {
+        nh = base + condition(o, &hd[base]);
+        resp r = {0};
+        int settled;
+        rc = conditional_verdict(c, o,
                                  s3_request(c, "PUT", o->key, NULL, 0,
                                             p ? p : "", n, hd, nh, &r),
                                  &r, "put", &settled);
-    skippr_buf_free(&r.body);
+        skippr_buf_free(&r.body);
+        if (!o->replace_now)
+            break;
+        o->replace_now = 0;
+    }
     return rc;
 }
 
@@ -542,22 +596,44 @@ int sink_commit(void *ctx, void *h)
     return SKIPPR_OK;
 }
 
+/* object_check: SKIPPR_OK when the object at info's key is ours (slice
+ * id, and checksum or size), SKIPPR_NOENT when there is none. Else
+ * SKIPPR_CHANGED, and the engine's rewrite replaces what is there with
+ * If-Match on the ETag seen (a bare object is looked at again first: it
+ * may be ours becoming visible); a rewrite is never blind. */
 int sink_check(void *ctx, const skippr_object_info *info)
 {
     s3_ctx *c = ctx;
     char *key = full_key(c, info);
     if (!key)
         return SKIPPR_NOMEM;
-    char crc[16];
+    char crc[16], b64[16] = "";
     snprintf(crc, sizeof crc, "%08x", info->crc32c);
+    if (s3_checksums(c))
+        s3_crc32c_b64(info->crc32c, b64);
+    s3_expect want = {info->slice_id, crc, b64, info->size};
     free(c->replace_key);
     c->replace_key = NULL;
-    int rc = head_compare(c, key, info->slice_id, crc, info->size);
-    if (rc == SKIPPR_CHANGED)
-        c->replace_key = key; /* the engine replaces it: no If-None-Match */
-    else
+    *c->replace_etag = '\0';
+    s3_found found;
+    int rc = s3_head_settled(c, key, &want, &found, c->replace_etag,
+                             sizeof c->replace_etag);
+    if (!rc && (found == S3_FOUND_OURS || found == S3_FOUND_NONE)) {
         free(key);
-    return rc;
+        return found == S3_FOUND_OURS ? SKIPPR_OK : SKIPPR_NOENT;
+    }
+    if (rc) {
+        free(key);
+        return rc;
+    }
+    LOG(c, SKIPPR_LOG_WARN, "s3://%s/%s holds %s; it is replaced only if "
+        "still the same (If-Match %s)", c->bucket, key,
+        found == S3_FOUND_BARE    ? "an object without skippr's metadata"
+        : found == S3_FOUND_STALE ? "our slice id with other bytes"
+                                  : "another slice's object",
+        c->replace_etag);
+    c->replace_key = key;
+    return SKIPPR_CHANGED;
 }
 
 /* ---- growing objects (SKIPPR_SINK_GROWS | SKIPPR_SINK_PARTS) ----------
@@ -795,6 +871,7 @@ int sink_grow_commit(void *ctx, void *h, const skippr_object_info *info)
         snprintf(o->crc, sizeof o->crc, "%08x", info->crc32c);
     if (o->part_sums)
         s3_crc32c_b64(info->crc32c, o->crc_b64);
+    o->size = info->size;
     return sink_commit(c, h);
 }
 
