@@ -143,18 +143,20 @@ class S3Server:
         return self._control("/__reset", {})
 
     def faults(self, rate, kinds, seed=1, complete_error_rate=0, only=None,
-               nth=0, persist=False, max_put_bytes=0, body_idle_ms=0):
+               nth=0, persist=False, max_put_bytes=0, body_idle_ms=0,
+               **more):
         """Fail `rate` of requests (of the kinds in `only`, if given) with
         one of `kinds`; or, with nth, the nth request from now (and with
         persist every later one) with kinds[0]; with max_put_bytes, refuse
         a PutObject larger than that; with body_idle_ms, answer a body
         that stops arriving for that long 400 RequestTimeout (as S3 does
-        after about 20 s, the default); see s3server.js."""
+        after about 20 s, the default); `more` passes further settings
+        (kill_pid, late_ms, meta_lag_ms); see s3server.js."""
         return self._control("/__faults", {
             "rate": rate, "kinds": kinds, "seed": seed,
             "complete_error_rate": complete_error_rate, "only": only,
             "nth": nth, "persist": persist, "max_put_bytes": max_put_bytes,
-            "body_idle_ms": body_idle_ms})
+            "body_idle_ms": body_idle_ms, **more})
 
     def seed_tree(self, bucket, root):
         """Place every file under root in bucket (key: its path under root)

@@ -24,7 +24,14 @@
 //                   503, 500, 501 (NotImplemented), reset, truncate,
 //                   complete_error, lost_reply
 //                   (the request is carried out, then the connection is
-//                   cut before the answer), late_part (an UploadPart is
+//                   cut before the answer), kill_after (carried out, then
+//                   the process kill_pid is killed with SIGKILL before the
+//                   answer: a crash right after the request was sent),
+//                   late_write (a PutObject or Complete: the connection is
+//                   cut at once, the write is carried out late_ms later,
+//                   and for meta_lag_ms after that a HEAD of its object
+//                   shows no x-amz-meta-*: bytes before metadata),
+//                   late_part (an UploadPart is
 //                   carried out and answered, then its part is written
 //                   again with other bytes, as a late request of a
 //                   crashed run would); rate 0 turns faults off;
@@ -53,10 +60,13 @@
 // UploadPartCopy (which s3rver answers 501) is emulated: the source range
 // read back and uploaded as the part; /__stats counts `copied` parts and
 // bytes.
+// HEAD with x-amz-checksum-mode: ENABLED answers the x-amz-checksum-crc32c
+// the object was written with, as S3 does. /__stats lists `unconditional`
+// PutObjects and Completes (neither If-None-Match nor If-Match).
 // PutObject and CompleteMultipartUpload with If-None-Match: * answer 412
 // PreconditionFailed when the key exists, as AWS does (s3rver ignores the
-// header); the proxy remembers the keys written through it. PutObject with
-// If-Match answers 412 unless the key's ETag is the one given (404 when
+// header); the proxy remembers the keys written through it. PutObject and
+// CompleteMultipartUpload with If-Match answer 412 unless the key's ETag is the one given (404 when
 // there is no such key), and a conditional write while another to the
 // same key is under way answers 409 ConditionalRequestConflict, as AWS.
 // s3rver implements neither ListMultipartUploads nor AbortMultipartUpload,
@@ -100,6 +110,9 @@ const uploads = new Map(); // uploadId -> { bucket, key, initiated }
 const written = new Set(); // "bucket/key" of objects written through here
 const etags = new Map();    // "bucket/key" -> ETag of its last write here
 const pending = new Set();  // "bucket/key" of conditional writes under way
+const sums = new Map();     // "bucket/key" -> x-amz-checksum-crc32c it was written with
+const bareUntil = new Map(); // "bucket/key" -> ms until which HEAD shows no x-amz-meta-*
+let unconditional = []; // "bucket/key" of PUTs and Completes with no condition
 let preconditionFailed = 0;
 let rngState = 1;
 let requireToken = false;
@@ -402,7 +415,8 @@ async function main() {
                               injected, open_uploads: uploads.size,
                               precondition_failed: preconditionFailed,
                               tokens, token_refused: tokenRefused,
-                              checksums, payloads, copied, answered });
+                              checksums, payloads, copied, answered,
+                              unconditional });
     }
     if (req.url.startsWith('/__reset')) {
       counts = {}; maxInflight = 0; injected = {}; preconditionFailed = 0;
@@ -411,6 +425,7 @@ async function main() {
       payloads = { signed: 0, unsigned: 0, mismatched: 0 };
       copied = { parts: 0, bytes: 0 };
       answered = {};
+      unconditional = [];
       return json(res, 200, { ok: true });
     }
     if (req.url.startsWith('/__faults')) {
@@ -507,7 +522,8 @@ async function main() {
     }
 
     const slot = `${bucket}/${key}`;
-    const ifMatch = kind === 'put' ? req.headers['if-match'] : undefined;
+    const ifMatch = kind === 'put' || kind === 'complete_multipart'
+      ? req.headers['if-match'] : undefined;
     const conditional = ((kind === 'put' || kind === 'complete_multipart') &&
                          req.headers['if-none-match'] === '*') || ifMatch;
     function refuse(status, code) {
@@ -531,6 +547,8 @@ async function main() {
     if (conditional) {
       pending.add(slot);
       res.on('close', () => pending.delete(slot));
+    } else if (kind === 'put' || kind === 'complete_multipart') {
+      unconditional.push(slot);
     }
 
     let fault = null;
@@ -665,15 +683,57 @@ async function main() {
         } else {
           checksums.absent++;
         }
+        if (fault === 'late_write') return writeLate(body);
         forward(body);
       });
       return;
     }
     forward(null);
 
+    // HEAD as S3 answers it: with x-amz-checksum-mode: ENABLED, the
+    // checksum the object was written with; without x-amz-meta-* while
+    // a late Complete's object is still "bare" (s3rver writes an
+    // object's bytes before its metadata; this makes that window last).
+    function headAnswer(h) {
+      if (req.headers['x-amz-checksum-mode'] === 'ENABLED' && sums.get(slot)) {
+        h['x-amz-checksum-crc32c'] = sums.get(slot);
+      }
+      if ((bareUntil.get(slot) || 0) > Date.now()) {
+        for (const name of Object.keys(h)) {
+          if (name.startsWith('x-amz-meta-')) delete h[name];
+        }
+      }
+    }
+
+    // late_write: the connection is cut at once, as if the answer were
+    // lost, and the PutObject or Complete is carried out late_ms later;
+    // its object then shows no metadata for meta_lag_ms.
+    function writeLate(body) {
+      res.socket && res.socket.destroy();
+      const headers = { 'content-length': body.length };
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (k.startsWith('x-amz-meta-') || k === 'content-type') headers[k] = v;
+      }
+      setTimeout(() => {
+        s3rverCall(s3port, req.method, req.url, headers, body).then((ur) => {
+          if (ur.status < 200 || ur.status >= 300) return;
+          const id = u.searchParams.get('uploadId');
+          if (id) {
+            uploads.delete(id);
+            partBodies.delete(id);
+          }
+          written.add(slot);
+          etags.set(slot, String(ur.headers.etag || '').replace(/"/g, ''));
+          sums.set(slot, req.headers['x-amz-checksum-crc32c'] || '');
+          bareUntil.set(slot, Date.now() + (faults.meta_lag_ms || 1000));
+        }).catch(() => {});
+      }, faults.late_ms || 1000);
+    }
+
     function forward(body) {
     const up = http.request({ host: '127.0.0.1', port: s3port, method: req.method,
                               path: req.url, headers: req.headers }, (ur) => {
+      if (kind === 'head' && ur.statusCode === 200) headAnswer(ur.headers);
       res.writeHead(ur.statusCode, ur.headers);
       const ok = ur.statusCode >= 200 && ur.statusCode < 300;
       if (ok && kind === 'create_multipart') {
@@ -691,6 +751,15 @@ async function main() {
       if (ok && (kind === 'put' || kind === 'complete_multipart')) {
         written.add(slot);
         etags.set(slot, String(ur.headers.etag || '').replace(/"/g, ''));
+        sums.set(slot, req.headers['x-amz-checksum-crc32c'] || '');
+        bareUntil.delete(slot);
+      }
+      if (ok && fault === 'kill_after' && faults.kill_pid > 0) {
+        // Carried out; the writer dies before the answer reaches it.
+        try { process.kill(faults.kill_pid, 'SIGKILL'); } catch (e) { /* gone */ }
+        ur.resume();
+        ur.on('end', () => res.socket && res.socket.destroy());
+        return;
       }
       if (ok && kind === 'delete') {
         written.delete(slot);
