@@ -408,6 +408,10 @@ int pl_listing_mark_load(engine *e);
 /* claim.c: the state's claim on its sink; SKIPPR_CHANGED (logged) when
  * another state holds it and allow_second_copy is not set. */
 int pl_claim_sink(engine *e);
+/* definition.c: SKIPPR_OK when the state was made for this pipeline's
+ * definition (source, sink, transform), recording it on first use;
+ * SKIPPR_CHANGED (logged) when made for another. */
+int pl_definition_check(engine *e);
 int pl_listing_mark_save(engine *e);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen) */

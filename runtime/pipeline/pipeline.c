@@ -372,7 +372,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                             e.remote, &e.st)))
         goto out;
     if ((rc = pl_shard_check_retired(&e)) || (rc = pl_shard_inherit(&e)) ||
-        (rc = pl_claim_sink(&e)))
+        (rc = pl_definition_check(&e)) || (rc = pl_claim_sink(&e)))
         goto out;
     e.st->zstd_level = (int)cfg->wal_zstd_level;
     /* open blocks and the freed buffers kept for them share the budget */

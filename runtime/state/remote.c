@@ -591,7 +591,8 @@ static int wipe(const char *dir)
 {
     static const char *const folders[] = {"wal", "ledger.d"};
     static const char *const files[] = {"ledger", "listing_mark", "state_id",
-                                        "taken_over", "took_over"};
+                                        "taken_over", "took_over",
+                                        "definition"};
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < 2 && !rc; i++) {
         char *d = sk_asprintf("%s/%s", dir, folders[i]);
@@ -610,7 +611,7 @@ static int wipe(const char *dir)
             closedir(dh);
         sk_free(d);
     }
-    for (size_t i = 0; i < 5 && !rc; i++) {
+    for (size_t i = 0; i < sizeof files / sizeof *files && !rc; i++) {
         char *p = sk_asprintf("%s/%s", dir, files[i]);
         rc = p ? sk_io_unlink(p) : SKIPPR_NOMEM;
         sk_free(p);
@@ -734,6 +735,7 @@ int sk_remote_restore(sk_remote *r, const char *dir)
             rc = restore_delta(r, k, waldir, buf, &t);
             nwal++;
         } else if (strcmp(k, "state_id") == 0 ||
+                   strcmp(k, "definition") == 0 ||
                    strcmp(k, "listing_mark") == 0 ||
                    strcmp(k, "taken_over") == 0 ||
                    strcmp(k, "took_over") == 0 ||

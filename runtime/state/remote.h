@@ -4,6 +4,7 @@
  *
  *   {prefix}lease              who owns the pipeline, renewed while it runs
  *   {prefix}state_id           written last when a state is first stored
+ *   {prefix}definition         what the state copies (pipeline/definition.c)
  *   {prefix}listing_mark       as in the folder (taken_over and took_over
  *                              too: a change of the shard count)
  *   {prefix}ledger.d/NAME.run  each ledger run, as in the folder
@@ -60,7 +61,7 @@ int sk_remote_list(sk_remote *r, const char *prefix, skippr_unit_cb cb,
  * negative status. */
 int sk_remote_has_state(sk_remote *r);
 /* Replace the state files of the folder dir (wal/, ledger.d/, ledger,
- * listing_mark, state_id) with the store's. */
+ * listing_mark, state_id, definition) with the store's. */
 int sk_remote_restore(sk_remote *r, const char *dir);
 /* Clear whatever a first store cut short left under the prefix (all but
  * the lease), so that sk_remote_seed_done() can follow the uploads of the

@@ -14,7 +14,9 @@ The state is the pipeline's, not the working directory's:
   another workspace) against a sink the first state claimed is refused
   with a line naming the first, and writes nothing; with
   allow_second_copy a whole second copy lands beside the first, and the
-  claim stays the first state's.
+  claim stays the first state's;
+- a state belongs to one definition: another source, sink or layout
+  against an existing state is refused, naming both, and writes nothing.
 """
 import os
 import re
@@ -170,7 +172,48 @@ def test_second_state_is_refused():
         ws.cleanup()
 
 
+def test_changed_definition_is_refused():
+    ws = Workspace("state-definition")
+    try:
+        ws.generate(objects=4, records=50, seed=40)
+        ws.write_config()
+        ws.sync("--once")
+        text = open(ws.config).read()
+        before = files_snapshot(ws.out)
+        other_in = os.path.join(ws.root, "in2")
+        shutil.copytree(ws.inp, other_in)
+        changes = {
+            "another source": text.replace("path: %s\n" % ws.inp,
+                                           "path: %s\n" % other_in),
+            "another sink": text.replace("path: %s\n" % ws.out,
+                                         "path: %s2\n" % ws.out),
+            "another layout": text.replace("batch_time_unit: day",
+                                           "batch_time_unit: month"),
+        }
+        for what, changed in changes.items():
+            check(changed != text, "%s: the config did not change" % what)
+            with open(ws.config, "w") as f:
+                f.write(changed)
+            p = ws.sync("--once", check_rc=False)
+            check(p.returncode == 1 and "was made for another definition"
+                  in p.err and "Nothing was read or written" in p.err,
+                  "%s: exit %d\n%s" % (what, p.returncode, p.err[-2000:]))
+            check(files_snapshot(ws.out) == before and
+                  not os.path.exists(ws.out + "2"), "%s: wrote" % what)
+        # Undone, the pipeline goes on: nothing left to copy.
+        with open(ws.config, "w") as f:
+            f.write(text)
+        p = ws.sync("--once")
+        check(copied(p) == (0, 4), "undone: %r" % (copied(p),))
+        assert_exact(ws)
+        print("  another source, another sink and another layout against "
+              "the state: each refused, nothing written; undone: goes on")
+    finally:
+        ws.cleanup()
+
+
 if __name__ == "__main__":
     main([test_config_file_from_anywhere,
           test_flag_copies_have_their_own_state,
-          test_second_state_is_refused])
+          test_second_state_is_refused,
+          test_changed_definition_is_refused])
