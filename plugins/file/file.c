@@ -84,14 +84,15 @@ static void mark_dirty(file_ctx *c)
 
 static const skippr_option source_options[] = {
     {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
-     "Folder to read from."},
+     "Folder to read from; a relative one is the config file's folder's."},
     {"prefix", SKIPPR_OPT_STRING, "", 0, offsetof(file_ctx, prefix),
      "Only files whose path under the folder starts with this text."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static const skippr_option sink_options[] = {
     {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
-     "Folder to write into (created if missing)."},
+     "Folder to write into (created if missing); a relative one is the "
+     "config file's folder's."},
     {"prefix", SKIPPR_OPT_STRING, "", 0, offsetof(file_ctx, prefix),
      "Sub-folder under path for every object."},
     {"fsync", SKIPPR_OPT_BOOL, "true", 0, offsetof(file_ctx, fsync),

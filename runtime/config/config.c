@@ -10,6 +10,7 @@
 #include <yaml.h>
 
 #include "base/common.h"
+#include "base/fsio.h"
 #include "config/options.h"
 
 #define MAX_YAML_DEPTH 64
@@ -529,6 +530,26 @@ const char *const *sk_config_transform_keys(void)
     return transform_keys;
 }
 
+int sk_config_abs_path(const sk_yaml_doc *doc, const char *v, char *out,
+                       size_t cap)
+{
+    char cwd[4096];
+    const char *base = doc ? doc->dir : NULL;
+    if (v[0] != '/' && !base) {
+        if (!getcwd(cwd, sizeof cwd))
+            return sk_io_status_from_errno(errno);
+        base = cwd;
+    }
+    while (v[0] == '.' && v[1] == '/')
+        v += 2 + strspn(v + 2, "/");
+    int n = v[0] == '/' ? snprintf(out, cap, "%s", v)
+            : strcmp(v, ".") == 0 || !*v
+                ? snprintf(out, cap, "%s", base)
+                : snprintf(out, cap, "%s/%s",
+                           strcmp(base, "/") == 0 ? "" : base, v);
+    return n < 0 || (size_t)n >= cap ? SKIPPR_RANGE : SKIPPR_OK;
+}
+
 /* out->state_dir: skippr.state_dir (default ".skippr") made absolute.
  * A relative one is read against the config file's folder (doc->dir), not
  * the working directory: cron, systemd and containers start skipprd from
@@ -543,26 +564,15 @@ static int resolve_state_dir(const sk_yaml_doc *doc, const sk_ynode *sk,
     if (!*v)
         return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
                            "state_dir must not be empty");
-    char cwd[4096];
-    const char *base = doc->dir;
-    if (v[0] != '/' && !base) {
-        if (!getcwd(cwd, sizeof cwd))
-            return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
-                               "state_dir %s: cannot read the working "
-                               "directory: %s", v, strerror(errno));
-        base = cwd;
-    }
-    while (v[0] == '.' && v[1] == '/')
-        v += 2 + strspn(v + 2, "/");
-    int n = v[0] == '/' ? snprintf(out->state_dir, sizeof out->state_dir,
-                                   "%s", v)
-            : strcmp(v, ".") == 0 || !*v
-                ? snprintf(out->state_dir, sizeof out->state_dir, "%s", base)
-                : snprintf(out->state_dir, sizeof out->state_dir, "%s/%s",
-                           strcmp(base, "/") == 0 ? "" : base, v);
-    if (n < 0 || (size_t)n >= sizeof out->state_dir)
+    int rc = sk_config_abs_path(doc, v, out->state_dir,
+                                sizeof out->state_dir);
+    if (rc == SKIPPR_RANGE)
         return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
                            "state_dir is too long");
+    if (rc)
+        return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
+                           "state_dir %s: cannot read the working "
+                           "directory: %s", v, strerror(errno));
     return SKIPPR_OK;
 }
 

@@ -137,6 +137,13 @@ const char *const *sk_config_transform_keys(void);
 int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
                        sk_pipeline_cfg *out, sk_cfg_err *err);
 
+/* v as an absolute path into out (cap bytes): a relative one read against
+ * the config file's folder (doc->dir), or the working directory for a
+ * document from memory (flags) or doc NULL. Leading "./" are dropped.
+ * SKIPPR_OK, SKIPPR_RANGE when it does not fit, or the getcwd failure. */
+int sk_config_abs_path(const sk_yaml_doc *doc, const char *v, char *out,
+                       size_t cap);
+
 /* Names of all pipelines in file order; borrowed from doc. */
 size_t sk_config_pipeline_names(const sk_yaml_doc *doc, const char **names,
                                 size_t cap);

@@ -63,7 +63,8 @@ static int str_cmp(const void *a, const void *b)
 
 /* ";key=value" for each location option of map (or each key of it, all
  * set), sorted, appended to b. */
-static int put_pairs(sk_buf *b, const sk_ynode *map, int all)
+static int put_pairs(sk_buf *b, const sk_yaml_doc *doc, const sk_ynode *map,
+                     int all)
 {
     size_t n = map && map->kind == SK_Y_MAP ? map->n : 0, k = 0;
     char **pairs = sk_calloc(n + 1, sizeof *pairs);
@@ -73,10 +74,11 @@ static int put_pairs(sk_buf *b, const sk_ynode *map, int all)
         const sk_ynode *v = map->items[i];
         if ((!all && !is_location_key(key)) || v->kind != SK_Y_SCALAR)
             continue;
-        char real[PATH_MAX];
+        char real[PATH_MAX], abs[PATH_MAX];
         const char *val = v->value;
-        if (strcmp(key, "path") == 0 && val[0] == '/') {
-            canon_path(val, real);
+        if (strcmp(key, "path") == 0 &&
+            sk_config_abs_path(doc, val, abs, sizeof abs) == SKIPPR_OK) {
+            canon_path(abs, real);
             val = real;
         }
         if (!(pairs[k++] = sk_asprintf("%s=%s", key, val)))
@@ -92,11 +94,12 @@ static int put_pairs(sk_buf *b, const sk_ynode *map, int all)
     return rc;
 }
 
-static int put_endpoint(sk_buf *b, const char *role, const sk_endpoint_cfg *ep)
+static int put_endpoint(sk_buf *b, const sk_yaml_doc *doc, const char *role,
+                        const sk_endpoint_cfg *ep)
 {
     int rc = sk_buf_printf(b, "%s:%s", role, ep->plugin ? ep->plugin : "");
     if (!rc)
-        rc = put_pairs(b, ep->options, 0);
+        rc = put_pairs(b, doc, ep->options, 0);
     return rc ? rc : sk_buf_putc(b, '\n');
 }
 
@@ -107,14 +110,14 @@ char *sk_identity_text(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     sk_buf_init(&b, 1u << 20);
     int rc = SKIPPR_OK;
     if (parts & SK_ID_SOURCE)
-        rc = put_endpoint(&b, "source", &cfg->source);
+        rc = put_endpoint(&b, doc, "source", &cfg->source);
     if (!rc && (parts & SK_ID_SINK))
-        rc = put_endpoint(&b, "sink", &cfg->sink);
+        rc = put_endpoint(&b, doc, "sink", &cfg->sink);
     if (!rc && (parts & SK_ID_TRANSFORM)) {
         const sk_ynode *pipe = sk_ymap_get(sk_ymap_get(doc->root,
                                                        "pipelines"),
                                            cfg->name);
-        rc = put_pairs(&b, sk_ymap_get(pipe, "transform"), 1);
+        rc = put_pairs(&b, doc, sk_ymap_get(pipe, "transform"), 1);
     }
     if (!rc)
         rc = sk_buf_putc(&b, '\0');

@@ -7,8 +7,9 @@
  *
  * The location is every option that says where data is or what shape it
  * takes (path, prefix, s3_bucket, s3_prefix, topic, brokers, broker, url,
- * urls, format), each list sorted; an absolute path with its symlinks
- * resolved as far as it exists, so a folder a sink makes on its first run
+ * urls, format), each list sorted; a path made absolute (a relative one
+ * against the config file's folder) with its symlinks resolved as far as
+ * it exists, so a folder a sink makes on its first run
  * names the same copy before and after. Options that only tune a run
  * (threads, part sizes, credentials, endpoints) are left out.
  *

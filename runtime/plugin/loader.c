@@ -477,6 +477,16 @@ static int fill_option(sk_instance *inst, const skippr_option *o,
     case SKIPPR_OPT_STRING:
     case SKIPPR_OPT_SECRET: {
         const char *s;
+        char abs[4096];
+        /* An option named path is a file system path: a relative one is
+         * the config file's folder's, not the working directory's. */
+        if (strcmp(o->name, "path") == 0 && value[0] != '/') {
+            if (sk_config_abs_path(doc, value, abs, sizeof abs))
+                return sk_cfg_fail(err, doc, at, "%s: path %s: too long, or "
+                                   "the working directory is unreadable",
+                                   inst->label, value);
+            value = abs;
+        }
         if (keep_string(inst, value, &s))
             return sk_cfg_fail(err, doc, at, "out of memory");
         memcpy(base, &s, sizeof s);

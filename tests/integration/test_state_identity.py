@@ -2,8 +2,9 @@
 """Exactly once however an operator starts skipprd (issue 38).
 
 The state is the pipeline's, not the working directory's:
-- a config file's relative state_dir (and the default, .skippr) is read
-  against the file's folder, so the seed's config run from its folder,
+- a config file's relative state_dir (and the default, .skippr), and a
+  relative File `path`, are read against the file's folder, so the
+  seed's config run from its folder,
   from another folder and through a symlinked path copies each record
   once, and `status` from anywhere sees the same state;
 - a pipeline given by flags has a state of its own, named after what
@@ -29,11 +30,14 @@ from skippr_test import (Workspace, assert_exact, check, expected_records,
 
 
 def seed_config_without_state_dir(ws):
-    """ws's config with no state_dir: the default, .skippr."""
+    """ws's config with no state_dir (the default, .skippr) and the
+    source's and sink's paths relative to the config's folder."""
     ws.write_config()
     with open(ws.config) as f:
         text = f.read()
     text = re.sub(r"\n  state_dir: [^\n]*", "", text)
+    text = text.replace("path: %s\n" % ws.inp, "path: in\n")
+    text = text.replace("path: %s\n" % ws.out, "path: ./out\n")
     with open(ws.config, "w") as f:
         f.write(text)
 
@@ -75,7 +79,8 @@ def test_config_file_from_anywhere():
               "status from another folder:\n%s" % p.out)
         n = assert_exact(ws)
         print("  %d records once: run from the config's folder, another "
-              "folder and a symlinked path; status agrees" % n)
+              "folder and a symlinked path (state and File paths relative "
+              "to the config); status agrees" % n)
     finally:
         ws.cleanup()
 
