@@ -83,10 +83,20 @@ typedef struct skippr_option {
     const char *name;          /* YAML key, e.g. "path" */
     skippr_opt_type type;
     const char *default_value; /* text form; NULL means no default */
-    int required;              /* non-zero: missing key is a config error */
+    int required;              /* SKIPPR_OPT_* bits below; non-zero with
+                                * SKIPPR_OPT_REQUIRED: a missing key is a
+                                * config error */
     size_t offset;             /* offsetof(your_ctx, member) */
     const char *doc;           /* one sentence for the reference */
 } skippr_option;
+
+/* skippr_option.required bits. */
+#define SKIPPR_OPT_REQUIRED 1
+/* Appended within ABI 2: the value is a file system path, and a relative
+ * one reaches the plugin made absolute against the config file's folder
+ * (flags: the working directory). An engine from before it takes any
+ * non-zero `required` as required, so give it with SKIPPR_OPT_REQUIRED. */
+#define SKIPPR_OPT_FS_PATH 2
 
 /* ------------------------------------------------------------------------ */
 /* Host services                                                            */

@@ -83,15 +83,15 @@ static void mark_dirty(file_ctx *c)
 }
 
 static const skippr_option source_options[] = {
-    {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
-     "Folder to read from; a relative one is the config file's folder's."},
+    {"path", SKIPPR_OPT_STRING, NULL, SKIPPR_OPT_REQUIRED | SKIPPR_OPT_FS_PATH,
+     offsetof(file_ctx, path), "Folder to read from; a relative one is the config file's folder's."},
     {"prefix", SKIPPR_OPT_STRING, "", 0, offsetof(file_ctx, prefix),
      "Only files whose path under the folder starts with this text."},
     {NULL, 0, NULL, 0, 0, NULL}};
 
 static const skippr_option sink_options[] = {
-    {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(file_ctx, path),
-     "Folder to write into (created if missing); a relative one is the "
+    {"path", SKIPPR_OPT_STRING, NULL, SKIPPR_OPT_REQUIRED | SKIPPR_OPT_FS_PATH,
+     offsetof(file_ctx, path), "Folder to write into (created if missing); a relative one is the "
      "config file's folder's."},
     {"prefix", SKIPPR_OPT_STRING, "", 0, offsetof(file_ctx, prefix),
      "Sub-folder under path for every object."},

@@ -91,7 +91,7 @@ static void print_options(const char *title, const skippr_option *o)
                : o->type == SKIPPR_OPT_BOOL   ? "bool"
                : o->type == SKIPPR_OPT_PREFIX ? "map"
                                               : "string",
-               o->doc ? o->doc : "", o->required ? " (required)" : "",
+               o->doc ? o->doc : "", (o->required & SKIPPR_OPT_REQUIRED) ? " (required)" : "",
                o->default_value ? " Default: " : "",
                o->default_value ? o->default_value : "");
     SK_UNUSED(title);
@@ -114,7 +114,8 @@ static int json_options(json_t *arr, const skippr_option *o, int common)
         json_t *j = json_pack("{s:s, s:s, s:s?, s:b, s:s, s:b}", "name",
                               o->name, "type", opt_type_name(o->type),
                               "default", o->default_value, "required",
-                              o->required != 0, "doc", o->doc ? o->doc : "",
+                              (o->required & SKIPPR_OPT_REQUIRED) != 0,
+                              "doc", o->doc ? o->doc : "",
                               "common", common);
         if (!j || json_array_append_new(arr, j))
             return -1;

@@ -478,9 +478,9 @@ static int fill_option(sk_instance *inst, const skippr_option *o,
     case SKIPPR_OPT_SECRET: {
         const char *s;
         char abs[4096];
-        /* An option named path is a file system path: a relative one is
-         * the config file's folder's, not the working directory's. */
-        if (strcmp(o->name, "path") == 0 && value[0] != '/') {
+        /* A file system path: a relative one is the config file's
+         * folder's, not the working directory's. */
+        if ((o->required & SKIPPR_OPT_FS_PATH) && value[0] != '/') {
             if (sk_config_abs_path(doc, value, abs, sizeof abs))
                 return sk_cfg_fail(err, doc, at, "%s: path %s: too long, or "
                                    "the working directory is unreadable",
@@ -630,7 +630,7 @@ static int fill_options(sk_instance *inst, const skippr_option *table,
     for (const skippr_option *o = table; o && o->name; o++) {
         if (o->type == SKIPPR_OPT_PREFIX || sk_ymap_get(opts, o->name))
             continue;
-        if (o->required) {
+        if (o->required & SKIPPR_OPT_REQUIRED) {
             rc = sk_cfg_fail(err, doc, ep->at, "%s needs option '%s': %s",
                              inst->label, o->name, o->doc ? o->doc : "");
             return rc;

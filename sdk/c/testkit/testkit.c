@@ -220,7 +220,7 @@ static int fill_options(instance *in, const char *override_name,
         if (!v)
             v = o->default_value;
         if (!v) {
-            if (o->required) {
+            if (o->required & SKIPPR_OPT_REQUIRED) {
                 snprintf(err, errlen, "option '%s' is required: pass "
                          "-o %s=VALUE", o->name, o->name);
                 return -1;
@@ -631,7 +631,7 @@ static void check_descriptor(void)
         if (!o->doc || !*o->doc)
             fail("option '%s' has no doc sentence for the reference",
                  o->name);
-        if (o->required && o->default_value)
+        if ((o->required & SKIPPR_OPT_REQUIRED) && o->default_value)
             fail("option '%s' is required but has a default", o->name);
         if (o->type == SKIPPR_OPT_PREFIX &&
             o->name[strlen(o->name) - 1] != '.')
@@ -657,7 +657,7 @@ static int check_options(void)
      * destroy() must cope with the half-made instance. */
     for (const skippr_option *o = sink->options; o && o->name && usable;
          o++) {
-        if (!o->required || o->type != SKIPPR_OPT_STRING)
+        if (!(o->required & SKIPPR_OPT_REQUIRED) || o->type != SKIPPR_OPT_STRING)
             continue;
         in = instance_new(o->name, "", &rc);
         if (!in)
