@@ -188,10 +188,12 @@ def test_json_logs():
         check(any(l["msg"].startswith("done: 1 units copied") for l in lines),
               p.err)
         # A missing source folder: the File plugin logs the error, and its
-        # line names the plugin instance.
+        # line names the plugin instance. (Another workspace: a state is
+        # made for one source.)
         with open(ws.config, "w") as f:
             f.write(text.replace("path: %s\n" % ws.inp,
-                                 "path: %s/gone\n" % ws.inp, 1))
+                                 "path: %s/gone\n" % ws.inp, 1)
+                    .replace("  workspace: w\n", "  workspace: w2\n"))
         p = run(["sync", "-p", "p", "--once", "--log-format", "json",
                  "--config", ws.config], check_rc=False)
         lines = [json.loads(l) for l in p.err.splitlines()]

@@ -137,6 +137,7 @@ def test_no_secret_in_any_log():
                                    "path": "/in", "token": tok,
                                    "idle_timeout_seconds": 1}),
                      ("File", {"path": ws.out, "prefix": SINK_PREFIX}))
+        subprocess.run(["rm", "-rf", ws.state])  # a state per source
         e = dict(os.environ)
         p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
                               "gdpr_compliant_migration", "--config",
