@@ -7,7 +7,8 @@ over. When the first one runs again it must not write anything: no
 object, no part, no state. Each round here, on file -> S3 and S3 -> S3:
 
   1. process A starts the copy (state in a bucket, a 3 s lease);
-  2. after a random delay it is stopped with SIGSTOP, mid-copy;
+  2. a random delay after its state is in the bucket, it is stopped with
+     SIGSTOP, mid-copy;
   3. process B, on another box (an empty state folder), waits out A's
      lease, takes it over, restores A's last durable commit and finishes;
   4. A is resumed with SIGCONT and must exit non-zero with its fencing
@@ -85,10 +86,28 @@ def start(s3, cfg):
                             stderr=subprocess.PIPE, text=True)
 
 
+def state_stored(s3, rnd):
+    """True once round rnd's state is in the bucket (state_id is stored
+    last): A holds the lease and a takeover restores its state."""
+    try:
+        s3.client.head_object(Bucket="state",
+                              Key="skippr-state/r%d/p/state_id" % rnd)
+        return True
+    except Exception:  # noqa: BLE001 - botocore's 404
+        return False
+
+
 def one_round(ws, s3, source, rnd, delay):
-    """A round as in the docstring. Returns None when A finished before it
-    could be stopped (the caller shortens the delay), else a summary."""
+    """A round as in the docstring. A is stopped `delay` seconds after its
+    state is in the bucket (however slowly a loaded machine starts it).
+    Returns None when A finished before it could be stopped (the caller
+    shortens the delay), else a summary."""
     a = start(s3, config(ws, source, rnd, "a"))
+    deadline = time.monotonic() + 120
+    while not state_stored(s3, rnd) and a.poll() is None:
+        check(time.monotonic() < deadline, "round %d: A stored no state "
+              "in 120 s" % rnd)
+        time.sleep(0.02)
     try:
         a.wait(delay)
         a.communicate()
@@ -140,7 +159,7 @@ def fence_path(source, results):
         rng = random.Random(17 if source == "s3" else 18)
         rnd, high, codes, reached, early = 0, 1.5, {}, 0, 0
         while rnd < ROUNDS:
-            delay = rng.uniform(0.15, high)
+            delay = rng.uniform(0.0, high)
             got = one_round(ws, s3, source, rnd + 100 * early, delay)
             if got is None:
                 early += 1
