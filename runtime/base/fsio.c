@@ -255,3 +255,22 @@ int sk_io_mkdir_p(const char *path, int mode)
     }
     return SKIPPR_OK;
 }
+
+int sk_io_replace_file(const char *path, const void *p, size_t n)
+{
+    char *tmp = sk_asprintf("%s.tmp", path);
+    int fd = -1;
+    int rc = tmp ? sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                              0644, &fd)
+                 : SKIPPR_NOMEM;
+    if (!rc)
+        rc = sk_io_write_all(fd, p, n, tmp);
+    if (!rc)
+        rc = sk_io_fsync(fd, tmp);
+    if (fd >= 0)
+        close(fd);
+    if (!rc)
+        rc = sk_io_rename(tmp, path);
+    sk_free(tmp);
+    return rc;
+}

@@ -35,6 +35,9 @@ int sk_io_fsync(int fd, const char *what);
 int sk_io_fsync_dir(const char *dir);
 /* rename(2) then fsync the destination's directory. */
 int sk_io_rename(const char *from, const char *to);
+/* Make path hold p[0..n) durably and whole: path.tmp written, fsynced,
+ * then renamed over path. */
+int sk_io_replace_file(const char *path, const void *p, size_t n);
 /* unlink(2) then fsync the directory. ENOENT is not an error. */
 int sk_io_unlink(const char *path);
 /* mkdir -p, fsyncing each parent whose entry was created. */

@@ -12,10 +12,8 @@
  * Pipelines given by flags name their state by this same text, so theirs
  * never differs. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/fsio.h"
 #include "config/identity.h"
@@ -35,25 +33,6 @@ static int read_definition(const char *path, char *buf, size_t cap)
     fclose(f);
     buf[n] = '\0';
     return bad ? SKIPPR_IO : SKIPPR_OK;
-}
-
-/* text as the file at path: a temporary file, fsync, rename. */
-static int write_definition(const char *path, const char *text)
-{
-    char *tmp = sk_asprintf("%s.tmp", path);
-    int fd = -1;
-    int rc = tmp ? sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644, &fd)
-                 : SKIPPR_NOMEM;
-    if (!rc)
-        rc = sk_io_write_all(fd, text, strlen(text), tmp);
-    if (!rc)
-        rc = sk_io_fsync(fd, tmp);
-    if (fd >= 0)
-        close(fd);
-    if (!rc)
-        rc = sk_io_rename(tmp, path);
-    sk_free(tmp);
-    return rc;
 }
 
 /* Non-zero when text (lines) holds the line p[0..n). */
@@ -120,7 +99,7 @@ int pl_definition_check(engine *e)
         refuse(e, was, now);
         rc = SKIPPR_CHANGED;
     } else if (rc == SKIPPR_NOENT) {
-        rc = write_definition(path, now);
+        rc = sk_io_replace_file(path, now, strlen(now));
         if (!rc)
             rc = sk_state_file_changed(e->st, "definition", 0);
     } else if (rc == SKIPPR_IO) {

@@ -298,23 +298,12 @@ int pl_listing_mark_save(engine *e)
     if (next && e->mark && strcmp(next, e->mark) == 0)
         return SKIPPR_OK;
     char *path = sk_asprintf("%s/" MARK_FILE, e->st->dir);
-    char *tmp = sk_asprintf("%s/" MARK_FILE ".tmp", e->st->dir);
-    int rc = path && tmp ? SKIPPR_OK : SKIPPR_NOMEM;
-    int fd = -1;
+    int rc = path ? SKIPPR_OK : SKIPPR_NOMEM;
     if (!rc && !next) {
         if (!(rc = sk_io_unlink(path)))
             rc = sk_state_file_changed(e->st, MARK_FILE, 1);
-    } else if (!rc &&
-               !(rc = sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                                 0644, &fd))) {
-        rc = sk_io_write_all(fd, next, strlen(next), tmp);
-        if (!rc)
-            rc = sk_io_fsync(fd, tmp);
-        close(fd);
-        if (!rc)
-            rc = sk_io_rename(tmp, path);
-        if (!rc)
-            rc = sk_state_file_changed(e->st, MARK_FILE, 0);
+    } else if (!rc && !(rc = sk_io_replace_file(path, next, strlen(next)))) {
+        rc = sk_state_file_changed(e->st, MARK_FILE, 0);
     }
     if (!rc) {
         char *m = next ? sk_strdup(next) : NULL;
@@ -326,7 +315,6 @@ int pl_listing_mark_save(engine *e)
         }
     }
     sk_free(path);
-    sk_free(tmp);
     return rc;
 }
 

@@ -145,7 +145,7 @@ static int take_lock(sk_state *st, const char *pipeline)
 
 static int load_state_id(sk_state *st)
 {
-    char path[PATH_MAX], tmp[PATH_MAX];
+    char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/state_id", st->dir);
     FILE *f = fopen(path, "r");
     if (f) {
@@ -171,20 +171,9 @@ static int load_state_id(sk_state *st)
         return SKIPPR_IO;
     }
     snprintf(st->state_id, sizeof st->state_id, "%016" PRIx64, r);
-    snprintf(tmp, sizeof tmp, "%s/state_id.tmp", st->dir);
-    int fd;
-    int rc = sk_io_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644, &fd);
-    if (rc)
-        return rc;
     char line[18];
     snprintf(line, sizeof line, "%s\n", st->state_id);
-    rc = sk_io_write_all(fd, line, 17, tmp);
-    if (!rc)
-        rc = sk_io_fsync(fd, tmp);
-    close(fd);
-    if (!rc)
-        rc = sk_io_rename(tmp, path);
-    return rc;
+    return sk_io_replace_file(path, line, 17);
 }
 
 /* Before the folder is read: the store's copy replaces it (*seed 0), or
