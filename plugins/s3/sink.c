@@ -126,6 +126,14 @@ int sink_open(void *ctx, const skippr_object_info *info, void **h)
     return SKIPPR_OK;
 }
 
+/* What a HEAD found that is not ours, for a log line. Static text. */
+static const char *found_text(s3_found found)
+{
+    return found == S3_FOUND_BARE    ? "an object without skippr's metadata"
+           : found == S3_FOUND_STALE ? "our slice id with other bytes"
+                                     : "another slice's object";
+}
+
 /* What o, once written, is: for a HEAD to tell it from others. */
 static s3_expect expect_of(const s3_obj *o)
 {
@@ -165,9 +173,7 @@ static int settle_existing(s3_ctx *c, s3_obj *o, int can_replace)
         return SKIPPR_RETRY; /* gone again */
     int now = can_replace && *etag;
     LOG(c, SKIPPR_LOG_WARN, "s3://%s/%s holds %s; %s", c->bucket, o->key,
-        found == S3_FOUND_BARE    ? "an object without skippr's metadata"
-        : found == S3_FOUND_STALE ? "our slice id with other bytes"
-                                  : "another slice's object",
+        found_text(found),
         now ? "replacing it only if still the same (If-Match)"
             : "checked again before it is replaced (by If-Match)");
     if (now) {
@@ -628,10 +634,7 @@ int sink_check(void *ctx, const skippr_object_info *info)
     }
     LOG(c, SKIPPR_LOG_WARN, "s3://%s/%s holds %s; it is replaced only if "
         "still the same (If-Match %s)", c->bucket, key,
-        found == S3_FOUND_BARE    ? "an object without skippr's metadata"
-        : found == S3_FOUND_STALE ? "our slice id with other bytes"
-                                  : "another slice's object",
-        c->replace_etag);
+        found_text(found), c->replace_etag);
     c->replace_key = key;
     return SKIPPR_CHANGED;
 }
