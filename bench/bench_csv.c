@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     size_t nrows = 0;
     gen(&corpus, mb, &nrows);
     sk_route_config cfg = {"event_type", "detail.tenant_id,truck.tenant_id",
-                           "timestamp", SK_TIME_UNIT_DAY, "p_", 0, 0};
+                           "timestamp", SK_TIME_UNIT_DAY, "p_", 0, 0, NULL, 0};
     const char *err = NULL;
     sk_router *r = sk_router_new(&cfg, &err);
     size_t npaths;

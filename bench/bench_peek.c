@@ -132,7 +132,7 @@ int main(int argc, char **argv)
         nrec = generate(&corpus, mb, framing);
     }
     sk_route_config cfg = {"event_type", "detail.tenant_id,truck.tenant_id",
-                           "timestamp", SK_TIME_UNIT_DAY, "p_", 0, 0};
+                           "timestamp", SK_TIME_UNIT_DAY, "p_", 0, 0, NULL, 0};
     const char *skim = getenv("SKIPPR_BENCH_SKIM");
     cfg.skim = skim && strcmp(skim, "1") == 0;
     /* Newline-delimited input is read as a source with format: jsonl. */

@@ -74,7 +74,7 @@ int main(int argc, char **argv)
     gen(&doc, mb, &nrec);
     sk_route_config cfg = {"event_type,@type",
                            "detail.tenant_id,truck.tenant_id", "timestamp",
-                           SK_TIME_UNIT_DAY, "p_", 1, 0};
+                           SK_TIME_UNIT_DAY, "p_", 1, 0, NULL, 0};
     const char *err = NULL;
     sk_router *r = sk_router_new(&cfg, &err);
     size_t npaths;

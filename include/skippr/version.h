@@ -8,9 +8,9 @@
 #define SKIPPR_VERSION_H
 
 #define SKIPPR_VERSION_MAJOR 0
-#define SKIPPR_VERSION_MINOR 1
+#define SKIPPR_VERSION_MINOR 2
 #define SKIPPR_VERSION_PATCH 0
-#define SKIPPR_VERSION_STRING "0.1.0"
+#define SKIPPR_VERSION_STRING "0.2.0"
 
 /* Bumped on any change that an already-built plugin could misread. Appending
  * a callback at the end of an ops struct is not such a change: struct_size

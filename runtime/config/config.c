@@ -732,6 +732,14 @@ static int parse_transform(const sk_yaml_doc *doc, const sk_ynode *pipe,
     out->route.partition_fields = get_str(tr, "batch_partition_fields");
     out->route.time_fields = get_str(tr, "batch_time_fields");
     out->route.prefix = get_str(tr, "time_partition_prefix");
+    out->route.partition_name = get_str(tr, "batch_partition_name");
+    const char *naming = get_str(tr, "batch_partition_naming");
+    if (naming && strcmp(naming, "column") != 0 &&
+        strcmp(naming, "per_path") != 0)
+        return sk_cfg_fail(err, doc, sk_ymap_get(tr, "batch_partition_naming"),
+                           "batch_partition_naming '%s' must be column or "
+                           "per_path", naming);
+    out->route.partition_per_path = naming && strcmp(naming, "per_path") == 0;
     const char *unit = get_str(tr, "batch_time_unit");
     out->route.time_unit = SK_TIME_UNIT_NONE;
     if (unit) {

@@ -56,6 +56,15 @@ static void canon_path(const char *abs, char *out)
     }
 }
 
+/* Transform keys that only name the partition folder: the definition's
+ * layout line stands for them (pipeline/definition.c), so a state keeps
+ * its name and its claim when they change, and is refused instead. */
+static int is_naming_key(const char *k)
+{
+    return strcmp(k, "batch_partition_name") == 0 ||
+           strcmp(k, "batch_partition_naming") == 0;
+}
+
 static int str_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -72,7 +81,8 @@ static int put_pairs(sk_buf *b, const sk_yaml_doc *doc, const sk_ynode *map,
     for (size_t i = 0; !rc && i < n; i++) {
         const char *key = map->keys[i]->value;
         const sk_ynode *v = map->items[i];
-        if ((!all && !is_location_key(key)) || v->kind != SK_Y_SCALAR)
+        if ((!all && !is_location_key(key)) || (all && is_naming_key(key)) ||
+            v->kind != SK_Y_SCALAR)
             continue;
         char real[PATH_MAX], abs[PATH_MAX];
         const char *val = v->value;

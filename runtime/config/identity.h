@@ -4,6 +4,9 @@
  *   source:Plugin;key=value;...    the source's plugin and location
  *   sink:Plugin;key=value;...      the sink's (SK_ID_SINK)
  *   transform:key=value            each transform: key (SK_ID_TRANSFORM)
+ *                                  but batch_partition_name(ing), which
+ *                                  the state's definition holds as the
+ *                                  folders they give
  *
  * The location is every option that says where data is or what shape it
  * takes (path, prefix, s3_bucket, s3_prefix, topic, brokers, broker, url,

@@ -19,6 +19,7 @@ static const char *const multiline_modes[] = {"json", "compact",
 static const char *const bool_modes[] = {"false", "true", NULL};
 /* in the order of sk_changed_units */
 static const char *const changed_modes[] = {"skip", "copy", "fail", NULL};
+static const char *const naming_modes[] = {"column", "per_path", NULL};
 static const char *const time_units[] = {"year", "month", "day", "hour",
                                          NULL};
 
@@ -400,9 +401,32 @@ const sk_engine_option sk_engine_options[] = {
      .def = NULL,
      .offset = SIZE_MAX,
      .flag = 1,
-     .doc = "Comma list; the first present scalar gives "
-        "`{prefix}{path}={value}`, else `{prefix}{first "
-        "path}=__HIVE_DEFAULT_PARTITION__`."},
+     .doc = "Comma list of dotted paths feeding one partition column; the "
+        "first present scalar gives `{prefix}{name}={value}`, else "
+        "`{prefix}{name}=__HIVE_DEFAULT_PARTITION__`. The name is "
+        "`batch_partition_name`, by default the last segment of the first "
+        "path: `detail.tenant_id,truck.tenant_id` gives `p_tenant_id=`."},
+    {.name = "batch_partition_name",
+     .section = SK_EOPT_TRANSFORM,
+     .type = SK_EOPT_STRING,
+     .def = "last segment of the first partition path",
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "The partition column's folder name (before `=`, after "
+        "`time_partition_prefix`), 1-64 bytes without `/`, escaped like a "
+        "value."},
+    {.name = "batch_partition_naming",
+     .section = SK_EOPT_TRANSFORM,
+     .type = SK_EOPT_CHOICE,
+     .def = "column",
+     .choices = naming_modes,
+     .offset = SIZE_MAX,
+     .flag = 1,
+     .doc = "`column`: every path's values go under the one name above. "
+        "`per_path`: each path names its own folder "
+        "(`p_detail.tenant_id=`, `p_truck.tenant_id=`), the layout of "
+        "skippr 0.1; a state that wrote it is refused under "
+        "`column` and keeps it with this setting."},
     {.name = "batch_time_fields",
      .section = SK_EOPT_TRANSFORM,
      .type = SK_EOPT_STRING,

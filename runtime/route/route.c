@@ -13,8 +13,9 @@ struct sk_router {
     int ns_slot[MAX_FIELDS];
     size_t n_ns;
     int part_slot[MAX_FIELDS];
-    char *part_head[MAX_FIELDS]; /* "{pfx}{escaped path}=" */
+    char *part_head[MAX_FIELDS]; /* "{pfx}{escaped name}=" */
     size_t n_part;
+    int per_path; /* each path names its own folder (the old layout) */
     int time_slot[MAX_FIELDS];
     size_t n_time;
     sk_time_unit unit;
@@ -214,6 +215,49 @@ static int parse_list(sk_router *r, const char *list, int *slots, size_t *n,
     return 0;
 }
 
+/* The column's name from a path: its last dotted segment, without an
+ * XML attribute's '@' ("detail.tenant_id" -> "tenant_id"). */
+static void column_of(const char *path, const char **p, size_t *n)
+{
+    const char *dot = strrchr(path, '.');
+    *p = dot ? dot + 1 : path;
+    if (**p == '@' && (*p)[1])
+        (*p)++;
+    *n = strlen(*p);
+}
+
+/* "{pfx}{escaped name}=" for each partition path: one name for the column
+ * (given, else the first path's last segment), or with per_path each
+ * path's own. Returns 0, or -1 with *err set. */
+static int make_part_heads(sk_router *r, const char *given, const char **err)
+{
+    if (given && (!*given || strlen(given) > 64 || strchr(given, '/'))) {
+        *err = "batch_partition_name must be 1-64 bytes, without '/'";
+        return -1;
+    }
+    for (size_t i = 0; i < r->n_part; i++) {
+        const char *path = r->paths[r->part_slot[r->per_path ? i : 0]], *p;
+        size_t n;
+        if (r->per_path)
+            p = path, n = strlen(path);
+        else if (given)
+            p = given, n = strlen(given);
+        else
+            column_of(path, &p, &n);
+        sk_buf h;
+        sk_buf_init(&h, 512);
+        if (sk_buf_append(&h, r->prefix, strlen(r->prefix)) ||
+            sk_escape_append(&h, (const uint8_t *)p, n) ||
+            sk_buf_append(&h, "=", 2)) {
+            sk_buf_free(&h);
+            *err = "out of memory";
+            return -1;
+        }
+        r->part_head[i] = (char *)h.data;
+    }
+    return 0;
+}
+
 sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
 {
     const char *dummy;
@@ -236,18 +280,9 @@ sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
         parse_list(r, cfg->partition_fields, r->part_slot, &r->n_part, err) ||
         parse_list(r, cfg->time_fields, r->time_slot, &r->n_time, err))
         goto fail;
-    for (size_t i = 0; i < r->n_part; i++) {
-        sk_buf h;
-        sk_buf_init(&h, 512);
-        const char *path = r->paths[r->part_slot[i]];
-        if (sk_buf_append(&h, r->prefix, strlen(r->prefix)) ||
-            sk_escape_append(&h, (const uint8_t *)path, strlen(path)) ||
-            sk_buf_append(&h, "=", 2)) {
-            sk_buf_free(&h);
-            goto fail;
-        }
-        r->part_head[i] = (char *)h.data;
-    }
+    r->per_path = cfg->partition_per_path;
+    if (r->n_part && make_part_heads(r, cfg->partition_name, err))
+        goto fail;
     r->unit = cfg->time_unit;
     static const char *const names[] = {"year", "month", "day", "hour"};
     for (int i = 0; i < 4; i++)
@@ -289,6 +324,28 @@ sk_router *sk_router_new(const sk_route_config *cfg, const char **err)
 fail:
     sk_router_free(r);
     return made;
+}
+
+char *sk_router_part_heads(const sk_router *r)
+{
+    sk_buf b;
+    sk_buf_init(&b, 4096);
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; !rc && i < r->n_part; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i; j++)
+            seen |= strcmp(r->part_head[j], r->part_head[i]) == 0;
+        if (!seen)
+            rc = sk_buf_printf(&b, "%s%s", b.len ? "," : "",
+                               r->part_head[i]);
+    }
+    if (!rc)
+        rc = sk_buf_append(&b, "", 1);
+    if (rc) {
+        sk_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
 }
 
 const char *const *sk_router_paths(const sk_router *r, size_t *n)
@@ -486,7 +543,8 @@ static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
         o += ns->n;
     }
     if (r->n_part) {
-        o[0] = pv ? (uint8_t)pwhich : 0xFF;
+        /* which path matched changes the key only with per_path */
+        o[0] = !pv ? 0xFF : r->per_path ? (uint8_t)pwhich : 0;
         sk_put_u32(o + 1, pv ? (uint32_t)pv->n : 0);
         o += 5;
         if (pv) {

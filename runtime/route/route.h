@@ -48,6 +48,13 @@ typedef struct sk_route_config {
     const char *prefix;           /* e.g. "p_"; NULL means "" */
     int skim; /* peek only as far as routing needs (json.h, skim mode) */
     int lines; /* records are one per line (source format: jsonl) */
+    /* The partition column's folder name (before '='); NULL: the last
+     * dotted segment of the first partition path ("tenant_id"). */
+    const char *partition_name;
+    /* Name each partition path's folder after the whole path instead
+     * ("p_detail.tenant_id=", "p_truck.tenant_id="): the layout of states
+     * written before the column had one name. */
+    int partition_per_path;
 } sk_route_config;
 
 typedef enum sk_field_kind {
@@ -69,6 +76,12 @@ typedef struct sk_router sk_router;
  * to a static message. Caller owns the result: sk_router_free(). */
 sk_router *sk_router_new(const sk_route_config *cfg, const char **err);
 void sk_router_free(sk_router *r);
+
+/* The partition folder heads this router writes, distinct, joined by ','
+ * ("p_tenant_id="; "" without partition fields): what a state's layout
+ * depends on beyond the transform's text. The caller frees it (sk_free);
+ * NULL when out of memory. */
+char *sk_router_part_heads(const sk_router *r);
 
 /* The distinct paths the router needs, in slot order; pass them to the
  * format's peeker. The array belongs to the router. */

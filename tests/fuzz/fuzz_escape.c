@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!router) {
         sk_route_config cfg = {"event_type", "detail.tenant_id", "timestamp",
-                               SK_TIME_UNIT_DAY, "p_", 0, 0};
+                               SK_TIME_UNIT_DAY, "p_", 0, 0, NULL, 0};
         const char *err = NULL;
         if (!(router = sk_router_new(&cfg, &err)))
             abort();

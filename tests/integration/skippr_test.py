@@ -365,6 +365,13 @@ def parse_time(v):
     return None
 
 
+def column_name(path):
+    """The partition column's default name: the path's last dotted segment,
+    without an XML attribute's '@' (detail.tenant_id -> tenant_id)."""
+    last = path.rsplit(".", 1)[-1]
+    return last[1:] if last.startswith("@") and len(last) > 1 else last
+
+
 def expected_key(obj, transform=None):
     t = SEED_TRANSFORM if transform is None else transform
     pfx = t.get("time_partition_prefix", "")
@@ -382,13 +389,17 @@ def expected_key(obj, transform=None):
     pfields = [f.strip() for f in t.get("batch_partition_fields", "").split(",")
                if f.strip()]
     if pfields:
+        per_path = t.get("batch_partition_naming") == "per_path"
+        name = t.get("batch_partition_name") or column_name(pfields[0])
         for f in pfields:
             v = scalar_text(get_path(obj, f))
             if v is not None:
-                segs.append(segment(pfx + "".join(escape_units(f)) + "=", v))
+                head = pfx + "".join(escape_units(f if per_path else name))
+                segs.append(segment(head + "=", v))
                 break
         else:
-            segs.append(pfx + "".join(escape_units(pfields[0])) + "=" + HIVE_DEFAULT)
+            first = pfields[0] if per_path else name
+            segs.append(pfx + "".join(escape_units(first)) + "=" + HIVE_DEFAULT)
     unit = t.get("batch_time_unit")
     if unit:
         when = None

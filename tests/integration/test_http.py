@@ -165,8 +165,8 @@ def test_http_push_csv_and_xml_bodies():
         blob = b"".join(d for ds in files.values() for d in ds)
         for r in rows:
             check(blob.count(r) == 1, "row %r not copied once" % r)
-        check(set(got) == {"p_detail.tenant_id=acme",
-                          "p_detail.tenant_id=zeta"},
+        check(set(got) == {"p_tenant_id=acme",
+                          "p_tenant_id=zeta"},
               "partitions %r" % dict(got))
         dl = dead_letters(ws.sink_root)
         check(len(dl) == 1 and dl[0][1] == bad, "dead letters: %r" % dl)

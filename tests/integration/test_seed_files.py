@@ -2,7 +2,8 @@
 """The seed's pipeline on local files (S3 sections replaced by File).
 
 Shows: every record byte-equal and under the folder its fields dictate; a
-record with only truck.tenant_id lands under p_truck.tenant_id=...;
+record with only truck.tenant_id lands under p_tenant_id=... like one with
+detail.tenant_id (one folder per tenant);
 Firehose-style input (no extensions, gzip and zstd by magic, date-only
 prefixes, mixed types, every framing); a second --once reads and writes
 nothing; a new file dropped in is the only one copied.
@@ -36,16 +37,21 @@ def test_seed_layout_byte_equal():
         check(syncs and 1 <= int(syncs.group(1)) <= nfiles // 20,
               "the File sink did not sync in batches (%d files): %s" % (
                   nfiles, p.err))
-        # Trucks only carry truck.tenant_id.
-        trucks = [k for k in output_records(ws.sink_root)
-                  if k[0].startswith("truck_ping/")]
+        # Trucks only carry truck.tenant_id; its values go under the same
+        # column name as detail.tenant_id's: one folder name per tenant.
+        keys = set(k[0] for k in output_records(ws.sink_root))
+        trucks = sorted(k for k in keys if k.startswith("truck_ping/"))
         check(trucks, "no truck_ping output")
-        check(all("/p_truck.tenant_id=" in k[0] for k in trucks),
-              "a truck record is not under p_truck.tenant_id")
-        sample = sorted(set(k[0] for k in trucks))[0]
-        check(sample.startswith("truck_ping/p_truck.tenant_id=") and
-              "/p_year=2021/p_month=10/p_day=" in sample,
-              "unexpected layout %s" % sample)
+        check(all(k.split("/")[1].startswith("p_tenant_id=") for k in keys),
+              "a record is not under p_tenant_id=: %s" % sorted(keys)[:5])
+        sample = trucks[0]
+        check(re.match(r"truck_ping/p_tenant_id=[^/]+/p_year=2021/p_month=10"
+                       r"/p_day=", sample), "unexpected layout %s" % sample)
+        by_truck = set(k.split("/")[1] for k in trucks)
+        by_detail = set(k.split("/")[1] for k in keys
+                        if not k.startswith("truck_ping/"))
+        check(by_truck & by_detail, "no tenant folder holds records of both "
+              "paths: %s / %s" % (sorted(by_truck), sorted(by_detail)))
         print("  %d records, %d objects; e.g. %s" % (
             n, sum(len(f) for _, _, f in os.walk(ws.sink_root)), sample))
     finally:
@@ -81,7 +87,7 @@ def test_rerun_reads_nothing_and_new_file_only():
         with open(added[0], "rb") as f:
             got = [r for r, _ in frame(f.read())]
         check(got == recs, "new object does not hold exactly the new records")
-        check("late/p_detail.tenant_id=acme/p_year=2021/p_month=10/p_day=09/"
+        check("late/p_tenant_id=acme/p_year=2021/p_month=10/p_day=09/"
               in added[0], added[0])
         assert_exact(ws)
     finally:

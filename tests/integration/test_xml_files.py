@@ -236,7 +236,7 @@ def test_bad_record_and_record_element():
         check("6 records" in p.err, p.err)
         got = output(ws)
         check(sorted(k[2] for k in got) == sorted(recs), "records %r" % got)
-        check(all(k[0].startswith("login/p_detail.tenant_id=t") for k in got),
+        check(all(k[0].startswith("login/p_tenant_id=t") for k in got),
               "folders %r" % [k[0] for k in got])
     finally:
         ws.cleanup()

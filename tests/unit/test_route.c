@@ -113,7 +113,7 @@ static char *route(const sk_route_config *cfg, const char *json)
 
 static const sk_route_config seed = {
     "event_type", "detail.tenant_id,truck.tenant_id", "timestamp",
-    SK_TIME_UNIT_DAY, "p_", 0, 0};
+    SK_TIME_UNIT_DAY, "p_", 0, 0, NULL, 0};
 
 static void test_seed_layout(void **state)
 {
@@ -122,15 +122,15 @@ static void test_seed_layout(void **state)
         route(&seed, "{\"event_type\":\"login\",\"timestamp\":"
                      "\"2021-10-03T10:00:00Z\",\"detail\":{\"tenant_id\":"
                      "\"acme\"}}"),
-        "login/p_detail.tenant_id=acme/p_year=2021/p_month=10/p_day=03");
-    /* Coalescing: the second field names the segment. */
+        "login/p_tenant_id=acme/p_year=2021/p_month=10/p_day=03");
+    /* Coalescing: the second field's value, under the column's name. */
     assert_string_equal(
         route(&seed, "{\"event_type\":\"x\",\"timestamp\":1633219200,"
                      "\"truck\":{\"tenant_id\":\"t1\"}}"),
-        "x/p_truck.tenant_id=t1/p_year=2021/p_month=10/p_day=03");
+        "x/p_tenant_id=t1/p_year=2021/p_month=10/p_day=03");
     /* Defaults. */
     assert_string_equal(route(&seed, "{\"a\":1}"),
-                        "_default/p_detail.tenant_id=__HIVE_DEFAULT_PARTITION__"
+                        "_default/p_tenant_id=__HIVE_DEFAULT_PARTITION__"
                         "/p_year=__HIVE_DEFAULT_PARTITION__"
                         "/p_month=__HIVE_DEFAULT_PARTITION__"
                         "/p_day=__HIVE_DEFAULT_PARTITION__");
@@ -138,25 +138,65 @@ static void test_seed_layout(void **state)
     assert_string_equal(
         route(&seed, "{\"event_type\":\"\",\"detail\":{\"tenant_id\":null},"
                      "\"truck\":{\"tenant_id\":42},\"timestamp\":\"bad\"}"),
-        "_default/p_truck.tenant_id=42/p_year=__HIVE_DEFAULT_PARTITION__"
+        "_default/p_tenant_id=42/p_year=__HIVE_DEFAULT_PARTITION__"
         "/p_month=__HIVE_DEFAULT_PARTITION__/p_day=__HIVE_DEFAULT_PARTITION__");
     assert_string_equal(
         route(&seed, "{\"event_type\":true,\"detail\":{\"tenant_id\":{}},"
                      "\"truck\":{\"tenant_id\":false},\"timestamp\":\"2021"
                      "-01-02\"}"),
-        "true/p_truck.tenant_id=false/p_year=2021/p_month=01/p_day=02");
+        "true/p_tenant_id=false/p_year=2021/p_month=01/p_day=02");
     /* Escaped key names match after unescaping. */
     assert_string_equal(
         route(&seed, "{\"event\\u005ftype\":\"e\\u0301\",\"timestamp\":"
                      "\"2021-10-03\"}"),
-        "e\xcc\x81/p_detail.tenant_id=__HIVE_DEFAULT_PARTITION__/p_year=2021"
+        "e\xcc\x81/p_tenant_id=__HIVE_DEFAULT_PARTITION__/p_year=2021"
         "/p_month=10/p_day=03");
+}
+
+/* The column's name: given, and with per_path each path's own (the old
+ * layout); the heads a state's definition records. */
+static void test_partition_names(void **state)
+{
+    (void)state;
+    const char *truck = "{\"event_type\":\"x\",\"truck\":{\"tenant_id\":"
+                        "\"t1\"}}";
+    sk_route_config c = seed;
+    c.time_unit = SK_TIME_UNIT_NONE;
+    c.partition_name = "tenant";
+    assert_string_equal(route(&c, truck), "x/p_tenant=t1");
+    c.partition_name = "a=b";
+    assert_string_equal(route(&c, truck), "x/p_a%3Db=t1");
+    c.partition_name = NULL;
+    c.partition_per_path = 1;
+    assert_string_equal(route(&c, truck), "x/p_truck.tenant_id=t1");
+    assert_string_equal(route(&c, "{\"event_type\":\"x\"}"),
+                        "x/p_detail.tenant_id=__HIVE_DEFAULT_PARTITION__");
+    const char *err = NULL;
+    sk_router *r = sk_router_new(&c, &err);
+    char *heads = sk_router_part_heads(r);
+    assert_string_equal(heads, "p_detail.tenant_id=,p_truck.tenant_id=");
+    sk_free(heads);
+    sk_router_free(r);
+    c.partition_per_path = 0;
+    r = sk_router_new(&c, &err);
+    heads = sk_router_part_heads(r);
+    assert_string_equal(heads, "p_tenant_id=");
+    sk_free(heads);
+    sk_router_free(r);
+    /* An XML attribute's '@' is no part of the name. */
+    c.partition_fields = "detail.@tid";
+    assert_string_equal(route(&c, "{\"event_type\":\"x\"}"),
+                        "x/p_tid=__HIVE_DEFAULT_PARTITION__");
+    c.partition_name = "";
+    assert_null(sk_router_new(&c, &err));
+    c.partition_name = "a/b";
+    assert_null(sk_router_new(&c, &err));
 }
 
 static void test_namespace_dots(void **state)
 {
     (void)state;
-    sk_route_config c = {"ns", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0, 0};
+    sk_route_config c = {"ns", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0, 0, NULL, 0};
     assert_string_equal(route(&c, "{\"ns\":\".\"}"), "%2E");
     assert_string_equal(route(&c, "{\"ns\":\"..\"}"), "%2E%2E");
     assert_string_equal(route(&c, "{\"ns\":\"...\"}"), "...");
@@ -166,7 +206,7 @@ static void test_namespace_dots(void **state)
 static void test_time_units(void **state)
 {
     (void)state;
-    sk_route_config c = {"none", NULL, "t", SK_TIME_UNIT_HOUR, "", 0, 0};
+    sk_route_config c = {"none", NULL, "t", SK_TIME_UNIT_HOUR, "", 0, 0, NULL, 0};
     assert_string_equal(route(&c, "{\"t\":\"2021-10-03T23:30:00-02:00\"}"),
                         "_default/year=2021/month=10/day=04/hour=01");
     c.time_unit = SK_TIME_UNIT_YEAR;
@@ -186,19 +226,19 @@ static void test_event_time(void **state)
     sk_router *r = sk_router_new(&seed, &err);
     assert_non_null(r);
     int64_t a = 0, b = 0;
-    const char *k = "login/p_detail.tenant_id=a%2Fp_year=1999"
+    const char *k = "login/p_tenant_id=a%2Fp_year=1999"
                     "/p_year=2021/p_month=03/p_day=01";
     assert_int_equal(sk_route_key_bucket(r, k, strlen(k), &a, &b), 1);
     assert_int_equal(a, 1614556800); /* 2021-03-01T00:00:00Z */
     assert_int_equal(b - a, 86400);
-    k = "_default/p_detail.tenant_id=x/p_year=__HIVE_DEFAULT_PARTITION__"
+    k = "_default/p_tenant_id=x/p_year=__HIVE_DEFAULT_PARTITION__"
         "/p_month=__HIVE_DEFAULT_PARTITION__/p_day=__HIVE_DEFAULT_PARTITION__";
     assert_int_equal(sk_route_key_bucket(r, k, strlen(k), &a, &b), 0);
     sk_router_free(r);
     sk_route_config m = seed;
     m.time_unit = SK_TIME_UNIT_MONTH;
     r = sk_router_new(&m, &err);
-    k = "x/p_detail.tenant_id=t/p_year=2021/p_month=12";
+    k = "x/p_tenant_id=t/p_year=2021/p_month=12";
     assert_int_equal(sk_route_key_bucket(r, k, strlen(k), &a, &b), 1);
     assert_int_equal(b, 1640995200); /* 2022-01-01 */
     sk_router_free(r);
@@ -323,12 +363,12 @@ static void test_bad_config(void **state)
 {
     (void)state;
     const char *err = NULL;
-    sk_route_config c = {"a..b", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0, 0};
+    sk_route_config c = {"a..b", NULL, NULL, SK_TIME_UNIT_NONE, NULL, 0, 0, NULL, 0};
     assert_null(sk_router_new(&c, &err));
     assert_non_null(err);
-    sk_route_config d = {NULL, NULL, NULL, SK_TIME_UNIT_DAY, NULL, 0, 0};
+    sk_route_config d = {NULL, NULL, NULL, SK_TIME_UNIT_DAY, NULL, 0, 0, NULL, 0};
     assert_null(sk_router_new(&d, &err));
-    sk_route_config e = {NULL, NULL, NULL, SK_TIME_UNIT_NONE, "a/b", 0, 0};
+    sk_route_config e = {NULL, NULL, NULL, SK_TIME_UNIT_NONE, "a/b", 0, 0, NULL, 0};
     assert_null(sk_router_new(&e, &err));
 }
 
@@ -339,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_fuzz_escape_empty_into_empty_buffer),
         cmocka_unit_test(test_segment_bound),
         cmocka_unit_test(test_seed_layout),
+        cmocka_unit_test(test_partition_names),
         cmocka_unit_test(test_namespace_dots),
         cmocka_unit_test(test_time_units),
         cmocka_unit_test(test_event_time),

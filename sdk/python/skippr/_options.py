@@ -7,7 +7,7 @@ PIPELINE_SETTINGS a pipeline's own settings and their kinds (the engine's
 table, runtime/config/options.c).
 """
 
-SKIPPRD_VERSION = '0.1.0'
+SKIPPRD_VERSION = '0.2.0'
 ABI = 2
 
 COMMON = {'sink': [('format',
