@@ -216,6 +216,13 @@ typedef struct skippr_host {
  * see skippr_unit_cb for what the callback answers. */
 #define SKIPPR_HOST_NAMES_FIRST 4u
 
+/* host->flags: the instance is made only to check that its system can be
+ * reached (`skipprd validate --reach`). init() should reach it as a run
+ * would, but take nothing over: join no consumer group, fence no
+ * producer. The engine then calls probe(), if the plugin has one, and
+ * destroy(). */
+#define SKIPPR_HOST_CHECK 8u
+
 /* Non-zero when the engine's host struct has `field` (hosts only grow). */
 #define SKIPPR_HOST_HAS(host, field)                                       \
     ((host)->struct_size >= offsetof(skippr_host, field) +                 \
@@ -290,6 +297,15 @@ typedef struct skippr_source_ops {
     int (*prefetch)(void *ctx, const skippr_unit *units, size_t n);
     /* Appended within ABI 2: SKIPPR_SOURCE_* bits. */
     uint32_t flags;
+    /* Appended within ABI 2; optional (test with SKIPPR_OPS_HAS, may be
+     * NULL). The preflight, after init() and before anything is read:
+     * check, with the credentials the run will use, that the source can
+     * be listed and read where the options point (S3: the bucket answers
+     * and the prefix can be listed; File: the folder can be read). On a
+     * problem, log one error line saying what is wrong and what to do,
+     * and return SKIPPR_FATAL (or SKIPPR_RETRY when the system could not
+     * be reached after the plugin's own retries). */
+    int (*probe)(void *ctx);
 } skippr_source_ops;
 
 /* skippr_source_ops.flags: a streaming source that emits documents
@@ -478,6 +494,13 @@ typedef struct skippr_sink_ops {
      * process's RSS while the run is sent. */
     int (*store_put_file)(void *ctx, const char *key, int fd, uint64_t len,
                           char *etag, size_t etag_cap);
+
+    /* Appended within ABI 2; optional (test with SKIPPR_OPS_HAS, may be
+     * NULL). The preflight, as for sources: check that the sink can be
+     * written where the options point, for example by writing a small
+     * probe object under the prefix and removing it (nothing may stay),
+     * with the same error contract. */
+    int (*probe)(void *ctx);
 } skippr_sink_ops;
 
 /* The smallest staging piece the engine asks stage_copy() to make a part

@@ -393,7 +393,8 @@ static int make_dir(file_ctx *c, char *dir)
         if (errno == EEXIST)
             return SKIPPR_OK;
     }
-    LOG(c, SKIPPR_LOG_ERROR, "mkdir %s: %s", dir, strerror(errno));
+    LOG(c, SKIPPR_LOG_ERROR, "cannot make folder %s: %s: check `path` and "
+        "the permissions", dir, strerror(errno));
     return errno == ENOSPC ? SKIPPR_FATAL : SKIPPR_RETRY;
 }
 
@@ -739,7 +740,23 @@ static int sink_check(void *ctx, const skippr_object_info *info)
     return crc == info->crc32c ? SKIPPR_OK : SKIPPR_CHANGED;
 }
 
+/* The preflight (plugin.h): the folder can be read. */
+static int src_probe(void *ctx)
+{
+    file_ctx *c = ctx;
+    DIR *d = opendir(c->path);
+    if (!d) {
+        LOG(c, SKIPPR_LOG_ERROR, "cannot read folder %s: %s: fix `path`%s",
+            c->path, strerror(errno),
+            errno == EACCES ? " or the folder's permissions" : "");
+        return SKIPPR_FATAL;
+    }
+    closedir(d);
+    return SKIPPR_OK;
+}
+
 static const skippr_source_ops source = {
+    .probe = src_probe,
     .struct_size = sizeof(skippr_source_ops),
     .ctx_size = sizeof(file_ctx),
     .options = source_options,
@@ -870,7 +887,34 @@ static int store_put(void *ctx, const char *key, const void *buf, size_t len,
     return rc;
 }
 
+/* The preflight (plugin.h): the objects' folder can be made, and a file
+ * in it written and removed. */
+static int sink_probe(void *ctx)
+{
+    file_ctx *c = ctx;
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%s%s.skippr-probe-%ld", c->path,
+                     c->prefix ? c->prefix : "",
+                     c->prefix && *c->prefix ? "/" : "", (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof path) {
+        LOG(c, SKIPPR_LOG_ERROR, "folder %s: path too long", c->path);
+        return SKIPPR_FATAL;
+    }
+    if (mkdirs(c, path))
+        return SKIPPR_FATAL; /* said by make_dir */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        LOG(c, SKIPPR_LOG_ERROR, "cannot write in folder %s: %s: fix `path` "
+            "or the folder's permissions", c->path, strerror(errno));
+        return SKIPPR_FATAL;
+    }
+    close(fd);
+    unlink(path);
+    return SKIPPR_OK;
+}
+
 static const skippr_sink_ops sink = {
+    .probe = sink_probe,
     .struct_size = sizeof(skippr_sink_ops),
     .ctx_size = sizeof(file_ctx),
     .options = sink_options,

@@ -17,6 +17,13 @@ rd_kafka_conf_t *kafka_conf(const skippr_host *host, const char *brokers,
     if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err,
                           sizeof err) != RD_KAFKA_CONF_OK)
         goto bad;
+    /* librdkafka's own lines go to stderr, outside the log and its format
+     * (--log-format json); what they say about a broker that cannot be
+     * reached the plugin says once. Only critical ones stay (a
+     * kafka.log_level property brings them back). */
+    if (rd_kafka_conf_set(conf, "log_level", "2", err, sizeof err) !=
+        RD_KAFKA_CONF_OK)
+        goto bad;
     for (size_t i = 0; settings && settings[i]; i += 2)
         if (rd_kafka_conf_set(conf, settings[i], settings[i + 1], err,
                               sizeof err) != RD_KAFKA_CONF_OK)
@@ -40,13 +47,14 @@ bad:
 
 int kafka_topics_exist(const skippr_host *host, rd_kafka_t *rk,
                        const char *brokers, const char *topics,
-                       int timeout_ms)
+                       const char *option, int timeout_ms)
 {
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
     if (e) {
-        KLOG(host, SKIPPR_LOG_ERROR, "cannot reach the Kafka brokers %s: %s",
-             brokers, rd_kafka_err2str(e));
+        KLOG(host, SKIPPR_LOG_ERROR, "cannot reach the Kafka brokers %s: "
+             "%s: check `brokers` and that they listen", brokers,
+             rd_kafka_err2str(e));
         return SKIPPR_FATAL;
     }
     int rc = SKIPPR_OK;
@@ -60,9 +68,11 @@ int kafka_topics_exist(const skippr_host *host, rd_kafka_t *rk,
                 !md->topics[i].err)
                 found = 1;
         if (!found) {
-            KLOG(host, SKIPPR_LOG_ERROR, "topic %.*s does not exist on %s",
-                 (int)n, p, brokers);
-            rc = SKIPPR_FATAL;
+            KLOG(host, SKIPPR_LOG_ERROR, "topic %.*s (option %s) does not "
+                 "exist on %s: create it (kafka-topics.sh --bootstrap-server "
+                 "%s --create --topic %.*s), or set %s to one that exists",
+                 (int)n, p, option, brokers, brokers, (int)n, p, option);
+            rc = SKIPPR_NOENT;
         }
         p += n + (p[n] == ',');
     }

@@ -20,10 +20,12 @@ rd_kafka_conf_t *kafka_conf(const skippr_host *host, const char *brokers,
 
 /* Whether every listed topic exists, asking the brokers for up to
  * timeout_ms. Logs a clear error (brokers down, topic missing) and
- * returns SKIPPR_FATAL if not. topics is comma-separated. */
+ * returns SKIPPR_FATAL (brokers) or SKIPPR_NOENT (a topic) if not. topics
+ * is comma-separated; option names
+ * the option that lists them, for the message. */
 int kafka_topics_exist(const skippr_host *host, rd_kafka_t *rk,
                        const char *brokers, const char *topics,
-                       int timeout_ms);
+                       const char *option, int timeout_ms);
 
 extern const skippr_source_ops kafka_source_ops;
 extern const skippr_sink_ops kafka_sink_ops;

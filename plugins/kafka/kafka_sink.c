@@ -161,13 +161,19 @@ static int init(void *ctx, const skippr_host *host)
         }
     }
     if (!rc && !strstr(c->topic, "{namespace}"))
-        rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic,
+        rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic, "topic",
                                 META_TIMEOUT_MS);
-    if (!rc)
-        rc = kafka_topics_exist(host, c->rk, c->brokers, c->marker_topic,
-                                META_TIMEOUT_MS);
-    /* Fences an earlier producer with this id and aborts what it left. */
-    if (!rc && txn_status(c, "init_transactions",
+    if (!rc || rc == SKIPPR_NOENT) { /* each missing topic, one line */
+        int mrc = kafka_topics_exist(host, c->rk, c->brokers,
+                                     c->marker_topic, "marker_topic",
+                                     META_TIMEOUT_MS);
+        rc = rc ? rc : mrc;
+    }
+    /* Fences an earlier producer with this id and aborts what it left:
+     * not for a check (validate --reach) beside a running copy. */
+    int check = SKIPPR_HOST_HAS(host, flags) &&
+                (host->flags & SKIPPR_HOST_CHECK);
+    if (!rc && !check && txn_status(c, "init_transactions",
                           rd_kafka_init_transactions(c->rk, TXN_TIMEOUT_MS)))
         rc = SKIPPR_FATAL;
     return rc;

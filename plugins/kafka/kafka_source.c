@@ -379,11 +379,14 @@ static int init(void *ctx, const skippr_host *host)
     rd_kafka_conf_t *conf = kafka_conf(host, c->brokers, settings, c->props);
     int rc = conf ? make_consumer(c, conf) : SKIPPR_INVAL;
     if (!rc)
-        rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic,
+        rc = kafka_topics_exist(host, c->rk, c->brokers, c->topic, "topic",
                                 META_TIMEOUT_MS);
     if (!rc)
         rc = read_partitions(c);
-    if (!rc && !c->no_group) /* without a group, the first poll() assigns */
+    int check = SKIPPR_HOST_HAS(host, flags) &&
+                (host->flags & SKIPPR_HOST_CHECK);
+    /* Without a group the first poll() assigns; a check joins none. */
+    if (!rc && !c->no_group && !check)
         rc = subscribe(c);
     return rc;
 }

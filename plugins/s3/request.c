@@ -337,6 +337,16 @@ int s3_request(s3_ctx *c, const char *method, const char *key,
     return SKIPPR_OK;
 }
 
+/* A 404 for the bucket, not the key: never an answer a caller expects. */
+static int no_bucket(const resp *r)
+{
+    char code[64];
+    if (r->status != 404)
+        return 0;
+    s3_error_code(&r->body, code, sizeof code);
+    return strcmp(code, "NoSuchBucket") == 0;
+}
+
 int s3_request_retried(s3_ctx *c, const char *what, const char *name,
                        const long *ok_also, const char *method,
                        const char *key, const sigv4_kv *query, size_t nq,
@@ -347,7 +357,7 @@ int s3_request_retried(s3_ctx *c, const char *what, const char *name,
         int rc = s3_request(c, method, key, query, nq, body, blen, hdrs, nh,
                             r);
         for (const long *s = ok_also; !rc && s && *s; s++)
-            if (r->status == *s)
+            if (r->status == *s && !no_bucket(r))
                 return SKIPPR_OK;
         rc = s3_verdict(c, rc, r, what, name);
         if (rc != SKIPPR_RETRY)
@@ -413,14 +423,87 @@ void s3_count_retry(s3_ctx *c, int transport, long status)
     c->host->counter_add(c->host, cause, 1);
 }
 
-/* Classify an answer: 2xx OK, 5xx and transport failures RETRY, the rest
- * FATAL (logged with bucket and key). */
+/* Answers about the bucket or the identity, not one key: every request of
+ * the run gets the same, so the first is said with what to do, and the
+ * rest at debug level. */
+static const struct refusal {
+    const char *code, *hint;
+} refusals[] = {
+    {"NoSuchBucket", "the bucket does not exist (or not at this endpoint "
+                     "and region): create it, or fix s3_bucket"},
+    {"AccessDenied", "the identity may not do this here: grant it "
+                     "s3:ListBucket, s3:GetObject, s3:PutObject and "
+                     "s3:DeleteObject on this bucket and prefix, or use "
+                     "other credentials"},
+    {"InvalidAccessKeyId", "the endpoint does not know this access key: "
+                           "fix the credentials"},
+    {"SignatureDoesNotMatch", "the secret key does not belong to the "
+                              "access key: fix the credentials"},
+    {"AllAccessDisabled", "all access to the bucket is disabled"},
+    {"InvalidBucketName", "fix s3_bucket"},
+    {"PermanentRedirect", "the bucket is in another region: set region"},
+};
+#define N_REFUSALS (sizeof refusals / sizeof refusals[0])
+
+/* The refusal of code, or NULL. */
+static const struct refusal *refusal_of(const char *code)
+{
+    for (size_t i = 0; i < N_REFUSALS; i++)
+        if (strcmp(refusals[i].code, code) == 0)
+            return &refusals[i];
+    return NULL;
+}
+
+/* Non-zero the first time cause `what` (a refusal's index, or N_REFUSALS
+ * for giving up) is seen for bucket in the process (a few buckets: the
+ * source's, the sink's, the state's). */
+static int first_told(const char *bucket, size_t what)
+{
+    static uint64_t told[32];
+    uint64_t h = 1469598103934665603u ^ (uint64_t)what;
+    for (const char *p = bucket; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211u;
+    h |= 1; /* 0 marks a free slot */
+    for (size_t i = 0; i < sizeof told / sizeof *told; i++) {
+        uint64_t was = 0;
+        if (__atomic_compare_exchange_n(&told[i], &was, h, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return 1;
+        if (was == h)
+            return 0;
+    }
+    return 1; /* table full: say it */
+}
+
+/* Non-zero at most once per window_ns across the process's threads: many
+ * requests retrying one cause say it once per retry cycle. */
+static int say_now(int64_t *last, int64_t window_ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t was = __atomic_load_n(last, __ATOMIC_RELAXED);
+    return (was == 0 || now - was >= window_ns) &&
+           __atomic_compare_exchange_n(last, &was, now, 0, __ATOMIC_RELAXED,
+                                       __ATOMIC_RELAXED);
+}
+
+/* A retrying request's cause, said at most this often for the process
+ * (the engine says each retry cycle; this says why). */
+#define RETRY_SAY_NS (5 * INT64_C(1000000000))
+static int64_t last_retry_said;
+
+/* Classify an answer: 2xx OK, 5xx and transport failures RETRY (a warning
+ * at most once in RETRY_SAY_NS for the process), the rest FATAL (an error line
+ * with bucket and key; a refusal of the bucket or identity once). */
 int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
                    const char *key)
 {
     if (rc == SKIPPR_RETRY) {
-        LOG(c, SKIPPR_LOG_WARN, "%s s3://%s/%s: %s", what, c->bucket,
-            key ? key : "", r->curl_error ? r->curl_error : "failed");
+        LOG(c, say_now(&last_retry_said, RETRY_SAY_NS) ? SKIPPR_LOG_WARN
+                                                     : SKIPPR_LOG_DEBUG,
+            "%s s3://%s/%s: %s (retrying)", what, c->bucket, key ? key : "",
+            r->curl_error ? r->curl_error : "failed");
         s3_count_retry(c, 1, 0);
         return SKIPPR_RETRY;
     }
@@ -430,17 +513,31 @@ int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
         return SKIPPR_OK;
     char code[128];
     s3_error_code(&r->body, code, sizeof code);
+    if (!*code && r->status == 404 && !key)
+        snprintf(code, sizeof code, "NoSuchBucket"); /* a HEAD has no body */
     int retry = r->status >= 500 || r->status == 429 || r->status == 408;
-    LOG(c, retry ? SKIPPR_LOG_WARN : SKIPPR_LOG_ERROR,
-        "%s s3://%s/%s: HTTP %ld %s", what, c->bucket, key ? key : "",
-        r->status, *code ? code : "");
+    const struct refusal *why = retry ? NULL : refusal_of(code);
+    if (why) {
+        LOG(c, first_told(c->bucket, (size_t)(why - refusals))
+                   ? SKIPPR_LOG_ERROR
+                                          : SKIPPR_LOG_DEBUG,
+            "s3://%s/%s: %s refused: HTTP %ld %s: %s", c->bucket,
+            c->prefix ? c->prefix : "", what, r->status, code, why->hint);
+        return SKIPPR_FATAL;
+    }
+    LOG(c, retry ? (say_now(&last_retry_said, RETRY_SAY_NS) ? SKIPPR_LOG_WARN
+                                                          : SKIPPR_LOG_DEBUG)
+                 : SKIPPR_LOG_ERROR,
+        "%s s3://%s/%s: HTTP %ld %s%s", what, c->bucket, key ? key : "",
+        r->status, *code ? code : "", retry ? " (retrying)" : "");
     if (retry)
         s3_count_retry(c, 0, r->status);
     return retry ? SKIPPR_RETRY : SKIPPR_FATAL;
 }
 
 /* The one error line of a request that kept failing: what, where, and
- * the last cause (transport error or HTTP status). */
+ * the last cause (transport error or HTTP status). The requests of one
+ * bucket that give up say it once: the run stops at the first. */
 void s3_give_up(s3_ctx *c, const char *what, const char *key,
                     const resp *r)
 {
@@ -449,9 +546,11 @@ void s3_give_up(s3_ctx *c, const char *what, const char *key,
         snprintf(cause, sizeof cause, "%s", r->curl_error);
     else
         snprintf(cause, sizeof cause, "HTTP %ld", r->status);
-    LOG(c, SKIPPR_LOG_ERROR, "%s s3://%s/%s: giving up after %lld attempts; "
-        "last: %s (endpoint %s)", what, c->bucket, key ? key : "",
-        (long long)c->max_attempts, cause, c->r_endpoint);
+    LOG(c, first_told(c->bucket, N_REFUSALS) ? SKIPPR_LOG_ERROR
+                                              : SKIPPR_LOG_DEBUG,
+        "%s s3://%s/%s: giving up after %lld attempts; last: %s (endpoint "
+        "%s)", what, c->bucket, key ? key : "", (long long)c->max_attempts,
+        cause, c->r_endpoint);
 }
 
 /* Wait before retry number attempt of c's thread: 100 ms doubling to

@@ -296,6 +296,7 @@ static const skippr_source_ops source = {
     .close = src_close,
     .prefetch = src_prefetch,
     .flags = SKIPPR_SOURCE_MODIFIED,
+    .probe = src_probe,
 };
 
 static const skippr_sink_ops sink = {
@@ -325,6 +326,7 @@ static const skippr_sink_ops sink = {
     .store_get = sink_store_get,
     .store_put = sink_store_put,
     .store_put_file = sink_store_put_file,
+    .probe = sink_probe,
     .store_delete = sink_store_delete,
     .store_list = sink_store_list,
 };

@@ -199,6 +199,9 @@ int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,
 /* prefetch.c: fetching whole objects ahead on an I/O thread */
 void s3_pf_stop(s3_ctx *c);
 int src_prefetch(void *ctx, const skippr_unit *units, size_t n);
+/* probe.c: the preflight (plugin.h). */
+int src_probe(void *ctx);
+int sink_probe(void *ctx);
 pf_item *s3_pf_take(s3_ctx *c, const char *key);
 void s3_pf_release(s3_ctx *c, pf_item *it);
 /* Take body b (a consumed chunk) back for later GETs, or free it; b is

@@ -9,6 +9,7 @@
 
 #include "base/common.h"
 #include "config/identity.h"
+#include "config/where.h"
 
 const char *sk_cli_key(const char *flag)
 {
@@ -384,7 +385,7 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
 /* Load yaml into *doc; on success the caller owns *doc. */
 static int load_text(const char *yaml, sk_yaml_doc **doc, sk_cfg_err *err)
 {
-    return sk_yaml_load_mem("(flags)", yaml, strlen(yaml), doc, err);
+    return sk_yaml_load_mem(SK_FLAGS_DOC, yaml, strlen(yaml), doc, err);
 }
 
 int sk_cli_load(sk_cli_pipeline *p, sk_yaml_doc **doc, char **yaml,

@@ -27,7 +27,11 @@ static const char usage[] =
     "  sync --pipeline NAME [--once]   run a pipeline (continuously, or with\n"
     "                                  --once: copy everything new, flush,\n"
     "                                  exit)\n"
-    "  validate [--pipeline NAME]      check the config and plugin options\n"
+    "  validate [--pipeline NAME] [--reach]\n"
+    "                                  check the config and plugin options;\n"
+    "                                  --reach: also reach each source, sink\n"
+    "                                  and state store with its credentials\n"
+    "                                  (the preflight sync runs first)\n"
     "  status --pipeline NAME          show units done, slices buffered and\n"
     "                                  pending, and whether it is running\n"
     "  plugins [--json]                list the plugins found and their\n"
@@ -77,7 +81,7 @@ static int load(const char *path, sk_yaml_doc **doc)
 {
     sk_cfg_err err;
     if (sk_yaml_load(path, doc, &err)) {
-        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        sk_error("%s", err.msg);
         return -1;
     }
     return 0;
@@ -188,7 +192,7 @@ static int print_plugins_json(const sk_registry *reg)
                                       plugins, "engine", engine);
     if (!doc) {
         json_decref(plugins);
-        fprintf(stderr, "skipprd: error: out of memory\n");
+        sk_error("out of memory");
         return 1;
     }
     int rc = json_dumpf(doc, stdout, JSON_INDENT(1)) ? 1 : 0;
@@ -205,7 +209,7 @@ static int cmd_plugins(const sk_yaml_doc *doc, int as_json)
     if (doc)
         dirs = sk_ymap_get(sk_ymap_get(doc->root, "skippr"), "plugin_dirs");
     if (sk_registry_load(&reg, doc, dirs, &err)) {
-        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        sk_error("%s", err.msg);
         return 1;
     }
     if (as_json) {
@@ -236,82 +240,105 @@ static int cmd_plugins(const sk_yaml_doc *doc, int as_json)
     return 0;
 }
 
+/* Make (and with reach, start and probe) the instance of ep: its format
+ * into *fmt. 0, or 1 with the problem said on one line. */
+static int check_endpoint(const sk_yaml_doc *doc, const skippr_plugin *desc,
+                          int is_sink, const sk_endpoint_cfg *ep, int reach,
+                          sk_format *fmt)
+{
+    sk_cfg_err err;
+    sk_instance *inst = NULL;
+    int start = reach ? SK_START | SK_START_CHECK : 0;
+    if (sk_instance_new(desc, is_sink, doc, ep, start, NULL, 0, &inst,
+                        &err)) {
+        if (*err.msg)
+            sk_error("%s", err.msg);
+        return 1;
+    }
+    if (fmt)
+        *fmt = inst->format;
+    int rc = reach ? sk_instance_probe(inst) : SKIPPR_OK;
+    if (rc && !sk_instance_logged_error(inst))
+        sk_error("%s: the preflight failed: %s",
+                 inst->label, skippr_status_str(rc));
+    sk_instance_free(inst);
+    return rc != SKIPPR_OK;
+}
+
 static int validate_one(const sk_yaml_doc *doc, const char *name,
-                        sk_registry *reg, FILE *out)
+                        sk_registry *reg, int reach, FILE *out)
 {
     sk_pipeline_cfg cfg;
     sk_cfg_err err;
     if (sk_config_pipeline(doc, name, &cfg, &err)) {
-        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        sk_error("%s", err.msg);
         return 1;
     }
     const sk_endpoint_cfg *eps[2] = {&cfg.source, &cfg.sink};
     sk_format fmt[2] = {SK_FORMAT_AUTO, SK_FORMAT_JSON};
+    int bad = 0;
     for (int i = 0; i < 2; i++) {
         const sk_plugin_lib *lib = sk_registry_find(reg, eps[i]->plugin);
         if (!lib || (i == 0 ? !lib->desc->source : !lib->desc->sink)) {
             sk_cfg_fail(&err, doc, eps[i]->at, "no %s plugin named '%s' "
                         "(see 'skipprd plugins')",
                         i == 0 ? "source" : "sink", eps[i]->plugin);
-            fprintf(stderr, "skipprd: error: %s\n", err.msg);
+            sk_error("%s", err.msg);
             return 1;
         }
-        sk_instance *inst = NULL;
-        if (sk_instance_new(lib->desc, i == 1, doc, eps[i], 0, NULL, 0,
-                            &inst, &err)) {
-            fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        /* with reach, every endpoint is tried: one line per problem */
+        bad |= check_endpoint(doc, lib->desc, i == 1, eps[i], reach,
+                              &fmt[i]);
+        if (bad && !reach)
             return 1;
-        }
-        fmt[i] = inst->format;
-        sk_instance_free(inst);
     }
     if (cfg.state_store.plugin) {
         /* The state's store: a plugin that can hold state, with options
          * it takes. */
         const sk_plugin_lib *lib =
             sk_registry_store(reg, doc, &cfg.state_store, &err);
-        sk_instance *inst = NULL;
-        if (!lib || sk_instance_new(lib->desc, 1, doc, &cfg.state_store, 0,
-                                    NULL, 0, &inst, &err)) {
-            fprintf(stderr, "skipprd: error: %s\n", err.msg);
-            return 1;
-        }
-        sk_instance_free(inst);
+        if (!lib)
+            sk_error("%s", err.msg);
+        bad |= !lib || check_endpoint(doc, lib->desc, 1, &cfg.state_store,
+                                      reach, NULL);
     }
-    const char *why = sk_format_pair_problem(fmt[0], fmt[1], !cfg.route.skim);
+    const char *why = bad ? NULL : sk_format_pair_problem(fmt[0], fmt[1],
+                                                          !cfg.route.skim);
     if (why) {
-        fprintf(stderr, "skipprd: error: pipeline %s: %s\n", name, why);
+        sk_error("pipeline %s: %s", name, why);
         return 1;
     }
-    fprintf(out, "pipeline %s: ok (%s -> %s)\n", name, cfg.source.plugin,
-            cfg.sink.plugin);
-    return 0;
+    if (!bad)
+        fprintf(out, "pipeline %s: ok (%s -> %s%s)\n", name,
+                cfg.source.plugin, cfg.sink.plugin,
+                reach ? ", both reached" : "");
+    return bad;
 }
 
 static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline,
-                        FILE *out)
+                        int reach, FILE *out)
 {
     sk_registry reg;
     sk_cfg_err err;
     const sk_ynode *dirs =
         sk_ymap_get(sk_ymap_get(doc->root, "skippr"), "plugin_dirs");
     if (sk_registry_load(&reg, doc, dirs, &err)) {
-        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        sk_error("%s", err.msg);
         return 1;
     }
     int bad = 0;
     if (pipeline) {
-        bad = validate_one(doc, pipeline, &reg, out);
+        bad = validate_one(doc, pipeline, &reg, reach, out);
     } else {
         const char *names[256];
         size_t n = sk_config_pipeline_names(doc, names, 256);
         if (n == 0) {
-            fprintf(stderr, "skipprd: error: %s: no pipelines defined\n",
-                    doc->path);
+            sk_error("%s: no pipelines defined",
+                     doc->path);
             bad = 1;
         }
         for (size_t i = 0; i < n; i++)
-            bad |= validate_one(doc, names[i], &reg, out);
+            bad |= validate_one(doc, names[i], &reg, reach, out);
     }
     sk_registry_close(&reg);
     return bad;
@@ -326,7 +353,7 @@ typedef struct cli_args {
     int config_given;
     const char *pipeline;
     const char *cmd;
-    int once, threads, no_progress, as_json;
+    int once, threads, no_progress, as_json, reach;
     long shard_index, shard_count; /* count 0: unsharded */
     const char *metrics_listen;
 } cli_args;
@@ -334,7 +361,7 @@ typedef struct cli_args {
 enum {
     OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
     OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
-    OPT_SHARD, OPT_SHARDS, OPT_LOG_FORMAT, OPT_METRICS_LISTEN,
+    OPT_SHARD, OPT_SHARDS, OPT_LOG_FORMAT, OPT_METRICS_LISTEN, OPT_REACH,
     OPT_KEY = 2000 /* + index in keyflags */
 };
 
@@ -343,6 +370,7 @@ static const struct option fixed_opts[] = {
     {"pipeline", required_argument, NULL, 'p'},
     {"threads", required_argument, NULL, 't'},
     {"once", no_argument, NULL, OPT_ONCE},
+    {"reach", no_argument, NULL, OPT_REACH},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -397,9 +425,9 @@ static int parse_shard(cli_args *a, int explicit_index, const char *arg)
     } else if ((index = getenv("AWS_BATCH_JOB_ARRAY_INDEX"))) {
         from = "AWS_BATCH_JOB_ARRAY_INDEX";
     } else {
-        fprintf(stderr, "skipprd: error: --shards %s: neither "
-                "JOB_COMPLETION_INDEX nor AWS_BATCH_JOB_ARRAY_INDEX is set; "
-                "give the index with --shard I/%s\n", arg, arg);
+        sk_error("--shards %s: neither "
+                 "JOB_COMPLETION_INDEX nor AWS_BATCH_JOB_ARRAY_INDEX is set; "
+                 "give the index with --shard I/%s", arg, arg);
         return 2;
     }
     a->shard_count = parse_count(count, 1, 65536);
@@ -408,12 +436,12 @@ static int parse_shard(cli_args *a, int explicit_index, const char *arg)
                          : -1;
     if (a->shard_count < 0 || a->shard_index < 0) {
         if (from)
-            fprintf(stderr, "skipprd: error: --shards %s with %s=%s: want "
-                    "a count of 1..65536 and an index below it\n", arg,
-                    from, index);
+            sk_error("--shards %s with %s=%s: want "
+                     "a count of 1..65536 and an index below it", arg,
+                     from, index);
         else
-            fprintf(stderr, "skipprd: error: --shard %s: want I/N, N in "
-                    "1..65536 and I in 0..N-1\n", arg);
+            sk_error("--shard %s: want I/N, N in "
+                     "1..65536 and I in 0..N-1", arg);
         return 2;
     }
     return -1;
@@ -454,7 +482,7 @@ static int add_plugin_opt(cli_args *a, int source, const char *kv)
     const char **v = source ? a->cli.source_opts : a->cli.sink_opts;
     size_t *n = source ? &a->cli.nsource_opts : &a->cli.nsink_opts;
     if (*n == SK_CLI_MAX_OPTS) {
-        fprintf(stderr, "skipprd: error: too many plugin options\n");
+        sk_error("too many plugin options");
         return 2;
     }
     v[(*n)++] = kv;
@@ -469,7 +497,7 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
 {
     if (c >= OPT_KEY && c < OPT_KEY + (int)nk) {
         if (a->cli.nkeys == SK_CLI_MAX_OPTS) {
-            fprintf(stderr, "skipprd: error: too many settings\n");
+            sk_error("too many settings");
             return 2;
         }
         a->cli.keys[a->cli.nkeys] = keyflags[c - OPT_KEY];
@@ -489,11 +517,12 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
     case 't':
         a->threads = atoi(optarg);
         if (a->threads < 1 || a->threads > 256) {
-            fprintf(stderr, "skipprd: error: --threads wants 1..256\n");
+            sk_error("--threads wants 1..256");
             return 2;
         }
         break;
     case OPT_ONCE: a->once = 1; break;
+    case OPT_REACH: a->reach = 1; break;
     case OPT_SHARD:
     case OPT_SHARDS: return parse_shard(a, c == OPT_SHARD, optarg);
     case 'v': sk_log_level++; break;
@@ -502,8 +531,8 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
     case OPT_METRICS_LISTEN: a->metrics_listen = optarg; break;
     case OPT_LOG_FORMAT:
         if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
-            fprintf(stderr, "skipprd: error: --log-format wants text or "
-                    "json, not '%s'\n", optarg);
+            sk_error("--log-format wants text or "
+                     "json, not '%s'", optarg);
             return 2;
         }
         sk_log_json = strcmp(optarg, "json") == 0;
@@ -540,22 +569,22 @@ static int parse_args(int argc, char **argv, cli_args *a)
     }
     a->cmd = argv[optind];
     if (optind + 1 < argc) {
-        fprintf(stderr, "skipprd: error: unexpected argument '%s'\n",
-                argv[optind + 1]);
+        sk_error("unexpected argument '%s'",
+                 argv[optind + 1]);
         return 2;
     }
     if (!a->config || !*a->config)
         a->config = "skippr.yml";
     a->from_flags = a->cli.source || a->cli.sink;
     if (a->from_flags && a->config_given) {
-        fprintf(stderr, "skipprd: error: give a pipeline by --config or by "
-                "--source and --sink, not both\n");
+        sk_error("give a pipeline by --config or by "
+                 "--source and --sink, not both");
         return 2;
     }
     if (a->cli_flags && !a->from_flags) {
-        fprintf(stderr, "skipprd: error: pipeline settings, --source-opt, "
-                "--sink-opt, --workspace and --state-dir go with --source "
-                "and --sink; with a config file, set them there\n");
+        sk_error("pipeline settings, --source-opt, "
+                 "--sink-opt, --workspace and --state-dir go with --source "
+                 "and --sink; with a config file, set them there");
         return 2;
     }
     return -1;
@@ -574,7 +603,7 @@ static int load_doc(cli_args *a, sk_yaml_doc **doc)
     char *yaml = NULL;
     int rc = sk_cli_load(&a->cli, doc, &yaml, &err);
     if (rc) {
-        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        sk_error("%s", err.msg);
         return 2; /* the flags do not make a pipeline */
     }
     a->pipeline = a->cli.key;
@@ -588,13 +617,13 @@ static int load_doc(cli_args *a, sk_yaml_doc **doc)
 static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
 {
     if (!a->pipeline) {
-        fprintf(stderr, "skipprd: error: %s needs --pipeline NAME\n", a->cmd);
+        sk_error("%s needs --pipeline NAME", a->cmd);
         return 2;
     }
     sk_pipeline_cfg cfg;
     sk_cfg_err err;
     if (sk_config_pipeline(doc, a->pipeline, &cfg, &err)) {
-        fprintf(stderr, "skipprd: error: %s\n", err.msg);
+        sk_error("%s", err.msg);
         return 1;
     }
     if (a->threads)
@@ -619,6 +648,8 @@ static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
         return 3;
     if (rc == SK_RUN_CHANGED_SKIPPED)
         return 4;
+    if (rc == SKIPPR_STOPPED)
+        return 5; /* a --once run interrupted; progress saved */
     return rc ? 1 : 0;
 }
 
@@ -665,7 +696,8 @@ int main(int argc, char **argv)
         /* The YAML went to stdout: the verdict goes to stderr. */
         if (a.from_flags)
             fflush(stdout);
-        rc = cmd_validate(doc, a.pipeline, a.from_flags ? stderr : stdout);
+        rc = cmd_validate(doc, a.pipeline, a.reach,
+                          a.from_flags ? stderr : stdout);
     } else {
         rc = run_pipeline(&a, doc);
     }

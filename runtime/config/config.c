@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "config/where.h"
+
 #include "base/common.h"
 #include "config/options.h"
 
@@ -18,17 +20,14 @@
 int sk_cfg_fail(sk_cfg_err *err, const sk_yaml_doc *doc, const sk_ynode *at,
                 const char *fmt, ...)
 {
-    char msg[768];
+    char msg[700];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *file = doc && doc->path ? doc->path : "config";
-    if (at)
-        snprintf(err->msg, sizeof err->msg, "%s:%d:%d: %s", file, at->line,
-                 at->col, msg);
-    else
-        snprintf(err->msg, sizeof err->msg, "%s: %s", file, msg);
+    char where[300];
+    sk_config_where(doc, at, where, sizeof where);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", where, msg);
     return SKIPPR_INVAL;
 }
 

@@ -98,6 +98,13 @@ static void refuse(const engine *e, const char *was, const char *now)
     sk_buf_free(&added);
 }
 
+/* Non-zero when the state has begun a copy: a slice made, a unit
+ * recorded. */
+static int state_wrote(const engine *e)
+{
+    return e->st->next_slice_id > 1 || sk_ledger_count(e->st->ledger) > 0;
+}
+
 /* The partition folders the router would write with each path naming its
  * own: the layout of states from before the layout line. Caller frees. */
 static char *per_path_heads(const engine *e)
@@ -162,7 +169,7 @@ static int adopt_old(engine *e, const char *was, const char *now,
         refuse(e, was, now);
         return SKIPPR_CHANGED;
     }
-    int wrote = e->st->next_slice_id > 1 || sk_ledger_count(e->st->ledger);
+    int wrote = state_wrote(e);
     char *old = wrote ? per_path_heads(e) : NULL;
     int rc = wrote && !old ? SKIPPR_NOMEM : SKIPPR_OK;
     if (!rc && old && (strlen(old) != cur_len ||
@@ -218,7 +225,15 @@ int pl_definition_check(engine *e)
     int rc = now && was && path ? SKIPPR_OK : SKIPPR_NOMEM;
     if (!rc)
         rc = read_definition(path, was, DEFINITION_MAX);
-    if (rc == SKIPPR_OK && strcmp(was, now) != 0) {
+    if (rc == SKIPPR_OK && strcmp(was, now) != 0 && !state_wrote(e)) {
+        /* Nothing copied under the old one (its first run stopped before,
+         * say at the preflight): nothing to protect. */
+        sk_info("pipeline '%s': its state had copied nothing yet; it now "
+                "belongs to this definition", e->cfg->name);
+        rc = sk_io_replace_file(path, now, strlen(now));
+        if (!rc)
+            rc = sk_state_file_changed(e->st, "definition", 0);
+    } else if (rc == SKIPPR_OK && strcmp(was, now) != 0) {
         if (strstr(was, "\nlayout:")) {
             refuse_changed(e, was, now);
             rc = SKIPPR_CHANGED;

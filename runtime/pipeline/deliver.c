@@ -204,6 +204,8 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
         if (attempt) {
             if (sk_stop_requested)
                 return SKIPPR_STOPPED;
+            if (pl_sink_failing(e))
+                return SKIPPR_FATAL; /* another slice gave up: the run ends */
             skippr_backoff_sleep(&u->backoff, attempt);
         }
         /* Before every attempt, since a failed one may still have landed
@@ -219,9 +221,9 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
             sk_warn("object %s exists with other content; rewriting it with "
                     "slice %s", key, slice_id);
         else if (rc == SKIPPR_RETRY) {
-            sk_warn("%s: cannot tell whether %s was written (attempt %d of "
-                    "%d); asking again", sink->label, key, attempt + 1,
-                    MAX_ATTEMPTS);
+            pl_retry_say(e, attempt + 1, "%s: cannot tell whether %s was "
+                         "written (attempt %d of %d); asking again",
+                         sink->label, key, attempt + 1, MAX_ATTEMPTS);
             continue;
         } else if (rc != SKIPPR_NOENT) {
             plugin_failed(sink, "%s: checking %s failed: %s", sink->label,
@@ -261,15 +263,16 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
         if (rc == SKIPPR_OK)
             return SKIPPR_OK;
         if (rc != SKIPPR_RETRY) {
-            plugin_failed(sink, "%s: writing %s failed: %s", sink->label,
-                          key, skippr_status_str(rc));
+            pl_sink_gave_up(e, sink, "%s: writing %s failed: %s",
+                            sink->label, key, skippr_status_str(rc));
             return rc;
         }
-        sk_warn("%s: writing %s failed (attempt %d of %d); retrying",
-                sink->label, key, attempt + 1, MAX_ATTEMPTS);
+        pl_retry_say(e, attempt + 1, "%s: writing %s failed (attempt %d of "
+                     "%d); retrying", sink->label, key, attempt + 1,
+                     MAX_ATTEMPTS);
     }
-    plugin_failed(sink, "%s: giving up on %s after %d attempts", sink->label,
-                  key, MAX_ATTEMPTS);
+    pl_sink_gave_up(e, sink, "%s: giving up on %s after %d attempts",
+                    sink->label, key, MAX_ATTEMPTS);
     return SKIPPR_FATAL;
 }
 

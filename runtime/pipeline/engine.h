@@ -195,12 +195,17 @@ struct engine {
                                    * at the last flush */
     uint64_t late_slices, late_records; /* opened for sealed buckets */
     /* A sink write gave up and said so: a unit that stops on it is not
-     * the source's failure (pl_unit_failed) */
+     * the source's failure (pl_unit_failed), and other slices stop
+     * retrying (retrynews.c; atomic access) */
     int sink_failed;
+    int64_t retry_said_ns; /* the last retry said at warning level */
+    int retry_said_top;    /* the highest attempt number said */
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t units_listed, sealed; /* for the metrics */
     int run_ended;                 /* the summary has been logged */
+    int begun; /* past the checks (preflight, state, claim): a run that
+                * stops earlier said why in one line and has no summary */
     struct pl_metrics *metrics;    /* metrics.c; NULL without an endpoint */
     uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
     uint64_t last_seal_check_ns;
@@ -237,10 +242,21 @@ struct engine {
     uint64_t doc_dead;        /* its records dead-lettered so far */
 };
 
+/* retrynews.c: retry number attempt, said at warning level once per retry
+ * cycle of the run (else debug). */
+void pl_retry_say(engine *e, int attempt, const char *fmt, ...)
+    SKIPPR_PRINTF(3, 4);
+/* Non-zero once a sink write gave up: retrying other slices is pointless. */
+int pl_sink_failing(const engine *e);
+/* A sink write gave up: the run's first says so (unless the plugin has),
+ * the rest at debug; the run then stops. */
+void pl_sink_gave_up(engine *e, const sk_instance *sink, const char *fmt,
+                     ...) SKIPPR_PRINTF(3, 4);
+
 /* A plugin call failed: an error line, unless the plugin already logged
  * one saying why (then the engine's line is context, at info level). */
 #define plugin_failed(inst, ...)                                               \
-    sk_log(sk_instance_logged_error(inst) ? SKIPPR_LOG_INFO : SKIPPR_LOG_ERROR, \
+    sk_log(sk_instance_logged_error(inst) ? SKIPPR_LOG_DEBUG : SKIPPR_LOG_ERROR, \
            __VA_ARGS__)
 
 static inline int ws(uint8_t c)

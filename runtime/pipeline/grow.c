@@ -158,18 +158,28 @@ static uploader *owner_up(const engine *e, const sk_slice *s)
 int pl_grow_retries(engine *e, const sk_slice *s, const char *what,
                     attempt_fn fn, void *arg)
 {
+    /* Inside another's attempt (finishing appends), one try: the outer
+     * loop retries, or attempts would multiply. */
+    static _Thread_local int depth;
+    if (depth)
+        return fn(e, arg);
+    depth++;
     int rc = SKIPPR_RETRY;
     for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
         if (a) {
-            if (sk_stop_requested)
-                return SKIPPR_STOPPED;
-            sk_warn("%s: %s slice %" PRIu64 " failed (attempt %d of %d); "
-                    "retrying", pl_grow_owner(e, s)->label, what, s->id, a,
-                    MAX_ATTEMPTS);
+            if (sk_stop_requested || pl_sink_failing(e)) {
+                /* (another slice gave up: the run ends) */
+                rc = sk_stop_requested ? SKIPPR_STOPPED : SKIPPR_FATAL;
+                break;
+            }
+            pl_retry_say(e, a, "%s: %s slice %" PRIu64 " failed (attempt %d "
+                         "of %d); retrying", pl_grow_owner(e, s)->label, what,
+                         s->id, a, MAX_ATTEMPTS);
             skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
         }
         rc = fn(e, arg);
     }
+    depth--;
     return rc;
 }
 
@@ -230,14 +240,13 @@ void pl_grow_write_failed(engine *e, const sk_slice *s, int rc)
     sk_instance *sink = pl_grow_owner(e, s);
     const char *what = e->st->grow.part_bytes ? "uploading a part of"
                                               : "appending to";
-    e->sink_failed = 1;
     if (rc == SKIPPR_RETRY)
-        plugin_failed(sink, "%s: %s %s failed %d times; giving up",
-                      sink->label, what, key ? key : "an object",
-                      MAX_ATTEMPTS);
+        pl_sink_gave_up(e, sink, "%s: %s %s failed %d times; giving up",
+                        sink->label, what, key ? key : "an object",
+                        MAX_ATTEMPTS);
     else
-        plugin_failed(sink, "%s: %s %s failed: %s", sink->label, what,
-                      key ? key : "an object", skippr_status_str(rc));
+        pl_sink_gave_up(e, sink, "%s: %s %s failed: %s", sink->label, what,
+                        key ? key : "an object", skippr_status_str(rc));
     sk_free(key);
 }
 

@@ -57,7 +57,8 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
             if (sk_instance_new(lib->desc, 0, doc, eps[i], start,
                                 e->streaming ? &e->hooks : NULL,
                                 e->cfg->memory_budget, &e->src, &err)) {
-                sk_error("%s", err.msg);
+                if (*err.msg)
+                    sk_error("%s", err.msg);
                 return SKIPPR_INVAL;
             }
             continue;
@@ -78,7 +79,8 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
             e->nup = k + 1;
             if (sk_instance_new(lib->desc, 1, doc, eps[i], SK_START, NULL,
                                 e->cfg->memory_budget, &u->sink, &err)) {
-                sk_error("%s", err.msg);
+                if (*err.msg)
+                    sk_error("%s", err.msg);
                 return SKIPPR_INVAL;
             }
             if (k > 0)
@@ -206,7 +208,8 @@ int pl_remote_open(engine *e, const char *state_name, sk_instance **inst,
     const skippr_sink_ops *ops = lib->desc->sink;
     if (sk_instance_new(lib->desc, 1, e->doc, ep, SK_START, NULL, 0, inst,
                         &err)) {
-        sk_error("%s", err.msg);
+        if (*err.msg)
+            sk_error("%s", err.msg);
         return SKIPPR_INVAL;
     }
     const sk_ynode *b = sk_ymap_get(ep->options, "s3_bucket");
@@ -265,6 +268,64 @@ static int wait_for_poll(engine *e)
     return SKIPPR_OK;
 }
 
+/* The router for the source's format, the formats, and event time. */
+static int routing_init(engine *e)
+{
+    sk_route_config rcfg = e->cfg->route;
+    rcfg.lines = e->src->format == SK_FORMAT_JSONL;
+    const char *rerr = NULL;
+    e->router = sk_router_new(&rcfg, &rerr);
+    if (!e->router) {
+        sk_error("transform: %s", rerr ? rerr : "out of memory");
+        return SKIPPR_INVAL;
+    }
+    int rc = formats_init(e);
+    if (rc)
+        return rc;
+    e->event_time = !e->streaming &&
+                    sk_router_time_unit(e->router) != SK_TIME_UNIT_NONE;
+    e->arrival_max = e->wm_prev = INT64_MIN;
+    e->arrival_min = INT64_MAX;
+    /* the first unit finished checks the slices it opened */
+    e->next_seal_at = INT64_MIN;
+    return SKIPPR_OK;
+}
+
+/* The plugins' preflight (plugin.h, probe), before anything is read: the
+ * source can be read and the sink written, with the run's credentials. */
+static int preflight(engine *e)
+{
+    int rc = sk_instance_probe(e->src);
+    int rs = sk_instance_probe(e->sink);
+    if (rc && !sk_instance_logged_error(e->src))
+        sk_error("%s: the preflight failed: %s", e->src->label,
+                 skippr_status_str(rc));
+    if (rs && !sk_instance_logged_error(e->sink))
+        sk_error("%s: the preflight failed: %s", e->sink->label,
+                 skippr_status_str(rs));
+    return rc ? rc : rs;
+}
+
+/* A run that ended early: what is in the sink, where the rest is, and
+ * what happens next, on one line. */
+static void what_landed(const engine *e, int rc)
+{
+    int records = e->sink && pl_sink_takes_records(e->sink);
+    const char *word = records ? "message batches" : "objects";
+    if (rc == SKIPPR_STOPPED && sk_stop_requested)
+        sk_warn("interrupted before the --once run finished: %" PRIu64
+                " %s durable in %s; what was read is saved in the state "
+                "(%s) and the next run goes on from there; exit code 5",
+                e->objects, word, e->sink ? e->sink->label : "the sink", e->st->dir);
+    else
+        sk_warn("stopped by the error above: %" PRIu64 " %s durable in %s; "
+                "the records read from %" PRIu64 " units are saved in the "
+                "state (%s) and go out on the next run once the cause is "
+                "fixed; exit code %d", e->objects, word,
+                e->sink ? e->sink->label : "the sink",
+                e->units_done, e->st->dir, rc == SKIPPR_LOCKED ? 3 : 1);
+}
+
 /* The run's last lines: the progress line closed, what was copied, the
  * plugins' counters. rc: how the run ended. */
 static void summary(engine *e, int rc)
@@ -274,18 +335,23 @@ static void summary(engine *e, int rc)
         fputc('\n', stderr);
         sk_log_progress_active = 0;
     }
+    if (!e->begun)
+        return; /* stopped by a check, which said why */
     if (e->st) {
         double secs = (double)(sk_now_ns() - e->start_ns) / 1e9;
         if (e->streaming)
             sk_info("%s: %" PRIu64 " messages dropped as already copied",
                     e->src->label, e->duplicates);
-        sk_info("%s: %" PRIu64 " units copied, %" PRIu64 " already done, "
+        sk_info("%s: %" PRIu64 " units %s, %" PRIu64 " already done, "
                 "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
                 "%" PRIu64 " dead-lettered; %" PRIu64 " objects written; "
                 "%.1f MB in %.2f s",
-                rc ? "stopped" : "done", e->units_done, e->skipped_done,
+                rc ? "stopped" : "done", e->units_done,
+                rc ? "read" : "copied", e->skipped_done,
                 e->skipped_changed, e->records, e->dead, e->objects,
                 (double)e->bytes_in / 1e6, secs);
+        if (rc)
+            what_landed(e, rc);
         if (e->skipped_changed && e->cfg->changed_units == SK_CHANGED_SKIP)
             sk_warn("%" PRIu64 " unit%s changed since copied and not copied "
                     "again (changed_units: skip; each is named above): exit "
@@ -333,25 +399,10 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     e.start_ns = e.last_commit_ns = e.report_ns = sk_now_ns();
     e.nthreads = cfg->threads > 64 ? 64 : cfg->threads;
     int rc;
-    const char *rerr = NULL;
     if ((rc = open_endpoints(&e, doc)))
         goto out;
-    sk_route_config rcfg = cfg->route;
-    rcfg.lines = e.src->format == SK_FORMAT_JSONL;
-    e.router = sk_router_new(&rcfg, &rerr);
-    if (!e.router) {
-        sk_error("transform: %s", rerr ? rerr : "out of memory");
-        rc = SKIPPR_INVAL;
+    if ((rc = routing_init(&e)))
         goto out;
-    }
-    if ((rc = formats_init(&e)))
-        goto out;
-    e.event_time = !e.streaming &&
-                   sk_router_time_unit(e.router) != SK_TIME_UNIT_NONE;
-    e.arrival_max = e.wm_prev = INT64_MIN;
-    e.arrival_min = INT64_MAX;
-    /* the first unit finished checks the slices it opened */
-    e.next_seal_at = INT64_MIN;
     char state_name[512];
     if (e.streaming && cfg->shard_count > 1) {
         sk_error("--shard: %s is a streaming source, which shares its "
@@ -372,7 +423,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                             e.remote, &e.st)))
         goto out;
     if ((rc = pl_shard_check_retired(&e)) || (rc = pl_shard_inherit(&e)) ||
-        (rc = pl_definition_check(&e)) || (rc = pl_claim_sink(&e)))
+        (rc = pl_definition_check(&e)) || (rc = preflight(&e)) ||
+        (rc = pl_claim_sink(&e)))
         goto out;
     e.st->zstd_level = (int)cfg->wal_zstd_level;
     /* open blocks and the freed buffers kept for them share the budget */
@@ -391,6 +443,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     sk_info("pipeline %s: %s -> %s, %d thread%s, state %s",
             cfg->name, e.src->label, e.sink->label, e.nthreads,
             e.nthreads == 1 ? "" : "s", e.st->dir);
+    e.begun = 1;
     if ((rc = pl_metrics_start(&e)) || (rc = pl_listing_mark_load(&e)))
         goto out;
 

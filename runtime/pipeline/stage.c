@@ -304,14 +304,12 @@ static int finish_parted(engine *e, sk_slice *s)
     sk_buf_free(&t);
     if (!rc)
         rc = clear_pieces(e, s, &info);
-    if (rc)
-        e->sink_failed = 1;
     if (rc == SKIPPR_RETRY)
-        plugin_failed(sink, "%s: finishing %s failed %d times; giving up",
-                      sink->label, s->object_key, MAX_ATTEMPTS);
+        pl_sink_gave_up(e, sink, "%s: finishing %s failed %d times; giving "
+                        "up", sink->label, s->object_key, MAX_ATTEMPTS);
     else if (rc)
-        plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,
-                      s->object_key, skippr_status_str(rc));
+        pl_sink_gave_up(e, sink, "%s: finishing %s failed: %s", sink->label,
+                        s->object_key, skippr_status_str(rc));
     return rc;
 }
 

@@ -1,5 +1,7 @@
 #include "plugin/loader.h"
 
+#include "config/where.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -11,6 +13,7 @@
 #include "base/common.h"
 #include "base/crc32c.h"
 #include "base/fence.h"
+#include "config/where.h"
 #include "format/csvpeek.h"
 #include "format/decompress.h"
 
@@ -259,14 +262,34 @@ const sk_plugin_lib *sk_registry_store(const sk_registry *r,
 
 int sk_instance_logged_error(const sk_instance *inst)
 {
-    return __atomic_load_n(&inst->errors_logged, __ATOMIC_RELAXED) != 0;
+    /* An error told by another sink instance of the same run counts: the
+     * instances of one sink share a cause (counters_to, the first one). */
+    const sk_instance *head = inst->counters_to ? inst->counters_to : inst;
+    return __atomic_load_n(&inst->errors_logged, __ATOMIC_RELAXED) != 0 ||
+           __atomic_load_n(&head->errors_logged, __ATOMIC_RELAXED) != 0;
+}
+
+int sk_instance_probe(sk_instance *inst)
+{
+    const skippr_plugin *p = inst->plugin;
+    int (*probe)(void *) = NULL;
+    if (inst->is_sink && SKIPPR_OPS_HAS(skippr_sink_ops, p->sink, probe))
+        probe = p->sink->probe;
+    else if (!inst->is_sink &&
+             SKIPPR_OPS_HAS(skippr_source_ops, p->source, probe))
+        probe = p->source->probe;
+    return probe ? probe(inst->ctx) : SKIPPR_OK;
 }
 
 static void host_log(const skippr_host *h, int level, const char *fmt, ...)
 {
     sk_instance *inst = h->impl;
-    if (level == SKIPPR_LOG_ERROR)
+    if (level == SKIPPR_LOG_ERROR) {
         __atomic_fetch_add(&inst->errors_logged, 1, __ATOMIC_RELAXED);
+        if (inst->counters_to)
+            __atomic_fetch_add(&inst->counters_to->errors_logged, 1,
+                               __ATOMIC_RELAXED);
+    }
     va_list ap;
     va_start(ap, fmt);
     sk_vlog(level, inst->label, fmt, ap);
@@ -679,7 +702,7 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
     inst->format = is_sink ? SK_FORMAT_JSON : SK_FORMAT_AUTO;
     inst->csv_delim = ',';
     inst->label = sk_asprintf("%s %s (%s)", p->name, is_sink ? "sink" : "source",
-                              ep->ref);
+                              sk_config_ref_name(doc, ep->ref));
     inst->ctx = sk_calloc(1, ctx_size ? ctx_size : 1);
     if (!inst->label || !inst->ctx)
         goto oom;
@@ -699,6 +722,8 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
         inst->host.flags |= SKIPPR_HOST_ONCE;
     if (start & SK_START_NAMES_FIRST)
         inst->host.flags |= SKIPPR_HOST_NAMES_FIRST;
+    if (start & SK_START_CHECK)
+        inst->host.flags |= SKIPPR_HOST_CHECK;
     inst->stream = stream;
 
     if ((rc = fill_options(inst, table, common, doc, ep, err)))
@@ -707,6 +732,10 @@ int sk_instance_new(const skippr_plugin *p, int is_sink,
         inst->inited = 1; /* destroy() runs even after a failed init() */
         rc = is_sink ? p->sink->init(inst->ctx, &inst->host)
                      : p->source->init(inst->ctx, &inst->host);
+        if (rc && sk_instance_logged_error(inst)) {
+            err->msg[0] = '\0'; /* the plugin said why */
+            goto out;
+        }
         if (rc) {
             sk_cfg_fail(err, doc, ep->at, "%s failed to start: %s",
                         inst->label, skippr_status_str(rc));

@@ -120,6 +120,7 @@ typedef struct sk_stream_hooks {
 #define SK_START 1      /* call init() */
 #define SK_START_ONCE 2 /* host->flags gets SKIPPR_HOST_ONCE */
 #define SK_START_NAMES_FIRST 4 /* and SKIPPR_HOST_NAMES_FIRST */
+#define SK_START_CHECK 8 /* and SKIPPR_HOST_CHECK (validate --reach) */
 
 /* Validate opts against the plugin's table plus the engine's common
  * options, allocate the context, fill it and, if start has SK_START, call
@@ -138,6 +139,11 @@ void sk_instance_free(sk_instance *inst);
  * then reports the failure that follows at info level, so a run that stops
  * shows one error line, the plugin's, which says most. */
 int sk_instance_logged_error(const sk_instance *inst);
+
+/* The plugin's preflight (skippr_*_ops.probe) of a started instance:
+ * SKIPPR_OK when it has none; else its verdict, the plugin having logged
+ * why. */
+int sk_instance_probe(sk_instance *inst);
 /* Copy up to cap of the instance's counters into out; returns how many.
  * Safe from any thread. */
 size_t sk_instance_counters(sk_instance *inst, sk_counter *out, size_t cap);

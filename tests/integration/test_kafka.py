@@ -271,8 +271,9 @@ def test_kafka_group_commits_durable_offsets():
         got = collections.Counter()
         for (part, raw), n in output_records(ws.sink_root).items():
             got[raw] += n
-            want = ("events/p_$key=tenant-a/" if raw in recs[:2000] else
-                    "events/p_$header.tenant=hooli/")
+            # One column, named after the first path's last segment.
+            want = ("events/p_tenant=tenant-a/" if raw in recs[:2000] else
+                    "events/p_tenant=hooli/")
             check(part.startswith(want + "p_year=2024/"),
                   "%s in partition %s" % (raw[:40], part))
         check(got == collections.Counter(recs),
@@ -476,14 +477,14 @@ def test_kafka_errors_are_clear():
                                     "topic": "nope", "group_id": '""'}),
                      ("File", {"path": ws.out}))
         p = ws.sync("--once", check_rc=False, timeout=60)
-        check(p.returncode != 0 and "topic nope does not exist" in p.err,
-              "missing source topic:\n" + p.err)
+        check(p.returncode != 0 and "topic nope (option topic) does not "
+              "exist" in p.err, "missing source topic:\n" + p.err)
         kafka_config(ws, ("File", {"path": ws.inp}),
                      ("Kafka", {"brokers": broker.bootstrap,
                                 "topic": "nope"}))
         p = ws.sync("--once", check_rc=False, timeout=60)
-        check(p.returncode != 0 and "topic nope does not exist" in p.err,
-              "missing sink topic:\n" + p.err)
+        check(p.returncode != 0 and "topic nope (option topic) does not "
+              "exist" in p.err, "missing sink topic:\n" + p.err)
         # Brokers that are down: a clear error, nothing marked as done.
         import socket
         s = socket.socket()

@@ -21,7 +21,9 @@
 //                   about 20 s (the default); max_put_bytes > 0: a
 //                   PutObject body over it answers 400 EntityTooLarge (S3's
 //                   limit is 5 GiB; tests lower it). kinds:
-//                   503, 500, 501 (NotImplemented), reset, truncate,
+//                   503, 500, 501 (NotImplemented), NoSuchBucket (404) and
+//                   AccessDenied (403) (a bucket deleted or a permission
+//                   revoked under a run), reset, truncate,
 //                   complete_error, lost_reply
 //                   (the request is carried out, then the connection is
 //                   cut before the answer), kill_after (carried out, then
@@ -160,10 +162,13 @@ function rnd() {
 
 // The kind of a request, for counts and faults. A state's claim on a sink
 // (its _skippr/claims/ object: one GET a run, one PUT the first time) is
-// 'claim_get' or 'claim_put', apart from the data's requests.
+// 'claim_get' or 'claim_put', and the preflight's probe object (a GET, a
+// PUT and a DELETE of _skippr/probe-*) 'probe_get', 'probe_put' and
+// 'probe_delete', apart from the data's requests.
 function kindOf(req) {
   const kind = dataKindOf(req);
-  return req.url.includes('/_skippr/claims/') ? 'claim_' + kind : kind;
+  if (req.url.includes('/_skippr/claims/')) return 'claim_' + kind;
+  return req.url.includes('/_skippr/probe-') ? 'probe_' + kind : kind;
 }
 
 function dataKindOf(req) {
@@ -570,12 +575,17 @@ async function main() {
       if (usable.length) fault = usable[Math.floor(rnd() * usable.length)];
     }
     if (fault) injected[fault] = (injected[fault] || 0) + 1;
-    if (fault === '503' || fault === '500' || fault === '501') {
+    const answers = { 503: [503, 'SlowDown'], 500: [500, 'InternalError'],
+                      501: [501, 'NotImplemented'],
+                      NoSuchBucket: [404, 'NoSuchBucket'],
+                      AccessDenied: [403, 'AccessDenied'] };
+    if (answers[fault]) {
       req.resume();
-      const code = { 503: 'SlowDown', 500: 'InternalError', 501: 'NotImplemented' }[fault];
+      const [status, code] = answers[fault];
       const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>injected</Message></Error>`;
-      res.writeHead(Number(fault), { 'content-type': 'application/xml',
-                                     'content-length': Buffer.byteLength(body) });
+      res.writeHead(status, { 'content-type': 'application/xml',
+                              'content-length': Buffer.byteLength(body) });
+      if (req.method === 'HEAD') return res.end();
       return res.end(body);
     }
     if (fault === 'reset') {

@@ -1,0 +1,58 @@
+/* The preflight (plugin.h, probe): before a run reads anything, reach the
+ * bucket with the credentials the run will use and try what it will do
+ * there, so that a missing bucket, a wrong secret or a missing permission
+ * is one line at start, not an error per object later.
+ *
+ * Source: one page of one key under the prefix (s3:ListBucket). An
+ * Inventory source lists nothing itself; its manifest is read at the first
+ * listing, which names any problem then.
+ * Sink: a probe object under the prefix, read (it is not there: the
+ * answer says whether the bucket and the identity are), written and removed (s3:PutObject, s3:DeleteObject). With versioning on, the
+ * probe leaves a delete marker and one tiny noncurrent version, which a
+ * lifecycle rule expiring noncurrent versions removes.
+ *
+ * Thread: the instance's. */
+#include "s3.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+int src_probe(void *ctx)
+{
+    s3_ctx *c = ctx;
+    if (c->inventory_manifest)
+        return SKIPPR_OK;
+    sigv4_kv q[3] = {{"list-type", "2"}, {"max-keys", "1"},
+                     {"prefix", c->prefix}};
+    resp r = {0};
+    int rc = s3_request_retried(c, "list", c->prefix, NULL, "GET", NULL, q,
+                                3, NULL, 0, NULL, 0, &r);
+    skippr_buf_free(&r.body);
+    return rc;
+}
+
+int sink_probe(void *ctx)
+{
+    s3_ctx *c = ctx;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char key[96];
+    snprintf(key, sizeof key, "_skippr/probe-%ld-%" PRIx64, (long)getpid(),
+             (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    /* A GET of the probe's key first: its answer names the problem (a
+     * HEAD's has no body), and 404 NoSuchKey is the answer hoped for. */
+    char buf[1], etag[8];
+    size_t got;
+    uint64_t size;
+    int rc = sink_store_get(c, key, 0, buf, sizeof buf, &got, &size, etag,
+                            sizeof etag);
+    if (rc && rc != SKIPPR_NOENT)
+        return rc;
+    static const char body[] = "skippr preflight: removed at once\n";
+    rc = sink_store_put(c, key, body, sizeof body - 1, NULL, NULL, 0);
+    if (!rc)
+        rc = sink_store_delete(c, key);
+    return rc;
+}
