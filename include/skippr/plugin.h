@@ -157,7 +157,12 @@ typedef struct skippr_host {
     /* Log a line tagged with the instance's name. Never pass secrets. */
     void (*log)(const struct skippr_host *host, int level, const char *fmt,
                 ...) SKIPPR_PRINTF(3, 4);
-    /* Add delta to a named counter shown by `skipprd status`. */
+    /* Add delta to a named counter. The running process shows it: in the
+     * run's last lines ("S3 sink (...): objects_written=12"), and with
+     * metrics_listen as skippr_plugin_total{side,name="NAME"} (names
+     * "retries_CAUSE" as skippr_retries_total, "requests_in_flight" as a
+     * gauge). `skipprd status` reads the state, not a running process,
+     * and does not show them. */
     void (*counter_add)(const struct skippr_host *host, const char *name,
                         int64_t delta);
     /* Non-zero once the engine is shutting down: long calls should return

@@ -94,7 +94,19 @@ static const char *level_name(int level)
 
 /* One log line as a JSON object (jansson escapes the text; a line that
  * is not valid UTF-8 has its bytes replaced rather than dropped). */
-static void log_json(int level, const char *prefix, const char *line)
+/* figures[0..n) as fields of o. */
+static void add_figures(json_t *o, const sk_figure *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = f[i].value;
+        int whole = v == (double)(int64_t)v && v > -9e15 && v < 9e15;
+        json_object_set_new(o, f[i].name, whole ? json_integer((int64_t)v)
+                                                : json_real(v));
+    }
+}
+
+static void log_json(int level, const char *prefix, const char *line,
+                     const sk_figure *figures, size_t nfigures)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -129,6 +141,7 @@ static void log_json(int level, const char *prefix, const char *line)
          json_object_set_new(o, "source", json_string(prefix)) == 0) &&
         json_object_set_new(o, "msg", msg) == 0) {
         msg = NULL; /* o owns it */
+        add_figures(o, figures, nfigures);
         text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     }
     json_decref(msg);
@@ -143,7 +156,9 @@ static void log_json(int level, const char *prefix, const char *line)
     free(text);
 }
 
-void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap)
+/* One log line, with figures (json only). */
+static void vlog_figures(int level, const char *prefix, const sk_figure *f,
+                         size_t nf, const char *fmt, va_list ap)
 {
     if (level > sk_log_level)
         return;
@@ -152,7 +167,7 @@ void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap)
     if (n < 0)
         return;
     if (sk_log_json) {
-        log_json(level, prefix, line);
+        log_json(level, prefix, line, f, nf);
         return;
     }
     pthread_mutex_lock(&log_mu);
@@ -162,6 +177,20 @@ void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap)
     fprintf(stderr, "skipprd: %s: %s%s%s\n", level_name(level),
             prefix ? prefix : "", prefix ? ": " : "", line);
     pthread_mutex_unlock(&log_mu);
+}
+
+void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap)
+{
+    vlog_figures(level, prefix, NULL, 0, fmt, ap);
+}
+
+void sk_log_figures(int level, const sk_figure *f, size_t n,
+                    const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog_figures(level, NULL, f, n, fmt, ap);
+    va_end(ap);
 }
 
 void sk_log(int level, const char *fmt, ...)

@@ -46,6 +46,14 @@ extern int sk_log_progress_active;
 extern int sk_log_json;
 void sk_log(int level, const char *fmt, ...) SKIPPR_PRINTF(2, 3);
 void sk_vlog(int level, const char *prefix, const char *fmt, va_list ap);
+/* A figure a line reports: with --log-format json each is a field of its
+ * own (a number), beside the msg that says them in words. */
+typedef struct sk_figure {
+    const char *name; /* a field name, e.g. "records" */
+    double value;     /* whole numbers are written as integers */
+} sk_figure;
+void sk_log_figures(int level, const sk_figure *f, size_t n,
+                    const char *fmt, ...) SKIPPR_PRINTF(4, 5);
 #define sk_error(...) sk_log(SKIPPR_LOG_ERROR, __VA_ARGS__)
 #define sk_warn(...) sk_log(SKIPPR_LOG_WARN, __VA_ARGS__)
 #define sk_info(...) sk_log(SKIPPR_LOG_INFO, __VA_ARGS__)

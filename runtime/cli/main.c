@@ -87,10 +87,14 @@ static int load(const char *path, sk_yaml_doc **doc)
     return 0;
 }
 
-static void print_options(const char *title, const skippr_option *o)
+/* An options table; with p (the engine's common options), only those
+ * that mean something for p's source or sink. */
+static void print_options(const skippr_option *o, const skippr_plugin *p,
+                          int is_sink)
 {
     for (; o && o->name; o++)
-        printf("    %-22s %-7s %s%s%s%s\n", o->name,
+        if (!p || sk_common_option_applies(p, is_sink, o->name))
+            printf("    %-22s %-7s %s%s%s%s\n", o->name,
                o->type == SKIPPR_OPT_INT      ? "int"
                : o->type == SKIPPR_OPT_BOOL   ? "bool"
                : o->type == SKIPPR_OPT_PREFIX ? "map"
@@ -98,7 +102,6 @@ static void print_options(const char *title, const skippr_option *o)
                o->doc ? o->doc : "", (o->required & SKIPPR_OPT_REQUIRED) ? " (required)" : "",
                o->default_value ? " Default: " : "",
                o->default_value ? o->default_value : "");
-    SK_UNUSED(title);
 }
 
 static const char *opt_type_name(skippr_opt_type t)
@@ -112,9 +115,12 @@ static const char *opt_type_name(skippr_opt_type t)
 
 /* Append an options table to arr; common marks the engine's options that
  * every source or sink takes. Returns 0, or -1 when out of memory. */
-static int json_options(json_t *arr, const skippr_option *o, int common)
+static int json_options(json_t *arr, const skippr_option *o, int common,
+                        const skippr_plugin *p, int is_sink)
 {
     for (; o && o->name; o++) {
+        if (common && !sk_common_option_applies(p, is_sink, o->name))
+            continue;
         json_t *j = json_pack("{s:s, s:s, s:s?, s:b, s:s, s:b}", "name",
                               o->name, "type", opt_type_name(o->type),
                               "default", o->default_value, "required",
@@ -180,8 +186,8 @@ static int print_plugins_json(const sk_registry *reg)
                 continue;
             json_t *opts = json_array();
             bad = !opts || json_object_set_new(p, role[r], opts) ||
-                  json_options(opts, own[r], 0) ||
-                  json_options(opts, common[r], 1);
+                  json_options(opts, own[r], 0, d, r) ||
+                  json_options(opts, common[r], 1, d, r);
         }
     }
     json_t *engine = bad ? NULL : engine_options_json();
@@ -227,13 +233,13 @@ static int cmd_plugins(const sk_yaml_doc *doc, int as_json)
                d->description ? d->description : "", reg.libs[i].path);
         if (d->source) {
             printf("  source options:\n");
-            print_options("source", d->source->options);
-            print_options("source", sk_common_source_options);
+            print_options(d->source->options, NULL, 0);
+            print_options(sk_common_source_options, d, 0);
         }
         if (d->sink) {
             printf("  sink options:\n");
-            print_options("sink", d->sink->options);
-            print_options("sink", sk_common_sink_options);
+            print_options(d->sink->options, NULL, 1);
+            print_options(sk_common_sink_options, d, 1);
         }
     }
     sk_registry_close(&reg);

@@ -600,9 +600,10 @@ static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
     if (resolve_state_dir(doc, sk, out, err))
         return SKIPPR_INVAL;
     out->plugin_dirs = sk_ymap_get(sk, "plugin_dirs");
-    if (out->plugin_dirs && out->plugin_dirs->kind != SK_Y_SEQ)
+    if (out->plugin_dirs && out->plugin_dirs->kind == SK_Y_MAP)
         return sk_cfg_fail(err, doc, out->plugin_dirs,
-                           "plugin_dirs must be a list of folders");
+                           "plugin_dirs must be a folder or a list of "
+                           "folders");
     const sk_engine_option *t = sk_engine_option_find(SK_EOPT_SKIPPR,
                                                       "threads");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -75,7 +75,8 @@ const sk_engine_option sk_engine_options[] = {
      .type = SK_EOPT_LIST,
      .def = NULL,
      .offset = SIZE_MAX,
-     .doc = "Extra plugin folders, searched first. Absolute paths only."},
+     .doc = "Extra plugin folders, searched first: one folder, or a list of "
+        "them. Absolute paths only."},
     {.name = "metrics_listen",
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_STRING,

@@ -342,14 +342,24 @@ static void summary(engine *e, int rc)
         if (e->streaming)
             sk_info("%s: %" PRIu64 " messages dropped as already copied",
                     e->src->label, e->duplicates);
-        sk_info("%s: %" PRIu64 " units %s, %" PRIu64 " already done, "
-                "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
-                "%" PRIu64 " dead-lettered; %" PRIu64 " objects written; "
-                "%.1f MB in %.2f s",
-                rc ? "stopped" : "done", e->units_done,
-                rc ? "read" : "copied", e->skipped_done,
-                e->skipped_changed, e->records, e->dead, e->objects,
-                (double)e->bytes_in / 1e6, secs);
+        const sk_figure f[] = {
+            {"units", (double)e->units_done},
+            {"units_already_done", (double)e->skipped_done},
+            {"units_changed_skipped", (double)e->skipped_changed},
+            {"records", (double)e->records},
+            {"dead_lettered", (double)e->dead},
+            {"objects_written", (double)e->objects},
+            {"bytes_read", (double)e->bytes_in},
+            {"seconds", secs}};
+        sk_log_figures(SKIPPR_LOG_INFO, f, sizeof f / sizeof *f,
+                       "%s: %" PRIu64 " units %s, %" PRIu64 " already done, "
+                       "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
+                       "%" PRIu64 " dead-lettered; %" PRIu64 " objects "
+                       "written; %.1f MB in %.2f s",
+                       rc ? "stopped" : "done", e->units_done,
+                       rc ? "read" : "copied", e->skipped_done,
+                       e->skipped_changed, e->records, e->dead, e->objects,
+                       (double)e->bytes_in / 1e6, secs);
         if (rc)
             what_landed(e, rc);
         if (e->skipped_changed && e->cfg->changed_units == SK_CHANGED_SKIP)

@@ -39,9 +39,20 @@ const skippr_option sk_common_sink_options[] = {
      "csv (the source's header row, then each row's exact bytes and a "
      "newline) or xml (the source's declaration and root start tag, each "
      "record's exact bytes and a newline, the root's close tag)."},
-    {"compression", SKIPPR_OPT_STRING, "none", 0, 0,
-     "Output compression: none. (gzip and zstd are planned.)"},
     {NULL, 0, NULL, 0, 0, NULL}};
+
+int sk_common_option_applies(const skippr_plugin *p, int is_sink,
+                             const char *name)
+{
+    if (is_sink || strcmp(name, "format") == 0)
+        return 1;
+    /* CSV and XML come from files and objects, or from a streaming source
+     * that emits documents; the others emit JSON messages. */
+    const skippr_source_ops *src = p->source;
+    int documents = SKIPPR_OPS_HAS(skippr_source_ops, src, flags) &&
+                    (src->flags & SKIPPR_SOURCE_DOCUMENTS);
+    return src->list != NULL || documents;
+}
 
 const char *sk_format_pair_problem(sk_format src, sk_format sink,
                                    int validate)
@@ -196,8 +207,11 @@ int sk_registry_load(sk_registry *r, const sk_yaml_doc *doc,
                      const sk_ynode *extra, sk_cfg_err *err)
 {
     memset(r, 0, sizeof *r);
-    for (size_t i = 0; extra && i < extra->n; i++) {
-        const sk_ynode *dn = extra->items[i];
+    /* plugin_dirs: one folder, or a list of them */
+    int one = extra && extra->kind == SK_Y_SCALAR;
+    size_t n_extra = one ? 1 : extra ? extra->n : 0;
+    for (size_t i = 0; i < n_extra; i++) {
+        const sk_ynode *dn = one ? extra : extra->items[i];
         if (dn->kind != SK_Y_SCALAR || dn->value[0] != '/')
             return sk_cfg_fail(err, doc, dn, "plugin_dirs entries must be "
                                "absolute paths (plugins are never loaded "
@@ -578,14 +592,6 @@ static int apply_common(sk_instance *inst, const char *key, const char *v,
                                              : "auto, json, jsonl, csv, xml");
         return SKIPPR_OK;
     }
-    if (strcmp(key, "compression") == 0) {
-        if (strcmp(v, "none") != 0)
-            return sk_cfg_fail(err, doc, at, "%s: compression '%s' is not "
-                               "supported yet (supported: none)", inst->label,
-                               v);
-        inst->compression = SK_COMP_NONE;
-        return SKIPPR_OK;
-    }
     return SKIPPR_INVAL;
 }
 
@@ -623,6 +629,11 @@ static int fill_options(sk_instance *inst, const skippr_option *table,
                              inst->label, k);
             return rc;
         }
+        if (find_opt(common, k) &&
+            !sk_common_option_applies(inst->plugin, inst->is_sink, k))
+            return sk_cfg_fail(err, doc, opts->keys[i], "%s: option %s "
+                               "means nothing here: this source gives JSON "
+                               "messages, never CSV or XML", inst->label, k);
         if (find_opt(common, k)) {
             rc = apply_common(inst, k, v->value, doc, v, err);
             if (rc)

@@ -72,7 +72,7 @@ const char *sk_format_pair_problem(sk_format src, sk_format sink,
                                    int validate);
 
 /* A configured source or sink: the plugin's context plus the options the
- * engine itself reads (format, compression). */
+ * engine itself reads (format, csv and xml settings). */
 #define SK_MAX_COUNTERS 32
 
 typedef struct sk_counter {
@@ -88,7 +88,6 @@ typedef struct sk_instance {
     skippr_host host;
     int inited;
     sk_format format;
-    int compression; /* sk_comp for sinks */
     uint8_t csv_delim;  /* sources: csv_delimiter */
     char *csv_columns;  /* sources: csv_columns, owned; NULL: a header row */
     char *xml_record_element; /* sources: owned; NULL: the root's children */
@@ -153,6 +152,10 @@ void sk_instance_log_counters(sk_instance *inst);
 /* Options the engine reads on every source / sink; name == NULL ends. */
 extern const skippr_option sk_common_source_options[];
 extern const skippr_option sk_common_sink_options[];
+/* Whether common option name means something for p's source or sink
+ * (csv_* and xml_* only for sources that can give CSV or XML). */
+int sk_common_option_applies(const skippr_plugin *p, int is_sink,
+                             const char *name);
 
 /* Set on shutdown (SIGINT, SIGTERM: the signal handler stores 1); read by
  * the pipeline thread, the upload threads, and plugins through

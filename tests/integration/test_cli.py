@@ -105,6 +105,20 @@ def test_plugins_listing_and_dirs():
         check("File " in p.out and "(source, sink)" in p.out and
               "Stdout " in p.out, p.out)
         check("path" in p.out and "(required)" in p.out, p.out)
+        # Each plugin lists only the options that mean something for it:
+        # CSV and XML settings for sources that can give CSV or XML.
+        import json
+        listed = json.loads(run(["plugins", "--json", "--config",
+                                 "/nonexistent"]).out)
+        names = {(pl["name"], role): {o["name"] for o in pl[role]}
+                 for pl in listed["plugins"] for role in ("source", "sink")
+                 if role in pl}
+        check("csv_columns" in names[("File", "source")] and
+              "csv_columns" in names[("HTTP", "source")] and
+              not {"csv_columns", "csv_delimiter", "xml_record_element"} &
+              (names[("Kafka", "source")] | names[("MQTT", "source")]) and
+              not any("compression" in v for v in names.values()),
+              "options listed: %s" % names)
         # A relative plugin folder is refused, never searched.
         text = BASE.replace("  skipprd_el_storage_mode: local\n",
                             "  skipprd_el_storage_mode: local\n"
@@ -120,6 +134,12 @@ def test_plugins_listing_and_dirs():
                             "  skipprd_el_storage_mode: local\n"
                             "  plugin_dirs: [%s]\n" % bad)
         p = run(["plugins", "--config", write(ws, text)])
+        check("cannot load %s/broken.so" % bad in p.err, p.err)
+        # One folder, not in a list, is taken as well.
+        one = BASE.replace("  skipprd_el_storage_mode: local\n",
+                           "  skipprd_el_storage_mode: local\n"
+                           "  plugin_dirs: %s\n" % bad)
+        p = run(["plugins", "--config", write(ws, one)])
         check("cannot load %s/broken.so" % bad in p.err, p.err)
         # A plugin built for another ABI version is refused, saying so.
         src = os.path.join(ws.root, "old.c")
@@ -168,7 +188,8 @@ def test_stdout_sink():
 def test_json_logs():
     """--log-format json: every stderr line is a JSON object with time,
     level and msg; a plugin's line names its instance in source; the
-    summary line is there; a bad format is a usage error."""
+    summary line is there, its figures as fields; a config error is a
+    JSON line too; a bad format is a usage error."""
     import json
     ws = Workspace("jsonlog")
     try:
@@ -185,8 +206,24 @@ def test_json_logs():
         lines = [json.loads(l) for l in p.err.splitlines()]
         check(lines and all({"time", "level", "msg"} <= set(l)
                             for l in lines), p.err)
-        check(any(l["msg"].startswith("done: 1 units copied") for l in lines),
-              p.err)
+        done = [l for l in lines if l["msg"].startswith("done: ")]
+        check(len(done) == 1 and done[0]["msg"].startswith(
+            "done: 1 units copied"), p.err)
+        # The summary's figures are fields, not only words.
+        check(done[0]["units"] == 1 and done[0]["records"] == 1 and
+              done[0]["objects_written"] == 1 and
+              done[0]["dead_lettered"] == 0 and
+              done[0]["bytes_read"] == 25 and
+              isinstance(done[0]["seconds"], (int, float)), done[0])
+        # A config error is a JSON line too.
+        bad = write(ws, text.replace("  workspace: w\n",
+                                     "  workspace: w\n  nonsense: 1\n"))
+        p = run(["validate", "--log-format", "json", "--config", bad],
+                check_rc=False)
+        lines = [json.loads(l) for l in p.err.splitlines()]
+        check(p.returncode == 1 and len(lines) == 1 and
+              lines[0]["level"] == "error" and "nonsense" in
+              lines[0]["msg"], p.err)
         # A missing source folder: the File plugin logs the error, and its
         # line names the plugin instance. (Another workspace: a state is
         # made for one source.)

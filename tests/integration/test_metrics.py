@@ -99,6 +99,13 @@ def test_metrics_agree_and_pass_promtool():
         check(value(t, "skippr_slices_open") > 0 and
               value(t, "skippr_bytes_buffered") > 0, t)
         check(units == 30 and records > 0, err)
+        # The plugins' counters, where PLUGINS.md says: the summary's last
+        # lines and skippr_plugin_total.
+        opened = re.search(r"File source \(data_sources\.\w+\): "
+                           r"files_opened=(\d+)", err)
+        check(opened and value(t, "skippr_plugin_total",
+                               ',side="source",name="files_opened"') ==
+              int(opened.group(1)), "plugin counter: %s" % err[-800:])
         print("  promtool passes; %d units, %d records, %d objects agree" %
               (units, records, objects))
     finally:

@@ -299,18 +299,38 @@ def test_config_run_copies_with_skipprd():
                     batch_time_fields="timestamp",
                     batch_time_unit=BatchTimeUnit.DAY,
                     time_partition_prefix="p_")))
+            cfg.save("py.yml")
             p = cfg.run("gdpr_compliant_migration", skipprd=%r)
-            sys.stderr.write(p.stderr)
-            cfg.validate("skippr.yml", skipprd=%r)
+            print("captured:", "records" in p.stderr)
+            print("wrote skippr.yml:", os.path.exists("skippr.yml"))
+            cfg.validate("py.yml", skipprd=%r)
             try:
                 cfg.run("nope", skipprd=%r)
             except SkipprError as e:
                 print("refused:", e)
-            ''') % (ws.inp, ws.out, ws.state, SKIPPRD, SKIPPRD, SKIPPRD)
+            # Never saved, and ./skippr.yml holds another config: refused.
+            with open("skippr.yml", "w") as f:
+                f.write("# the user's own\\n")
+            other = Config(workspace="other")
+            other.add_pipeline(Pipeline(name="x", source=src, sink=dst))
+            try:
+                other.run("x", skipprd=%r)
+            except SkipprError as e:
+                print("kept:", open("skippr.yml").read() == "# the user's own\\n",
+                      e)
+            ''') % (ws.inp, ws.out, ws.state, SKIPPRD, SKIPPRD, SKIPPRD,
+                    SKIPPRD)
         p = run_py(code, ws.root)
         check(p.returncode == 0, "Config.run failed:\n" + p.stderr)
         check("refused: no pipeline named 'nope'" in p.stdout, p.stdout)
-        check("records" in p.stderr, "no summary from skipprd:\n" + p.stderr)
+        # skipprd's log reached the caller's stderr as it ran, and the
+        # returned process holds it too.
+        check("done: 8 units copied" in p.stderr and "captured: True" in
+              p.stdout, "no summary from skipprd:\n" + p.stderr)
+        check("wrote skippr.yml: False" in p.stdout,
+              "run() wrote a file it was not given: " + p.stdout)
+        check("kept: True ./skippr.yml exists and holds another config"
+              in p.stdout, p.stdout)
         assert_exact(ws)
     finally:
         ws.cleanup()

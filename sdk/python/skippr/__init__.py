@@ -14,7 +14,8 @@ The builder style, as the product's article writes it:
         transform=Transform(batch_time_fields="time",
                             batch_time_unit=BatchTimeUnit.DAY)))
     cfg.save("skippr.yml")
-    cfg.run("copy_all")             # optional: runs `skipprd sync --once`
+    cfg.run("copy_all")             # optional: `skipprd sync --once` on
+                                    # skippr.yml, its log streamed
 
 The keyword style works too: endpoints and pipelines named where they are
 made (`DataSourceFile(name="a", path=...)`, `Pipeline(name="p",
@@ -30,6 +31,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import threading
 
 from . import _options
 from ._yaml import dump as _dump_yaml
@@ -367,10 +370,12 @@ class Config:
                  threads=None):
         self._workspace = None
         self._storage = None
+        self._saved = None  # the path save() last wrote
         self._endpoints = {"source": {}, "sink": {}}
         self.workspace(workspace)
         self.storage(storage if storage is not None else LocalStorage())
-        self.plugin_dirs = list(plugin_dirs or [])
+        self.plugin_dirs = ([plugin_dirs] if isinstance(plugin_dirs, str)
+                            else list(plugin_dirs or []))
         for d in self.plugin_dirs:
             if not os.path.isabs(d):
                 raise ValueError("plugin_dirs must be absolute: %r" % d)
@@ -502,12 +507,13 @@ class Config:
 
     def save(self, path):
         """Write the config to path (atomically: a temp file, then rename).
-        Returns path."""
+        Returns path; run() then uses it."""
         text = self.to_yaml()
         tmp = "%s.tmp-%d" % (path, os.getpid())
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)
+        self._saved = path
         return path
 
     # Running skipprd -------------------------------------------------------
@@ -536,18 +542,67 @@ class Config:
         None, or raises SkipprError with skipprd's message."""
         self._call(["validate"], path, skipprd, True)
 
-    def run(self, pipeline, path="skippr.yml", once=True, skipprd=None,
+    def _run_path(self, path):
+        """Where run() saves the config: the path given, else the one last
+        saved to, else ./skippr.yml when it is absent or holds this very
+        config. A file the user did not name is never overwritten: its
+        folder is where the state lives, so a config in the wrong place
+        would start a second copy."""
+        if path is not None:
+            return path
+        if self._saved:
+            return self._saved
+        path = "skippr.yml"
+        if os.path.exists(path):
+            with open(path) as f:
+                if f.read() != self.to_yaml():
+                    raise SkipprError(
+                        "./skippr.yml exists and holds another config; "
+                        "save this one where it belongs (cfg.save(PATH)) "
+                        "or pass path=")
+        return path
+
+    def run(self, pipeline, path=None, once=True, skipprd=None,
             threads=None, timeout=None):
-        """Save the config to path and run `skipprd sync` on one pipeline
-        (drain and exit with once=True). Returns the CompletedProcess;
-        raises SkipprError when skipprd fails."""
+        """Save the config (to path; by default where save() last wrote
+        it, see _run_path) and run `skipprd sync` on one pipeline (drain
+        and exit with once=True). skipprd's log (its progress and summary)
+        streams to sys.stderr as it comes. Returns the CompletedProcess
+        (stderr holds the log too); raises SkipprError when skipprd
+        fails."""
         name = pipeline.name if isinstance(pipeline, Pipeline) else pipeline
         if not any(p.name == name for p in self.pipelines):
             raise SkipprError("no pipeline named %r" % (name,))
-        self.save(path)
-        args = ["sync", "--pipeline", name, "--no-progress"]
+        path = self.save(self._run_path(path))
+        args = [self._skipprd(skipprd), "sync", "--pipeline", name,
+                "--no-progress", "--config", path]
         if once:
             args.append("--once")
         if threads:
             args += ["--threads", str(threads)]
-        return self._call(args, path, skipprd, True, timeout=timeout)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        timer = threading.Timer(timeout, proc.kill) if timeout else None
+        if timer:
+            timer.start()
+        out = []
+        reader = threading.Thread(target=lambda: out.append(
+            proc.stdout.read()))
+        reader.start()
+        err = []
+        try:
+            for line in proc.stderr:
+                err.append(line)
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            proc.wait()
+        finally:
+            if timer:
+                timer.cancel()
+            reader.join()
+        p = subprocess.CompletedProcess(args, proc.returncode,
+                                        "".join(out), "".join(err))
+        if p.returncode != 0:
+            raise SkipprError(p.stderr.strip() or "skipprd exited %d" %
+                              p.returncode)
+        return p

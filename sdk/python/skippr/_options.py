@@ -17,12 +17,7 @@ COMMON = {'sink': [('format',
            "Output format: jsonl (each record's exact bytes, then a newline) "
            "or csv (the source's header row, then each row's exact bytes and "
            "a newline) or xml (the source's declaration and root start tag, "
-           "each record's exact bytes and a newline, the root's close tag)."),
-          ('compression',
-           'string',
-           'none',
-           False,
-           'Output compression: none. (gzip and zstd are planned.)')],
+           "each record's exact bytes and a newline, the root's close tag).")],
  'source': [('format',
              'string',
              'auto',

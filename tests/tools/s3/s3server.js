@@ -5,7 +5,11 @@
 // command. Everything listens on 127.0.0.1 only.
 //
 //   node s3server.js --dir DIR --buckets a,b [--tls-cert PEM --tls-key PEM]
+//                    [--port N] [--foreground]
 //
+// --port: the proxy's port (default: an ephemeral one). --foreground: run
+// until SIGINT or SIGTERM rather than until stdin closes (scripts/
+// local-s3.sh, the S3 walkthrough on a local S3).
 // With --tls-cert and --tls-key the proxy speaks HTTPS with that
 // certificate (s3rver behind it stays plain HTTP).
 // Prints one JSON line when ready: {"endpoint": "http://127.0.0.1:PORT"}.
@@ -77,7 +81,8 @@
 // so the proxy answers them itself, in one page: a '/' listing of a folder
 // prefix from s3rver's folders on disk (listFolder), any other by listing
 // plainly and grouping the keys into CommonPrefixes.
-// Exits when stdin closes, so a test that dies leaves nothing running.
+// Exits when stdin closes, so a test that dies leaves nothing running
+// (unless --foreground).
 'use strict';
 const crypto = require('crypto');
 const fs = require('fs');
@@ -802,18 +807,24 @@ async function main() {
   });
   proxy.keepAliveTimeout = 30000;
   proxy.on('connection', () => { connections++; });
-  proxy.listen(0, '127.0.0.1', () => {
+  proxy.listen(Number(arg('port', '0')), '127.0.0.1', () => {
     const { port } = proxy.address();
     const scheme = tlsCert ? 'https' : 'http';
     process.stdout.write(JSON.stringify({ endpoint: `${scheme}://127.0.0.1:${port}`,
                                           s3_endpoint: `http://127.0.0.1:${s3port}` }) + '\n');
   });
-  process.stdin.resume();
-  process.stdin.on('end', async () => {
+  const stop = async () => {
     proxy.close();
     await server.close();
     process.exit(0);
-  });
+  };
+  if (process.argv.includes('--foreground')) {
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  } else {
+    process.stdin.resume();
+    process.stdin.on('end', stop);
+  }
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });
