@@ -14,7 +14,7 @@ build/runtime/skipprd sync --pipeline gdpr_compliant_migration --once \
 out="$SKIPPR_DEMO_DIR/out/copy/phew-thats-a-month-and-a-gdpr-fine-saved"
 echo
 echo "output: $(find "$out" -type f -name '*.jsonl' | wc -l) JSON Lines objects (.jsonl)," \
-     "$(find "$out" -type f -name '*.json' | wc -l) beside them for records that span lines (.json),"
+     "$(find "$out" -type f -name '*.json' -not -path '*/_skippr/*' | wc -l) beside them for records that span lines (.json),"
 echo "under $out, e.g."
 find "$out" -type f -name '*.jsonl' | sort | sed -n "1,5s|$SKIPPR_DEMO_DIR/||p"
 echo "run it again: nothing is re-read; drop new files into $SKIPPR_DEMO_DIR/in to copy just those."

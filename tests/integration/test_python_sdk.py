@@ -130,6 +130,13 @@ def test_builder_and_keyword_styles_agree():
             p = run_py("from skippr import *\n" + code, ws.root)
             check(p.returncode != 0 and want in p.stderr,
                   "%s: expected %r in:\n%s" % (code, want, p.stderr))
+        # The partition column's name reaches the YAML as given.
+        p = run_py("from skippr import *\nprint(Transform(batch_partition_"
+                   "fields='detail.tenant_id', batch_partition_name='tenant',"
+                   " batch_partition_naming='column').to_dict())", ws.root)
+        check("'batch_partition_name': 'tenant'" in p.stdout and
+              "'batch_partition_naming': 'column'" in p.stdout,
+              p.stdout + p.stderr)
     finally:
         ws.cleanup()
 
@@ -156,6 +163,10 @@ def test_bad_options_fail_in_python():
              "plugin_dirs must be absolute"),
             ('Transform(batch_time_unit="week")',
              "'week' is not a valid BatchTimeUnit"),
+            ('Transform(batch_partition_naming="by_path")',
+             "batch_partition_naming must be 'column' or 'per_path'"),
+            ('Transform(batch_partition_name="a/b")',
+             "batch_partition_name must be 1-64 characters without '/'"),
             ('c = Config(); c.add_pipeline(Pipeline(name="p", type="cdc", '
              'source=DataSourceFile(name="a", path="/i"), '
              'sink=DataSinkStdout(name="b"))); c.to_yaml()',
@@ -165,6 +176,13 @@ def test_bad_options_fail_in_python():
             p = run_py("from skippr import *\n" + code, ws.root)
             check(p.returncode != 0 and want in p.stderr,
                   "%s: expected %r in:\n%s" % (code, want, p.stderr))
+        # The partition column's name reaches the YAML as given.
+        p = run_py("from skippr import *\nprint(Transform(batch_partition_"
+                   "fields='detail.tenant_id', batch_partition_name='tenant',"
+                   " batch_partition_naming='column').to_dict())", ws.root)
+        check("'batch_partition_name': 'tenant'" in p.stdout and
+              "'batch_partition_naming': 'column'" in p.stdout,
+              p.stdout + p.stderr)
         # A map option and an out-of-tree plugin come out as skipprd wants.
         p = run_py(textwrap.dedent('''\
             from skippr import *

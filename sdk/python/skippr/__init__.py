@@ -84,10 +84,25 @@ class Transform:
 
     def __init__(self, namespace_fields=None, batch_partition_fields=None,
                  batch_time_fields=None, batch_time_unit=None,
-                 time_partition_prefix=None):
+                 time_partition_prefix=None, batch_partition_name=None,
+                 batch_partition_naming=None):
         self.namespace_fields = _fields(namespace_fields, "namespace_fields")
         self.batch_partition_fields = _fields(batch_partition_fields,
                                               "batch_partition_fields")
+        # The partition column's folder name (default: the last segment
+        # of the first path, detail.tenant_id -> p_tenant_id=), and
+        # "per_path" naming for states written by skippr 0.1.
+        if batch_partition_name is not None and (
+                not isinstance(batch_partition_name, str) or
+                not 0 < len(batch_partition_name) <= 64 or
+                "/" in batch_partition_name):
+            raise ValueError("batch_partition_name must be 1-64 characters "
+                             "without '/', not %r" % (batch_partition_name,))
+        if batch_partition_naming not in (None, "column", "per_path"):
+            raise ValueError("batch_partition_naming must be 'column' or "
+                             "'per_path', not %r" % (batch_partition_naming,))
+        self.batch_partition_name = batch_partition_name
+        self.batch_partition_naming = batch_partition_naming
         self.batch_time_fields = _fields(batch_time_fields,
                                          "batch_time_fields")
         self.batch_time_unit = (None if batch_time_unit is None
@@ -97,6 +112,7 @@ class Transform:
     def to_dict(self):
         d = {}
         for k in ("namespace_fields", "batch_partition_fields",
+                  "batch_partition_name", "batch_partition_naming",
                   "batch_time_fields", "batch_time_unit",
                   "time_partition_prefix"):
             v = getattr(self, k)
