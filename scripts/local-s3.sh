@@ -41,7 +41,7 @@ unset IFS
 # its legacy provider.
 coproc S3 { exec node --openssl-legacy-provider \
     "$ROOT/tests/tools/s3/s3server.js" --dir "$dir" --buckets "$list" \
-    --port "$port" --foreground; }
+    --port "$port" --foreground --verify-signatures; }
 pid=$S3_PID
 cleanup() {
     kill "$pid" 2>/dev/null || true

@@ -455,13 +455,17 @@ static const struct refusal *refusal_of(const char *code)
 }
 
 /* Non-zero the first time cause `what` (a refusal's index, or N_REFUSALS
- * for giving up) is seen for bucket in the process (a few buckets: the
- * source's, the sink's, the state's). */
-static int first_told(const char *bucket, size_t what)
+ * for giving up) is seen for c's bucket and prefix in the process: the
+ * sink's instances (one per upload thread) share it, the source, the sink
+ * and the state store each have their own. */
+static int first_told(const s3_ctx *c, size_t what)
 {
     static uint64_t told[32];
     uint64_t h = 1469598103934665603u ^ (uint64_t)what;
-    for (const char *p = bucket; *p; p++)
+    for (const char *p = c->bucket; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211u;
+    h = (h ^ '/') * 1099511628211u;
+    for (const char *p = c->prefix ? c->prefix : ""; *p; p++)
         h = (h ^ (uint8_t)*p) * 1099511628211u;
     h |= 1; /* 0 marks a free slot */
     for (size_t i = 0; i < sizeof told / sizeof *told; i++) {
@@ -518,7 +522,7 @@ int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
     int retry = r->status >= 500 || r->status == 429 || r->status == 408;
     const struct refusal *why = retry ? NULL : refusal_of(code);
     if (why) {
-        LOG(c, first_told(c->bucket, (size_t)(why - refusals))
+        LOG(c, first_told(c, (size_t)(why - refusals))
                    ? SKIPPR_LOG_ERROR
                                           : SKIPPR_LOG_DEBUG,
             "s3://%s/%s: %s refused: HTTP %ld %s: %s", c->bucket,
@@ -537,7 +541,8 @@ int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
 
 /* The one error line of a request that kept failing: what, where, and
  * the last cause (transport error or HTTP status). The requests of one
- * bucket that give up say it once: the run stops at the first. */
+ * bucket and prefix that give up say it once: the run stops at the
+ * first. */
 void s3_give_up(s3_ctx *c, const char *what, const char *key,
                     const resp *r)
 {
@@ -546,7 +551,7 @@ void s3_give_up(s3_ctx *c, const char *what, const char *key,
         snprintf(cause, sizeof cause, "%s", r->curl_error);
     else
         snprintf(cause, sizeof cause, "HTTP %ld", r->status);
-    LOG(c, first_told(c->bucket, N_REFUSALS) ? SKIPPR_LOG_ERROR
+    LOG(c, first_told(c, N_REFUSALS) ? SKIPPR_LOG_ERROR
                                               : SKIPPR_LOG_DEBUG,
         "%s s3://%s/%s: giving up after %lld attempts; last: %s (endpoint "
         "%s)", what, c->bucket, key ? key : "", (long long)c->max_attempts,

@@ -139,6 +139,11 @@ class S3Server:
         s3server.js /__tokens and tests/tools/aws_creds.py)."""
         return self._control("/__tokens", {"require": on})
 
+    def verify_signatures(self, on=True):
+        """Check every request's SigV4 signature against the secret, as S3
+        does (s3rver checks only the key id)."""
+        return self._control("/__auth", {"verify": on})
+
     def reset_stats(self):
         return self._control("/__reset", {})
 

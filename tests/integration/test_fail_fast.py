@@ -7,7 +7,8 @@ Shows:
   same check alone. A missing folder, a folder that cannot be written, a
   missing bucket and a missing Kafka topic or marker topic are each one
   error line naming the entry (the flag, for a pipeline by flags) and what
-  to do, exit 1, and nothing is read; once fixed, the same state copies
+  to do, exit 1, and nothing is read (a wrong secret too, with the S3
+  server checking signatures as S3 does); once fixed, the same state copies
   (a state that copied nothing is bound to no definition);
 - a sink that refuses every write mid-run (the bucket deleted) stops the
   run at once with one error line, and the summary says how many objects
@@ -131,6 +132,21 @@ def test_preflight_by_flags_names_the_flag():
         q = run(["validate", "--reach"] + flags, env=env, check_rc=False)
         check(q.returncode == 1 and "S3 sink (--sink)" in q.err and
               "NoSuchBucket" in q.err, "validate --reach: %s" % q.err)
+        # A wrong secret, where the server checks signatures as S3 does.
+        s3.verify_signatures()
+        good = ["--source", "s3://src/in", "--sink", "s3://src/out",
+                "--state-dir", ws.state]
+        wrong = dict(env, AWS_SECRET_ACCESS_KEY="not-the-secret")
+        for cmd in (["sync", "--once"], ["validate", "--reach"]):
+            q = run(cmd + good, env=wrong, check_rc=False)
+            errs = errors_of(q)
+            check(q.returncode == 1 and len(errs) == 2 and
+                  all("SignatureDoesNotMatch" in e and "the secret key does "
+                      "not belong to the access key" in e for e in errs) and
+                  "S3 source (--source)" in errs[0] and
+                  "S3 sink (--sink)" in errs[1],
+                  "%s, wrong secret: %s" % (cmd[0], q.err))
+        run(["validate", "--reach"] + good, env=env)
         # A bad setting names its flag, not a line of generated YAML.
         q = run(["validate", "--source", "file://" + ws.inp, "--sink",
                  "file://" + ws.out, "--batch-time-unit", "weekly"],

@@ -46,6 +46,10 @@
 //                   faults to those kinds; nth > 0 fails the nth faultable
 //                   request from now on with kinds[0] (and, with persist,
 //                   every later one) instead of failing at random
+//   POST /__auth    {verify}  with verify true, every S3 request's SigV4
+//                   signature is checked against the secret S3RVER (as
+//                   --verify-signatures does from the start); a wrong one
+//                   answers 403 SignatureDoesNotMatch
 //   POST /__tokens  {require}  with require true, every S3 request must carry
 //                   an x-amz-security-token "skt.SOURCE.EXPIRY.N" (as
 //                   tests/tools/aws_creds.py gives out) that has not lapsed:
@@ -113,6 +117,50 @@ let injected = {};
 let answered = {}; // 2xx answers by kind: writes that took effect
 let faults = { rate: 0, kinds: [], seed: 1, complete_error_rate: 0 };
 let faultable_seen = 0; // faultable requests since the last /__faults
+// --verify-signatures, or POST /__auth {verify}: check each request's
+// Signature Version 4 with the one account's secret, as S3 does (s3rver
+// checks only the key id); a mismatch answers 403 SignatureDoesNotMatch.
+let verifySignatures = process.argv.includes('--verify-signatures');
+let signatureRefused = 0;
+const SECRET = 'S3RVER';
+
+// RFC 3986 encoding as SigV4 wants it (encodeURIComponent leaves !'()*).
+function uriEncode(v) {
+  return encodeURIComponent(v).replace(/[!'()*]/g,
+    (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
+}
+
+function hmac(key, data) {
+  return crypto.createHmac('sha256', key).update(data).digest();
+}
+
+// Whether req's Authorization header holds a valid SigV4 signature.
+function signatureHolds(req) {
+  const m = /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/s3\/aws4_request, ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$/
+    .exec(req.headers.authorization || '');
+  if (!m) return false;
+  const [, , date, region, signed, signature] = m;
+  const u = new URL(req.url, 'http://x');
+  const query = [...u.searchParams.entries()]
+    .map(([k, v]) => [uriEncode(k), uriEncode(v)])
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 :
+                     a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0))
+    .map(([k, v]) => k + '=' + v).join('&');
+  const names = signed.split(';');
+  const headers = names.map((n) => n + ':' +
+    String(req.headers[n] === undefined ? '' : req.headers[n])
+      .trim().replace(/\s+/g, ' ') + '\n').join('');
+  const canonical = [req.method, req.url.split('?')[0], query, headers,
+                     signed, req.headers['x-amz-content-sha256'] ||
+                     'UNSIGNED-PAYLOAD'].join('\n');
+  const scope = `${date}/${region}/s3/aws4_request`;
+  const toSign = ['AWS4-HMAC-SHA256', req.headers['x-amz-date'], scope,
+                  crypto.createHash('sha256').update(canonical).digest('hex')]
+    .join('\n');
+  let key = hmac('AWS4' + SECRET, date);
+  key = hmac(hmac(hmac(key, region), 's3'), 'aws4_request');
+  return hmac(key, toSign).toString('hex') === signature;
+}
 const uploads = new Map(); // uploadId -> { bucket, key, initiated }
 const written = new Set(); // "bucket/key" of objects written through here
 const etags = new Map();    // "bucket/key" -> ETag of its last write here
@@ -425,6 +473,7 @@ async function main() {
                               injected, open_uploads: uploads.size,
                               precondition_failed: preconditionFailed,
                               tokens, token_refused: tokenRefused,
+                              signatures_refused: signatureRefused,
                               checksums, payloads, copied, answered,
                               unconditional });
     }
@@ -459,6 +508,26 @@ async function main() {
         json(res, 200, { require: requireToken });
       });
       return;
+    }
+    if (req.url.startsWith('/__auth')) {
+      let body = '';
+      req.on('data', (d) => { body += d; });
+      req.on('end', () => {
+        verifySignatures = !!JSON.parse(body || '{}').verify;
+        json(res, 200, { verify: verifySignatures });
+      });
+      return;
+    }
+    if (verifySignatures && !signatureHolds(req)) {
+      req.resume();
+      signatureRefused++;
+      const body = '<?xml version="1.0" encoding="UTF-8"?><Error><Code>' +
+                   'SignatureDoesNotMatch</Code><Message>The request signature ' +
+                   'we calculated does not match the signature you provided.' +
+                   '</Message></Error>';
+      res.writeHead(403, { 'content-type': 'application/xml',
+                           'content-length': Buffer.byteLength(body) });
+      return res.end(req.method === 'HEAD' ? undefined : body);
     }
     if (requireToken) {
       const m = /^skt\.([a-z-]+)\.(\d+)\.\d+$/.exec(
