@@ -71,8 +71,10 @@ def test_local_s3_walkthrough():
         text=True, start_new_session=True)
     walk = tempfile.mkdtemp(prefix="skippr-walk-")
     try:
-        export = None
+        export = objects = None
         for line in script.stdout:
+            m = re.search(r"\(objects in (\S+)\)", line)
+            objects = m.group(1) if m else objects
             if line.startswith("export "):
                 export = line
                 break
@@ -88,8 +90,10 @@ def test_local_s3_walkthrough():
               p.stderr[-2000:])
         os.killpg(script.pid, signal.SIGINT)
         check(script.wait(timeout=30) == 0, "local-s3.sh did not stop")
-        left = subprocess.run(["pgrep", "-f", "s3server.js.*--foreground"],
-                              capture_output=True, text=True).stdout
+        check(objects, "local-s3.sh did not say where its objects are")
+        left = subprocess.run(["pgrep", "-f", "s3server.js --dir %s " %
+                               objects], capture_output=True,
+                              text=True).stdout
         check(not left.strip(), "the server outlived the script: %s" % left)
         print("  " + [l for l in p.stderr.splitlines() if "done:" in l][0])
     finally:
