@@ -888,28 +888,37 @@ static int store_put(void *ctx, const char *key, const void *buf, size_t len,
 }
 
 /* The preflight (plugin.h): the objects' folder can be made, and a file
- * in it written and removed. */
+ * written in it. An unnamed file (O_TMPFILE) never shows in the folder,
+ * so nothing is left whatever fails; a file system without it gets a
+ * named probe, removed at once. */
 static int sink_probe(void *ctx)
 {
     file_ctx *c = ctx;
-    char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/%s%s.skippr-probe-%ld", c->path,
-                     c->prefix ? c->prefix : "",
-                     c->prefix && *c->prefix ? "/" : "", (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof path) {
+    char dir[PATH_MAX], probe[PATH_MAX + 64];
+    int n = snprintf(dir, sizeof dir, "%s/%s", c->path,
+                     c->prefix ? c->prefix : "");
+    if (n < 0 || (size_t)n >= sizeof dir - 2) {
         LOG(c, SKIPPR_LOG_ERROR, "folder %s: path too long", c->path);
         return SKIPPR_FATAL;
     }
-    if (mkdirs(c, path))
+    snprintf(probe, sizeof probe, "%s/.", dir);
+    if (mkdirs(c, probe))
         return SKIPPR_FATAL; /* said by make_dir */
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR ||
+                   errno == EINVAL)) {
+        snprintf(probe, sizeof probe, "%s/.skippr-probe-%ld", dir,
+                 (long)getpid());
+        fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            unlink(probe);
+    }
     if (fd < 0) {
         LOG(c, SKIPPR_LOG_ERROR, "cannot write in folder %s: %s: fix `path` "
-            "or the folder's permissions", c->path, strerror(errno));
+            "or the folder's permissions", dir, strerror(errno));
         return SKIPPR_FATAL;
     }
     close(fd);
-    unlink(path);
     return SKIPPR_OK;
 }
 

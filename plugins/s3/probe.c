@@ -6,10 +6,12 @@
  * Source: one page of one key under the prefix (s3:ListBucket). An
  * Inventory source lists nothing itself; its manifest is read at the first
  * listing, which names any problem then.
- * Sink: a probe object under the prefix, read (it is not there: the
- * answer says whether the bucket and the identity are), written and removed (s3:PutObject, s3:DeleteObject). With versioning on, the
- * probe leaves a delete marker and one tiny noncurrent version, which a
- * lifecycle rule expiring noncurrent versions removes.
+ * Sink: a probe key under the prefix, read (it is not there: the answer
+ * says whether the bucket and the identity are), then written with
+ * If-Match on an ETag no object has: S3 decides the permission before the
+ * condition, so 404 or 412 means s3:PutObject is granted, and nothing is
+ * written, whatever fails afterwards. A server that ignores If-Match
+ * stores it, and the probe removes it.
  *
  * Thread: the instance's. */
 #include "s3.h"
@@ -50,9 +52,13 @@ int sink_probe(void *ctx)
                             sizeof etag);
     if (rc && rc != SKIPPR_NOENT)
         return rc;
-    static const char body[] = "skippr preflight: removed at once\n";
-    rc = sink_store_put(c, key, body, sizeof body - 1, NULL, NULL, 0);
-    if (!rc)
-        rc = sink_store_delete(c, key);
-    return rc;
+    /* A write that cannot take place: S3 checks the permission first, then
+     * If-Match, which no object matches (404 or 412: allowed, nothing
+     * written). A server that ignores If-Match writes it: remove it. */
+    static const char body[] = "skippr preflight\n";
+    rc = sink_store_put(c, key, body, sizeof body - 1, "skippr-probe-none",
+                        NULL, 0);
+    if (rc == SKIPPR_CHANGED)
+        return SKIPPR_OK;
+    return rc ? rc : sink_store_delete(c, key);
 }

@@ -21,6 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fsio.h"
+
+#define DEFINITION_COPY_MAX 65536
+
 /* The layout a sibling state folder's name gives: 1 for NAME itself,
  * M for NAME.shard-I-of-M; 0 when it is not this pipeline's. */
 static uint32_t layout_of(const char *entry, const char *name)
@@ -215,6 +219,36 @@ int pl_shard_check_retired(engine *e)
     return SKIPPR_INVAL;
 }
 
+/* The definition of the first sibling that has one becomes this state's
+ * (pipeline/definition.c then checks it as its own): what it took over
+ * was copied under that definition and layout. Siblings from before
+ * definitions have none, and this state is then judged as one of theirs. */
+static int take_definition(engine *e, const siblings *sb)
+{
+    char *mine = sk_asprintf("%s/definition", e->st->dir);
+    char *buf = sk_malloc(DEFINITION_COPY_MAX);
+    int rc = mine && buf ? SKIPPR_OK : SKIPPR_NOMEM;
+    for (size_t i = 0; !rc && i < sb->n; i++) {
+        if (!sb->sts[i])
+            continue;
+        char *theirs = sk_asprintf("%s/definition", sb->sts[i]->dir);
+        FILE *f = theirs ? fopen(theirs, "rb") : NULL;
+        size_t n = f ? fread(buf, 1, DEFINITION_COPY_MAX, f) : 0;
+        if (f)
+            fclose(f);
+        sk_free(theirs);
+        if (n == 0 || n == DEFINITION_COPY_MAX)
+            continue;
+        rc = sk_io_replace_file(mine, buf, n);
+        if (!rc)
+            rc = sk_state_file_changed(e->st, "definition", 0);
+        break;
+    }
+    sk_free(buf);
+    sk_free(mine);
+    return rc;
+}
+
 /* Mark each sibling taken over by this layout (and in the bucket). */
 static void mark_taken_over(engine *e, siblings *sb)
 {
@@ -280,13 +314,15 @@ int pl_shard_inherit(engine *e)
                     "from %zu state folders of another shard count", got,
                     n);
             mark_taken_over(e, &sb);
+            rc = take_definition(e, &sb);
             FILE *f = fopen(mark, "w");
             if (!f || fprintf(f, "%zu state folders\n", n) < 0 ||
                 fflush(f) != 0 || fsync(fileno(f)) != 0)
                 sk_warn("cannot write %s: %s", mark, strerror(errno));
             if (f)
                 fclose(f);
-            rc = sk_state_file_changed(st, TOOK_OVER, 0);
+            if (!rc)
+                rc = sk_state_file_changed(st, TOOK_OVER, 0);
         }
     }
     for (size_t i = 0; i < sb.n; i++) {

@@ -601,9 +601,11 @@ async function main() {
     }
 
     const slot = `${bucket}/${key}`;
-    const ifMatch = kind === 'put' || kind === 'complete_multipart'
+    // Conditions hold for every key, the claims' and the probe's too.
+    const wkind = dataKindOf(req);
+    const ifMatch = wkind === 'put' || wkind === 'complete_multipart'
       ? req.headers['if-match'] : undefined;
-    const conditional = ((kind === 'put' || kind === 'complete_multipart') &&
+    const conditional = ((wkind === 'put' || wkind === 'complete_multipart') &&
                          req.headers['if-none-match'] === '*') || ifMatch;
     function refuse(status, code) {
       req.resume();
@@ -615,7 +617,7 @@ async function main() {
       return res.end(body);
     }
     if (conditional && pending.has(slot)) return refuse(409, 'ConditionalRequestConflict');
-    if ((kind === 'put' || kind === 'complete_multipart') &&
+    if ((wkind === 'put' || wkind === 'complete_multipart') &&
         req.headers['if-none-match'] === '*' && written.has(slot)) {
       return refuse(412, 'PreconditionFailed');
     }
@@ -832,7 +834,7 @@ async function main() {
         uploads.delete(u.searchParams.get('uploadId'));
         partBodies.delete(u.searchParams.get('uploadId'));
       }
-      if (ok && (kind === 'put' || kind === 'complete_multipart')) {
+      if (ok && (wkind === 'put' || wkind === 'complete_multipart')) {
         written.add(slot);
         etags.set(slot, String(ur.headers.etag || '').replace(/"/g, ''));
         sums.set(slot, req.headers['x-amz-checksum-crc32c'] || '');
@@ -845,7 +847,7 @@ async function main() {
         ur.on('end', () => res.socket && res.socket.destroy());
         return;
       }
-      if (ok && kind === 'delete') {
+      if (ok && wkind === 'delete') {
         written.delete(slot);
         etags.delete(slot);
       }
