@@ -264,9 +264,6 @@ static int check_endpoint(const sk_yaml_doc *doc, const skippr_plugin *desc,
     if (fmt)
         *fmt = inst->format;
     int rc = reach ? sk_instance_probe(inst) : SKIPPR_OK;
-    if (rc && !sk_instance_logged_error(inst))
-        sk_error("%s: the preflight failed: %s",
-                 inst->label, skippr_status_str(rc));
     sk_instance_free(inst);
     return rc != SKIPPR_OK;
 }

@@ -217,6 +217,24 @@ static void refuse_changed(const engine *e, const char *was, const char *now)
     sk_free(old);
 }
 
+int pl_definition_take(engine *e, const char *from_dir)
+{
+    char *mine = sk_asprintf("%s/definition", e->st->dir);
+    char *theirs = sk_asprintf("%s/definition", from_dir);
+    char *buf = sk_malloc(DEFINITION_MAX);
+    int rc = mine && theirs && buf ? SKIPPR_OK : SKIPPR_NOMEM;
+    if (!rc)
+        rc = read_definition(theirs, buf, DEFINITION_MAX);
+    if (!rc)
+        rc = sk_io_replace_file(mine, buf, strlen(buf));
+    if (!rc)
+        rc = sk_state_file_changed(e->st, "definition", 0);
+    sk_free(buf);
+    sk_free(theirs);
+    sk_free(mine);
+    return rc;
+}
+
 int pl_definition_check(engine *e)
 {
     char *now = definition_text(e);

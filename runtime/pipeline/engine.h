@@ -428,6 +428,9 @@ int pl_claim_sink(engine *e);
  * definition (source, sink, transform), recording it on first use;
  * SKIPPR_CHANGED (logged) when made for another. */
 int pl_definition_check(engine *e);
+/* The definition file of the state folder from_dir becomes this state's:
+ * SKIPPR_OK, SKIPPR_NOENT when it has none, or an I/O status. */
+int pl_definition_take(engine *e, const char *from_dir);
 int pl_listing_mark_save(engine *e);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen) */

@@ -296,13 +296,7 @@ static int routing_init(engine *e)
 static int preflight(engine *e)
 {
     int rc = sk_instance_probe(e->src);
-    int rs = sk_instance_probe(e->sink);
-    if (rc && !sk_instance_logged_error(e->src))
-        sk_error("%s: the preflight failed: %s", e->src->label,
-                 skippr_status_str(rc));
-    if (rs && !sk_instance_logged_error(e->sink))
-        sk_error("%s: the preflight failed: %s", e->sink->label,
-                 skippr_status_str(rs));
+    int rs = sk_instance_probe(e->sink); /* each problem its own line */
     return rc ? rc : rs;
 }
 

@@ -21,10 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/fsio.h"
-
-#define DEFINITION_COPY_MAX 65536
-
 /* The layout a sibling state folder's name gives: 1 for NAME itself,
  * M for NAME.shard-I-of-M; 0 when it is not this pipeline's. */
 static uint32_t layout_of(const char *entry, const char *name)
@@ -225,28 +221,11 @@ int pl_shard_check_retired(engine *e)
  * definitions have none, and this state is then judged as one of theirs. */
 static int take_definition(engine *e, const siblings *sb)
 {
-    char *mine = sk_asprintf("%s/definition", e->st->dir);
-    char *buf = sk_malloc(DEFINITION_COPY_MAX);
-    int rc = mine && buf ? SKIPPR_OK : SKIPPR_NOMEM;
-    for (size_t i = 0; !rc && i < sb->n; i++) {
-        if (!sb->sts[i])
-            continue;
-        char *theirs = sk_asprintf("%s/definition", sb->sts[i]->dir);
-        FILE *f = theirs ? fopen(theirs, "rb") : NULL;
-        size_t n = f ? fread(buf, 1, DEFINITION_COPY_MAX, f) : 0;
-        if (f)
-            fclose(f);
-        sk_free(theirs);
-        if (n == 0 || n == DEFINITION_COPY_MAX)
-            continue;
-        rc = sk_io_replace_file(mine, buf, n);
-        if (!rc)
-            rc = sk_state_file_changed(e->st, "definition", 0);
-        break;
-    }
-    sk_free(buf);
-    sk_free(mine);
-    return rc;
+    int rc = SKIPPR_NOENT;
+    for (size_t i = 0; rc == SKIPPR_NOENT && i < sb->n; i++)
+        if (sb->sts[i])
+            rc = pl_definition_take(e, sb->sts[i]->dir);
+    return rc == SKIPPR_NOENT ? SKIPPR_OK : rc;
 }
 
 /* Mark each sibling taken over by this layout (and in the bucket). */

@@ -292,7 +292,11 @@ int sk_instance_probe(sk_instance *inst)
     else if (!inst->is_sink &&
              SKIPPR_OPS_HAS(skippr_source_ops, p->source, probe))
         probe = p->source->probe;
-    return probe ? probe(inst->ctx) : SKIPPR_OK;
+    int rc = probe ? probe(inst->ctx) : SKIPPR_OK;
+    if (rc && !sk_instance_logged_error(inst))
+        sk_error("%s: the preflight failed: %s", inst->label,
+                 skippr_status_str(rc));
+    return rc;
 }
 
 static void host_log(const skippr_host *h, int level, const char *fmt, ...)

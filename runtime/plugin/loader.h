@@ -140,8 +140,8 @@ void sk_instance_free(sk_instance *inst);
 int sk_instance_logged_error(const sk_instance *inst);
 
 /* The plugin's preflight (skippr_*_ops.probe) of a started instance:
- * SKIPPR_OK when it has none; else its verdict, the plugin having logged
- * why. */
+ * SKIPPR_OK when it has none; else its verdict, said in one error line
+ * (the plugin's own, else one naming the instance). */
 int sk_instance_probe(sk_instance *inst);
 /* Copy up to cap of the instance's counters into out; returns how many.
  * Safe from any thread. */
