@@ -196,7 +196,8 @@ def crash_and_finish(path, case, spec):
 
 def enumerate_points(path, reached):
     """Tally a clean run of path, then crash at each point's chosen hits
-    and finish; adds each point passed to reached. Returns the crashes."""
+    and finish; adds each point a run crashed at to reached. Returns the
+    crashes."""
     case = 0
     args, env = path.prepare(case)
     tally_file = os.path.join(path.ws.root, "tally")
@@ -204,7 +205,6 @@ def enumerate_points(path, reached):
     counts = tally(tally_file)
     check(path.got(case) == path.want, "%s: the clean run differs" % path.name)
     passed = {p: n for p, n in counts.items() if n > 0}
-    reached.update(passed)
     crashes, missed = 0, []
     for point, n in sorted(passed.items()):
         crashed = 0
@@ -217,16 +217,24 @@ def enumerate_points(path, reached):
             else:
                 missed.append(spec)
         # A point passed once or twice may be passed or not, run to run
-        # (file->S3's grow_write depends on the memory budget's timing):
-        # up to three more tries at its first pass before it fails.
+        # (file->S3's grow_write: whether a tail is left after the last
+        # staging piece depends on timing): up to three more tries at its
+        # first pass. One that is still not reached is told, and must
+        # crash on another path (the check at the end); one passed more
+        # often must crash here.
         for _ in range(3 if not crashed else 0):
             case += 1
             if crash_and_finish(path, case, "%s:1" % point):
                 crashes, crashed = crashes + 1, 1
                 break
-        check(crashed, "%s: no run crashed at %s (passed %d times in the "
-              "clean run; four tries at its first pass)" % (path.name,
-                                                             point, n))
+        check(crashed or n <= 2, "%s: no run crashed at %s (passed %d "
+              "times in the clean run; four tries at its first pass)" % (
+                  path.name, point, n))
+        if crashed:
+            reached.add(point)
+        else:
+            missed.append("%s (passed %d times in the clean run only)" %
+                          (point, n))
     never = sorted(p for p, n in counts.items() if n == 0)
     print("  %s: %d crashes at %d points (%s), exact after each; not "
           "passed: %s; last hit not reached: %s" % (
@@ -237,7 +245,7 @@ def enumerate_points(path, reached):
 
 
 def test_every_crash_point_on_every_path():
-    reached, defined = {}, None
+    reached, defined = set(), None
     makers = [FilePath, lambda ws: S3Path(ws, "file", BIG_PARTS),
               lambda ws: S3Path(ws, "s3", SMALL_PARTS), KafkaPath]
     for make in makers:
@@ -252,7 +260,7 @@ def test_every_crash_point_on_every_path():
                 path.close()
             ws.cleanup()
     missing = sorted(defined - set(reached) - NEEDS_SCALE)
-    check(not missing, "crash points no path passed: %s" % missing)
+    check(not missing, "crash points no path crashed at: %s" % missing)
 
 
 if __name__ == "__main__":
