@@ -19,7 +19,9 @@
  *
  * Thread: the pipeline thread (the engine calls list()).
  */
-#include "s3.h"
+#include "inventory.h"
+#include "read.h"
+#include "request.h"
 
 #include <errno.h>
 #include <jansson.h>

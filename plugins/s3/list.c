@@ -7,7 +7,9 @@
  *
  * Thread: the pipeline thread (the engine calls list()).
  */
-#include "s3.h"
+#include "inventory.h"
+#include "list.h"
+#include "request.h"
 
 #include <libxml/parser.h>
 #include <libxml/xmlreader.h>

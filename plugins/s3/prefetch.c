@@ -7,7 +7,8 @@
  * Thread: the I/O thread for the fetching; pf_take/pf_release on the
  * pipeline thread, under the prefetcher's mutex.
  */
-#include "s3.h"
+#include "prefetch.h"
+#include "request.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -14,7 +14,9 @@
  * stores it, and the probe removes it.
  *
  * Thread: the instance's. */
-#include "s3.h"
+#include "probe.h"
+#include "request.h"
+#include "store.h"
 
 #include <inttypes.h>
 #include <stdio.h>

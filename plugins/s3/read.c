@@ -5,7 +5,9 @@
  *
  * Thread: the pipeline thread.
  */
-#include "s3.h"
+#include "prefetch.h"
+#include "read.h"
+#include "request.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * Thread: the instance's (one thread at a time); libcurl's handle is the
  * instance's.
  */
-#include "s3.h"
+#include "request.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>

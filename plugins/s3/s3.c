@@ -47,7 +47,17 @@
  *
  * Threads: one instance is used by one thread at a time.
  */
-#include "s3.h"
+#include "ctx.h"
+#include "profile.h"
+#include "inventory.h"
+#include "list.h"
+#include "prefetch.h"
+#include "probe.h"
+#include "read.h"
+#include "request.h"
+#include "sink.h"
+#include "stage.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

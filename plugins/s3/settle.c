@@ -12,7 +12,8 @@
  *
  * Thread: the instance's upload thread.
  */
-#include "s3.h"
+#include "request.h"
+#include "settle.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,11 @@
  * Thread: one upload thread per instance (the engine gives each upload
  * thread its own instance).
  */
-#include "s3.h"
+#include "list.h"
+#include "request.h"
+#include "settle.h"
+#include "sink.h"
+#include "stage.h"
 
 #include <inttypes.h>
 #include <libxml/parser.h>

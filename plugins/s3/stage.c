@@ -15,7 +15,9 @@
  *
  * Thread: the instance's own, as the rest of the sink.
  */
-#include "s3.h"
+#include "list.h"
+#include "request.h"
+#include "stage.h"
 
 #include <inttypes.h>
 #include <stdio.h>

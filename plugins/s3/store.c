@@ -16,7 +16,9 @@
  *
  * Thread: the instance's own, as the rest of the sink.
  */
-#include "s3.h"
+#include "list.h"
+#include "request.h"
+#include "store.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -12,7 +12,8 @@
 
 #include <cmocka.h>
 
-#include "s3.h"
+#include "request.h"
+#include "settle.h"
 
 /* One scripted HEAD answer. */
 typedef struct answer {

@@ -41,34 +41,9 @@
 #ifndef SKIPPR_S3_CREDS_H
 #define SKIPPR_S3_CREDS_H
 
-#include <time.h>
-
 #include <skippr/plugin.h>
 
-#define S3_IMDS_TIMEOUT_MS 1000L /* per instance metadata request */
-#define S3_KEY_MAX 256
-#define S3_TOKEN_MAX 4096
-
-typedef struct s3_creds s3_creds;
-
-typedef struct s3_creds_config {
-    const skippr_host *host; /* for logging during s3_creds_new() */
-    /* the plugin's options; NULL when not given */
-    const char *access_key_id, *secret_access_key, *session_token;
-    const char *profile;
-    const char *region;    /* resolved region, for STS */
-    const char *ca_bundle; /* NULL: the system's */
-    int verify_tls;
-} s3_creds_config;
-
-/* One set of credentials, copied out so a request signs with a consistent
- * set while another thread refreshes. Wipe with s3_cred_wipe(). */
-typedef struct s3_cred {
-    char access_key[S3_KEY_MAX];
-    char secret_key[S3_KEY_MAX];
-    char token[S3_TOKEN_MAX]; /* "" when none */
-    time_t expires;           /* 0: never */
-} s3_cred;
+#include "cred.h"
 
 /* Find the first source of the chain that is set up and fetch from it.
  * Instances with the same settings share one object (one fetch, one
@@ -87,20 +62,5 @@ int s3_creds_get(s3_creds *cr, const skippr_host *host, s3_cred *out);
 const char *s3_creds_source(const s3_creds *cr);
 
 void s3_creds_free(s3_creds *cr);
-
-void s3_cred_wipe(s3_cred *c);
-
-/* "2026-12-03T10:00:00Z", with optional fractional seconds and a Z or
- * +hh:mm offset -> Unix seconds; 0 when it cannot be read (also the
- * format of ListObjectsV2's LastModified). */
-time_t s3_parse_iso8601(const char *s);
-
-/* Value of key in [section] of an INI file (the shared AWS files), or
- * NULL. The caller frees it. */
-char *s3_ini_get(const char *path, const char *section, const char *key);
-
-/* The path of a shared AWS file: $env_name, else ~/.aws/base. */
-void s3_aws_file(const char *env_name, const char *base, char *out,
-                 size_t cap);
 
 #endif
