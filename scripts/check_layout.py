@@ -2,23 +2,38 @@
 """The house rules a reader can rely on, checked (run by scripts/test.sh):
 
 1. No function over MAX_FUNC lines, in runtime/, plugins/ and sdk/c/.
-2. No file in runtime/ over MAX_FILE lines.
+2. No file in runtime/ or plugins/ over MAX_FILE lines.
 3. Layers only call downward: a file in runtime/<layer>/ includes headers
    of its own layer or of a layer with a lower rank (RANKS below, the same
    order as docs/ARCHITECTURE.md); never of a layer beside it or above.
 4. Plugins use only the public ABI: nothing under plugins/ includes a
    header from runtime/.
+5. No circles between the files of one folder. A file here is a source
+   with its header of the same name (foo.c and foo.h); it needs another
+   when it includes that one's header or calls a function only that one
+   defines. A header without a source of its own (a folder's private
+   header) passes its own includes on to whoever includes it.
+
+Includes are resolved whatever their form: relative to the including
+file, then against runtime/, include/, plugins/common/ and the plugin's
+own folder; the layer of an include is the folder of the file it names.
+
+The tree does not yet hold rules 1, 2 and 5 everywhere: KNOWN_* below name
+each exception with its size today. They may shrink, never grow; a new
+one, or one that grew, is a breach, and one that is gone must leave the
+list (so the list only gets shorter).
 
 Prints each breach and exits 1 if there is any. SKIPPR_LAYOUT_ROOT checks
 another tree (tests/unit/test_check_layout.py does). A function is a line at
 column 0 that closes a parenthesis, then "{" alone at column 0, up to the
 next "}" at column 0, which is the style of this tree (docs/STYLE.md)."""
+import collections
 import os
 import re
 import sys
 
-MAX_FUNC = 120
-MAX_FILE = 800
+MAX_FUNC = 80
+MAX_FILE = 600
 # rank: a layer may include from layers of a strictly lower rank, and from
 # itself. Layers of equal rank are siblings and do not know each other.
 RANKS = {
@@ -30,20 +45,85 @@ RANKS = {
     "pipeline": 5,
     "cli": 6,
 }
+# Exceptions of today (issue 40 cuts them): path[:function] -> lines.
+KNOWN_LONG = {
+    "runtime/pipeline/seal.c:pl_flush_slices": 120,
+    "runtime/format/xmlpeek.c:scan_record": 115,
+    "runtime/format/csvpeek.c:sk_csv_next": 113,
+    "runtime/state/replay.c:replay_cb": 109,
+    "runtime/pipeline/pipeline.c:sk_pipeline_run": 107,
+    "sdk/c/testkit/testkit.c:check_grow": 103,
+    "plugins/s3/inventory.c:load": 103,
+    "runtime/pipeline/units.c:run_units": 102,
+    "runtime/format/json.c:sk_json_next": 100,
+    "plugins/kafka/kafka_sink.c:load_markers": 100,
+    "runtime/state/replay.c:apply_commit": 97,
+    "runtime/pipeline/deliver.c:put_object": 97,
+    "runtime/cli/cliflags.c:sk_cli_yaml": 96,
+    "sdk/c/testkit/testkit.c:check_store": 92,
+    "runtime/route/timeparse.c:sk_time_parse_epoch": 92,
+    "runtime/config/config.c:build_node": 91,
+    "runtime/pipeline/seal.c:upload_sealed": 90,
+    "runtime/pipeline/read.c:pl_lane_open": 90,
+    "plugins/s3/sink.c:complete_upload": 90,
+    "plugins/s3/sigv4.c:sigv4_authorization": 90,
+    "plugins/s3/request.c:s3_prepare": 88,
+    "plugins/mqtt/mqtt.c:mqtt_connect": 88,
+    "sdk/c/testkit/testkit.c:check_stages": 86,
+    "plugins/s3/prefetch.c:pf_main": 86,
+    "runtime/state/wal.c:sk_wal_replay": 85,
+    "sdk/c/testkit/testkit.c:check_grow_parts": 81,
+}
+KNOWN_BIG = {
+    "plugins/file/file.c": 959,
+    "plugins/s3/sink.c": 905,
+    "runtime/state/wal.c": 800,
+    "runtime/config/config.c": 792,
+    "runtime/plugin/loader.c": 790,
+    "runtime/format/json.c": 786,
+    "runtime/state/remote.c": 780,
+    "runtime/state/state.c": 777,
+    "runtime/format/xmlpeek.c": 770,
+    "runtime/state/ledger.c": 728,
+    "runtime/cli/main.c": 709,
+    "runtime/pipeline/units.c": 687,
+    "runtime/route/route.c": 685,
+    "runtime/state/grow.c": 672,
+    "plugins/s3/list.c": 626,
+    "plugins/s3/inventory.c": 626,
+    "runtime/state/ledger_run.c": 618,
+}
+# Circles of today: the folder and its files (stems), sorted.
+KNOWN_CIRCLES = {
+    # config.h is the folder's face and config.c calls the others
+    "runtime/config: config options path where",
+    # json_impl.h leads to json.h, json.c calls jsontext.c
+    "runtime/format: json jsontext",
+    # engine.h (struct engine) leads every stage to pipeline.h
+    "runtime/pipeline: append apply claim definition deliver frame grow "
+    "metrics pipeline read report retrynews seal shard stage stream units",
+    "runtime/state: grow replay state",
+    "runtime/state: ledger ledger_run",
+    "runtime/state: remote wal",
+}
 ROOT = os.environ.get("SKIPPR_LAYOUT_ROOT") or os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Another tree (the checker's own test) lacks the files the lists name:
+# an exception that is gone is a breach only in this one.
+THIS_TREE = not os.environ.get("SKIPPR_LAYOUT_ROOT")
+INCLUDE = re.compile(r'^\s*#\s*include\s+(["<])([^">]+)[">]')
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\\n])*\"", re.S)
 
 
 def sources(top):
-    for d, _, names in os.walk(os.path.join(ROOT, top)):
+    for d, _, names in sorted(os.walk(os.path.join(ROOT, top))):
         for n in sorted(names):
             if n.endswith((".c", ".h")):
                 yield os.path.join(d, n)
 
 
 def functions(lines):
-    """(name, first line, length) of each function body in lines."""
+    """(name, first line, length, exported) of each function body."""
     start = None
     for i, line in enumerate(lines):
         if line.rstrip() == "{" and i > 0 and ")" in lines[i - 1] and start is None:
@@ -51,60 +131,209 @@ def functions(lines):
             while j > 0 and lines[j - 1].strip() and not lines[j - 1].startswith(
                     ("}", "#", "/", " *", "*")) and not lines[j - 1].rstrip().endswith(";"):
                 j -= 1
-            m = re.search(r"(\w+)\s*\(", "".join(lines[j:i]))
-            start = (m.group(1) if m else "?", j)
+            head = "".join(lines[j:i])
+            m = re.search(r"(\w+)\s*\(", head)
+            start = (m.group(1) if m else "?", j,
+                     not re.search(r"\bstatic\b", head))
         elif start is not None and line.startswith("}"):
-            yield start[0], start[1] + 1, i - start[1] + 1
+            yield start[0], start[1] + 1, i - start[1] + 1, start[2]
             start = None
 
 
-def main():
-    bad = []
-    for top in ("runtime", "plugins", "sdk/c"):
-        for path in sources(top):
-            rel = os.path.relpath(path, ROOT)
-            with open(path, encoding="utf-8") as f:
-                lines = f.read().split("\n")
-            for name, at, n in functions(lines):
-                if n > MAX_FUNC:
-                    bad.append("%s:%d: %s() is %d lines (at most %d)"
-                               % (rel, at, name, n, MAX_FUNC))
-            parts = rel.split(os.sep)
-            if top == "runtime" and len(lines) - 1 > MAX_FILE:
-                bad.append("%s: %d lines (at most %d)"
-                           % (rel, len(lines) - 1, MAX_FILE))
+def resolve(path, quote, inc):
+    """The file an include names, or None (a system header)."""
+    rel = os.path.relpath(path, ROOT).split(os.sep)
+    bases = [os.path.dirname(path)] if quote == '"' else []
+    bases += [os.path.join(ROOT, "runtime"), os.path.join(ROOT, "include"),
+              os.path.join(ROOT, "plugins", "common")]
+    if rel[0] == "plugins" and len(rel) > 2:
+        bases.append(os.path.join(ROOT, "plugins", rel[1]))
+    for b in bases:
+        q = os.path.normpath(os.path.join(b, inc))
+        if os.path.isfile(q):
+            return q
+    if quote == '"' and inc.split("/")[0] in RANKS:
+        return os.path.join(ROOT, "runtime", inc)  # named by its layer
+    return None
+
+
+class Tree:
+    """Every source file: its lines, resolved includes, exported functions."""
+
+    def __init__(self, tops):
+        self.lines, self.incs, self.exports = {}, {}, {}
+        for top in tops:
+            for path in sources(top):
+                with open(path, encoding="utf-8") as f:
+                    self.lines[path] = f.read().split("\n")
+        for path, lines in self.lines.items():
+            found = []
             for k, line in enumerate(lines):
                 m = INCLUDE.match(line)
-                if not m:
-                    continue
-                inc = m.group(1)
-                layer = inc.split("/")[0] if "/" in inc else None
-                if top == "plugins":
-                    if layer in RANKS or inc.startswith("runtime/"):
-                        bad.append("%s:%d: a plugin includes %s: plugins use "
-                                   "only include/skippr/" % (rel, k + 1, inc))
-                    continue
-                if top != "runtime" or layer is None:
-                    continue
-                own = parts[1] if len(parts) > 2 else None
-                if own not in RANKS:
-                    bad.append("%s: not in a layer folder" % rel)
-                    break
-                if layer not in RANKS:
-                    continue
-                if layer != own and RANKS[layer] >= RANKS[own]:
-                    bad.append("%s:%d: %s (rank %d) includes %s (rank %d): "
-                               "layers only call downward"
-                               % (rel, k + 1, own, RANKS[own], inc,
-                                  RANKS[layer]))
+                if m:
+                    found.append((k + 1, m.group(2),
+                                  resolve(path, m.group(1), m.group(2))))
+            self.incs[path] = found
+            if path.endswith(".c"):
+                self.exports[path] = {
+                    name for name, _, _, exported in functions(lines)
+                    if exported}
+
+
+def check_sizes(tree, bad):
+    seen = set()
+    for path, lines in tree.lines.items():
+        rel = os.path.relpath(path, ROOT)
+        for name, at, n, _ in functions(lines):
+            key = "%s:%s" % (rel, name)
+            limit = KNOWN_LONG.get(key, MAX_FUNC)
+            seen.add(key)
+            if n > limit:
+                bad.append("%s:%d: %s() is %d lines (at most %d)"
+                           % (rel, at, name, n, limit))
+            elif key in KNOWN_LONG and n <= MAX_FUNC:
+                bad.append("%s: %s() is %d lines now: take it out of "
+                           "KNOWN_LONG" % (rel, name, n))
+        if rel.startswith("sdk"):
+            continue
+        seen.add(rel)
+        limit = KNOWN_BIG.get(rel, MAX_FILE)
+        if len(lines) - 1 > limit:
+            bad.append("%s: %d lines (at most %d)"
+                       % (rel, len(lines) - 1, limit))
+        elif rel in KNOWN_BIG and len(lines) - 1 <= MAX_FILE:
+            bad.append("%s: %d lines now: take it out of KNOWN_BIG"
+                       % (rel, len(lines) - 1))
+    for key in sorted((set(KNOWN_LONG) | set(KNOWN_BIG)) - seen
+                      if THIS_TREE else ()):
+        bad.append("%s is gone: take it out of KNOWN_LONG/KNOWN_BIG" % key)
+
+
+def check_layers(tree, bad):
+    for path, found in tree.incs.items():
+        rel = os.path.relpath(path, ROOT)
+        parts = rel.split(os.sep)
+        for line, text, target in found:
+            if target is None:
+                continue
+            trel = os.path.relpath(target, ROOT).split(os.sep)
+            if parts[0] == "plugins":
+                if trel[0] == "runtime":
+                    bad.append("%s:%d: a plugin includes %s: plugins use "
+                               "only include/skippr/" % (rel, line, text))
+                continue
+            if parts[0] != "runtime" or trel[0] != "runtime":
+                continue
+            own = parts[1] if len(parts) > 2 else None
+            if own not in RANKS:
+                bad.append("%s: not in a layer folder" % rel)
+                break
+            layer = trel[1] if len(trel) > 2 else None
+            if layer in RANKS and layer != own and RANKS[layer] >= RANKS[own]:
+                bad.append("%s:%d: %s (rank %d) includes %s (rank %d): "
+                           "layers only call downward"
+                           % (rel, line, own, RANKS[own], text,
+                              RANKS[layer]))
+
+
+def stem(path):
+    return os.path.splitext(path)[0]
+
+
+def needs(tree):
+    """Folder -> {file stem: stems of that folder it needs}."""
+    has_c = {stem(p) for p in tree.lines if p.endswith(".c")}
+    words = {}
+    for p, lines in tree.lines.items():
+        if p.endswith(".c"):
+            words[p] = set(re.findall(r"\b\w+\b",
+                                      COMMENT.sub(" ", "\n".join(lines))))
+
+    def header_needs(h, seen):
+        """Stems a folder's header leads to (through private headers)."""
+        out = set()
+        for _, _, t in tree.incs.get(h, ()):
+            if t is None or os.path.dirname(t) != os.path.dirname(h):
+                continue
+            if stem(t) in has_c:
+                out.add(stem(t))
+            elif t not in seen:
+                seen.add(t)
+                out |= header_needs(t, seen)
+        return out
+
+    graph = collections.defaultdict(lambda: collections.defaultdict(set))
+    for p in tree.lines:
+        s, d = stem(p), os.path.dirname(p)
+        if s not in has_c:
+            continue
+        graph[d][s] |= header_needs(p, {p}) - {s}
+        if p.endswith(".c"):
+            for q, names in tree.exports.items():
+                if (os.path.dirname(q) == d and stem(q) != s
+                        and names & words[p]):
+                    graph[d][s].add(stem(q))
+    return graph
+
+
+def circles(graph):
+    """Strongly connected sets of more than one file, per folder."""
+    out = []
+    for d, g in graph.items():
+        index, low, stack, on = {}, {}, [], set()
+
+        def visit(v):
+            index[v] = low[v] = len(index)
+            stack.append(v)
+            on.add(v)
+            for w in g.get(v, ()):
+                if w not in index:
+                    visit(w)
+                    low[v] = min(low[v], low[w])
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append("%s: %s" % (
+                        os.path.relpath(d, ROOT),
+                        " ".join(sorted(os.path.basename(c) for c in comp))))
+        for v in sorted(g):
+            if v not in index:
+                visit(v)
+    return out
+
+
+def check_circles(tree, bad):
+    found = set(circles(needs(tree)))
+    for c in sorted(found - KNOWN_CIRCLES):
+        bad.append("circle: %s need each other" % c)
+    for c in sorted(KNOWN_CIRCLES - found if THIS_TREE else ()):
+        bad.append("circle %s is cut: take it out of KNOWN_CIRCLES" % c)
+
+
+def main():
+    tree = Tree(("runtime", "plugins", "sdk/c"))
+    bad = []
+    check_sizes(tree, bad)
+    check_layers(tree, bad)
+    check_circles(tree, bad)
     for b in bad:
         print(b)
     if bad:
         print("check_layout: %d breach(es)" % len(bad))
         return 1
-    print("check_layout: ok (functions <= %d lines, runtime files <= %d "
-          "lines, layers call downward, plugins use the ABI only)"
-          % (MAX_FUNC, MAX_FILE))
+    print("check_layout: ok (functions <= %d lines, files <= %d lines, but "
+          "%d and %d known; layers call downward; plugins use the ABI "
+          "only; no circles in a folder but %d known)"
+          % (MAX_FUNC, MAX_FILE, len(KNOWN_LONG), len(KNOWN_BIG),
+             len(KNOWN_CIRCLES)))
     return 0
 
 
