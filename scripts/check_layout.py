@@ -104,7 +104,6 @@ KNOWN_CIRCLES = {
     "metrics pipeline read report retrynews seal shard stage stream units",
     "runtime/state: grow replay state",
     "runtime/state: ledger ledger_run",
-    "runtime/state: remote wal",
 }
 ROOT = os.environ.get("SKIPPR_LAYOUT_ROOT") or os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))

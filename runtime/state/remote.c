@@ -21,7 +21,7 @@
 #include "base/crc32c.h"
 #include "base/fence.h"
 #include "base/fsio.h"
-#include "state/wal.h"
+#include "state/walname.h"
 
 #define WAL_CHUNK ((size_t)8 << 20) /* bytes of one wal/{n} object, at most */
 #define DELTA_MAGIC 0x57524B53u     /* "SKRW" */

@@ -153,12 +153,6 @@ struct sk_wal {
     uint32_t mpieces;    /* objects stored of mseg since its last copy */
 };
 
-void sk_wal_segment_path(const char *dir, uint64_t seg, char *out,
-                         size_t cap)
-{
-    snprintf(out, cap, "%s/wal-%016" PRIx64 ".log", dir, seg);
-}
-
 static void seg_path(const sk_wal *w, uint64_t seg, char *out, size_t cap)
 {
     sk_wal_segment_path(w->dir, seg, out, cap);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "state/walname.h" /* sk_wal_segment_path */
 
 enum sk_wal_type {
     SK_WAL_SLICE = 1,  /* a slice opens: id, partition key */
@@ -75,9 +76,6 @@ int sk_wal_sync(sk_wal *w);
  * state stored for the first time). r is not owned; NULL stops. */
 struct sk_remote;
 int sk_wal_set_remote(sk_wal *w, struct sk_remote *r, int store_existing);
-/* The path of segment seg in the WAL folder dir (a restore writes it). */
-void sk_wal_segment_path(const char *dir, uint64_t seg, char *out,
-                         size_t cap);
 /* Write buffered frames and ask the kernel to start writing them to disk,
  * without waiting (sync_file_range where there is one). Not durable. */
 int sk_wal_writeback(sk_wal *w);
