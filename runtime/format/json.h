@@ -26,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SK_PEEK_MAX_PATHS 16
+#include "format/jsonspec.h" /* sk_peek_spec: the paths to pick */
+#include "format/jsontext.h" /* sk_json_unescape, sk_json_compact */
+
 #define SK_JSON_MAX_DEPTH 512
 
 typedef enum sk_json_type {
@@ -49,45 +51,6 @@ typedef struct sk_json_value {
     size_t off; /* absolute offset in the buffer */
     size_t len;
 } sk_json_value;
-
-typedef struct sk_peek_spec sk_peek_spec;
-
-/* Compile dotted paths into a lookup trie; path i fills values[i]. At most
- * SK_PEEK_MAX_PATHS paths. Returns NULL on allocation failure or bad input
- * (an empty path or segment). Caller owns the result: sk_peek_spec_free(). */
-sk_peek_spec *sk_peek_spec_new(const char *const *paths, size_t n);
-void sk_peek_spec_free(sk_peek_spec *spec);
-size_t sk_peek_spec_count(const sk_peek_spec *spec);
-
-/* Skim mode (a source's `validate: false`): peek only as far as routing
- * needs. Paths form groups in which the first present value wins; a
- * group is settled once its first path is found (with a usable scalar:
- * a non-empty string, a number, true or false, when settle is
- * SK_SETTLE_SCALAR; with any value for SK_SETTLE_ANY). When every group is
- * settled, the rest of the record is skipped by a structural scan that only
- * tracks strings and brackets; containers that no path enters are skipped
- * the same way. Skipped bytes are neither validated nor decoded, so an
- * invalid record is dead-lettered only if the error lies in what was
- * scanned; and with a duplicated member name the first one counts. */
-typedef enum sk_settle {
-    SK_SETTLE_NEVER = 0, /* the group is known only at the record's end */
-    SK_SETTLE_ANY = 1,
-    SK_SETTLE_SCALAR = 2
-} sk_settle;
-
-typedef struct sk_peek_group {
-    size_t first; /* the group's first path (index into the spec's paths) */
-    sk_settle settle;
-} sk_peek_group;
-
-int sk_peek_spec_set_skim(sk_peek_spec *spec, const sk_peek_group *groups,
-                          size_t n);
-
-/* With skim mode on newline-delimited input (a source's `format: jsonl`):
- * once every group is settled, the record is taken to end with its line
- * (memchr to the newline) instead of at its closing bracket. A line must
- * hold exactly one record; one that does not end with '}' is an error. */
-void sk_peek_spec_set_lines(sk_peek_spec *spec, int lines);
 
 typedef enum sk_json_rc {
     SK_JSON_RECORD = 1,    /* a record: start/end and values are set */
@@ -124,17 +87,6 @@ sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
 
 /* Offset of the first byte after a UTF-8 BOM, if buf starts with one. */
 size_t sk_json_skip_bom(const uint8_t *buf, size_t len);
-
-/* Copy the JSON text in[0..n) to out (n bytes of room) without the
- * whitespace between tokens (space, tab, CR, LF outside strings); strings
- * are copied as they are. Returns the bytes written. The input is a framed
- * record: a string left open runs to the end unchanged. */
-size_t sk_json_compact(const uint8_t *in, size_t n, uint8_t *out);
-
-/* Decode the raw text of a JSON string (without quotes) into out, which must
- * hold at least len bytes (decoding never grows the text). Returns the
- * decoded length. The input must already be validated by the framer. */
-size_t sk_json_unescape(const uint8_t *raw, size_t len, uint8_t *out);
 
 /* One member of an object: its name's raw text (without quotes; decode it
  * with sk_json_unescape if has_escapes) and its value (for a string the raw

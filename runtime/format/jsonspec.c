@@ -1,8 +1,8 @@
-/* The peek spec (json.h): the routing paths as a trie of member names,
+/* The peek spec (jsonspec.h): the routing paths as a trie of member names,
  * which the scanner walks as it meets members, and the skim mode's
  * groups. Built once per router; read-only while records are scanned.
  */
-#include "format/json_impl.h"
+#include "format/jsonspec.h"
 
 #include <stdlib.h>
 #include <string.h>

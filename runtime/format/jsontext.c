@@ -2,7 +2,7 @@
  * (sk_json_unescape) and a record's insignificant whitespace removed
  * (sk_json_compact, for multiline_records: compact).
  */
-#include "format/json_impl.h"
+#include "format/jsontext.h"
 
 #include <stdlib.h>
 #include <string.h>
