@@ -97,9 +97,6 @@ KNOWN_BIG = {
 KNOWN_CIRCLES = {
     # config.h is the folder's face and config.c calls the others
     "runtime/config: config options path where",
-    # engine.h (struct engine) leads every stage to pipeline.h
-    "runtime/pipeline: append apply claim definition deliver frame grow "
-    "metrics pipeline read report retrynews seal shard stage stream units",
     "runtime/state: grow replay state",
     "runtime/state: ledger ledger_run",
 }

@@ -14,8 +14,12 @@
  *   seal.c      commit, seal, upload batch, WAL GC    pipeline thread
  *   deliver.c   write one sealed slice to the sink    upload threads
  *   grow.c      slices growing in place in the sink   pipeline thread
+ *   growobj.c   one growing object's sink calls       caller's
+ *   staging.c   staging pieces; finishing sealed ones pipeline; sink threads
  *   stream.c    streaming sources: emit, sync, ack    pipeline thread
  *   report.c    progress line, minute report, status  pipeline thread
+ *   shard.c     shards: units owned, state name, takeover pipeline thread
+ *   lease.c     the state in a bucket: store and lease pipeline thread
  *
  * Cross-stage functions carry the prefix pl_; a function without it is
  * private to its file.
@@ -33,7 +37,7 @@
 #include "format/decompress.h"
 #include "format/json.h"
 #include "format/xmlpeek.h"
-#include "pipeline/pipeline.h"
+#include "config/config.h"
 #include "plugin/loader.h"
 #include "route/route.h"
 #include "sched/pool.h"
@@ -144,7 +148,8 @@ typedef struct todo {
 
 struct engine {
     const sk_pipeline_cfg *cfg;
-    const sk_run_opts *opts;
+    int once;     /* sk_run_opts.once: drain, flush, exit */
+    int progress; /* sk_run_opts.progress: draw the progress line */
     sk_state *st;
     sk_registry reg;
     sk_instance *src, *sink; /* sink: uploaders[0]'s, for labels */

@@ -6,6 +6,8 @@
  * Owns: the engine and everything it holds (engine_free()).
  * Thread: the caller's, the pipeline thread.
  */
+#include "pipeline/pipeline.h"
+
 #include "pipeline/engine.h"
 
 #include <inttypes.h>
@@ -52,7 +54,7 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
                                          .position = pl_stream_position,
                                          .sync = pl_stream_sync,
                                          .ud = e};
-            int start = SK_START | (e->opts->once ? SK_START_ONCE : 0) |
+            int start = SK_START | (e->once ? SK_START_ONCE : 0) |
                         (e->cfg->verify_done_units ? 0 : SK_START_NAMES_FIRST);
             if (sk_instance_new(lib->desc, 0, doc, eps[i], start,
                                 e->streaming ? &e->hooks : NULL,
@@ -191,46 +193,6 @@ static void engine_free(engine *e)
     sk_registry_close(&e->reg);
 }
 
-/* skipprd_el_storage_mode: s3: a new instance of the store (a sink with
- * SKIPPR_SINK_STORE) in *inst, and the lease on the state of folder
- * `state_name` in it (*out). Each lease has an instance of its own: its
- * renewal thread uses it beside the pipeline thread. */
-int pl_remote_open(engine *e, const char *state_name, sk_instance **inst,
-                   sk_remote **out)
-{
-    const sk_endpoint_cfg *ep = &e->cfg->state_store;
-    sk_cfg_err err;
-    const sk_plugin_lib *lib = sk_registry_store(&e->reg, e->doc, ep, &err);
-    if (!lib) {
-        sk_error("%s", err.msg);
-        return SKIPPR_INVAL;
-    }
-    const skippr_sink_ops *ops = lib->desc->sink;
-    if (sk_instance_new(lib->desc, 1, e->doc, ep, SK_START, NULL, 0, inst,
-                        &err)) {
-        if (*err.msg)
-            sk_error("%s", err.msg);
-        return SKIPPR_INVAL;
-    }
-    const sk_ynode *b = sk_ymap_get(ep->options, "s3_bucket");
-    const sk_ynode *p = sk_ymap_get(ep->options, "s3_prefix");
-    const char *pv = p && p->kind == SK_Y_SCALAR ? p->value : "";
-    char *where = b && b->kind == SK_Y_SCALAR
-                      ? sk_asprintf("s3://%s/%s%s", b->value, pv,
-                                    *pv && pv[strlen(pv) - 1] != '/' ? "/"
-                                                                      : "")
-                      : sk_asprintf("%s: ", (*inst)->label);
-    char *prefix = sk_asprintf("%s/%s/", e->cfg->workspace, state_name);
-    int rc = where && prefix
-                 ? sk_remote_open(ops, (*inst)->ctx, where, prefix,
-                                  e->cfg->lease_seconds, &sk_stop_requested,
-                                  out)
-                 : SKIPPR_NOMEM;
-    sk_free(where);
-    sk_free(prefix);
-    return rc;
-}
-
 /* A run whose lease lapsed was fenced, whatever it ended with: it says
  * so and exits 3. Else rc. */
 static int fenced_end(const engine *e, int rc)
@@ -324,7 +286,7 @@ static void what_landed(const engine *e, int rc)
  * plugins' counters. rc: how the run ended. */
 static void summary(engine *e, int rc)
 {
-    if (e->opts->progress && e->start_ns) {
+    if (e->progress && e->start_ns) {
         pl_progress(e, 1);
         fputc('\n', stderr);
         sk_log_progress_active = 0;
@@ -395,11 +357,8 @@ static void summary(engine *e, int rc)
 int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                     const sk_run_opts *opts)
 {
-    engine e;
-    memset(&e, 0, sizeof e);
-    e.cfg = cfg;
-    e.opts = opts;
-    e.doc = doc;
+    engine e = {.cfg = cfg, .doc = doc, .once = opts->once,
+                .progress = opts->progress};
     e.start_ns = e.last_commit_ns = e.report_ns = sk_now_ns();
     e.nthreads = cfg->threads > 64 ? 64 : cfg->threads;
     int rc;

@@ -10,6 +10,7 @@
 #define SK_PIPELINE_H
 
 #include "config/config.h"
+#include "pipeline/shard.h" /* sk_shard_of, sk_pipeline_state_name */
 
 typedef struct sk_run_opts {
     int once;     /* drain everything, flush every slice, exit */
@@ -25,18 +26,6 @@ typedef struct sk_run_opts {
  * cause. */
 int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                     const sk_run_opts *opts);
-
-/* Shards (--shard I/N). A unit belongs to shard FNV-1a-64(folder) mod N,
- * where its folder is its id up to and including the last '/' (the whole
- * id when it has none): every unit of a folder goes to one shard, so a
- * shard lists past the folders of others. Stable across versions. */
-uint32_t sk_shard_of(const char *id, uint32_t count);
-/* Length of id's folder as above. */
-size_t sk_shard_folder_len(const char *id);
-/* The name of the pipeline's state folder: NAME, or NAME.shard-I-of-N.
- * Written into buf (n bytes); returns buf. */
-const char *sk_pipeline_state_name(const sk_pipeline_cfg *cfg, char *buf,
-                                   size_t n);
 
 /* Print the pipeline's durable state to stdout without taking its lock. */
 int sk_pipeline_status(const sk_pipeline_cfg *cfg);

@@ -6,6 +6,7 @@
  * Thread: the pipeline thread; sk_pipeline_status() runs alone.
  */
 #include "pipeline/engine.h"
+#include "pipeline/shard.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@ void pl_progress(engine *e, int force)
     uint64_t now = sk_now_ns();
     minute_report(e, now);
     pl_metrics_update(e, force);
-    if (!e->opts->progress)
+    if (!e->progress)
         return;
     if (!force && now - e->last_progress_ns < 250000000ULL)
         return;

@@ -13,6 +13,7 @@
  * Owns: nothing past the call. Thread: the pipeline thread.
  */
 #include "pipeline/engine.h"
+#include "pipeline/shard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -316,4 +317,31 @@ int pl_shard_inherit(engine *e)
     sk_free(parent);
     sk_free(mark);
     return rc;
+}
+
+size_t sk_shard_folder_len(const char *id)
+{
+    const char *slash = strrchr(id, '/');
+    return slash ? (size_t)(slash - id) + 1 : strlen(id);
+}
+
+uint32_t sk_shard_of(const char *id, uint32_t count)
+{
+    if (count <= 1)
+        return 0;
+    uint64_t h = 14695981039346656037ULL;
+    for (size_t i = 0, n = sk_shard_folder_len(id); i < n; i++)
+        h = (h ^ (uint8_t)id[i]) * 1099511628211ULL;
+    return (uint32_t)(h % count);
+}
+
+const char *sk_pipeline_state_name(const sk_pipeline_cfg *cfg, char *buf,
+                                   size_t n)
+{
+    if (cfg->shard_count > 1)
+        snprintf(buf, n, "%s.shard-%u-of-%u", cfg->name, cfg->shard_index,
+                 cfg->shard_count);
+    else
+        snprintf(buf, n, "%s", cfg->name);
+    return buf;
 }

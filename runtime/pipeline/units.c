@@ -8,6 +8,7 @@
  * Thread: the pipeline thread.
  */
 #include "pipeline/engine.h"
+#include "pipeline/shard.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -218,33 +219,6 @@ void pl_todo_clear(engine *e)
     e->todo_undone = 0;
 }
 
-size_t sk_shard_folder_len(const char *id)
-{
-    const char *slash = strrchr(id, '/');
-    return slash ? (size_t)(slash - id) + 1 : strlen(id);
-}
-
-uint32_t sk_shard_of(const char *id, uint32_t count)
-{
-    if (count <= 1)
-        return 0;
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0, n = sk_shard_folder_len(id); i < n; i++)
-        h = (h ^ (uint8_t)id[i]) * 1099511628211ULL;
-    return (uint32_t)(h % count);
-}
-
-const char *sk_pipeline_state_name(const sk_pipeline_cfg *cfg, char *buf,
-                                   size_t n)
-{
-    if (cfg->shard_count > 1)
-        snprintf(buf, n, "%s.shard-%u-of-%u", cfg->name, cfg->shard_index,
-                 cfg->shard_count);
-    else
-        snprintf(buf, n, "%s", cfg->name);
-    return buf;
-}
-
 /* The key just past every key of a folder (which ends in '/'): the
  * folder followed by U+10FFFF, the highest code point, so that a listing
  * asked to start after it goes on with the next folder. Caller frees. */
@@ -374,12 +348,12 @@ static int pass_start(engine *e)
 {
     const sk_pipeline_cfg *cfg = e->cfg;
     uint64_t now = sk_now_ns();
-    int incremental = e->mark && (!e->opts->once || cfg->incremental_listing);
+    int incremental = e->mark && (!e->once || cfg->incremental_listing);
     int due = cfg->full_listing_interval_seconds == 0 ||
-              (e->last_full_ns == 0 && !e->opts->once) ||
+              (e->last_full_ns == 0 && !e->once) ||
               now - e->last_full_ns >=
                   (uint64_t)cfg->full_listing_interval_seconds * 1000000000ULL;
-    if (e->opts->once && cfg->incremental_listing && e->last_full_ns == 0)
+    if (e->once && cfg->incremental_listing && e->last_full_ns == 0)
         due = 0; /* a --once run's clock starts with it */
     e->pass_full = !incremental || due;
     if (e->pass_full)

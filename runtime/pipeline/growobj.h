@@ -1,17 +1,20 @@
-/* Private to grow.c and stage.c: objects growing in a sink (grow.c) and
- * the staging pieces and finish of sealed ones (stage.c) share these.
- * The threads are grow.c's: each slice's sink calls are made by the
- * instance that owns it. */
-#ifndef SKIPPR_PIPELINE_GROW_H
-#define SKIPPR_PIPELINE_GROW_H
+/* One growing object in the sink (growobj.c), as grow.c and staging.c
+ * both reach it. Each slice's sink calls are made by the instance that
+ * owns it. */
+#ifndef SKIPPR_PIPELINE_GROWOBJ_H
+#define SKIPPR_PIPELINE_GROWOBJ_H
 
 #include "pipeline/engine.h"
 
 /* The sink's ops; the instance that owns slice s's growing object. */
 const skippr_sink_ops *pl_grow_ops(const engine *e);
 sk_instance *pl_grow_owner(const engine *e, const sk_slice *s);
-/* Non-zero when the sink makes staging pieces parts itself. */
+/* What the sink can do: grow objects (SKIPPR_SINK_GROWS), keep staging
+ * pieces, make staging pieces parts itself; its part size (0: none). */
+int pl_sink_grows(const engine *e);
+int pl_sink_stages(const engine *e);
 int pl_sink_copies(const engine *e);
+uint64_t pl_sink_part_bytes(const engine *e);
 
 /* The object info of streamed slice s, for key (its object key). */
 void pl_grow_info(engine *e, const sk_slice *s, const char *key,
@@ -38,13 +41,5 @@ int pl_grow_write(engine *e, sk_slice *s, const uint8_t *p, size_t n);
 int pl_grow_note(engine *e, sk_slice *s);
 /* The error line of a put that failed. */
 void pl_grow_write_failed(engine *e, const sk_slice *s, int rc);
-
-/* stage.c: the state's hooks for staging pieces (sk_grow_hooks fetch,
- * stage and copy). */
-int pl_grow_fetch(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
-                  void *buf, size_t len);
-int pl_grow_store(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
-                  const void *p, size_t n);
-int pl_grow_copy(void *ud, sk_slice *s);
 
 #endif

@@ -9,7 +9,8 @@
  * Thread: grow.c's (each slice's sink calls by the instance that owns
  * it).
  */
-#include "pipeline/grow.h"
+#include "pipeline/growobj.h"
+#include "pipeline/staging.h"
 
 #include <inttypes.h>
 #include <string.h>
