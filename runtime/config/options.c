@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "config/config.h"
+#include "config/settings.h"
 
 #define CFG(field) offsetof(sk_pipeline_cfg, field)
 

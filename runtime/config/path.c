@@ -1,5 +1,7 @@
-/* Paths in a config, made absolute against the config file's folder (see
- * config.h, sk_config_abs_path). */
+/* Paths in a config, made absolute against the config file's folder
+ * (path.h). */
+#include "config/path.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,7 +9,6 @@
 
 #include "base/common.h"
 #include "base/fsio.h"
-#include "config/config.h"
 
 int sk_config_abs_path(const sk_yaml_doc *doc, const char *v, char *out,
                        size_t cap)

@@ -4,6 +4,7 @@
  * of the YAML the flags were turned into. */
 #include "config/where.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,4 +89,18 @@ const char *sk_config_ref_name(const sk_yaml_doc *doc, const char *ref)
     if (strncmp(ref, "data_sinks.", 11) == 0)
         return "--sink";
     return ref;
+}
+
+int sk_cfg_fail(sk_cfg_err *err, const sk_yaml_doc *doc, const sk_ynode *at,
+                const char *fmt, ...)
+{
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char where[300];
+    sk_config_where(doc, at, where, sizeof where);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", where, msg);
+    return SKIPPR_INVAL;
 }

@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-#include "config/config.h"
+#include "base/common.h" /* SKIPPR_PRINTF */
+#include "config/ynode.h"
 
 /* The name of the document cli/ makes from a pipeline's flags. */
 #define SK_FLAGS_DOC "(flags)"
@@ -22,5 +23,9 @@ void sk_config_where(const sk_yaml_doc *doc, const sk_ynode *at, char *out,
  * for a pipeline by flags "--source" or "--sink". Not owned: ref or a
  * literal. */
 const char *sk_config_ref_name(const sk_yaml_doc *doc, const char *ref);
+
+/* Format "file:line:col: message" into err. Returns SKIPPR_INVAL. */
+int sk_cfg_fail(sk_cfg_err *err, const sk_yaml_doc *doc, const sk_ynode *at,
+                const char *fmt, ...) SKIPPR_PRINTF(4, 5);
 
 #endif
