@@ -87,16 +87,13 @@ KNOWN_BIG = {
     "runtime/cli/main.c": 709,
     "runtime/pipeline/units.c": 687,
     "runtime/route/route.c": 685,
-    "runtime/state/grow.c": 672,
+    "runtime/state/grow.c": 673,
     "plugins/s3/list.c": 626,
     "plugins/s3/inventory.c": 626,
     "runtime/state/ledger_run.c": 618,
 }
 # Circles of today: the folder and its files (stems), sorted.
-KNOWN_CIRCLES = {
-    "runtime/state: grow replay state",
-    "runtime/state: ledger ledger_run",
-}
+KNOWN_CIRCLES = set()
 ROOT = os.environ.get("SKIPPR_LAYOUT_ROOT") or os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
 # Another tree (the checker's own test) lacks the files the lists name:

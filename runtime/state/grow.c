@@ -23,13 +23,14 @@
  *
  * Thread: the pipeline thread, like the rest of the state.
  */
-#include "state/state_impl.h"
+#include "state/grow.h"
 
 #include <assert.h>
 #include <inttypes.h>
 #include <string.h>
 
 #include "base/fault.h"
+#include "state/slice.h"
 
 int st_parted(const sk_state *st, const sk_slice *s)
 {

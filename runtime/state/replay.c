@@ -5,7 +5,10 @@
  *
  * Thread: the opening thread, before anything else uses the state.
  */
-#include "state/state_impl.h"
+#include "state/replay.h"
+
+#include "state/grow.h"
+#include "state/slice.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,0 +1,107 @@
+/* Streamed slices (grow.c): slices whose object grows in the sink while
+ * they are open; parted ones (S3 multipart) with TAIL frames and staging
+ * pieces. state.c calls the st_ functions; the pipeline the sk_state_
+ * ones (through state.h). */
+#ifndef SK_STATE_GROW_H
+#define SK_STATE_GROW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "state/types.h"
+
+/* Streamed slices (grow.c): append object bytes; put the buffer to the
+ * sink; make new ones' SLICE frames durable; the STREAM frame of a
+ * commit. */
+int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
+                       size_t len);
+int st_push_block(sk_state *st, sk_slice *s, int keep);
+void st_pushed(sk_state *st, sk_slice *s, int keep);
+int st_push_all(sk_state *st);
+int st_announce_streams(sk_state *st);
+int st_record_streams(sk_state *st);
+/* Parted slices (grow.c): whether s is one; record a TAIL frame at pos
+ * holding object bytes from off; retire tails before upto. */
+int st_parted(const sk_state *st, const sk_slice *s);
+int st_add_tail(sk_slice *s, sk_wal_pos pos, uint64_t off);
+void st_drop_tails(sk_slice *s, uint64_t upto);
+/* A staging piece of s at off; retire those before upto (grow.c). */
+int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag);
+void st_drop_stages(sk_slice *s, uint64_t upto);
+
+/* The OPEN slice for key and kind, created if needed (its SLICE frame is
+ * written with its first block). NULL on allocation failure. */
+sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
+                         uint64_t hash, uint8_t kind);
+/* Append one record to an OPEN slice. */
+int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len);
+/* The same without the object CRC: the caller checksummed the records (each
+ * followed by a newline) elsewhere and folds that in with
+ * sk_state_fold_crc() after appending them, before any other append; xpow
+ * is sk_crc32c_xpow() of those output bytes' count. */
+int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
+                        size_t len);
+void sk_state_fold_crc(sk_slice *s, uint32_t crc, uint32_t xpow);
+/* Write every open block as a BLOCK frame (not yet durable). release: also
+ * give their buffers back (memory pressure); else they are kept for reuse. */
+int sk_state_flush_blocks(sk_state *st, int release);
+/* Group commit: flush blocks, COMMIT frame with dirty units, fsync. */
+int sk_state_commit(sk_state *st);
+/* durable 0: the same frames, but instead of waiting for fsync the disk
+ * is only asked to start writing (sk_wal_writeback). Such a commit survives
+ * a process crash (the page cache keeps it) but not a power loss, until the
+ * next durable commit or sync: recovery then restarts at the last commit
+ * that reached the disk, which is still exactly once, only later. Use it
+ * for commits that nothing outside waits on; a source acknowledgement, a
+ * seal or a stop needs a durable one. */
+int sk_state_commit_as(sk_state *st, int durable);
+/* Seal an OPEN slice: requires a commit since its last append (the caller
+ * commits first). The object is the records, each with a newline, then
+ * tail_len bytes of tail (an XML root's close tag; none: NULL, 0). Fixes
+ * the object key, size and CRC and appends the SEAL
+ * frame. The seal is durable only after the next sk_wal_sync(): sync once
+ * after sealing a batch, and before writing any of it to the sink. */
+int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
+                  const void *tail, size_t tail_len);
+/* The same for an object that is not the records and newlines (a
+ * conversion): the caller measured its size and CRC32C. */
+int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
+                     uint64_t bytes, uint32_t crc);
+/* The object key s gets when sealed: "{name}/apply-{state_id}-{id}{ext}".
+ * Caller owns the string; NULL on allocation failure. */
+char *sk_state_object_key(const sk_state *st, const sk_slice *s,
+                          const char *ext);
+/* Forget an OPEN streamed slice that holds no record (its growing object,
+ * if any, already removed): a DONE frame, durable with the next sync. */
+int sk_state_forget(sk_state *st, sk_slice *s);
+
+/* Free the orphan list once their growing objects are gone. */
+void sk_state_orphans_clear(sk_state *st);
+
+/* Start a new WAL segment and restate every open streamed slice in it
+ * (SLICE frame, then its length in the next commit), so that older
+ * segments are not kept for them. */
+int sk_state_rotate(sk_state *st);
+
+/* Release the memory of parted slices whose buffered bytes are all in
+ * TAIL frames (after a commit); they are read back for the next part. */
+void sk_state_spill(sk_state *st);
+
+/* Append a parted slice's bytes [from, upto) that are in staging pieces
+ * and TAIL frames to out (pushed <= from <= upto <= pushed + staged +
+ * walled), reading frames and pieces into scratch. Any thread, for a
+ * slice that does not change meanwhile (as sk_state_foreach_record). */
+int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
+                       uint64_t upto, sk_buf *out, sk_buf *scratch);
+
+/* The bytes of parted slice s in TAIL frames are now a staging piece (the
+ * sink stored them, under tag, which st->stage_tag++ gave): a STAGE
+ * frame, durable with the next commit; the TAIL frames are retired. */
+int sk_state_staged(sk_state *st, sk_slice *s, uint64_t tag);
+
+/* How many of s's buffered bytes a put hands over: all of them, or for a
+ * parted slice its whole parts. */
+uint64_t sk_state_put_len(const sk_state *st, const sk_slice *s);
+
+#endif

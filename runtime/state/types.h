@@ -1,0 +1,169 @@
+/* The state's structs: a slice (its blocks, tails, staging pieces, growing
+ * object), the hooks through which slices grow in a sink, and the state
+ * itself. Types only; state.h says what each field means to the protocol,
+ * slice.c, grow.c, replay.c and state.c fill them. */
+#ifndef SK_STATE_TYPES_H
+#define SK_STATE_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/bufpool.h"
+#include "base/common.h"
+#include "base/map.h"
+#include "state/ledger.h"
+#include "state/wal.h"
+
+/* A STREAM frame's entry: n, sink bytes, all bytes, records, crc. */
+#define SK_STREAM_ENTRY 36
+#define SK_NOTES_MAX (4u << 20) /* grow notes of one slice */
+
+typedef enum sk_slice_state {
+    SK_SLICE_OPEN,
+    SK_SLICE_SEALED,
+    SK_SLICE_DONE
+} sk_slice_state;
+
+typedef enum sk_slice_kind {
+    SK_SLICE_DATA = 0,
+    SK_SLICE_DEAD = 1 /* dead letters: records come in (meta, bytes) pairs */
+} sk_slice_kind;
+
+/* In a SLICE frame's kind byte: the slice streams into the sink; it has
+ * had staging pieces. */
+#define SK_SLICE_STREAMED 0x80u
+#define SK_SLICE_STAGED 0x40u
+
+typedef struct sk_slice {
+    uint64_t id;
+    char *key; /* partition key: "ns/p_x=v/p_year=2021/..." or "_errors" */
+    size_t key_len;
+    size_t name_len; /* key[0..name_len) names the object; after it, a NUL
+                      * and a tag that sets this slice apart from others
+                      * of the same name (pipeline/append.c), or nothing */
+    uint64_t key_hash;
+    uint8_t kind;
+    int64_t opened_at; /* unix seconds */
+    sk_slice_state state;
+    sk_wal_pos *blocks;
+    size_t nblocks, blocks_cap;
+    uint64_t first_seg; /* oldest WAL segment holding a frame of this slice */
+    uint64_t records;   /* records appended (pairs count once for DEAD) */
+    uint64_t bytes;     /* record bytes appended */
+    int announced;      /* SLICE frame written */
+    int ghost;          /* replay only: blocks seen, start collected */
+    sk_buf open_block;  /* [u32 len][bytes]... not yet in the WAL */
+    uint32_t open_nrec;
+    uint32_t out_crc;   /* CRC32C of the object so far (DATA slices) */
+    int crc_known;      /* out_crc covers every record (not after replay) */
+    /* Streamed slices (sk_grow_hooks): the object grows in the sink as
+     * records come, so the WAL holds none of its bytes; open_block then
+     * holds object bytes (each record and its newline) not yet put. */
+    int streamed;
+    int durable_announced; /* its SLICE frame is durable: the sink may hold
+                            * a growing object for it */
+    int restate;           /* its length goes into the next STREAM frame
+                            * even when unchanged (a new segment) */
+    uint64_t pushed;       /* object bytes handed to the sink */
+    uint64_t durable_len;  /* object bytes a COMMIT recorded as durable */
+    void *handle;          /* the sink's growing object; the pipeline's */
+    /* Parted slices (sk_grow_hooks.part_bytes > 0: S3 multipart): the
+     * object grows a part at a time. Object bytes [0, pushed) are in the
+     * sink's parts, the next `staged` in staging pieces (stage_off[i],
+     * stage_len[i], contiguous), the next `walled` in TAIL frames
+     * (blocks, each at object offset tail_off[i]), and open_block holds
+     * [mem_off, mem_off + open_block.len): all of the tail, or after a
+     * spill only what came since. */
+    uint64_t staged;
+    uint64_t *stage_off, *stage_len, *stage_tag;
+    size_t nstaged, stage_cap;
+    int staged_ever;       /* staging pieces to clear when it is done */
+    int recovered;         /* live when the state was opened (replay) */
+    uint64_t walled;
+    uint64_t mem_off;
+    uint64_t *tail_off;
+    size_t tail_cap;
+    uint64_t durable_total; /* pushed + walled at the last COMMIT */
+    sk_buf notes;          /* the sink's notes of its parts (grow_note) */
+    size_t notes_rec;      /* of which in the WAL */
+    int notes_replace;     /* the next NOTE frame restates them all */
+    uint64_t announce_seg; /* segment of its latest SLICE frame */
+    /* The pipeline's (pipeline/seal.c): when event time makes the slice
+     * due (0: not yet known; INT64_MAX: never), and whether it opened
+     * after its time bucket had been sealed (late records). */
+    int64_t seal_at;
+    int late;
+    /* set when sealed */
+    char *object_key;
+    uint64_t object_bytes;
+    uint32_t object_crc;
+} sk_slice;
+
+/* How streamed slices reach the sink. The pipeline sets these before any
+ * append; without them (wants NULL) every slice lives in the WAL. */
+typedef struct sk_grow_hooks {
+    void *ud;
+    /* Non-zero: the new DATA slice s streams. */
+    int (*wants)(void *ud, const sk_slice *s);
+    /* Append n object bytes to s's growing object (made on first use, or
+     * reopened at s->durable_len after a restart). */
+    int (*put)(void *ud, sk_slice *s, const void *p, size_t n);
+    /* Make every put so far durable. */
+    int (*sync)(void *ud);
+    /* Optional: put each of the n slices' whole buffer (open_block), as
+     * put() would, perhaps in parallel; the state then marks them put. */
+    int (*put_all)(void *ud, sk_slice **v, size_t n);
+    /* 0: a put is durable at the next sync() (the File sink). Else each
+     * put is one part, durable when it returns, of at least this many
+     * bytes but the last; put() appends the sink's note of it to
+     * s->notes. */
+    uint64_t part_bytes;
+    /* Parted slices' staging pieces: read the len bytes of s's piece at
+     * object offset off into buf (any thread that may use s's sink). */
+    int (*fetch)(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
+                 void *buf, size_t len);
+    /* ... and store n bytes at off of s's object as a staging piece. */
+    int (*stage)(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
+                 const void *p, size_t n);
+    /* Optional: make s's first staging piece (at s->pushed, of at least
+     * SKIPPR_COPY_MIN_BYTES) its next part inside the sink, without
+     * reading it back; appends the sink's note to s->notes. */
+    int (*copy)(void *ud, sk_slice *s);
+    /* A commit writes a parted slice's tail as a staging piece instead of
+     * TAIL frames when the WAL would grow past this (0: never). */
+    uint64_t wal_budget;
+} sk_grow_hooks;
+
+typedef struct sk_state {
+    char *dir;
+    int lock_fd;
+    char state_id[17];
+    sk_wal *wal;
+    sk_ledger *ledger;
+    sk_map open_by_key; /* key (kind-prefixed) -> OPEN slice */
+    sk_slice **live;    /* OPEN and SEALED slices */
+    size_t nlive, live_cap;
+    uint64_t next_slice_id;
+    uint64_t open_block_bytes; /* record bytes held in open blocks */
+    uint64_t open_block_cap;   /* memory allocated for open blocks */
+    sk_bufpool pool;           /* open blocks' buffers come and go here;
+                                * its limit (0 at open: no reuse) is the
+                                * pipeline's memory_budget */
+    uint64_t block_bytes;      /* a block is written out at this size */
+    int readonly;
+    int zstd_level;            /* > 0: blocks written as BLOCKZ frames */
+    struct ZSTD_CCtx_s *zctx;  /* created on first use */
+    sk_buf zbuf;               /* compressed block */
+    sk_grow_hooks grow;
+    uint64_t stage_tag;        /* the next staging piece's tag: random at
+                                * open, then counting */
+    int grow_unsynced;         /* puts since the last grow.sync() */
+    /* Streamed slices whose SLICE frame was durable but never committed
+     * (a crash): the pipeline removes their growing objects, then calls
+     * sk_state_orphans_clear(). */
+    sk_slice **orphans;
+    size_t norphans;
+    struct sk_remote *remote; /* the store's copy (remote.h); not owned */
+} sk_state;
+
+#endif
