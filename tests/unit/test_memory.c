@@ -1,4 +1,4 @@
-/* Memory figures and malloc's tuning (runtime/base/common.c): the heap
+/* Memory figures and malloc's tuning (runtime/base/alloc.c): the heap
  * counts live blocks; once tuned, a block below SK_MMAP_MIN freed keeps
  * its pages for the next one, a block above it goes back to the system,
  * and sk_release_slack_memory() gives back a real surplus of freed pages
