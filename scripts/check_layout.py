@@ -78,7 +78,6 @@ KNOWN_BIG = {
     "plugins/file/file.c": 959,
     "plugins/s3/sink.c": 905,
     "runtime/state/wal.c": 800,
-    "runtime/plugin/loader.c": 790,
     "runtime/format/json.c": 786,
     "runtime/state/remote.c": 780,
     "runtime/state/state.c": 777,
