@@ -19,6 +19,7 @@
 
 #include "base/crc32c.h"
 #include "base/fault.h"
+#include "pipeline/retrynews.h"
 
 /* The CRC of what is written is taken once per buffer (a long CRC runs
  * three chains at once), not once per record. */
@@ -204,7 +205,7 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
         if (attempt) {
             if (sk_stop_requested)
                 return SKIPPR_STOPPED;
-            if (pl_sink_failing(e))
+            if (pl_sink_failing(e->retry))
                 return SKIPPR_FATAL; /* another slice gave up: the run ends */
             skippr_backoff_sleep(&u->backoff, attempt);
         }
@@ -221,8 +222,8 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
             sk_warn("object %s exists with other content; rewriting it with "
                     "slice %s", key, slice_id);
         else if (rc == SKIPPR_RETRY) {
-            pl_retry_say(e, attempt + 1, "%s: cannot tell whether %s was "
-                         "written (attempt %d of %d); asking again",
+            pl_retry_say(e->retry, attempt + 1, "%s: cannot tell whether %s "
+                         "was written (attempt %d of %d); asking again",
                          sink->label, key, attempt + 1, MAX_ATTEMPTS);
             continue;
         } else if (rc != SKIPPR_NOENT) {
@@ -263,15 +264,15 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
         if (rc == SKIPPR_OK)
             return SKIPPR_OK;
         if (rc != SKIPPR_RETRY) {
-            pl_sink_gave_up(e, sink, "%s: writing %s failed: %s",
+            pl_sink_gave_up(e->retry, sink, "%s: writing %s failed: %s",
                             sink->label, key, skippr_status_str(rc));
             return rc;
         }
-        pl_retry_say(e, attempt + 1, "%s: writing %s failed (attempt %d of "
-                     "%d); retrying", sink->label, key, attempt + 1,
-                     MAX_ATTEMPTS);
+        pl_retry_say(e->retry, attempt + 1,
+                     "%s: writing %s failed (attempt %d of %d); retrying",
+                     sink->label, key, attempt + 1, MAX_ATTEMPTS);
     }
-    pl_sink_gave_up(e, sink, "%s: giving up on %s after %d attempts",
+    pl_sink_gave_up(e->retry, sink, "%s: giving up on %s after %d attempts",
                     sink->label, key, MAX_ATTEMPTS);
     return SKIPPR_FATAL;
 }

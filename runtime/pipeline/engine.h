@@ -199,12 +199,7 @@ struct engine {
     int64_t next_seal_at;         /* the earliest seal_at of slices open
                                    * at the last flush */
     uint64_t late_slices, late_records; /* opened for sealed buckets */
-    /* A sink write gave up and said so: a unit that stops on it is not
-     * the source's failure (pl_unit_failed), and other slices stop
-     * retrying (retrynews.c; atomic access) */
-    int sink_failed;
-    int64_t retry_said_ns; /* the last retry said at warning level */
-    int retry_said_top;    /* the highest attempt number said */
+    struct pl_retrynews *retry; /* what a failing sink's retries say */
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t units_listed, sealed; /* for the metrics */
@@ -212,12 +207,11 @@ struct engine {
     int begun; /* past the checks (preflight, state, claim): a run that
                 * stops earlier said why in one line and has no summary */
     struct pl_metrics *metrics;    /* metrics.c; NULL without an endpoint */
-    uint64_t bytes_since_commit, last_commit_ns, start_ns, last_progress_ns;
+    uint64_t bytes_since_commit, last_commit_ns, start_ns;
     uint64_t last_seal_check_ns;
     uint64_t last_trim_ns;     /* sk_release_free_memory, at most every
                                 * TRIM_EVERY_NS while units are copied */
-    /* the minute report: when it was last made, the counters then */
-    uint64_t report_ns, report_units, report_records, report_objects;
+    struct pl_report *report; /* the minute report, the progress line */
     uint64_t seal_checks; /* streaming: free memory is released every 10th */
     /* formats */
     const char *const *paths; /* the router's peek paths */
@@ -246,17 +240,6 @@ struct engine {
     const skippr_message *doc_msg; /* the document being framed */
     uint64_t doc_dead;        /* its records dead-lettered so far */
 };
-
-/* retrynews.c: retry number attempt, said at warning level once per retry
- * cycle of the run (else debug). */
-void pl_retry_say(engine *e, int attempt, const char *fmt, ...)
-    SKIPPR_PRINTF(3, 4);
-/* Non-zero once a sink write gave up: retrying other slices is pointless. */
-int pl_sink_failing(const engine *e);
-/* A sink write gave up: the run's first says so (unless the plugin has),
- * the rest at debug; the run then stops. */
-void pl_sink_gave_up(engine *e, const sk_instance *sink, const char *fmt,
-                     ...) SKIPPR_PRINTF(3, 4);
 
 /* A plugin call failed: an error line, unless the plugin already logged
  * one saying why (then the engine's line is context, at info level). */
@@ -462,7 +445,5 @@ int pl_stream_position(void *ud, const char *unit, int64_t *next);
 int pl_stream_sync(void *ud);
 int pl_stream_run(engine *e);
 
-/* report.c: progress, the minute report, status */
-void pl_progress(engine *e, int force);
 
 #endif

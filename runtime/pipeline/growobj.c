@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "pipeline/retrynews.h"
 
 const skippr_sink_ops *pl_grow_ops(const engine *e)
 {
@@ -145,13 +146,14 @@ int pl_grow_retries(engine *e, const sk_slice *s, const char *what,
     int rc = SKIPPR_RETRY;
     for (int a = 0; a < MAX_ATTEMPTS && rc == SKIPPR_RETRY; a++) {
         if (a) {
-            if (sk_stop_requested || pl_sink_failing(e)) {
+            if (sk_stop_requested || pl_sink_failing(e->retry)) {
                 /* (another slice gave up: the run ends) */
                 rc = sk_stop_requested ? SKIPPR_STOPPED : SKIPPR_FATAL;
                 break;
             }
-            pl_retry_say(e, a, "%s: %s slice %" PRIu64 " failed (attempt %d "
-                         "of %d); retrying", pl_grow_owner(e, s)->label, what,
+            pl_retry_say(e->retry, a,
+                         "%s: %s slice %" PRIu64 " failed (attempt %d of "
+                         "%d); retrying", pl_grow_owner(e, s)->label, what,
                          s->id, a, MAX_ATTEMPTS);
             skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
         }
@@ -219,11 +221,12 @@ void pl_grow_write_failed(engine *e, const sk_slice *s, int rc)
     const char *what = e->st->grow.part_bytes ? "uploading a part of"
                                               : "appending to";
     if (rc == SKIPPR_RETRY)
-        pl_sink_gave_up(e, sink, "%s: %s %s failed %d times; giving up",
-                        sink->label, what, key ? key : "an object",
-                        MAX_ATTEMPTS);
+        pl_sink_gave_up(e->retry, sink,
+                        "%s: %s %s failed %d times; giving up", sink->label,
+                        what, key ? key : "an object", MAX_ATTEMPTS);
     else
-        pl_sink_gave_up(e, sink, "%s: %s %s failed: %s", sink->label, what,
-                        key ? key : "an object", skippr_status_str(rc));
+        pl_sink_gave_up(e->retry, sink, "%s: %s %s failed: %s", sink->label,
+                        what, key ? key : "an object",
+                        skippr_status_str(rc));
     sk_free(key);
 }

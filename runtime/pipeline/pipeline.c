@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "base/fence.h"
+#include "pipeline/report.h"
+#include "pipeline/retrynews.h"
 
 static int open_endpoints(engine *e, const sk_yaml_doc *doc)
 {
@@ -155,8 +157,23 @@ static int formats_init(engine *e)
     return SKIPPR_OK;
 }
 
+/* The clocks, the thread count and the stages' own state. */
+static int engine_begin(engine *e)
+{
+    e->start_ns = e->last_commit_ns = sk_now_ns();
+    e->nthreads = e->cfg->threads > 64 ? 64 : e->cfg->threads;
+    e->report = pl_report_new(e->start_ns);
+    e->retry = pl_retrynews_new();
+    if (e->report && e->retry)
+        return SKIPPR_OK;
+    sk_error("out of memory");
+    return SKIPPR_NOMEM;
+}
+
 static void engine_free(engine *e)
 {
+    pl_report_free(e->report);
+    pl_retrynews_free(e->retry);
     sk_xml_spec_free(e->xml_spec);
     for (size_t i = 0; i < e->ncsv_cols; i++)
         sk_free(e->csv_cols[i]);
@@ -359,10 +376,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
 {
     engine e = {.cfg = cfg, .doc = doc, .once = opts->once,
                 .progress = opts->progress};
-    e.start_ns = e.last_commit_ns = e.report_ns = sk_now_ns();
-    e.nthreads = cfg->threads > 64 ? 64 : cfg->threads;
-    int rc;
-    if ((rc = open_endpoints(&e, doc)))
+    int rc = engine_begin(&e);
+    if (rc || (rc = open_endpoints(&e, doc)))
         goto out;
     if ((rc = routing_init(&e)))
         goto out;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/fault.h"
+#include "pipeline/retrynews.h"
 
 /* Read source bytes into dst until cap or the end of the unit. */
 static int reader_read(reader *r, uint8_t *dst, size_t cap, size_t *n)
@@ -291,7 +292,7 @@ int pl_lane_read_submit(lane *l)
  * logged one, comes first and this one is then context). */
 void pl_unit_failed(engine *e, const char *id, uint64_t offset, int rc)
 {
-    if (pl_sink_failing(e)) { /* the sink's error line says why */
+    if (pl_sink_failing(e->retry)) { /* the sink's error line says why */
         sk_log(SKIPPR_LOG_INFO, "%s: unit %s stopped near offset %" PRIu64
                " as the sink failed", e->src->label, id, offset);
         return;

@@ -2,9 +2,11 @@
  * minute report in the log, and `skipprd status` (read from the state
  * without its lock).
  *
- * Owns: nothing.
+ * Owns: e->report (pl_report): when it last said what.
  * Thread: the pipeline thread; sk_pipeline_status() runs alone.
  */
+#include "pipeline/report.h"
+
 #include "pipeline/engine.h"
 #include "pipeline/shard.h"
 
@@ -12,26 +14,46 @@
 #include <stdio.h>
 #include <string.h>
 
+/* When the minute report was last made and the counters then; when the
+ * progress line was last drawn. */
+struct pl_report {
+    uint64_t ns, units, records, objects;
+    uint64_t progress_ns;
+};
+
+pl_report *pl_report_new(uint64_t now)
+{
+    pl_report *r = sk_calloc(1, sizeof *r);
+    if (r)
+        r->ns = now;
+    return r;
+}
+
+void pl_report_free(pl_report *r)
+{
+    sk_free(r);
+}
+
 /* Once a minute, at info level: what the last minute copied, and memory
  * as malloc and the kernel see it. A long run's log so shows its pace, and
  * whether live memory stays level (heap in use) apart from what the
  * process keeps resident. */
 static void minute_report(engine *e, uint64_t now)
 {
-    if (now - e->report_ns < REPORT_NS)
+    if (now - e->report->ns < REPORT_NS)
         return;
-    e->report_ns = now;
+    e->report->ns = now;
     sk_memstats m;
     sk_memory_stats(&m);
     sk_info("last minute: %" PRIu64 " units, %" PRIu64 " records, %" PRIu64
             " objects written; memory: heap in use %.1f MiB, malloc holds "
             "%.1f MiB, resident %.1f MiB",
-            e->units_done - e->report_units, e->records - e->report_records,
-            e->objects - e->report_objects, (double)m.heap_used / 1048576.0,
+            e->units_done - e->report->units, e->records - e->report->records,
+            e->objects - e->report->objects, (double)m.heap_used / 1048576.0,
             (double)m.heap_held / 1048576.0, (double)m.rss / 1048576.0);
-    e->report_units = e->units_done;
-    e->report_records = e->records;
-    e->report_objects = e->objects;
+    e->report->units = e->units_done;
+    e->report->records = e->records;
+    e->report->objects = e->objects;
 }
 
 void pl_progress(engine *e, int force)
@@ -41,9 +63,9 @@ void pl_progress(engine *e, int force)
     pl_metrics_update(e, force);
     if (!e->progress)
         return;
-    if (!force && now - e->last_progress_ns < 250000000ULL)
+    if (!force && now - e->report->progress_ns < 250000000ULL)
         return;
-    e->last_progress_ns = now;
+    e->report->progress_ns = now;
     double secs = (double)(now - e->start_ns) / 1e9;
     double mbs = secs > 0 ? (double)e->bytes_in / 1e6 / secs : 0;
     uint64_t buffered = 0;

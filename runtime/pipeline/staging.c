@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/fault.h"
+#include "pipeline/retrynews.h"
 
 typedef struct copy_arg {
     const sk_slice *s;
@@ -306,11 +307,12 @@ static int finish_parted(engine *e, sk_slice *s)
     if (!rc)
         rc = clear_pieces(e, s, &info);
     if (rc == SKIPPR_RETRY)
-        pl_sink_gave_up(e, sink, "%s: finishing %s failed %d times; giving "
-                        "up", sink->label, s->object_key, MAX_ATTEMPTS);
+        pl_sink_gave_up(e->retry, sink,
+                        "%s: finishing %s failed %d times; giving up",
+                        sink->label, s->object_key, MAX_ATTEMPTS);
     else if (rc)
-        pl_sink_gave_up(e, sink, "%s: finishing %s failed: %s", sink->label,
-                        s->object_key, skippr_status_str(rc));
+        pl_sink_gave_up(e->retry, sink, "%s: finishing %s failed: %s",
+                        sink->label, s->object_key, skippr_status_str(rc));
     return rc;
 }
 

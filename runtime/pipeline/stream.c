@@ -10,6 +10,7 @@
  * Thread: the pipeline thread (emit() is called from the source's poll()).
  */
 #include "pipeline/engine.h"
+#include "pipeline/report.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/fsio.h"
+#include "pipeline/report.h"
 #include <string.h>
 
 /* Copy the units of one listing batch through the lanes. Whichever lane
