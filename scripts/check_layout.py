@@ -84,7 +84,6 @@ KNOWN_BIG = {
     "runtime/format/xmlpeek.c": 770,
     "runtime/state/ledger.c": 728,
     "runtime/cli/main.c": 709,
-    "runtime/pipeline/units.c": 687,
     "runtime/route/route.c": 685,
     "runtime/state/grow.c": 673,
     "plugins/s3/list.c": 626,

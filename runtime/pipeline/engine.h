@@ -7,6 +7,7 @@
  *
  *   pipeline.c  setup, the run loop, teardown         pipeline thread
  *   units.c     listing in batches; lanes in flight   pipeline thread
+ *   mark.c      the listing mark (incremental listing) pipeline thread
  *   read.c      open a unit, read, decompress         pipeline thread; pool
  *   frame.c     frame, peek and route a window        pool workers
  *   apply.c     append a window's records in order    pipeline thread
@@ -170,18 +171,7 @@ struct engine {
     char *list_after;     /* where the next listing round starts; owned */
     char *list_last;      /* the last unit listed this round; owned */
     size_t list_last_cap;
-    /* Incremental listing (units.c): every unit up to `mark` is done and
-     * arrived more than allowed_lateness_seconds ago, so a poll lists
-     * after it; a whole listing comes every full_listing_interval_seconds.
-     * Saved in {state}/listing_mark once a commit makes the units durable. */
-    char *mark;           /* owned; NULL: list everything */
-    char *mark_next;      /* this pass's candidate; owned */
-    size_t mark_next_cap;
-    int mark_frozen;      /* a unit too new (or timeless) was listed */
-    int mark_pass_ok;     /* the pass listed and copied to its end */
-    int pass_full;        /* this pass lists everything */
-    int64_t mark_now;     /* the pass's clock, Unix s */
-    uint64_t last_full_ns; /* when the last whole listing began; 0: never */
+    struct pl_mark *mark; /* the listing mark (mark.c); NULL until loaded */
     int list_more;
     uint64_t skipped_done, skipped_changed;
     uint64_t recopied_changed; /* changed units copied again
@@ -407,8 +397,6 @@ void pl_lanes_free(engine *e);
 int pl_lanes_shed(engine *e);
 void pl_todo_clear(engine *e);
 int pl_copy_pass(engine *e);
-/* Load the listing mark; save the pass's after a durable commit. */
-int pl_listing_mark_load(engine *e);
 /* claim.c: the state's claim on its sink; SKIPPR_CHANGED (logged) when
  * another state holds it and allow_second_copy is not set. */
 int pl_claim_sink(engine *e);
@@ -419,7 +407,6 @@ int pl_definition_check(engine *e);
 /* The definition file of the state folder from_dir becomes this state's:
  * SKIPPR_OK, SKIPPR_NOENT when it has none, or an I/O status. */
 int pl_definition_take(engine *e, const char *from_dir);
-int pl_listing_mark_save(engine *e);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen) */
 typedef struct pl_metrics pl_metrics;

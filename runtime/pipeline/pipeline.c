@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/fence.h"
+#include "pipeline/mark.h"
 #include "pipeline/report.h"
 #include "pipeline/retrynews.h"
 
@@ -187,8 +188,7 @@ static void engine_free(engine *e)
     sk_free(e->todo);
     sk_free(e->list_after);
     sk_free(e->list_last);
-    sk_free(e->mark);
-    sk_free(e->mark_next);
+    pl_mark_free(e->mark);
     if (e->pool)
         sk_pool_free(e->pool);
     pl_lanes_free(e);
@@ -422,7 +422,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
             cfg->name, e.src->label, e.sink->label, e.nthreads,
             e.nthreads == 1 ? "" : "s", e.st->dir);
     e.begun = 1;
-    if ((rc = pl_metrics_start(&e)) || (rc = pl_listing_mark_load(&e)))
+    if ((rc = pl_metrics_start(&e)) ||
+        (rc = pl_mark_load(e.st, cfg->allowed_lateness_seconds, &e.mark)))
         goto out;
 
     if ((rc = recover_sealed(&e)))
@@ -433,7 +434,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
     for (;;) {
         rc = e.streaming ? pl_stream_run(&e) : pl_copy_pass(&e);
         if (rc || (rc = pl_maybe_commit(&e, 1)) ||
-            (rc = pl_listing_mark_save(&e)))
+            (rc = pl_mark_save(e.mark, e.st)))
             break;
         if (opts->once) {
             rc = pl_flush_slices(&e, 1);

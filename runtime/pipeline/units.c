@@ -18,6 +18,7 @@
 
 #include "base/fsio.h"
 #include "pipeline/report.h"
+#include "pipeline/mark.h"
 #include <string.h>
 
 /* Copy the units of one listing batch through the lanes. Whichever lane
@@ -234,65 +235,6 @@ static char *past_folder(const char *id, size_t folder_len)
     return k;
 }
 
-/* ---- incremental listing ---------------------------------------------- */
-
-#define MARK_FILE "listing_mark"
-#define MARK_MAX 65535 /* the longest id the ledger holds */
-
-int pl_listing_mark_load(engine *e)
-{
-    char *path = sk_asprintf("%s/" MARK_FILE, e->st->dir);
-    if (!path)
-        return SKIPPR_NOMEM;
-    FILE *f = fopen(path, "rb");
-    sk_free(path);
-    if (!f)
-        return SKIPPR_OK; /* none yet: list everything */
-    char *buf = sk_malloc(MARK_MAX + 1);
-    size_t n = buf ? fread(buf, 1, MARK_MAX + 1, f) : 0;
-    fclose(f);
-    if (!buf)
-        return SKIPPR_NOMEM;
-    if (n > 0 && n <= MARK_MAX) /* else damaged: a whole listing is safe */
-        e->mark = sk_strndup(buf, n);
-    sk_free(buf);
-    return n > 0 && n <= MARK_MAX && !e->mark ? SKIPPR_NOMEM : SKIPPR_OK;
-}
-
-/* After a durable commit: the pass's candidate becomes the mark. A whole
- * listing replaces it (a unit found in an old prefix may have moved it
- * back); an incremental one only moves it on. */
-int pl_listing_mark_save(engine *e)
-{
-    if (!e->mark_pass_ok)
-        return SKIPPR_OK;
-    e->mark_pass_ok = 0;
-    const char *next = e->mark_next && *e->mark_next ? e->mark_next : NULL;
-    if (!next && !e->pass_full)
-        return SKIPPR_OK;
-    if (next && e->mark && strcmp(next, e->mark) == 0)
-        return SKIPPR_OK;
-    char *path = sk_asprintf("%s/" MARK_FILE, e->st->dir);
-    int rc = path ? SKIPPR_OK : SKIPPR_NOMEM;
-    if (!rc && !next) {
-        if (!(rc = sk_io_unlink(path)))
-            rc = sk_state_file_changed(e->st, MARK_FILE, 1);
-    } else if (!rc && !(rc = sk_io_replace_file(path, next, strlen(next)))) {
-        rc = sk_state_file_changed(e->st, MARK_FILE, 0);
-    }
-    if (!rc) {
-        char *m = next ? sk_strdup(next) : NULL;
-        if (next && !m)
-            rc = SKIPPR_NOMEM;
-        else {
-            sk_free(e->mark);
-            e->mark = m;
-        }
-    }
-    sk_free(path);
-    return rc;
-}
-
 /* Copy s into *buf (cap bytes, grown as needed; the caller owns it):
  * a per-unit copy without an allocation per unit. */
 static int buf_copy(char **buf, size_t *cap, const char *s)
@@ -309,12 +251,6 @@ static int buf_copy(char **buf, size_t *cap, const char *s)
     return SKIPPR_OK;
 }
 
-/* Copy key into the pass's candidate mark. */
-static int mark_set(engine *e, const char *key)
-{
-    return buf_copy(&e->mark_next, &e->mark_next_cap, key);
-}
-
 /* The arrival time a unit's key gives (arrival_key_pattern, else a
  * Firehose or Hive date): 1 with *a set, 0 when it gives none. */
 static int key_arrival(const engine *e, const char *id, int64_t *a)
@@ -328,7 +264,7 @@ static int key_arrival(const engine *e, const char *id, int64_t *a)
  * key's arrival time when the caller has it already, else NULL. */
 static void mark_note(engine *e, const skippr_unit *u, const int64_t *known)
 {
-    if (e->mark_frozen)
+    if (pl_mark_frozen(e->mark))
         return;
     int64_t a = known ? *known : 0;
     const skippr_source_ops *ops = e->src->plugin->source;
@@ -338,42 +274,16 @@ static void mark_note(engine *e, const skippr_unit *u, const int64_t *known)
         a = u->modified;
         has = 1;
     }
-    if (!has || a > e->mark_now - e->cfg->allowed_lateness_seconds ||
-        strlen(u->id) > MARK_MAX || mark_set(e, u->id))
-        e->mark_frozen = 1;
+    pl_mark_note(e->mark, u->id, has, a);
 }
 
 /* Where this pass starts: after the mark, or (a whole listing) at the
  * first key. */
 static int pass_start(engine *e)
 {
-    const sk_pipeline_cfg *cfg = e->cfg;
-    uint64_t now = sk_now_ns();
-    int incremental = e->mark && (!e->once || cfg->incremental_listing);
-    int due = cfg->full_listing_interval_seconds == 0 ||
-              (e->last_full_ns == 0 && !e->once) ||
-              now - e->last_full_ns >=
-                  (uint64_t)cfg->full_listing_interval_seconds * 1000000000ULL;
-    if (e->once && cfg->incremental_listing && e->last_full_ns == 0)
-        due = 0; /* a --once run's clock starts with it */
-    e->pass_full = !incremental || due;
-    if (e->pass_full)
-        e->last_full_ns = now;
-    e->mark_now = (int64_t)time(NULL);
-    e->mark_frozen = 0;
-    e->mark_pass_ok = 0;
-    if (e->mark_next)
-        e->mark_next[0] = '\0';
     sk_free(e->list_after);
     e->list_after = NULL;
-    if (!e->pass_full) {
-        if (!(e->list_after = sk_strdup(e->mark)) || mark_set(e, e->mark))
-            return SKIPPR_NOMEM;
-        sk_debug("listing after %s (incremental)", e->mark);
-    } else {
-        sk_debug("listing everything (whole listing)");
-    }
-    return SKIPPR_OK;
+    return pl_mark_pass(e->mark, e->cfg, e->once, &e->list_after);
 }
 
 typedef struct list_ctx {
@@ -476,7 +386,7 @@ static int list_name(list_ctx *c, const skippr_unit *u)
     engine *e = c->e;
     int64_t a;
     int has = 0;
-    if (!e->mark_frozen) {
+    if (!pl_mark_frozen(e->mark)) {
         if (!key_arrival(e, u->id, &a))
             return SKIPPR_UNIT_DESCRIBE; /* the mark needs its mtime */
         has = 1;
@@ -655,7 +565,7 @@ int pl_copy_pass(engine *e)
         if ((rc = run_units(e, e->todo, e->ntodo)))
             return rc;
         if (!more) {
-            e->mark_pass_ok = 1; /* pl_listing_mark_save after a commit */
+            pl_mark_pass_done(e->mark); /* saved after a commit */
             return SKIPPR_OK;
         }
     }
