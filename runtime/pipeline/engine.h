@@ -90,14 +90,6 @@ typedef struct group {
 typedef struct engine engine;
 typedef struct lane lane;
 
-/* A streaming source's unit (a topic-partition) as the engine tracks it. */
-typedef struct stream_unit {
-    sk_unit_rec *rec;  /* the ledger's (never finished, so never freed
-                        * before the engine); its offset is the next
-                        * position, its id the unit's */
-    int64_t acked;     /* offset already acked to the source */
-} stream_unit;
-
 /* One uploader: a sink instance with its own buffers. Sealed slices are
  * written by up to upload_concurrency threads at once, each with its own
  * uploader, because a plugin instance is used by one thread at a time. */
@@ -220,15 +212,11 @@ struct engine {
     sk_buf compact;           /* a compacted record */
     /* streaming sources */
     int streaming;            /* the source has poll(), not list() */
-    sk_stream_hooks hooks;    /* what its host calls reach */
-    stream_unit *sunits;
-    size_t nsunits, sunits_cap;
-    sk_buf sscratch;          /* decoded field values of one message */
-    uint64_t duplicates;      /* messages dropped as already durable */
-    lane *doc_lane;           /* frames documents (SKIPPR_MSG_DOCUMENT) */
-    sk_unit_rec doc_rec;      /* the doc lane's scratch unit record */
-    const skippr_message *doc_msg; /* the document being framed */
-    uint64_t doc_dead;        /* its records dead-lettered so far */
+    struct pl_streamer *stream; /* stream.c's: its units, the document lane */
+    /* The document being framed (stream.c sets it), whose sender
+     * pl_dead_letter tells of its first bad record (append.c). */
+    const skippr_message *doc_msg;
+    uint64_t doc_dead; /* its records dead-lettered so far */
 };
 
 /* A plugin call failed: an error line, unless the plugin already logged
@@ -427,10 +415,6 @@ int pl_remote_open(engine *e, const char *state_name, sk_instance **inst,
 int pl_shard_check_retired(engine *e);
 
 /* stream.c: streaming sources (poll/emit/ack) */
-int pl_stream_emit(void *ud, const skippr_message *m);
-int pl_stream_position(void *ud, const char *unit, int64_t *next);
-int pl_stream_sync(void *ud);
-int pl_stream_run(engine *e);
 
 
 #endif

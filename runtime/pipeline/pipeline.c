@@ -19,6 +19,7 @@
 #include "pipeline/mark.h"
 #include "pipeline/report.h"
 #include "pipeline/retrynews.h"
+#include "pipeline/stream.h"
 
 static int open_endpoints(engine *e, const sk_yaml_doc *doc)
 {
@@ -53,14 +54,11 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
         }
         if (i == 0) {
             e->streaming = !lib->desc->source->list;
-            e->hooks = (sk_stream_hooks){.emit = pl_stream_emit,
-                                         .position = pl_stream_position,
-                                         .sync = pl_stream_sync,
-                                         .ud = e};
             int start = SK_START | (e->once ? SK_START_ONCE : 0) |
                         (e->cfg->verify_done_units ? 0 : SK_START_NAMES_FIRST);
             if (sk_instance_new(lib->desc, 0, doc, eps[i], start,
-                                e->streaming ? &e->hooks : NULL,
+                                e->streaming ? pl_streamer_hooks(e->stream)
+                                             : NULL,
                                 e->cfg->memory_budget, &e->src, &err)) {
                 if (*err.msg)
                     sk_error("%s", err.msg);
@@ -116,7 +114,6 @@ static int formats_init(engine *e)
     sk_buf_init(&e->slice_key, (size_t)1 << 20);
     sk_buf_init(&e->multiline_key, (size_t)1 << 20);
     sk_buf_init(&e->compact, (size_t)e->cfg->max_record_bytes + 1);
-    sk_buf_init(&e->sscratch, (size_t)e->cfg->max_record_bytes + 64);
     const skippr_source_ops *sops = e->src->plugin->source;
     int documents = e->streaming &&
                     SKIPPR_OPS_HAS(skippr_source_ops, sops, flags) &&
@@ -165,7 +162,8 @@ static int engine_begin(engine *e)
     e->nthreads = e->cfg->threads > 64 ? 64 : e->cfg->threads;
     e->report = pl_report_new(e->start_ns);
     e->retry = pl_retrynews_new();
-    if (e->report && e->retry)
+    e->stream = pl_streamer_new(e);
+    if (e->report && e->retry && e->stream)
         return SKIPPR_OK;
     sk_error("out of memory");
     return SKIPPR_NOMEM;
@@ -182,8 +180,6 @@ static void engine_free(engine *e)
     sk_buf_free(&e->slice_key);
     sk_buf_free(&e->multiline_key);
     sk_buf_free(&e->compact);
-    sk_buf_free(&e->sscratch);
-    sk_free(e->sunits);
     pl_todo_clear(e);
     sk_free(e->todo);
     sk_free(e->list_after);
@@ -192,9 +188,7 @@ static void engine_free(engine *e)
     if (e->pool)
         sk_pool_free(e->pool);
     pl_lanes_free(e);
-    if (e->doc_lane)
-        pl_lane_free(e->doc_lane);
-    sk_free(e->doc_lane);
+    pl_streamer_free(e->stream);
     sk_router_free(e->router);
     pl_grow_release(e);
     sk_instance_free(e->src);
@@ -314,7 +308,7 @@ static void summary(engine *e, int rc)
         double secs = (double)(sk_now_ns() - e->start_ns) / 1e9;
         if (e->streaming)
             sk_info("%s: %" PRIu64 " messages dropped as already copied",
-                    e->src->label, e->duplicates);
+                    e->src->label, pl_streamer_duplicates(e->stream));
         const sk_figure f[] = {
             {"units", (double)e->units_done},
             {"units_already_done", (double)e->skipped_done},

@@ -6,9 +6,11 @@
  * already and is dropped, so a source that redelivers (a rebalance, a
  * restart before the ack reached the broker) never duplicates a record.
  *
- * Owns: the engine's stream units (engine.sunits) and the document lane.
+ * Owns: the run's pl_streamer: its units, the document lane, the hooks.
  * Thread: the pipeline thread (emit() is called from the source's poll()).
  */
+#include "pipeline/stream.h"
+
 #include "pipeline/engine.h"
 #include "pipeline/report.h"
 
@@ -16,27 +18,84 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A streaming source's unit (a topic-partition) as the engine tracks it. */
+typedef struct stream_unit {
+    sk_unit_rec *rec;  /* the ledger's (never finished, so never freed
+                        * before the engine); its offset is the next
+                        * position, its id the unit's */
+    int64_t acked;     /* offset already acked to the source */
+} stream_unit;
+
+struct pl_streamer {
+    sk_stream_hooks hooks;    /* what the source's host calls reach */
+    stream_unit *units;
+    size_t n, cap;
+    sk_buf scratch;           /* decoded field values of one message */
+    uint64_t duplicates;      /* messages dropped as already durable */
+    lane *doc_lane;           /* frames documents (SKIPPR_MSG_DOCUMENT) */
+    sk_unit_rec doc_rec;      /* the doc lane's scratch unit record */
+};
+
+static int stream_emit(void *ud, const skippr_message *m);
+static int stream_position(void *ud, const char *unit, int64_t *next);
+static int stream_sync(void *ud);
+
+pl_streamer *pl_streamer_new(struct engine *e)
+{
+    pl_streamer *s = sk_calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->hooks = (sk_stream_hooks){.emit = stream_emit,
+                                 .position = stream_position,
+                                 .sync = stream_sync,
+                                 .ud = e};
+    sk_buf_init(&s->scratch, (size_t)e->cfg->max_record_bytes + 64);
+    return s;
+}
+
+void pl_streamer_free(pl_streamer *s)
+{
+    if (!s)
+        return;
+    sk_buf_free(&s->scratch);
+    sk_free(s->units);
+    if (s->doc_lane)
+        pl_lane_free(s->doc_lane);
+    sk_free(s->doc_lane);
+    sk_free(s);
+}
+
+const sk_stream_hooks *pl_streamer_hooks(const pl_streamer *s)
+{
+    return &s->hooks;
+}
+
+uint64_t pl_streamer_duplicates(const pl_streamer *s)
+{
+    return s->duplicates;
+}
+
 /* The engine's record of a unit, looked up (and resumed from the ledger
  * file) on first sight. NULL on allocation or ledger failure (*rc). */
 static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
 {
-    for (size_t i = 0; i < e->nsunits; i++)
-        if (strcmp(e->sunits[i].rec->id, id) == 0)
-            return &e->sunits[i];
+    for (size_t i = 0; i < e->stream->n; i++)
+        if (strcmp(e->stream->units[i].rec->id, id) == 0)
+            return &e->stream->units[i];
     const sk_unit_rec *known = NULL;
     if ((*rc = sk_ledger_lookup(e->st->ledger, id, &known)))
         return NULL;
     int64_t offset = known ? known->offset : 0;
     *rc = SKIPPR_NOMEM;
-    if (sk_array_grow(&e->sunits, e->nsunits, &e->sunits_cap,
-                      sizeof *e->sunits, 16))
+    if (sk_array_grow(&e->stream->units, e->stream->n, &e->stream->cap,
+                      sizeof *e->stream->units, 16))
         return NULL;
     sk_unit_rec *r = sk_ledger_touch(e->st->ledger, id, "", -1);
     if (!r)
         return NULL;
     if (r->offset < offset)
         r->offset = offset;
-    stream_unit *u = &e->sunits[e->nsunits++];
+    stream_unit *u = &e->stream->units[e->stream->n++];
     *u = (stream_unit){r, r->offset};
     *rc = SKIPPR_OK;
     return u;
@@ -98,7 +157,7 @@ static int stream_record(engine *e, const skippr_message *m)
     if (why)
         return pl_dead_letter(e, m->unit, (uint64_t)m->position, buf, len, why);
     sk_field f[SK_PEEK_MAX_PATHS];
-    int rc = sk_route_json_fields(e->router, buf, r.values, &e->sscratch, f);
+    int rc = sk_route_json_fields(e->router, buf, r.values, &e->stream->scratch, f);
     if (rc)
         return rc;
     for (size_t i = 0; i < e->npaths; i++) {
@@ -152,15 +211,15 @@ static int stream_document(engine *e, const skippr_message *m)
                  e->src->label, m->len, DOC_MAX_BYTES);
         return SKIPPR_RANGE;
     }
-    if (!e->doc_lane) {
-        if (!(e->doc_lane = sk_calloc(1, sizeof *e->doc_lane)))
+    if (!e->stream->doc_lane) {
+        if (!(e->stream->doc_lane = sk_calloc(1, sizeof *e->stream->doc_lane)))
             return SKIPPR_NOMEM;
-        int rc = pl_lane_init(e, e->doc_lane, DOC_MAX_BYTES);
+        int rc = pl_lane_init(e, e->stream->doc_lane, DOC_MAX_BYTES);
         if (rc)
             return rc;
-        e->doc_lane->doc = 1;
+        e->stream->doc_lane->doc = 1;
     }
-    lane *l = e->doc_lane;
+    lane *l = e->stream->doc_lane;
     char id[600];
     int n = snprintf(id, sizeof id, "%s#%" PRId64, m->unit, m->position);
     if (n < 0 || (size_t)n >= sizeof id)
@@ -171,9 +230,9 @@ static int stream_document(engine *e, const skippr_message *m)
     int rc = fmt == SK_FORMAT_AUTO ? SKIPPR_OK : pl_lane_format_known(l);
     if (rc)
         return rc;
-    e->doc_rec = (sk_unit_rec){0};
+    e->stream->doc_rec = (sk_unit_rec){0};
     l->t = &t;
-    l->u = &e->doc_rec;
+    l->u = &e->stream->doc_rec;
     sk_buf_reset(&l->win);
     if ((rc = sk_buf_append(&l->win, m->data, m->len)))
         return rc;
@@ -210,7 +269,7 @@ static int stream_document(engine *e, const skippr_message *m)
     return rc;
 }
 
-int pl_stream_emit(void *ud, const skippr_message *m)
+static int stream_emit(void *ud, const skippr_message *m)
 {
     engine *e = ud;
     if (!m->unit || !*m->unit || m->position < 0 || (!m->data && m->len)) {
@@ -228,7 +287,7 @@ int pl_stream_emit(void *ud, const skippr_message *m)
     if (doc && m->problem && m->problem_cap)
         m->problem[0] = '\0';
     if (m->position < u->rec->offset) {
-        e->duplicates++;
+        e->stream->duplicates++;
         return SKIPPR_OK;
     }
     if ((rc = doc ? stream_document(e, m) : stream_record(e, m)))
@@ -242,7 +301,7 @@ int pl_stream_emit(void *ud, const skippr_message *m)
     return SKIPPR_OK;
 }
 
-int pl_stream_position(void *ud, const char *unit, int64_t *next)
+static int stream_position(void *ud, const char *unit, int64_t *next)
 {
     engine *e = ud;
     int rc;
@@ -258,7 +317,7 @@ int pl_stream_position(void *ud, const char *unit, int64_t *next)
 }
 
 /* A durable commit, then every unit's new position is acked. */
-int pl_stream_sync(void *ud)
+static int stream_sync(void *ud)
 {
     engine *e = ud;
     int rc = sk_state_commit(e->st);
@@ -267,8 +326,8 @@ int pl_stream_sync(void *ud)
     e->bytes_since_commit = 0;
     e->last_commit_ns = sk_now_ns();
     const skippr_source_ops *ops = e->src->plugin->source;
-    for (size_t i = 0; i < e->nsunits; i++) {
-        stream_unit *u = &e->sunits[i];
+    for (size_t i = 0; i < e->stream->n; i++) {
+        stream_unit *u = &e->stream->units[i];
         if (u->rec->offset <= u->acked)
             continue;
         if ((rc = ops->ack(e->src->ctx, u->rec->id, u->rec->offset - 1))) {
@@ -305,7 +364,7 @@ int pl_stream_run(engine *e)
         uint64_t now = sk_now_ns();
         if (now - e->last_commit_ns >=
             (uint64_t)e->cfg->commit_interval_ms * 1000000ULL) {
-            if ((rc = pl_stream_sync(e)))
+            if ((rc = stream_sync(e)))
                 return rc;
         } else if (pl_st_memory_over(e) &&
                    (rc = sk_state_flush_blocks(e->st, 1))) {
@@ -322,5 +381,5 @@ int pl_stream_run(engine *e)
             }
         }
     }
-    return pl_stream_sync(e);
+    return stream_sync(e);
 }
