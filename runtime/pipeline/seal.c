@@ -212,11 +212,11 @@ static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
 }
 
 /* Seal what is due and upload every sealed slice. force: seal all. */
-int pl_flush_slices(engine *e, int force)
+/* Whether any open slice is due now (wm: the watermark), noting when the
+ * next of the others is. */
+static int any_due(engine *e, int64_t now, int64_t wm, int force)
 {
     sk_state *st = e->st;
-    int64_t now = (int64_t)time(NULL);
-    int64_t wm = pl_watermark(e);
     int any = 0;
     e->next_seal_at = INT64_MAX;
     for (size_t i = 0; i < st->nlive; i++) {
@@ -230,6 +230,94 @@ int pl_flush_slices(engine *e, int force)
     }
     if (wm > e->wm_prev)
         e->wm_prev = wm;
+    return any;
+}
+
+/* Over the WAL's budget, a slice not due is sealed anyway when it is the
+ * one of list[0..n) the WAL holds most of (a streamed slice holds none of
+ * its bytes there but a parted one's tail). */
+static int largest_held(sk_slice *const *list, size_t n, const sk_slice *s)
+{
+    const sk_slice *big = NULL;
+    for (size_t k = 0; k < n; k++)
+        if (list[k]->state == SK_SLICE_OPEN && wal_held(list[k]) > 0 &&
+            (!big || wal_held(list[k]) > wal_held(big)))
+            big = list[k];
+    return big == s;
+}
+
+/* Seal s: its object's key, size and CRC32C in a SEAL frame. */
+static int seal_one(engine *e, sk_slice *s)
+{
+    if (s->late)
+        e->late_records += s->records;
+    e->sealed++;
+    sk_conv_kind ck = pl_slice_conv(e, s);
+    char tail[300];
+    size_t tl = pl_xml_trailer(s, tail, sizeof tail);
+    if (ck == SK_CONV_NONE) /* the records and newlines (and a close tag) */
+        return sk_state_seal(e->st, s, pl_slice_ext(e, s), tail, tl);
+    /* A converted object: measure what delivery will write. */
+    writer cw = {.mode = WRITE_ALL, .count_only = 1};
+    sk_buf scratch;
+    sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+    int rc = pl_write_converted(e, s, ck, &cw, &scratch);
+    sk_buf_free(&scratch);
+    return rc ? rc : sk_state_seal_as(e->st, s, e->ext, cw.bytes, cw.crc);
+}
+
+/* Seal what is due among list[0..n) (a copy of the live slices: indexes
+ * shift as slices leave); a forced flush forgets streamed slices that
+ * hold no records (theirs went to other slices after a restart). */
+static int seal_due(engine *e, sk_slice **list, size_t n, int64_t now,
+                    int64_t wm, int force, int over_budget)
+{
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sk_slice *s = list[i];
+        if (s->state == SK_SLICE_OPEN && s->records == 0 && s->streamed &&
+            force) {
+            rc = pl_grow_forget(e, s);
+            continue;
+        }
+        if (s->state != SK_SLICE_OPEN || s->records == 0)
+            continue;
+        if (slice_due(e, s, now, wm, force) ||
+            (over_budget && largest_held(list, n, s)))
+            rc = seal_one(e, s);
+    }
+    return rc;
+}
+
+/* Upload every sealed slice (those sealed before a crash too), then let
+ * the WAL's old segments go: a full segment (or a drained run) starts a
+ * new one, and what no live slice needs is deleted. list has room for
+ * every live slice. */
+static int upload_and_rotate(engine *e, sk_slice **list, int force,
+                             size_t staged)
+{
+    sk_state *st = e->st;
+    size_t nsealed = 0;
+    for (size_t i = 0; i < st->nlive; i++)
+        if (st->live[i]->state == SK_SLICE_SEALED)
+            list[nsealed++] = st->live[i];
+    int rc = upload_sealed(e, list, nsealed);
+    if (!rc)
+        rc = sk_wal_sync(st->wal);
+    uint64_t seg_max = SK_MIN((uint64_t)SEGMENT_BYTES,
+                              (uint64_t)e->cfg->wal_disk_budget / 4);
+    if (!rc && (((force || staged) && sk_wal_active_size(st->wal) > 0) ||
+                sk_wal_active_size(st->wal) >= seg_max))
+        rc = sk_state_rotate(st);
+    return rc ? rc : sk_state_gc(st);
+}
+
+int pl_flush_slices(engine *e, int force)
+{
+    sk_state *st = e->st;
+    int64_t now = (int64_t)time(NULL);
+    int64_t wm = pl_watermark(e);
+    int any = any_due(e, now, wm, force);
     uint64_t disk = sk_wal_disk_bytes(st->wal);
     int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
     if (!any && !over_budget && !force) {
@@ -252,83 +340,18 @@ int pl_flush_slices(engine *e, int force)
         return rc;
     if (staged && (rc = sk_state_commit(st)))
         return rc;
-    /* Seal. Indexes shift as slices leave, so collect first. */
     size_t n = st->nlive;
     sk_slice **list = sk_calloc(n ? n : 1, sizeof *list);
     if (!list)
         return SKIPPR_NOMEM;
     if (n)
         memcpy(list, st->live, n * sizeof *list);
-    for (size_t i = 0; i < n; i++) {
-        sk_slice *s = list[i];
-        if (s->state == SK_SLICE_OPEN && s->records == 0 && s->streamed &&
-            force) {
-            /* its records went to other slices after a restart */
-            if ((rc = pl_grow_forget(e, s)))
-                goto out;
-            continue;
-        }
-        if (s->state != SK_SLICE_OPEN || s->records == 0)
-            continue;
-        int due = slice_due(e, s, now, wm, force);
-        if (!due && over_budget) {
-            /* The WAL is over budget: flush the largest slices it holds
-             * first (a streamed slice holds none of its bytes there but
-             * a parted one's tail). */
-            sk_slice *big = NULL;
-            for (size_t k = 0; k < n; k++)
-                if (list[k]->state == SK_SLICE_OPEN &&
-                    wal_held(list[k]) > 0 &&
-                    (!big || wal_held(list[k]) > wal_held(big)))
-                    big = list[k];
-            due = big == s;
-        }
-        if (!due)
-            continue;
-        if (s->late)
-            e->late_records += s->records;
-        e->sealed++;
-        sk_conv_kind ck = pl_slice_conv(e, s);
-        char tail[300];
-        size_t tl = pl_xml_trailer(s, tail, sizeof tail);
-        if (ck == SK_CONV_NONE) {
-            /* The records and newlines (and an XML root's close tag) */
-            rc = sk_state_seal(st, s, pl_slice_ext(e, s), tail, tl);
-        } else {
-            /* A converted object: measure what delivery will write. */
-            writer cw = {.mode = WRITE_ALL, .count_only = 1};
-            sk_buf scratch;
-            sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
-            rc = pl_write_converted(e, s, ck, &cw, &scratch);
-            sk_buf_free(&scratch);
-            if (!rc)
-                rc = sk_state_seal_as(st, s, e->ext, cw.bytes, cw.crc);
-        }
-        if (rc)
-            goto out;
-    }
+    rc = seal_due(e, list, n, now, wm, force, over_budget);
     /* One fsync makes the whole batch of seals durable before any upload. */
-    if ((rc = sk_wal_sync(st->wal)))
-        goto out;
-    sk_crashpoint("seal");
-    /* Upload everything sealed (including slices sealed before a crash). */
-    size_t nsealed = 0;
-    for (size_t i = 0; i < st->nlive; i++)
-        if (st->live[i]->state == SK_SLICE_SEALED)
-            list[nsealed++] = st->live[i];
-    if ((rc = upload_sealed(e, list, nsealed)))
-        goto out;
-    rc = sk_wal_sync(st->wal);
-    /* A full segment (or a drained run) starts a new one, so that the old
-     * one can be deleted once its slices are done. */
-    uint64_t seg_max = SK_MIN((uint64_t)SEGMENT_BYTES,
-                              (uint64_t)e->cfg->wal_disk_budget / 4);
-    if (!rc && (((force || staged) && sk_wal_active_size(st->wal) > 0) ||
-                sk_wal_active_size(st->wal) >= seg_max))
-        rc = sk_state_rotate(st);
-    if (!rc)
-        rc = sk_state_gc(st);
-out:
+    if (!rc && !(rc = sk_wal_sync(st->wal))) {
+        sk_crashpoint("seal");
+        rc = upload_and_rotate(e, list, force, staged);
+    }
     sk_free(list);
     return rc;
 }
