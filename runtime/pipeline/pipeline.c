@@ -365,99 +365,112 @@ static void summary(engine *e, int rc)
     }
 }
 
+/* The state: its store and lease (state in a bucket), the folder, and
+ * the checks before anything is read: shards, the definition, the
+ * preflight, the claim on the sink. */
+static int open_state(engine *e)
+{
+    const sk_pipeline_cfg *cfg = e->cfg;
+    if (e->streaming && cfg->shard_count > 1) {
+        sk_error("--shard: %s is a streaming source, which shares its "
+                 "messages out itself (a consumer group, a shared "
+                 "subscription); run one process per pipeline instead",
+                 e->src->label);
+        return SKIPPR_INVAL;
+    }
+    char state_name[512];
+    sk_pipeline_state_name(cfg, state_name, sizeof state_name);
+    int rc;
+    if (cfg->state_store.plugin) {
+        if ((rc = pl_remote_open(e, state_name, &e->store, &e->remote)))
+            return rc;
+        /* From here on, every write waits on this lease. */
+        sk_remote_fence(e->remote);
+    }
+    if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, state_name, 0,
+                            e->remote, &e->st)))
+        return rc;
+    if ((rc = pl_shard_check_retired(e)) || (rc = pl_shard_inherit(e)) ||
+        (rc = pl_definition_check(e)) || (rc = preflight(e)) ||
+        (rc = pl_claim_sink(e)))
+        return rc;
+    e->st->zstd_level = (int)cfg->wal_zstd_level;
+    /* open blocks and the freed buffers kept for them share the budget */
+    e->st->pool.limit = (uint64_t)cfg->memory_budget;
+    return SKIPPR_OK;
+}
+
+/* The stages that run the copy: growing objects, lanes, the pool, the
+ * metrics, the listing mark; then what a previous run sealed. */
+static int start_stages(engine *e)
+{
+    const sk_pipeline_cfg *cfg = e->cfg;
+    int rc;
+    if ((rc = pl_grow_init(e)))
+        return rc;
+    e->win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
+    if ((rc = pl_lanes_init(e)))
+        return rc;
+    /* The pipeline thread frames too when it has nothing to apply, so the
+     * pool has one worker fewer than the threads asked for. */
+    if (e->nthreads > 1 && !(e->pool = sk_pool_new(e->nthreads - 1, 1024)))
+        return SKIPPR_NOMEM;
+    sk_info("pipeline %s: %s -> %s, %d thread%s, state %s",
+            cfg->name, e->src->label, e->sink->label, e->nthreads,
+            e->nthreads == 1 ? "" : "s", e->st->dir);
+    e->begun = 1;
+    if ((rc = pl_metrics_start(e)) ||
+        (rc = pl_mark_load(e->st, cfg->allowed_lateness_seconds, &e->mark)))
+        return rc;
+    return recover_sealed(e);
+}
+
+/* Copy passes (or the stream) until --once is drained or a stop is asked
+ * for. A step that sees a stop request returns SKIPPR_STOPPED and the
+ * loop ends; any other failure ends the run without the graceful commit. */
+static int run_loop(engine *e)
+{
+    int rc;
+    for (;;) {
+        rc = e->streaming ? pl_stream_run(e) : pl_copy_pass(e);
+        if (rc || (rc = pl_maybe_commit(e, 1)) ||
+            (rc = pl_mark_save(e->mark, e->st)))
+            break;
+        if (e->once) {
+            rc = pl_flush_slices(e, 1);
+            break;
+        }
+        if ((rc = pl_flush_slices(e, 0)))
+            break;
+        /* Idle until the next poll. */
+        if (!e->streaming && (rc = pl_lanes_shed(e)))
+            break;
+        sk_bufpool_clear(&e->st->pool);
+        sk_release_free_memory();
+        if ((rc = wait_for_poll(e)) || sk_stop_requested)
+            break;
+    }
+    if (rc && !(rc == SKIPPR_STOPPED && sk_stop_requested))
+        return rc;
+    if (!sk_stop_requested)
+        return SKIPPR_OK;
+    /* Graceful stop: make what was read durable; open slices stay in the
+     * WAL for the next run. */
+    rc = sk_state_commit(e->st);
+    if (!rc)
+        sk_info("stopped on request; progress is saved");
+    return !rc && e->once ? SKIPPR_STOPPED : rc;
+}
+
 int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                     const sk_run_opts *opts)
 {
     engine e = {.cfg = cfg, .doc = doc, .once = opts->once,
                 .progress = opts->progress};
     int rc = engine_begin(&e);
-    if (rc || (rc = open_endpoints(&e, doc)))
-        goto out;
-    if ((rc = routing_init(&e)))
-        goto out;
-    char state_name[512];
-    if (e.streaming && cfg->shard_count > 1) {
-        sk_error("--shard: %s is a streaming source, which shares its "
-                 "messages out itself (a consumer group, a shared "
-                 "subscription); run one process per pipeline instead",
-                 e.src->label);
-        rc = SKIPPR_INVAL;
-        goto out;
-    }
-    sk_pipeline_state_name(cfg, state_name, sizeof state_name);
-    if (cfg->state_store.plugin) {
-        if ((rc = pl_remote_open(&e, state_name, &e.store, &e.remote)))
-            goto out;
-        /* From here on, every write waits on this lease. */
-        sk_remote_fence(e.remote);
-    }
-    if ((rc = sk_state_open(cfg->state_dir, cfg->workspace, state_name, 0,
-                            e.remote, &e.st)))
-        goto out;
-    if ((rc = pl_shard_check_retired(&e)) || (rc = pl_shard_inherit(&e)) ||
-        (rc = pl_definition_check(&e)) || (rc = preflight(&e)) ||
-        (rc = pl_claim_sink(&e)))
-        goto out;
-    e.st->zstd_level = (int)cfg->wal_zstd_level;
-    /* open blocks and the freed buffers kept for them share the budget */
-    e.st->pool.limit = (uint64_t)cfg->memory_budget;
-    if ((rc = pl_grow_init(&e)))
-        goto out;
-    e.win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
-    if ((rc = pl_lanes_init(&e)))
-        goto out;
-    /* The pipeline thread frames too when it has nothing to apply, so the
-     * pool has one worker fewer than the threads asked for. */
-    if (e.nthreads > 1 && !(e.pool = sk_pool_new(e.nthreads - 1, 1024))) {
-        rc = SKIPPR_NOMEM;
-        goto out;
-    }
-    sk_info("pipeline %s: %s -> %s, %d thread%s, state %s",
-            cfg->name, e.src->label, e.sink->label, e.nthreads,
-            e.nthreads == 1 ? "" : "s", e.st->dir);
-    e.begun = 1;
-    if ((rc = pl_metrics_start(&e)) ||
-        (rc = pl_mark_load(e.st, cfg->allowed_lateness_seconds, &e.mark)))
-        goto out;
-
-    if ((rc = recover_sealed(&e)))
-        goto out;
-
-    /* A step that sees a stop request returns SKIPPR_STOPPED and the loop
-     * ends; any other failure ends the run without the graceful commit. */
-    for (;;) {
-        rc = e.streaming ? pl_stream_run(&e) : pl_copy_pass(&e);
-        if (rc || (rc = pl_maybe_commit(&e, 1)) ||
-            (rc = pl_mark_save(e.mark, e.st)))
-            break;
-        if (opts->once) {
-            rc = pl_flush_slices(&e, 1);
-            break;
-        }
-        if ((rc = pl_flush_slices(&e, 0)))
-            break;
-        /* Idle until the next poll. */
-        if (!e.streaming && (rc = pl_lanes_shed(&e)))
-            break;
-        sk_bufpool_clear(&e.st->pool);
-        sk_release_free_memory();
-        if ((rc = wait_for_poll(&e)) || sk_stop_requested)
-            break;
-    }
-    if (rc && !(rc == SKIPPR_STOPPED && sk_stop_requested))
-        goto out;
-    if (sk_stop_requested) {
-        /* Graceful stop: make what was read durable; open slices stay in
-         * the WAL for the next run. */
-        rc = sk_state_commit(e.st);
-        if (!rc)
-            sk_info("stopped on request; progress is saved");
-        if (!rc && opts->once)
-            rc = SKIPPR_STOPPED;
-        goto out;
-    }
-    rc = SKIPPR_OK;
-out:
+    if (!rc && !(rc = open_endpoints(&e, doc)) && !(rc = routing_init(&e)) &&
+        !(rc = open_state(&e)) && !(rc = start_stages(&e)))
+        rc = run_loop(&e);
     summary(&e, rc);
     if (!rc && e.skipped_changed)
         rc = SK_RUN_CHANGED_SKIPPED;
