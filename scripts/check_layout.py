@@ -50,7 +50,6 @@ KNOWN_LONG = {
     "runtime/format/xmlpeek.c:scan_record": 115,
     "runtime/format/csvpeek.c:sk_csv_next": 113,
     "runtime/state/replay.c:replay_cb": 109,
-    "runtime/pipeline/units.c:run_units": 102,
     "sdk/c/testkit/testkit.c:check_grow": 103,
     "plugins/s3/inventory.c:load": 103,
     "runtime/format/json.c:sk_json_next": 100,

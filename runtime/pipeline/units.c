@@ -8,121 +8,146 @@
  * Thread: the pipeline thread.
  */
 #include "pipeline/engine.h"
-#include "pipeline/shard.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/fsio.h"
-#include "pipeline/report.h"
 #include "pipeline/mark.h"
-#include <string.h>
+#include "pipeline/report.h"
+#include "pipeline/shard.h"
+
+/* Give every idle lane a unit of todo[*next..ntodo) and every lane its
+ * next window. */
+static int feed_lanes(engine *e, todo *todo, size_t ntodo, size_t *next)
+{
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < e->nlanes && !rc; i++) {
+        lane *l = &e->lanes[i];
+        if (l->busy)
+            continue;
+        if (!l->t && *next < ntodo && !sk_stop_requested)
+            rc = pl_lane_open(l, &todo[(*next)++]);
+        else if (!l->t)
+            continue;
+        if (!rc && (rc = pl_lane_read_submit(l)))
+            pl_unit_failed(e, l->t->id, l->base, rc);
+    }
+    return rc;
+}
+
+/* A lane whose window is framed, or NULL when no lane is busy (every unit
+ * is done). Lanes are looked at round-robin, starting after the one
+ * applied last (*turn): the first finished lane in a fixed order would let
+ * the low lanes run ahead while a finished high one waits, holding its
+ * unit (and the event-time watermark) back. While none is finished, this
+ * thread frames a queued window rather than sleep: it is one of the
+ * pool's cores. */
+static lane *next_finished(engine *e, size_t *turn)
+{
+    size_t nl = e->nlanes, nw = 0, w = 0;
+    sk_group *waiting[MAX_LANES];
+    size_t widx[MAX_LANES];
+    for (size_t k = 0; k < nl; k++) {
+        size_t i = (*turn + k) % nl;
+        if (e->lanes[i].busy) {
+            widx[nw] = i;
+            waiting[nw++] = &e->lanes[i].g;
+        }
+    }
+    if (nw == 0)
+        return NULL;
+    while (e->pool && !sk_pool_done_any(waiting, nw, &w)) {
+        if (!sk_pool_help(e->pool)) {
+            w = sk_pool_wait_any(e->pool, waiting, nw);
+            break;
+        }
+    }
+    *turn = widx[w] + 1;
+    return &e->lanes[widx[w]];
+}
+
+/* After a window was applied (finished: its unit with it): the ledger's
+ * finished units, memory, the group commit, heap trimming, sealing by the
+ * clock or the watermark, the progress line. */
+static int after_apply(engine *e, lane *l, int finished)
+{
+    int rc;
+    if (finished) {
+        l->t->done = 1;
+        pl_lane_close(l);
+        /* Finished units wait in memory for the next flush of the
+         * ledger, which otherwise comes only with a seal: bound them.
+         * A flush costs what it writes (a run of LEDGER_HELD), and
+         * merges rewrite each record once per level. */
+        if (sk_ledger_recent_count(e->st->ledger) >= LEDGER_HELD &&
+            (rc = sk_state_compact_ledger(e->st)))
+            return rc;
+    }
+    if (pl_st_memory_over(e) && (rc = pl_relieve_memory(e)))
+        return rc;
+    if ((rc = pl_maybe_commit(e, 0)))
+        return rc;
+    uint64_t now = sk_now_ns();
+    /* A surplus of freed heap pages goes back to the system now and
+     * then, so that RSS follows what is live over a run of days
+     * (SK_MMAP_MIN). */
+    if (now - e->last_trim_ns >= TRIM_EVERY_NS) {
+        e->last_trim_ns = now;
+        sk_release_slack_memory();
+    }
+    /* Slices are due by the clock, or because the unit just finished
+     * moved the watermark past one's time bucket (event time). */
+    if (now - e->last_seal_check_ns >=
+            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL ||
+        (finished && pl_watermark(e) >= e->next_seal_at) ||
+        (now - e->last_seal_check_ns >= 50000000ULL &&
+         pl_wal_over_budget(e))) {
+        e->last_seal_check_ns = now;
+        if ((rc = pl_flush_slices(e, 0)))
+            return rc;
+    }
+    pl_progress(e, 0);
+    return SKIPPR_OK;
+}
 
 /* Copy the units of one listing batch through the lanes. Whichever lane
  * finishes first is applied first, so one slow object does not hold up the
  * others; a unit's own windows are always applied in order. */
 static int run_units(engine *e, todo *todo, size_t ntodo)
 {
-    lane *lanes = e->lanes;
-    size_t nl = e->nlanes, next = 0, turn = 0;
-    sk_group *waiting[MAX_LANES];
-    size_t widx[MAX_LANES];
+    size_t next = 0, turn = 0;
     int rc = SKIPPR_OK;
     for (;;) {
-        /* Give every idle lane a unit and every lane its next window. */
-        for (size_t i = 0; i < nl && !rc; i++) {
-            lane *l = &lanes[i];
-            if (l->busy)
-                continue;
-            if (!l->t && next < ntodo && !sk_stop_requested)
-                rc = pl_lane_open(l, &todo[next++]);
-            else if (!l->t)
-                continue;
-            if (!rc && (rc = pl_lane_read_submit(l)))
-                pl_unit_failed(e, l->t->id, l->base, rc);
-        }
-        if (rc)
+        if ((rc = feed_lanes(e, todo, ntodo, &next)))
             break;
         if (sk_stop_requested) {
             rc = SKIPPR_STOPPED;
             break;
         }
-        /* Lanes are looked at round-robin, starting after the one applied
-         * last: the first finished lane in a fixed order would let the
-         * low lanes run ahead while a finished high one waits, holding
-         * its unit (and the event-time watermark) back. */
-        size_t nw = 0;
-        for (size_t k = 0; k < nl; k++) {
-            size_t i = (turn + k) % nl;
-            if (lanes[i].busy) {
-                widx[nw] = i;
-                waiting[nw++] = &lanes[i].g;
-            }
-        }
-        if (nw == 0)
+        lane *l = next_finished(e, &turn);
+        if (!l)
             break; /* every unit is done */
-        /* Apply a finished lane; while none is, frame a queued one here
-         * rather than sleep: this thread is one of the pool's cores. */
-        size_t w = 0;
-        while (e->pool && !sk_pool_done_any(waiting, nw, &w)) {
-            if (!sk_pool_help(e->pool)) {
-                w = sk_pool_wait_any(e->pool, waiting, nw);
-                break;
-            }
-        }
-        lane *l = &lanes[widx[w]];
-        turn = widx[w] + 1;
         int finished = 0;
         if ((rc = pl_lane_apply(l, &finished))) {
             pl_unit_failed(e, l->t->id, l->base, rc);
             break;
         }
-        if (finished) {
-            l->t->done = 1;
-            pl_lane_close(l);
-            /* Finished units wait in memory for the next flush of the
-             * ledger, which otherwise comes only with a seal: bound them.
-             * A flush costs what it writes (a run of LEDGER_HELD), and
-             * merges rewrite each record once per level. */
-            if (sk_ledger_recent_count(e->st->ledger) >= LEDGER_HELD &&
-                (rc = sk_state_compact_ledger(e->st)))
-                break;
-        }
-        if (pl_st_memory_over(e) && (rc = pl_relieve_memory(e)))
+        if ((rc = after_apply(e, l, finished)))
             break;
-        if ((rc = pl_maybe_commit(e, 0)))
-            break;
-        uint64_t now = sk_now_ns();
-        /* A surplus of freed heap pages goes back to the system now and
-         * then, so that RSS follows what is live over a run of days
-         * (SK_MMAP_MIN). */
-        if (now - e->last_trim_ns >= TRIM_EVERY_NS) {
-            e->last_trim_ns = now;
-            sk_release_slack_memory();
-        }
-        /* Slices are due by the clock, or because the unit just finished
-         * moved the watermark past one's time bucket (event time). */
-        if (now - e->last_seal_check_ns >=
-                (uint64_t)e->cfg->commit_interval_ms * 1000000ULL ||
-            (finished && pl_watermark(e) >= e->next_seal_at) ||
-            (now - e->last_seal_check_ns >= 50000000ULL &&
-             pl_wal_over_budget(e))) {
-            e->last_seal_check_ns = now;
-            if ((rc = pl_flush_slices(e, 0)))
-                break;
-        }
-        pl_progress(e, 0);
     }
     /* Tasks point into the lanes: let them finish before anything goes. */
-    for (size_t i = 0; i < nl; i++) {
-        if (lanes[i].busy && e->pool)
-            sk_pool_wait(e->pool, &lanes[i].g);
-        lanes[i].busy = 0;
-        if (lanes[i].t)
-            pl_lane_close(&lanes[i]);
+    for (size_t i = 0; i < e->nlanes; i++) {
+        lane *l = &e->lanes[i];
+        if (l->busy && e->pool)
+            sk_pool_wait(e->pool, &l->g);
+        l->busy = 0;
+        if (l->t)
+            pl_lane_close(l);
     }
     return rc;
 }
