@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "format/json.h"
+#include "format/jsonhex.h"
+#include "format/jsonspec_impl.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif

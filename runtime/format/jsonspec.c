@@ -2,7 +2,7 @@
  * which the scanner walks as it meets members, and the skim mode's
  * groups. Built once per router; read-only while records are scanned.
  */
-#include "format/jsonspec.h"
+#include "format/jsonspec_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

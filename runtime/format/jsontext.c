@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/jsonhex.h"
+
 static void put_utf8(uint8_t **o, unsigned long cp)
 {
     uint8_t *p = *o;

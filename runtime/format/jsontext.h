@@ -1,6 +1,5 @@
 /* JSON text helpers outside the scanner (jsontext.c): a string's escapes
- * decoded and a record's insignificant whitespace removed; and the hex
- * digits of a \u escape, which the scanner reads too. */
+ * decoded and a record's insignificant whitespace removed. */
 #ifndef SK_JSONTEXT_H
 #define SK_JSONTEXT_H
 
@@ -17,28 +16,5 @@ size_t sk_json_compact(const uint8_t *in, size_t n, uint8_t *out);
  * hold at least len bytes (decoding never grows the text). Returns the
  * decoded length. The input must already be validated by the framer. */
 size_t sk_json_unescape(const uint8_t *raw, size_t len, uint8_t *out);
-
-static inline int hexval(uint8_t c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* Reads 4 hex digits at p; -1 if invalid. Caller checked the bounds. */
-static inline long hex4(const uint8_t *p)
-{
-    long v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hexval(p[i]);
-        if (h < 0)
-            return -1;
-        v = (v << 4) | h;
-    }
-    return v;
-}
 
 #endif
