@@ -49,12 +49,11 @@ RANKS = {
 KNOWN_LONG = {
     "runtime/format/xmlpeek.c:scan_record": 115,
     "runtime/format/csvpeek.c:sk_csv_next": 113,
-    "runtime/state/replay.c:replay_cb": 109,
+    "runtime/state/replay.c:replay_cb": 90,
     "sdk/c/testkit/testkit.c:check_grow": 103,
     "plugins/s3/inventory.c:load": 103,
     "runtime/format/json.c:sk_json_next": 100,
     "plugins/kafka/kafka_sink.c:load_markers": 100,
-    "runtime/state/replay.c:apply_commit": 97,
     "runtime/pipeline/deliver.c:put_object": 97,
     "runtime/cli/cliflags.c:sk_cli_yaml": 96,
     "sdk/c/testkit/testkit.c:check_store": 92,

@@ -1,8 +1,8 @@
 /* What goes into a slice: a JSON record (or, when it spans lines and the
  * sink writes .jsonl, where multiline_records says), a dead letter with
  * its metadata, and the slices whose records need their own object (a
- * CSV header's, an XML root's, multi-line JSON), told apart by a tag after
- * a NUL in the slice key. Also what a slice's format means for its object:
+ * CSV header's, an XML root's, multi-line JSON), told apart by the slice's
+ * tag (state/types.h). Also what a slice's format means for its object:
  * its extension, its conversion for the sink, an XML root's close tag.
  *
  * Owns: nothing; slices belong to the state (state/state.h).
@@ -34,7 +34,8 @@ static int json_str_append(sk_buf *b, const char *s, size_t n)
 int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                        const uint8_t *bytes, size_t len, const char *reason)
 {
-    sk_slice *s = sk_state_slice(e->st, "_errors", 7, 0, SK_SLICE_DEAD);
+    sk_slice *s = sk_state_slice(e->st, "_errors", 7, 0, NULL,
+                                 SK_SLICE_DEAD);
     if (!s)
         return SKIPPR_NOMEM;
     sk_buf meta;
@@ -69,83 +70,9 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
     return rc;
 }
 
-/* A slice tag in text, as it follows the NUL in a slice's key (the WAL
- * keeps these bytes, so their form stays): "csv:<id>", "xml:<id>:<root>",
- * "json:multiline", with <id> in TAG_ID_DIGITS hex digits. */
-#define TAG_CSV "csv:"
-#define TAG_XML "xml:"
-#define TAG_MULTILINE "json:multiline"
-#define TAG_KIND_LEN 4  /* "csv:", "xml:" */
-#define TAG_ID_DIGITS 16
-
-/* tag as text into out[cap]; its length, or 0 when it does not fit. */
-static size_t tag_write(const slice_tag *tag, char *out, size_t cap)
-{
-    int n;
-    if (tag->format == SK_FORMAT_CSV)
-        n = snprintf(out, cap, TAG_CSV "%0*" PRIx64, TAG_ID_DIGITS,
-                     tag->header_id);
-    else if (tag->format == SK_FORMAT_XML)
-        n = snprintf(out, cap, TAG_XML "%0*" PRIx64 ":%.*s", TAG_ID_DIGITS,
-                     tag->header_id, (int)tag->root_len, tag->root);
-    else
-        n = snprintf(out, cap, "%s", tag->multiline ? TAG_MULTILINE : "");
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
-}
-
-void pl_slice_tag(const sk_slice *s, slice_tag *t)
-{
-    *t = (slice_tag){.format = SK_FORMAT_JSON};
-    if (s->kind != SK_SLICE_DATA || s->name_len >= s->key_len)
-        return; /* no tag: plain JSON */
-    const char *tag = s->key + s->name_len + 1;
-    size_t len = s->key_len - s->name_len - 1;
-    if (len == sizeof TAG_MULTILINE - 1 &&
-        memcmp(tag, TAG_MULTILINE, len) == 0) {
-        t->multiline = 1;
-        return;
-    }
-    if (len < TAG_KIND_LEN + TAG_ID_DIGITS)
-        return;
-    if (memcmp(tag, TAG_CSV, TAG_KIND_LEN) == 0)
-        t->format = SK_FORMAT_CSV;
-    else if (memcmp(tag, TAG_XML, TAG_KIND_LEN) == 0)
-        t->format = SK_FORMAT_XML;
-    else
-        return;
-    char hex[TAG_ID_DIGITS + 1];
-    memcpy(hex, tag + TAG_KIND_LEN, TAG_ID_DIGITS);
-    hex[TAG_ID_DIGITS] = '\0';
-    t->header_id = strtoull(hex, NULL, 16);
-    size_t root_at = TAG_KIND_LEN + TAG_ID_DIGITS + 1; /* past "<id>:" */
-    if (t->format == SK_FORMAT_XML && len >= root_at) {
-        t->root = tag + root_at;
-        t->root_len = len - root_at;
-    }
-}
-
-/* The OPEN data slice of partition key[0..klen) with tag: its key, built
- * in b (which key must not point into), is the partition, a NUL and the
- * tag's text. NULL on failure. */
-sk_slice *pl_tagged_slice(engine *e, sk_buf *b, const char *key,
-                          size_t klen, const slice_tag *tag)
-{
-    char text[300];
-    size_t tlen = tag_write(tag, text, sizeof text);
-    sk_buf_reset(b);
-    if (!tlen || sk_buf_append(b, key, klen) || sk_buf_putc(b, 0) ||
-        sk_buf_append(b, text, tlen))
-        return NULL;
-    const char *k = (const char *)b->data;
-    return sk_state_slice(e->st, k, b->len, sk_hash_fast(k, b->len),
-                          SK_SLICE_DATA);
-}
-
 int pl_slice_is_multiline(const sk_slice *s)
 {
-    slice_tag t;
-    pl_slice_tag(s, &t);
-    return t.multiline;
+    return s->kind == SK_SLICE_DATA && s->tag.form == SK_FORM_MULTILINE;
 }
 
 /* The extension of slice s's object. */
@@ -184,8 +111,8 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
     case SK_MULTILINE_JSON:
         break;
     }
-    slice_tag ml = {.format = SK_FORMAT_JSON, .multiline = 1};
-    sk_slice *js = pl_tagged_slice(e, &e->multiline_key, key, klen, &ml);
+    sk_slice_tag ml = {.form = SK_FORM_MULTILINE};
+    sk_slice *js = sk_state_slice(e->st, key, klen, 0, &ml, SK_SLICE_DATA);
     if (!js)
         return SKIPPR_NOMEM;
     if (!(rc = sk_state_append(e->st, js, rec, len))) {
@@ -218,13 +145,10 @@ sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
 {
     if (s->kind != SK_SLICE_DATA)
         return SK_CONV_NONE;
-    slice_tag t;
-    pl_slice_tag(s, &t);
-    sk_format fmt = t.format;
     int sink_csv = e->sink->format == SK_FORMAT_CSV;
-    if (fmt == SK_FORMAT_CSV && !sink_csv)
+    if (s->tag.form == SK_FORM_CSV && !sink_csv)
         return SK_CONV_CSV_JSONL;
-    if (fmt == SK_FORMAT_JSON && sink_csv)
+    if (s->tag.form != SK_FORM_CSV && s->tag.form != SK_FORM_XML && sink_csv)
         return SK_CONV_JSON_CSV;
     return SK_CONV_NONE;
 }
@@ -233,10 +157,10 @@ sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
  * names. 0 if s is none. */
 size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap)
 {
-    slice_tag t;
-    pl_slice_tag(s, &t);
-    if (t.format != SK_FORMAT_XML || !t.root)
+    if (s->kind != SK_SLICE_DATA || s->tag.form != SK_FORM_XML ||
+        !s->tag.root)
         return 0;
-    int n = snprintf(out, cap, "</%.*s>\n", (int)t.root_len, t.root);
+    int n = snprintf(out, cap, "</%.*s>\n", (int)s->tag.root_len,
+                     s->tag.root);
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

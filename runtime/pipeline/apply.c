@@ -64,12 +64,13 @@ static int apply_dead(lane *l, const piece *p, int *cut_noted)
 static sk_slice *tagged_group_slice(engine *e, const piece *p,
                                     const char *key, size_t klen, int *rc)
 {
-    slice_tag tag = {.format = p->csv ? SK_FORMAT_CSV : SK_FORMAT_XML,
-                     .header_id = p->csv ? p->csv_out.hdr.id : p->xml_out.id,
-                     .root = p->csv ? NULL : p->xml_out.root,
-                     .root_len = p->csv ? 0 : p->xml_out.root_len};
-    *rc = SKIPPR_NOMEM; /* or a tag too long: a root name of 255 bytes */
-    sk_slice *s = pl_tagged_slice(e, &e->slice_key, key, klen, &tag);
+    sk_slice_tag tag = {.form = p->csv ? SK_FORM_CSV : SK_FORM_XML,
+                        .header_id = p->csv ? p->csv_out.hdr.id
+                                            : p->xml_out.id,
+                        .root = p->csv ? NULL : p->xml_out.root,
+                        .root_len = p->csv ? 0 : p->xml_out.root_len};
+    *rc = SKIPPR_NOMEM;
+    sk_slice *s = sk_state_slice(e->st, key, klen, 0, &tag, SK_SLICE_DATA);
     if (!s)
         return NULL;
     *rc = SKIPPR_OK;
@@ -95,7 +96,7 @@ static int apply_group(lane *l, const piece *p, size_t gi)
     int rc = SKIPPR_NOMEM;
     sk_slice *s = p->csv || p->xml
                       ? tagged_group_slice(e, p, key, klen, &rc)
-                      : sk_state_slice(e->st, key, klen, k->key_hash,
+                      : sk_state_slice(e->st, key, klen, k->key_hash, NULL,
                                        SK_SLICE_DATA);
     if (!s)
         return rc;

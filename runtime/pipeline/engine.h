@@ -202,13 +202,12 @@ struct engine {
     char **csv_cols;          /* the source's csv_columns, split; owned */
     size_t ncsv_cols;
     const char *ext;          /* data objects' extension, from the sink */
-    sk_buf slice_key;         /* a CSV slice's key: route key + header id */
+    sk_buf slice_key;         /* a streamed record's partition */
     /* multiline_records: JSON records with a line feed, when the sink
      * writes .jsonl objects (one record per line) */
     int multiline_check;      /* the sink writes .jsonl files */
     uint64_t multiline_json;  /* such records put in .json objects */
     uint64_t multiline_compacted; /* such records compacted */
-    sk_buf multiline_key;     /* a .json slice's key: route key + tag */
     sk_buf compact;           /* a compacted record */
     /* streaming sources */
     int streaming;            /* the source has poll(), not list() */
@@ -229,20 +228,6 @@ static inline int ws(uint8_t c)
 {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
-
-/* What a data slice holds besides its partition, for slices whose records
- * need an object of their own: the rows under one CSV header, the
- * elements under one XML root, JSON records that span lines. It is part
- * of the slice's identity: the state keeps it in the slice's key, after
- * the object's name and a NUL (pl_tagged_slice writes it, pl_slice_tag
- * reads it; nothing else looks past name_len). */
-typedef struct slice_tag {
-    sk_format format;     /* SK_FORMAT_JSON, _CSV or _XML */
-    int multiline;        /* JSON records that span lines (a .json object) */
-    uint64_t header_id;   /* CSV: the header row's; XML: the prolog's */
-    const char *root;     /* XML: the root element's name (not NUL-ended) */
-    size_t root_len;
-} slice_tag;
 
 /* Which records of a slice a writer writes. A dead-letter slice holds
  * pairs: a metadata line, then the dead record's bytes. */
@@ -329,9 +314,6 @@ void pl_piece_task(sk_task *t);
 /* append.c: records into slices, dead letters, a slice's format */
 int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                    const uint8_t *bytes, size_t len, const char *reason);
-sk_slice *pl_tagged_slice(engine *e, sk_buf *b, const char *key,
-                          size_t klen, const slice_tag *tag);
-void pl_slice_tag(const sk_slice *s, slice_tag *t);
 int pl_slice_is_multiline(const sk_slice *s);
 const char *pl_slice_ext(const engine *e, const sk_slice *s);
 int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,

@@ -112,7 +112,6 @@ static int formats_init(engine *e)
         return SKIPPR_INVAL;
     }
     sk_buf_init(&e->slice_key, (size_t)1 << 20);
-    sk_buf_init(&e->multiline_key, (size_t)1 << 20);
     sk_buf_init(&e->compact, (size_t)e->cfg->max_record_bytes + 1);
     const skippr_source_ops *sops = e->src->plugin->source;
     int documents = e->streaming &&
@@ -178,7 +177,6 @@ static void engine_free(engine *e)
         sk_free(e->csv_cols[i]);
     sk_free(e->csv_cols);
     sk_buf_free(&e->slice_key);
-    sk_buf_free(&e->multiline_key);
     sk_buf_free(&e->compact);
     pl_todo_clear(e);
     sk_free(e->todo);

@@ -180,7 +180,7 @@ static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
     if (s->seal_at == 0) {
         int64_t from, to;
         s->seal_at = e->event_time && sk_route_key_bucket(e->router, s->key,
-                                                          s->name_len, &from,
+                                                          s->key_len, &from,
                                                           &to)
                          ? to + e->cfg->allowed_lateness_seconds
                          : INT64_MAX;
@@ -201,7 +201,7 @@ static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
         if (why && e->event_time) {
             sk_info("event-time sealing is off for the rest of this run: "
                     "units' modification times are not their arrival "
-                    "times (the time bucket of %.*s %s)", (int)s->name_len,
+                    "times (the time bucket of %.*s %s)", (int)s->key_len,
                     s->key, why);
             e->event_time = 0;
         }

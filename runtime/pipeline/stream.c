@@ -171,7 +171,7 @@ static int stream_record(engine *e, const skippr_message *m)
     const char *key = (const char *)e->slice_key.data;
     size_t klen = e->slice_key.len;
     sk_slice *s = sk_state_slice(e->st, key, klen, sk_hash_fast(key, klen),
-                                 SK_SLICE_DATA);
+                                 NULL, SK_SLICE_DATA);
     if (!s)
         return SKIPPR_NOMEM;
     return pl_append_json(e, s, key, klen, buf, len, m->unit,

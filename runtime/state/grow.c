@@ -640,7 +640,7 @@ int sk_state_forget(sk_state *st, sk_slice *s)
     int rc = s->announced ? st_write_done(st, s->id) : SKIPPR_OK;
     if (rc)
         return rc;
-    sk_map_del(&st->open_by_key, s->key, s->key_len, s->key_hash);
+    sk_map_del(&st->open_by_key, s->key, s->ident_len, s->key_hash);
     st_release_block(st, s);
     st_live_remove(st, s);
     st_slice_free(s);

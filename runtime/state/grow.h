@@ -30,10 +30,13 @@ void st_drop_tails(sk_slice *s, uint64_t upto);
 int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag);
 void st_drop_stages(sk_slice *s, uint64_t upto);
 
-/* The OPEN slice for key and kind, created if needed (its SLICE frame is
- * written with its first block). NULL on allocation failure. */
-sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
-                         uint64_t hash, uint8_t kind);
+/* The OPEN slice of partition name[0..nlen), tag (NULL: SK_FORM_LINES)
+ * and kind, created if needed (its SLICE frame is written with its first
+ * block). hash: sk_hash_fast of the name (a tagged slice's is the
+ * state's). NULL on allocation failure. */
+sk_slice *sk_state_slice(sk_state *st, const char *name, size_t nlen,
+                         uint64_t hash, const sk_slice_tag *tag,
+                         uint8_t kind);
 /* Append one record to an OPEN slice. */
 int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len);
 /* The same without the object CRC: the caller checksummed the records (each

@@ -16,8 +16,10 @@
 
 typedef struct pend_slice {
     uint64_t id;
-    char *key;
+    char *key; /* the partition */
     size_t klen;
+    sk_slice_tag tag; /* its root in root */
+    char *root;
     uint8_t kind;
     int64_t opened_at;
     uint64_t seg;
@@ -66,12 +68,15 @@ typedef struct replay {
     sk_slice **orph; /* streamed slices announced, never committed */
     size_t norph, orph_cap;
     uint64_t max_id;
+    size_t v1; /* SLICE_V1 frames read: an older state, upgraded */
 } replay;
 
 static void pend_clear(replay *r)
 {
-    for (size_t i = 0; i < r->nps; i++)
+    for (size_t i = 0; i < r->nps; i++) {
         sk_free(r->ps[i].key);
+        sk_free(r->ps[i].root);
+    }
     for (size_t i = 0; i < r->npn; i++)
         sk_free(r->pn[i].p);
     r->nps = r->npb = r->npst = r->npn = r->npg = 0;
@@ -85,8 +90,8 @@ static int pend_drop(replay *r)
         pend_slice *q = &r->ps[i];
         if (!q->streamed)
             continue;
-        sk_slice *s = st_slice_new(q->id, q->key, q->klen, SK_SLICE_DATA,
-                                   q->opened_at);
+        sk_slice *s = st_slice_new(q->id, q->key, q->klen, &q->tag,
+                                   SK_SLICE_DATA, q->opened_at);
         if (!s || sk_array_grow(&r->orph, r->norph, &r->orph_cap,
                                 sizeof *r->orph, 8)) {
             st_slice_free(s);
@@ -105,7 +110,7 @@ static int pend_drop(replay *r)
  * at the end of replay is corruption. NULL on allocation failure. */
 static sk_slice *ghost(replay *r, uint64_t id, uint64_t seg, int streamed)
 {
-    sk_slice *s = st_slice_new(id, "?", 1, SK_SLICE_DATA, 0);
+    sk_slice *s = st_slice_new(id, "?", 1, NULL, SK_SLICE_DATA, 0);
     if (!s || st_live_add(r->st, s)) {
         st_slice_free(s);
         return NULL;
@@ -195,14 +200,8 @@ static int apply_stages(replay *r)
 /* A ghost's restatement: it gets its key back. */
 static int unghost(sk_slice *s, const pend_slice *q)
 {
-    char *key = sk_strndup(q->key, q->klen);
-    if (!key)
+    if (st_slice_name(s, q->key, q->klen, &q->tag))
         return SKIPPR_NOMEM;
-    sk_free(s->key);
-    s->key = key;
-    s->key_len = q->klen;
-    s->name_len = strnlen(key, q->klen);
-    s->key_hash = sk_hash_fast(key, q->klen);
     s->kind = q->kind;
     s->opened_at = q->opened_at;
     s->ghost = 0;
@@ -224,11 +223,11 @@ static int rd_str(const uint8_t **p, const uint8_t *end, const uint8_t **s,
     return 0;
 }
 
-static int apply_commit(replay *r, const uint8_t *p, size_t len)
+/* The SLICE frames a COMMIT makes count: new slices go live; a
+ * restatement moves a live one to its segment. */
+static int commit_slices(replay *r)
 {
     sk_state *st = r->st;
-    const uint8_t *end = p + len;
-    /* Frames that this COMMIT makes count. */
     for (size_t i = 0; i < r->nps; i++) {
         pend_slice *q = &r->ps[i];
         sk_slice *s = st_live_find(st, q->id);
@@ -244,7 +243,8 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
                                           : q->seg;
             continue;
         }
-        s = st_slice_new(q->id, q->key, q->klen, q->kind, q->opened_at);
+        s = st_slice_new(q->id, q->key, q->klen, &q->tag, q->kind,
+                         q->opened_at);
         if (!s || st_live_add(st, s)) {
             st_slice_free(s);
             return SKIPPR_NOMEM;
@@ -256,8 +256,19 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
         if (q->id > r->max_id)
             r->max_id = q->id;
     }
+    return SKIPPR_OK;
+}
+
+static int apply_commit(replay *r, const uint8_t *p, size_t len)
+{
+    sk_state *st = r->st;
+    const uint8_t *end = p + len;
+    /* Frames that this COMMIT makes count. */
+    int src = commit_slices(r);
+    if (src)
+        return src;
     /* A commit's NOTE and STREAM frames come before its TAIL frames. */
-    int src = apply_notes(r);
+    src = apply_notes(r);
     if (!src)
         src = apply_streams(r);
     if (!src)
@@ -366,6 +377,67 @@ static int pend_note_frame(replay *r, const uint8_t *p, size_t len)
     return SKIPPR_OK;
 }
 
+/* A version 1 SLICE frame's key: its partition and tag (v1tag.c). */
+static int v1_key(pend_slice *q)
+{
+    size_t nlen;
+    sk_slice_tag t;
+    if (st_v1_key(q->key, q->klen, &nlen, &t)) {
+        sk_error("WAL corrupt: slice %" PRIu64 " has a tag this skipprd "
+                 "does not know", q->id);
+        return SKIPPR_CORRUPT;
+    }
+    if (t.root_len && !(q->root = sk_strndup(t.root, t.root_len)))
+        return SKIPPR_NOMEM;
+    t.root = q->root;
+    q->tag = t;
+    q->klen = nlen;
+    return SKIPPR_OK;
+}
+
+/* A SLICE frame (wal.c): pending until its COMMIT. A version 1 frame is
+ * read into the same fields. */
+static int pend_slice_frame(replay *r, int type, sk_wal_pos pos,
+                            const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len, *k, *q = p + 8, *root = NULL;
+    size_t kl, rl = 0;
+    if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 9)
+        return SKIPPR_CORRUPT;
+    const uint8_t *t = q + 9; /* the typed tag: form, header id, root */
+    if (type == SK_WAL_SLICE) {
+        const uint8_t *rp = t + 9;
+        if (end - t < 9 || t[0] > SK_FORM_XML ||
+            rd_str(&rp, end, &root, &rl) || rl > SK_SLICE_ROOT_MAX)
+            return SKIPPR_CORRUPT;
+    }
+    if (sk_array_grow(&r->ps, r->nps, &r->ps_cap, sizeof *r->ps, 16))
+        return SKIPPR_NOMEM;
+    pend_slice *ps = &r->ps[r->nps];
+    *ps = (pend_slice){
+        .id = sk_get_u64(p),
+        .key = sk_strndup((const char *)k, kl),
+        .klen = kl,
+        .kind = (uint8_t)(q[0] & ~(SK_SLICE_STREAMED | SK_SLICE_STAGED)),
+        .opened_at = (int64_t)sk_get_u64(q + 1),
+        .seg = pos.seg,
+        .streamed = (q[0] & SK_SLICE_STREAMED) != 0,
+        .staged = (q[0] & SK_SLICE_STAGED) != 0};
+    r->nps++; /* pend_clear frees its key and root */
+    if (rl && !(ps->root = sk_strndup((const char *)root, rl)))
+        return SKIPPR_NOMEM;
+    if (!ps->key)
+        return SKIPPR_NOMEM;
+    if (type == SK_WAL_SLICE) {
+        ps->tag = (sk_slice_tag){.form = (sk_slice_form)t[0],
+                                 .header_id = sk_get_u64(t + 1),
+                                 .root = ps->root, .root_len = rl};
+        return SKIPPR_OK;
+    }
+    r->v1++;
+    return v1_key(ps);
+}
+
 static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
                      size_t len)
 {
@@ -380,28 +452,9 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
         r->seg = pos.seg;
     }
     switch (type) {
-    case SK_WAL_SLICE: {
-        const uint8_t *k;
-        size_t kl;
-        const uint8_t *q = p + 8;
-        if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 9)
-            return SKIPPR_CORRUPT;
-        if (sk_array_grow(&r->ps, r->nps, &r->ps_cap, sizeof *r->ps, 16))
-            return SKIPPR_NOMEM;
-        char *key = sk_strndup((const char *)k, kl);
-        if (!key)
-            return SKIPPR_NOMEM;
-        r->ps[r->nps++] = (pend_slice){
-            .id = sk_get_u64(p),
-            .key = key,
-            .klen = kl,
-            .kind = (uint8_t)(q[0] & ~(SK_SLICE_STREAMED | SK_SLICE_STAGED)),
-            .opened_at = (int64_t)sk_get_u64(q + 1),
-            .seg = pos.seg,
-            .streamed = (q[0] & SK_SLICE_STREAMED) != 0,
-            .staged = (q[0] & SK_SLICE_STAGED) != 0};
-        return SKIPPR_OK;
-    }
+    case SK_WAL_SLICE:
+    case SK_WAL_SLICE_V1:
+        return pend_slice_frame(r, type, pos, p, len);
     case SK_WAL_STREAM:
         return pend_streams(r, p, len);
     case SK_WAL_TAIL:
@@ -524,6 +577,10 @@ int st_replay(sk_state *st)
             return SKIPPR_CORRUPT;
         }
     }
+    if (r.v1)
+        sk_info("state %s: %zu slice frames of an older skipprd (tags as "
+                "text in the key) read and upgraded; slices are written "
+                "with typed tags from now on", st->dir, r.v1);
     /* Reopen OPEN slices for appends; a parted slice's buffer starts after
      * its tail. */
     for (size_t i = 0; i < st->nlive; i++) {
@@ -534,7 +591,7 @@ int st_replay(sk_state *st)
             s->mem_off = s->durable_total;
         }
         if (s->state == SK_SLICE_OPEN && s->kind == SK_SLICE_DATA &&
-            (rc = sk_map_put(&st->open_by_key, s->key, s->key_len,
+            (rc = sk_map_put(&st->open_by_key, s->key, s->ident_len,
                              s->key_hash, s)))
             return rc;
     }

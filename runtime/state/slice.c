@@ -26,24 +26,80 @@ void st_slice_free(sk_slice *s)
     sk_free(s);
 }
 
-sk_slice *st_slice_new(uint64_t id, const char *key, size_t klen,
-                       uint8_t kind, int64_t opened_at)
+/* The open-slice map's key of partition name[0..nlen) with tag, into b:
+ * the name and a NUL (not counted) for SK_FORM_LINES; else the name, a
+ * NUL, the form, the header id (8 bytes, little-endian) and the root. It
+ * is only ever compared, never read back: the tag's fields are the
+ * slice's identity. */
+static int ident_build(sk_buf *b, const char *name, size_t nlen,
+                       const sk_slice_tag *tag, size_t *len)
+{
+    sk_buf_reset(b);
+    int rc = sk_buf_append(b, name, nlen);
+    if (!rc)
+        rc = sk_buf_putc(b, 0);
+    *len = nlen;
+    if (rc || !tag || tag->form == SK_FORM_LINES)
+        return rc;
+    uint8_t f[1 + 8];
+    f[0] = (uint8_t)tag->form;
+    sk_put_u64(f + 1, tag->header_id);
+    rc = sk_buf_append(b, f, sizeof f);
+    if (!rc && tag->root_len)
+        rc = sk_buf_append(b, tag->root, tag->root_len);
+    *len = b->len;
+    return rc;
+}
+
+uint64_t st_ident(sk_state *st, const char *name, size_t nlen,
+                  const sk_slice_tag *tag, const char **ident, size_t *len)
+{
+    if (ident_build(&st->ident, name, nlen, tag, len))
+        return (*ident = NULL), 0;
+    *ident = (const char *)st->ident.data;
+    return sk_hash_fast(*ident, *len);
+}
+
+int st_slice_name(sk_slice *s, const char *name, size_t nlen,
+                  const sk_slice_tag *tag)
+{
+    sk_buf b;
+    size_t len;
+    sk_buf_init(&b, (size_t)1 << 20);
+    int rc = ident_build(&b, name, nlen, tag, &len);
+    if (rc) {
+        sk_buf_free(&b);
+        return rc;
+    }
+    sk_free(s->key);
+    s->key = (char *)b.data; /* the buffer's bytes become the slice's */
+    s->key_len = nlen;
+    s->ident_len = len;
+    s->key_hash = sk_hash_fast(s->key, len);
+    s->tag = tag ? *tag : (sk_slice_tag){.form = SK_FORM_LINES};
+    s->tag.root = NULL;
+    if (tag && tag->form != SK_FORM_LINES && tag->root_len)
+        s->tag.root = s->key + nlen + 1 + 1 + 8;
+    return SKIPPR_OK;
+}
+
+sk_slice *st_slice_new(uint64_t id, const char *name, size_t nlen,
+                       const sk_slice_tag *tag, uint8_t kind,
+                       int64_t opened_at)
 {
     sk_slice *s = sk_calloc(1, sizeof *s);
-    if (s && (s->key = sk_strndup(key, klen))) {
-        s->id = id;
-        s->key_len = klen;
-        s->name_len = strnlen(s->key, klen);
-        s->key_hash = sk_hash_fast(key, klen);
-        s->kind = kind;
-        s->opened_at = opened_at;
-        s->first_seg = UINT64_MAX;
-        sk_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
-        sk_buf_init(&s->notes, SK_NOTES_MAX);
-    } else if (s) {
+    if (!s)
+        return NULL;
+    if (st_slice_name(s, name, nlen, tag)) {
         sk_free(s);
-        s = NULL;
+        return NULL;
     }
+    s->id = id;
+    s->kind = kind;
+    s->opened_at = opened_at;
+    s->first_seg = UINT64_MAX;
+    sk_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
+    sk_buf_init(&s->notes, SK_NOTES_MAX);
     return s;
 }
 
@@ -101,18 +157,22 @@ int st_block_reserve(sk_state *st, sk_slice *s, size_t cap)
     return rc;
 }
 
-/* The SLICE frame of s: its id, key, kind and age. */
+/* The SLICE frame of s: its id, name, kind, age and tag. */
 int st_announce(sk_state *st, sk_slice *s)
 {
-    uint8_t h[8 + 4], t[9];
+    uint8_t h[8 + 4], t[9], g[1 + 8 + 4];
     sk_put_u64(h, s->id);
     sk_put_u32(h + 8, (uint32_t)s->key_len);
     t[0] = (uint8_t)(s->kind | (s->streamed ? SK_SLICE_STREAMED : 0) |
                      (s->staged_ever ? SK_SLICE_STAGED : 0));
     sk_put_u64(t + 1, (uint64_t)s->opened_at);
-    sk_iov parts[] = {{h, sizeof h}, {s->key, s->key_len}, {t, sizeof t}};
+    g[0] = (uint8_t)s->tag.form;
+    sk_put_u64(g + 1, s->tag.header_id);
+    sk_put_u32(g + 9, (uint32_t)s->tag.root_len);
+    sk_iov parts[] = {{h, sizeof h}, {s->key, s->key_len}, {t, sizeof t},
+                      {g, sizeof g}, {s->tag.root, s->tag.root_len}};
     sk_wal_pos pos;
-    int rc = sk_wal_append(st->wal, SK_WAL_SLICE, parts, 3, &pos);
+    int rc = sk_wal_append(st->wal, SK_WAL_SLICE, parts, 5, &pos);
     if (rc)
         return rc;
     if (s->streamed)

@@ -159,6 +159,7 @@ int sk_state_open(const char *state_dir, const char *workspace,
     st->readonly = readonly;
     st->block_bytes = DEFAULT_BLOCK_BYTES;
     sk_buf_init(&st->zbuf, SK_WAL_MAX_PAYLOAD);
+    sk_buf_init(&st->ident, (size_t)1 << 20);
     sk_bufpool_init(&st->pool, 0);
     sk_map_init(&st->open_by_key);
     st->dir = sk_asprintf("%s/%s/%s", state_dir, workspace, pipeline);
@@ -212,6 +213,7 @@ void sk_state_close(sk_state *st)
     sk_map_free(&st->open_by_key);
     sk_bufpool_clear(&st->pool);
     sk_buf_free(&st->zbuf);
+    sk_buf_free(&st->ident);
     ZSTD_freeCCtx(st->zctx);
     sk_wal_close(st->wal);
     sk_ledger_close(st->ledger);
@@ -223,11 +225,16 @@ void sk_state_close(sk_state *st)
 
 /* ---- writing ------------------------------------------------------------ */
 
-sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
-                         uint64_t hash, uint8_t kind)
+sk_slice *sk_state_slice(sk_state *st, const char *name, size_t nlen,
+                         uint64_t hash, const sk_slice_tag *tag, uint8_t kind)
 {
     if (kind == SK_SLICE_DATA) {
-        sk_slice *s = sk_map_get(&st->open_by_key, key, klen, hash);
+        const char *ident = name;
+        size_t ilen = nlen;
+        if (tag && tag->form != SK_FORM_LINES &&
+            (hash = st_ident(st, name, nlen, tag, &ident, &ilen), !ident))
+            return NULL;
+        sk_slice *s = sk_map_get(&st->open_by_key, ident, ilen, hash);
         if (s)
             return s;
     } else {
@@ -236,8 +243,8 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
                 st->live[i]->state == SK_SLICE_OPEN)
                 return st->live[i];
     }
-    sk_slice *s = st_slice_new(st->next_slice_id, key, klen, kind,
-                            (int64_t)time(NULL));
+    sk_slice *s = st_slice_new(st->next_slice_id, name, nlen, tag, kind,
+                               (int64_t)time(NULL));
     if (!s)
         return NULL;
     s->crc_known = kind == SK_SLICE_DATA;
@@ -248,7 +255,7 @@ sk_slice *sk_state_slice(sk_state *st, const char *key, size_t klen,
         return NULL;
     }
     if (kind == SK_SLICE_DATA &&
-        sk_map_put(&st->open_by_key, s->key, s->key_len, s->key_hash, s)) {
+        sk_map_put(&st->open_by_key, s->key, s->ident_len, s->key_hash, s)) {
         st_live_remove(st, s);
         st_slice_free(s);
         return NULL;
@@ -559,7 +566,7 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
 char *sk_state_object_key(const sk_state *st, const sk_slice *s,
                           const char *ext)
 {
-    return sk_asprintf("%.*s/apply-%s-%010" PRIu64 "%s", (int)s->name_len,
+    return sk_asprintf("%.*s/apply-%s-%010" PRIu64 "%s", (int)s->key_len,
                        s->key, st->state_id, s->id, ext);
 }
 
@@ -573,9 +580,6 @@ int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
     assert(s->state == SK_SLICE_OPEN && s->open_nrec == 0);
     int rc;
     sum_ctx c = {bytes, crc, 0, 0};
-    /* A slice's key may carry an identity after a NUL (a CSV header's id,
-     * so rows under another header get another slice): the object's name
-     * is built from the part before it. */
     char *key = sk_state_object_key(st, s, ext);
     if (!key)
         return SKIPPR_NOMEM;
@@ -594,7 +598,7 @@ int sk_state_seal_as(sk_state *st, sk_slice *s, const char *ext,
     }
     sk_crashpoint("seal");
     if (s->kind == SK_SLICE_DATA)
-        sk_map_del(&st->open_by_key, s->key, s->key_len, s->key_hash);
+        sk_map_del(&st->open_by_key, s->key, s->ident_len, s->key_hash);
     s->object_key = key;
     s->object_bytes = c.bytes;
     s->object_crc = c.crc;

@@ -34,14 +34,36 @@ typedef enum sk_slice_kind {
 #define SK_SLICE_STREAMED 0x80u
 #define SK_SLICE_STAGED 0x40u
 
+/* What a data slice's records are. Slices of one partition in another
+ * form, or under another CSV header or XML root, are other slices with
+ * objects of their own. The values are written in the WAL (wal.c). */
+typedef enum sk_slice_form {
+    SK_FORM_LINES = 0,     /* JSON records, one a line: most slices */
+    SK_FORM_MULTILINE = 1, /* JSON records that span lines (.json) */
+    SK_FORM_CSV = 2,       /* rows under one CSV header */
+    SK_FORM_XML = 3        /* elements under one XML root */
+} sk_slice_form;
+#define SK_SLICE_ROOT_MAX 255 /* an XML root's name, in bytes */
+
+/* A data slice's identity besides its partition. */
+typedef struct sk_slice_tag {
+    sk_slice_form form;
+    uint64_t header_id; /* CSV: the header row's id; XML: the prolog's */
+    const char *root;   /* XML: the root element's name (not NUL-ended;
+                         * in a slice, bytes the slice owns) */
+    size_t root_len;
+} sk_slice_tag;
+
 typedef struct sk_slice {
     uint64_t id;
-    char *key; /* partition key: "ns/p_x=v/p_year=2021/..." or "_errors" */
+    char *key; /* partition: "ns/p_x=v/p_year=2021/..." or "_errors", the
+                * object's name; NUL-ended. The same allocation goes on
+                * with the open-slice map's key (slice.c), which the tag's
+                * root points into. */
     size_t key_len;
-    size_t name_len; /* key[0..name_len) names the object; after it, a NUL
-                      * and a tag that sets this slice apart from others
-                      * of the same name (pipeline/append.c), or nothing */
-    uint64_t key_hash;
+    sk_slice_tag tag;
+    size_t ident_len; /* the map's key: key[0..ident_len) */
+    uint64_t key_hash; /* of the map's key */
     uint8_t kind;
     int64_t opened_at; /* unix seconds */
     sk_slice_state state;
@@ -154,6 +176,7 @@ typedef struct sk_state {
     int zstd_level;            /* > 0: blocks written as BLOCKZ frames */
     struct ZSTD_CCtx_s *zctx;  /* created on first use */
     sk_buf zbuf;               /* compressed block */
+    sk_buf ident;              /* a tagged slice's map key, to look up */
     sk_grow_hooks grow;
     uint64_t stage_tag;        /* the next staging piece's tag: random at
                                 * open, then counting */

@@ -8,8 +8,8 @@
  *
  *   offset size  field
  *        0    4  magic 0x31574B53 ("SKW1")
- *        4    1  type (wal.h: SLICE, BLOCK, COMMIT, SEAL, DONE, BLOCKZ,
- *                 STREAM, TAIL, NOTE, STAGE)
+ *        4    1  type (wal.h: SLICE_V1, BLOCK, COMMIT, SEAL, DONE, BLOCKZ,
+ *                 STREAM, TAIL, NOTE, STAGE, SLICE)
  *        5    1  format version, 1
  *        6    2  reserved, 0
  *        8    8  sequence number: previous frame's + 1, across segments
@@ -27,14 +27,20 @@
  *
  * PAYLOADS (n: u64 slice id; str: u32 length then bytes). The frames'
  * meaning is state.c's and replay.c's; their layout is written down here.
- *   SLICE   n, str slice key (the object's name; for slices with a tag,
- *           then a NUL and the tag: pipeline/append.c), u8 kind (0 data,
- *           1 dead letters; plus 0x80 for a streamed slice, whose object
- *           grows in the sink, and 0x40 once such a slice has had staging
- *           pieces), u64 opened_at (unix seconds). A streamed
- *           slice's SLICE frame is fsynced before the sink gets a byte
- *           of it, and written again at the start of each new segment
- *           while the slice is open (the restatement).
+ *   SLICE   (type 11) n, str partition (the object's name), u8 kind (0
+ *           data, 1 dead letters; plus 0x80 for a streamed slice, whose
+ *           object grows in the sink, and 0x40 once such a slice has had
+ *           staging pieces), u64 opened_at (unix seconds), then the tag
+ *           that sets the slice apart from others of its partition: u8
+ *           form (state/types.h: 0 JSON lines, 1 multi-line JSON, 2 CSV
+ *           rows, 3 XML elements), u64 header id (CSV: the header row's;
+ *           XML: the prolog's), str XML root name. A streamed slice's
+ *           SLICE frame is fsynced before the sink gets a byte of it, and
+ *           written again at the start of each new segment while the
+ *           slice is open (the restatement).
+ *   SLICE_V1 (type 1, read only) n, str partition, for a tagged slice
+ *           then a NUL and the tag as text (state/v1tag.c), u8 kind, u64
+ *           opened_at: read as SLICE. Older skipprd refuse type 11.
  *   BLOCK   n, u32 record count, then per record: u32 length, bytes
  *   BLOCKZ  n, u32 record count, u32 length R of the records part, then
  *           one zstd frame that decompresses to exactly that part (R

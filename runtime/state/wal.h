@@ -14,7 +14,8 @@
 #include "state/walname.h" /* sk_wal_segment_path */
 
 enum sk_wal_type {
-    SK_WAL_SLICE = 1,  /* a slice opens: id, partition key */
+    SK_WAL_SLICE_V1 = 1, /* a slice opens, its tag as text in its key:
+                          * read (an older state), no longer written */
     SK_WAL_BLOCK = 2,  /* records appended to a slice */
     SK_WAL_COMMIT = 3, /* group commit: unit progress; makes blocks count */
     SK_WAL_SEAL = 4,   /* slice closed: final object key, size, checksum */
@@ -24,7 +25,8 @@ enum sk_wal_type {
                         * the COMMIT that follows */
     SK_WAL_TAIL = 8,   /* a parted slice's bytes not yet in a part */
     SK_WAL_NOTE = 9,   /* the sink's notes of a parted slice's parts */
-    SK_WAL_STAGE = 10  /* a parted slice's bytes moved to a staging piece */
+    SK_WAL_STAGE = 10, /* a parted slice's bytes moved to a staging piece */
+    SK_WAL_SLICE = 11  /* a slice opens: id, partition, kind, typed tag */
 };
 
 #define SK_WAL_HEADER 24

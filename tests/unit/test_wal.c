@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "state/slice.h"
 #include "state/state.h"
 #include "base/fault.h"
 #include "state/wal.h"
@@ -345,7 +346,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     (void)state;
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", "p", 0, NULL, &st), 0);
-    sk_slice *s = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), 0);
+    sk_slice *s = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), NULL, 0);
     assert_non_null(s);
     for (int i = 0; i < 3; i++)
         assert_int_equal(sk_state_append(st, s, "{\"a\":1}", 7), 0);
@@ -375,7 +376,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     assert_int_equal(sk_ledger_lookup(st->ledger, "unit", &got), 0);
     assert_int_equal(got->offset, 21);
     /* Appends continue the recovered slice; a second process is refused. */
-    sk_slice *again = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), 0);
+    sk_slice *again = sk_state_slice(st, "k", 1, sk_hash_fast("k", 1), NULL, 0);
     assert_ptr_equal(again, st->live[0]);
     sk_state *other;
     assert_int_equal(sk_state_open(dir, "ws", "p", 0, NULL, &other),
@@ -389,7 +390,7 @@ static void test_seal_survives_and_done_forgets(void **state)
     (void)state;
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", "q", 0, NULL, &st), 0);
-    sk_slice *s = sk_state_slice(st, "ns/x=1", 6, sk_hash_fast("ns/x=1", 6), 0);
+    sk_slice *s = sk_state_slice(st, "ns/x=1", 6, sk_hash_fast("ns/x=1", 6), NULL, 0);
     assert_int_equal(sk_state_append(st, s, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
     assert_int_equal(sk_state_seal(st, s, ".jsonl", NULL, 0), 0);
@@ -421,8 +422,8 @@ static void test_gc_keeps_recovery_consistent(void **state)
     (void)state;
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", "gc", 0, NULL, &st), 0);
-    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), 0);
-    sk_slice *b = sk_state_slice(st, "b", 1, sk_hash_fast("b", 1), 0);
+    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), NULL, 0);
+    sk_slice *b = sk_state_slice(st, "b", 1, sk_hash_fast("b", 1), NULL, 0);
     assert_int_equal(sk_state_append(st, a, "{}", 2), 0);
     assert_int_equal(sk_state_commit(st), 0);
     assert_int_equal(sk_wal_rotate(st->wal), 0); /* a starts in segment 1 */
@@ -507,7 +508,7 @@ static void test_streamed_slices(void **state)
     fake_sink f;
     memset(&f, 0, sizeof f);
     sk_state *st = open_streaming("grow", &f);
-    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), 0);
+    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), NULL, 0);
     assert_true(a->streamed);
     assert_int_equal(sk_state_append(st, a, "{\"r\":1}", 7), 0);
     assert_int_equal(f.puts, 0); /* waits for its SLICE frame */
@@ -521,7 +522,7 @@ static void test_streamed_slices(void **state)
     assert_int_equal(sk_state_flush_blocks(st, 0), 0);
     assert_int_equal(f.len[aid], 16);
     /* A new slice announced and put, never committed. */
-    sk_slice *b = sk_state_slice(st, "b", 1, sk_hash_fast("b", 1), 0);
+    sk_slice *b = sk_state_slice(st, "b", 1, sk_hash_fast("b", 1), NULL, 0);
     assert_int_equal(sk_state_append(st, b, "{}", 2), 0);
     assert_int_equal(sk_state_flush_blocks(st, 0), 0);
     uint64_t bid = b->id;
@@ -609,6 +610,89 @@ static void test_ledger_lookups_past_the_end(void **state)
     sk_ledger_close(l);
 }
 
+/* A slice's tag is part of its identity and comes back from the WAL as
+ * written: one partition holds a plain, a multi-line, two CSV and an XML
+ * slice, each its own. */
+static void test_typed_tags_survive_reopen(void **state)
+{
+    (void)state;
+    sk_state *st;
+    assert_int_equal(sk_state_open(dir, "ws", "tags", 0, NULL, &st), 0);
+    const char *k = "ns/x=1";
+    uint64_t h = sk_hash_fast(k, 6);
+    sk_slice_tag tags[] = {
+        {.form = SK_FORM_LINES},
+        {.form = SK_FORM_MULTILINE},
+        {.form = SK_FORM_CSV, .header_id = 0x0123456789abcdefu},
+        {.form = SK_FORM_CSV, .header_id = 7},
+        {.form = SK_FORM_XML, .header_id = 9, .root = "events", .root_len = 6},
+    };
+    sk_slice *v[5];
+    for (int i = 0; i < 5; i++) {
+        v[i] = sk_state_slice(st, k, 6, h, &tags[i], SK_SLICE_DATA);
+        assert_non_null(v[i]);
+        for (int j = 0; j < i; j++)
+            assert_ptr_not_equal(v[i], v[j]);
+        assert_int_equal(sk_state_append(st, v[i], "{}", 2), 0);
+    }
+    assert_ptr_equal(sk_state_slice(st, k, 6, h, NULL, SK_SLICE_DATA), v[0]);
+    assert_int_equal(sk_state_commit(st), 0);
+    sk_state_close(st);
+
+    assert_int_equal(sk_state_open(dir, "ws", "tags", 0, NULL, &st), 0);
+    assert_int_equal(st->nlive, 5);
+    for (int i = 0; i < 5; i++) {
+        sk_slice *s = sk_state_slice(st, k, 6, h, &tags[i], SK_SLICE_DATA);
+        assert_non_null(s);
+        assert_true(s->recovered);
+        assert_int_equal(s->key_len, 6);
+        assert_memory_equal(s->key, k, 7); /* NUL-ended */
+        assert_int_equal(s->tag.form, tags[i].form);
+        assert_true(s->tag.header_id == tags[i].header_id);
+        assert_int_equal(s->tag.root_len, tags[i].root_len);
+        if (tags[i].root_len)
+            assert_memory_equal(s->tag.root, "events", 6);
+    }
+    sk_state_close(st);
+}
+
+/* Version 1 keys: the partition, then a NUL and the tag as text in the
+ * forms written then; text that is none of them is refused. */
+static int v1(const char *tag, sk_slice_tag *t)
+{
+    static char key[64]; /* t's root points into it */
+    size_t n = (size_t)snprintf(key, sizeof key, "ns/x=1%c%s", 0, tag);
+    size_t nlen = 0;
+    int rc = st_v1_key(key, n, &nlen, t);
+    assert_int_equal(nlen, 6);
+    return rc;
+}
+
+static void test_v1_tags_read(void **state)
+{
+    (void)state;
+    sk_slice_tag t;
+    size_t nlen;
+    assert_int_equal(st_v1_key("ns/x=1", 6, &nlen, &t), 0);
+    assert_int_equal(nlen, 6);
+    assert_int_equal(t.form, SK_FORM_LINES);
+    assert_int_equal(v1("json:multiline", &t), 0);
+    assert_int_equal(t.form, SK_FORM_MULTILINE);
+    assert_int_equal(v1("csv:00000000000000ff", &t), 0);
+    assert_int_equal(t.form, SK_FORM_CSV);
+    assert_true(t.header_id == 0xff);
+    assert_int_equal(v1("xml:fedcba9876543210:ev:root", &t), 0);
+    assert_int_equal(t.form, SK_FORM_XML);
+    assert_true(t.header_id == 0xfedcba9876543210u);
+    assert_int_equal(t.root_len, 7);
+    assert_memory_equal(t.root, "ev:root", 7);
+    assert_int_equal(v1("csv:00ff", &t), -1);
+    assert_int_equal(v1("csv:00000000000000fg", &t), -1);
+    assert_int_equal(v1("csv:00000000000000ff:", &t), -1);
+    assert_int_equal(v1("tsv:00000000000000ff", &t), -1);
+    assert_int_equal(v1("json:multi", &t), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,6 +707,8 @@ int main(void)
         cmocka_unit_test(test_seal_survives_and_done_forgets),
         cmocka_unit_test(test_gc_keeps_recovery_consistent),
         cmocka_unit_test(test_streamed_slices),
+        cmocka_unit_test(test_typed_tags_survive_reopen),
+        cmocka_unit_test(test_v1_tags_read),
         cmocka_unit_test(test_ledger_lookups_past_the_end),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
