@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "curl_tls.h"
-#include "backoff.h"
+#include <skippr/backoff.h>
 #include "curl_trace.h"
 #include "growbuf.h"
 #include "http.h"

@@ -31,7 +31,7 @@
 
 #include <skippr/plugin.h>
 
-#include "backoff.h"
+#include <skippr/backoff.h>
 #include "creds.h"
 #include "growbuf.h"
 

@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "backoff.h"
+#include <skippr/backoff.h>
 #include "ctx.h"
 
 /* Objects fetched ahead (prefetch.c); read.c takes them. */

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backoff.h" /* plugins/common: one retry schedule for all */
+#include <skippr/backoff.h> /* one retry schedule for all */
 #include "base/common.h"
 #include "format/convert.h"
 #include "format/csvpeek.h"

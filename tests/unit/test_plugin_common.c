@@ -1,5 +1,6 @@
-/* plugins/common: the retry schedule (backoff.h) and the growable buffer
- * and array (growbuf.h) that the engine and the plugins share. */
+/* The SDK's retry schedule (skippr/backoff.h), which the engine and the
+ * plugins share, and plugins/common's growable buffer and array
+ * (growbuf.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,9 +10,9 @@
 
 #include <cmocka.h>
 
+#include <skippr/backoff.h>
 #include <skippr/plugin.h>
 
-#include "backoff.h"
 #include "growbuf.h"
 
 /* Retry k waits within [w/2, w], w = base << k up to the cap. */
