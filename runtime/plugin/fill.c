@@ -10,6 +10,7 @@
 #include "config/where.h"
 #include "format/csvpeek.h"
 #include "plugin/commonopts.h"
+#include "plugin/optstore.h"
 
 static const skippr_option *find_opt(const skippr_option *t, const char *k)
 {
@@ -107,52 +108,33 @@ static char *join_list(const sk_ynode *v, const char **why)
     return (char *)b.data;
 }
 
+static int keep_cb(void *ud, const char *v, const char **slot)
+{
+    return keep_string(ud, v, slot);
+}
+
 static int fill_option(sk_instance *inst, const skippr_option *o,
                        const char *value, const sk_yaml_doc *doc,
                        const sk_ynode *at, sk_cfg_err *err)
 {
-    uint8_t *base = (uint8_t *)inst->ctx + o->offset;
-    switch (o->type) {
-    case SKIPPR_OPT_STRING:
-    case SKIPPR_OPT_SECRET: {
-        const char *s;
-        char abs[4096];
-        /* A file system path: a relative one is the config file's
-         * folder's, not the working directory's. */
-        if ((o->required & SKIPPR_OPT_FS_PATH) && value[0] != '/') {
-            if (sk_config_abs_path(doc, value, abs, sizeof abs))
-                return sk_cfg_fail(err, doc, at, "%s: path %s: too long, or "
-                                   "the working directory is unreadable",
-                                   inst->label, value);
-            value = abs;
-        }
-        if (keep_string(inst, value, &s))
-            return sk_cfg_fail(err, doc, at, "out of memory");
-        memcpy(base, &s, sizeof s);
-        return SKIPPR_OK;
+    char abs[4096], why[512];
+    /* A file system path: a relative one is the config file's folder's,
+     * not the working directory's. */
+    if ((o->type == SKIPPR_OPT_STRING || o->type == SKIPPR_OPT_SECRET) &&
+        (o->required & SKIPPR_OPT_FS_PATH) && value[0] != '/') {
+        if (sk_config_abs_path(doc, value, abs, sizeof abs))
+            return sk_cfg_fail(err, doc, at, "%s: path %s: too long, or the "
+                               "working directory is unreadable",
+                               inst->label, value);
+        value = abs;
     }
-    case SKIPPR_OPT_INT: {
-        int64_t v;
-        if (sk_parse_int_value(value, &v))
-            return sk_cfg_fail(err, doc, at, "%s: option %s wants an "
-                               "integer, not '%s'", inst->label, o->name,
-                               value);
-        memcpy(base, &v, sizeof v);
-        return SKIPPR_OK;
-    }
-    case SKIPPR_OPT_BOOL: {
-        int b;
-        if (sk_parse_bool(value, &b))
-            return sk_cfg_fail(err, doc, at, "%s: option %s wants true or "
-                               "false, not '%s'", inst->label, o->name, value);
-        memcpy(base, &b, sizeof b);
-        return SKIPPR_OK;
-    }
-    case SKIPPR_OPT_PREFIX:
-        break; /* filled by fill_prefixes() */
-    }
-    return sk_cfg_fail(err, doc, at, "%s: option %s has an unknown type in "
-                       "the plugin's table", inst->label, o->name);
+    int rc = sk_option_store(o, inst->ctx, value, keep_cb, inst, why,
+                             sizeof why);
+    if (rc == SKIPPR_NOMEM)
+        return sk_cfg_fail(err, doc, at, "out of memory");
+    if (rc)
+        return sk_cfg_fail(err, doc, at, "%s: %s", inst->label, why);
+    return SKIPPR_OK;
 }
 
 static int apply_common(sk_instance *inst, const char *key, const char *v,

@@ -36,7 +36,7 @@
 #include <skippr/plugin.h>
 
 #include "base/crc32c.h"
-#include "base/optval.h"
+#include "plugin/optstore.h"
 
 #define LINE 100              /* every generated record is this long */
 #define MAX_OPTS 128
@@ -190,8 +190,18 @@ static int keep(instance *in, void *p)
     return 0;
 }
 
-/* Fill ctx from -o values and defaults, as the engine does; override, when
- * not NULL, replaces the value of one option. Returns 0, or -1 with *err. */
+static int keep_string(void *ud, const char *v, const char **slot)
+{
+    char *c = strdup(v);
+    if (keep(ud, c))
+        return SKIPPR_NOMEM;
+    *slot = c;
+    return SKIPPR_OK;
+}
+
+/* Fill ctx from -o values and defaults, each value stored by the engine's
+ * own code (runtime/plugin/optstore.c); override, when not NULL, replaces
+ * the value of one option. Returns 0, or -1 with *err. */
 static int fill_options(instance *in, const char *override_name,
                         const char *override_value, char *err, size_t errlen)
 {
@@ -227,40 +237,12 @@ static int fill_options(instance *in, const char *override_name,
             }
             continue;
         }
-        switch (o->type) {
-        case SKIPPR_OPT_STRING:
-        case SKIPPR_OPT_SECRET: {
-            char *s = strdup(v);
-            if (keep(in, s)) {
-                snprintf(err, errlen, "out of memory");
-                return -1;
-            }
-            memcpy(field, &s, sizeof s);
-            break;
-        }
-        case SKIPPR_OPT_INT: {
-            int64_t x64;
-            if (sk_parse_int_value(v, &x64)) {
-                snprintf(err, errlen, "option '%s': '%s' is not a whole "
-                         "number or a size such as 16MiB", o->name, v);
-                return -1;
-            }
-            memcpy(field, &x64, sizeof x64);
-            break;
-        }
-        case SKIPPR_OPT_BOOL: {
-            int b;
-            if (sk_parse_bool(v, &b)) {
-                snprintf(err, errlen, "option '%s': '%s' is not true or "
-                         "false", o->name, v);
-                return -1;
-            }
-            memcpy(field, &b, sizeof b);
-            break;
-        }
-        default:
-            snprintf(err, errlen, "option '%s' has unknown type %d", o->name,
-                     (int)o->type);
+        char why[256];
+        int rc = sk_option_store(o, in->ctx, v, keep_string, in, why,
+                                 sizeof why);
+        if (rc) {
+            snprintf(err, errlen, "%s", rc == SKIPPR_NOMEM ? "out of memory"
+                                                           : why);
             return -1;
         }
     }
