@@ -71,7 +71,6 @@ KNOWN_LONG = {
     "sdk/c/testkit/testkit.c:check_grow_parts": 81,
 }
 KNOWN_BIG = {
-    "plugins/file/file.c": 959,
     "plugins/s3/sink.c": 905,
     "runtime/state/wal.c": 800,
     "runtime/format/json.c": 786,
