@@ -53,7 +53,8 @@ typedef struct tar_obj {
 } tar_obj;
 
 static const skippr_option options[] = {
-    {"path", SKIPPR_OPT_STRING, NULL, 1, offsetof(tar_ctx, path),
+    {"path", SKIPPR_OPT_STRING, NULL,
+     SKIPPR_OPT_REQUIRED | SKIPPR_OPT_FS_PATH, offsetof(tar_ctx, path),
      "The tar archive objects are added to; created if missing."},
     {"fsync", SKIPPR_OPT_BOOL, "true", 0, offsetof(tar_ctx, fsync),
      "fsync the archive before a commit returns (false loses "
@@ -430,6 +431,13 @@ static const skippr_sink_ops sink = {
     .object_check = object_check,
 };
 
+/* On the command line: skipprd sync --source ... --sink tar://ARCHIVE. */
+static const skippr_url_form urls[] = {
+    {.scheme = "tar", .roles = SKIPPR_URL_SINK, .rest_option = "path",
+     .usage = "tar://ARCHIVE"},
+    {0},
+};
+
 static const skippr_plugin plugin = {
     .abi_version = SKIPPR_ABI_VERSION,
     .struct_size = sizeof(skippr_plugin),
@@ -437,6 +445,7 @@ static const skippr_plugin plugin = {
     .description = "Adds each object to one tar archive (an SDK example).",
     .version = "1.0.0",
     .sink = &sink,
+    .urls = urls,
 };
 
 SKIPPR_PLUGIN_DEFINE(plugin)

@@ -536,6 +536,32 @@ typedef struct skippr_sink_ops {
 /* The descriptor                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* A URL a plugin answers to on the command line (skipprd --source URL,
+ * --sink URL): SCHEME://AUTHORITY/PATH, whose parts become options of the
+ * endpoint. A table of them ends with a NULL scheme. Options named here
+ * must be in the plugin's table. A part given to no option is refused
+ * when present. */
+typedef struct skippr_url_form {
+    const char *scheme;      /* "s3", "kafka", "mqtts" (no "://") */
+    uint32_t roles;          /* SKIPPR_URL_SOURCE and/or SKIPPR_URL_SINK */
+    uint32_t flags;          /* SKIPPR_URL_* below */
+    const char *url_option;  /* takes the whole URL as given, or NULL */
+    const char *host_option; /* takes AUTHORITY, or NULL */
+    const char *path_option; /* takes PATH (after AUTHORITY and '/') */
+    const char *rest_option; /* takes all after "SCHEME://" (a path made
+                              * absolute when the option is an FS_PATH) */
+    const char *usage;       /* for errors: "kafka://HOST:PORT/TOPIC" */
+} skippr_url_form;
+
+#define SKIPPR_URL_SOURCE 1u
+#define SKIPPR_URL_SINK 2u
+/* flags: the AUTHORITY's option gets "SCHEME://AUTHORITY" (a broker
+ * option that tells TLS by its scheme). */
+#define SKIPPR_URL_HOST_SCHEME 1u
+/* flags: a URL without AUTHORITY, or without a PATH after it, is refused
+ * (an AUTHORITY is always required when host_option is set). */
+#define SKIPPR_URL_PATH_REQUIRED 2u
+
 typedef struct skippr_plugin {
     uint32_t abi_version; /* SKIPPR_ABI_VERSION; read first */
     uint32_t struct_size; /* sizeof(skippr_plugin); read second */
@@ -544,6 +570,9 @@ typedef struct skippr_plugin {
     const char *version;  /* the plugin's own version string */
     const skippr_source_ops *source; /* NULL if not a source */
     const skippr_sink_ops *sink;     /* NULL if not a sink */
+    /* Appended within ABI 2 (test with SKIPPR_OPS_HAS): the URLs the
+     * plugin answers to on the command line, or NULL. */
+    const skippr_url_form *urls;
 } skippr_plugin;
 
 #define SKIPPR_PLUGIN_ENTRY_SYMBOL "skippr_plugin_entry"

@@ -134,6 +134,14 @@ static const skippr_sink_ops sink = {
     .store_put = file_store_put,
 };
 
+/* --source and --sink: file://PATH, or a bare path (the command line's
+ * own spelling of it), made absolute. */
+static const skippr_url_form urls[] = {
+    {.scheme = "file", .roles = SKIPPR_URL_SOURCE | SKIPPR_URL_SINK,
+     .rest_option = "path", .usage = "file://PATH or a path"},
+    {0},
+};
+
 static const skippr_plugin plugin = {
     .abi_version = SKIPPR_ABI_VERSION,
     .struct_size = sizeof(skippr_plugin),
@@ -143,6 +151,7 @@ static const skippr_plugin plugin = {
     .version = SKIPPR_VERSION_STRING,
     .source = &source,
     .sink = &sink,
+    .urls = urls,
 };
 
 SKIPPR_PLUGIN_DEFINE(plugin)

@@ -569,6 +569,15 @@ static const skippr_source_ops source = {
     .close = src_close,
 };
 
+/* --source http[s]://...: the URL to read. */
+static const skippr_url_form urls[] = {
+    {.scheme = "http", .roles = SKIPPR_URL_SOURCE, .url_option = "urls",
+     .usage = "http://HOST[:PORT]/PATH"},
+    {.scheme = "https", .roles = SKIPPR_URL_SOURCE, .url_option = "urls",
+     .usage = "https://HOST[:PORT]/PATH"},
+    {0},
+};
+
 static const skippr_plugin plugin = {
     .abi_version = SKIPPR_ABI_VERSION,
     .struct_size = sizeof(skippr_plugin),
@@ -578,6 +587,7 @@ static const skippr_plugin plugin = {
     .version = "0.2.0",
     .source = &source,
     .sink = NULL,
+    .urls = urls,
 };
 
 SKIPPR_PLUGIN_DEFINE(plugin)

@@ -80,6 +80,14 @@ int kafka_topics_exist(const skippr_host *host, rd_kafka_t *rk,
     return rc;
 }
 
+/* --source and --sink: kafka://HOST:PORT[,HOST:PORT...]/TOPIC. */
+static const skippr_url_form urls[] = {
+    {.scheme = "kafka", .roles = SKIPPR_URL_SOURCE | SKIPPR_URL_SINK,
+     .flags = SKIPPR_URL_PATH_REQUIRED, .host_option = "brokers",
+     .path_option = "topic", .usage = "kafka://HOST:PORT/TOPIC"},
+    {0},
+};
+
 static const skippr_plugin plugin = {
     .abi_version = SKIPPR_ABI_VERSION,
     .struct_size = sizeof(skippr_plugin),
@@ -89,6 +97,7 @@ static const skippr_plugin plugin = {
     .version = "0.2.0",
     .source = &kafka_source_ops,
     .sink = &kafka_sink_ops,
+    .urls = urls,
 };
 
 SKIPPR_PLUGIN_DEFINE(plugin)

@@ -163,6 +163,20 @@ void mqtt_close(mqtt_conn *c, int flush)
     }
 }
 
+/* --source and --sink: mqtt[s]://HOST:PORT/TOPIC; the broker option keeps
+ * the scheme, which says whether to use TLS. */
+static const skippr_url_form urls[] = {
+    {.scheme = "mqtt", .roles = SKIPPR_URL_SOURCE | SKIPPR_URL_SINK,
+     .flags = SKIPPR_URL_HOST_SCHEME | SKIPPR_URL_PATH_REQUIRED,
+     .host_option = "broker", .path_option = "topic",
+     .usage = "mqtt://HOST:PORT/TOPIC"},
+    {.scheme = "mqtts", .roles = SKIPPR_URL_SOURCE | SKIPPR_URL_SINK,
+     .flags = SKIPPR_URL_HOST_SCHEME | SKIPPR_URL_PATH_REQUIRED,
+     .host_option = "broker", .path_option = "topic",
+     .usage = "mqtts://HOST:PORT/TOPIC"},
+    {0},
+};
+
 static const skippr_plugin plugin = {
     .abi_version = SKIPPR_ABI_VERSION,
     .struct_size = sizeof(skippr_plugin),
@@ -173,6 +187,7 @@ static const skippr_plugin plugin = {
     .version = "0.2.0",
     .source = &mqtt_source_ops,
     .sink = &mqtt_sink_ops,
+    .urls = urls,
 };
 
 SKIPPR_PLUGIN_DEFINE(plugin)

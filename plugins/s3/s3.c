@@ -341,6 +341,14 @@ static const skippr_sink_ops sink = {
     .store_list = sink_store_list,
 };
 
+/* --source and --sink: s3://BUCKET[/PREFIX]. */
+static const skippr_url_form urls[] = {
+    {.scheme = "s3", .roles = SKIPPR_URL_SOURCE | SKIPPR_URL_SINK,
+     .host_option = "s3_bucket", .path_option = "s3_prefix",
+     .usage = "s3://BUCKET[/PREFIX]"},
+    {0},
+};
+
 static const skippr_plugin plugin = {
     .abi_version = SKIPPR_ABI_VERSION,
     .struct_size = sizeof(skippr_plugin),
@@ -350,6 +358,7 @@ static const skippr_plugin plugin = {
     .version = SKIPPR_VERSION_STRING,
     .source = &source,
     .sink = &sink,
+    .urls = urls,
 };
 
 SKIPPR_PLUGIN_DEFINE(plugin)

@@ -68,6 +68,12 @@ static const skippr_sink_ops sink = {
     .object_abort = object_abort,
 };
 
+/* --sink - (or stdout, the command line's spellings of stdout://). */
+static const skippr_url_form urls[] = {
+    {.scheme = "stdout", .roles = SKIPPR_URL_SINK, .usage = "- or stdout"},
+    {0},
+};
+
 static const skippr_plugin plugin = {
     .abi_version = SKIPPR_ABI_VERSION,
     .struct_size = sizeof(skippr_plugin),
@@ -75,6 +81,7 @@ static const skippr_plugin plugin = {
     .description = "Writes records to standard output (the sink template).",
     .version = SKIPPR_VERSION_STRING,
     .sink = &sink,
+    .urls = urls,
 };
 
 SKIPPR_PLUGIN_DEFINE(plugin)

@@ -9,6 +9,7 @@
 
 #include "base/common.h"
 #include "config/identity.h"
+#include "cli/urls.h"
 #include "config/where.h"
 
 const char *sk_cli_key(const char *flag)
@@ -88,130 +89,10 @@ static int put_value(sk_buf *b, const char *v)
     return put_scalar(b, v);
 }
 
-typedef struct endpoint {
-    const char *plugin;
-    const char *keys[6], *values[6];
-    char *owned[6]; /* values this file allocated */
-    size_t n;
-} endpoint;
-
-static void endpoint_free(endpoint *e)
-{
-    for (size_t i = 0; i < e->n; i++)
-        sk_free(e->owned[i]);
-}
-
-static int add(endpoint *e, const char *key, const char *value, size_t len)
-{
-    char *v = sk_malloc(len + 1);
-    if (!v || e->n == sizeof e->keys / sizeof *e->keys) {
-        sk_free(v);
-        return SKIPPR_NOMEM;
-    }
-    memcpy(v, value, len);
-    v[len] = '\0';
-    e->keys[e->n] = key;
-    e->values[e->n] = v;
-    e->owned[e->n++] = v;
-    return SKIPPR_OK;
-}
-
-/* "host:port[,...]/rest" after a scheme: the hosts and the rest. */
-static int split_hosts(const char *s, const char **rest, size_t *hostlen)
-{
-    const char *slash = strchr(s, '/');
-    if (!slash || slash == s || !slash[1])
-        return -1;
-    *hostlen = (size_t)(slash - s);
-    *rest = slash + 1;
-    return 0;
-}
-
-/* Parse a source or sink URL into a plugin and its options. */
-static int parse_url(const char *url, int sink, endpoint *e, sk_cfg_err *err)
-{
-    memset(e, 0, sizeof *e);
-    const char *what = sink ? "--sink" : "--source";
-    const char *rest;
-    size_t hl;
-    int rc = SKIPPR_OK;
-    if (strncmp(url, "s3://", 5) == 0) {
-        const char *b = url + 5;
-        size_t bl = strcspn(b, "/");
-        if (bl == 0)
-            goto bad;
-        e->plugin = "S3";
-        rc = add(e, "s3_bucket", b, bl);
-        const char *prefix = b[bl] ? b + bl + 1 : "";
-        if (!rc && *prefix)
-            rc = add(e, "s3_prefix", prefix, strlen(prefix));
-    } else if (strncmp(url, "kafka://", 8) == 0) {
-        if (split_hosts(url + 8, &rest, &hl))
-            goto bad;
-        e->plugin = "Kafka";
-        rc = add(e, "brokers", url + 8, hl);
-        if (!rc)
-            rc = add(e, "topic", rest, strlen(rest));
-    } else if (strncmp(url, "mqtt://", 7) == 0 ||
-               strncmp(url, "mqtts://", 8) == 0) {
-        size_t skip = url[4] == 's' ? 8 : 7;
-        if (split_hosts(url + skip, &rest, &hl))
-            goto bad;
-        e->plugin = "MQTT";
-        /* The broker option takes the scheme, for TLS. */
-        rc = add(e, "broker", url, skip + hl);
-        if (!rc)
-            rc = add(e, "topic", rest, strlen(rest));
-    } else if (strncmp(url, "http://", 7) == 0 ||
-               strncmp(url, "https://", 8) == 0) {
-        e->plugin = sink ? "HTTP" : "HTTPPull";
-        rc = add(e, sink ? "url" : "urls", url, strlen(url));
-    } else if (sink && (strcmp(url, "-") == 0 || strcmp(url, "stdout") == 0 ||
-                        strcmp(url, "stdout:") == 0)) {
-        e->plugin = "Stdout";
-    } else if (strstr(url, "://") && strncmp(url, "file://", 7) != 0) {
-        snprintf(err->msg, sizeof err->msg, "%s %s: unknown scheme (s3://, "
-                 "file://, kafka://, mqtt://, mqtts://, http://, https://, "
-                 "a path%s)", what, url, sink ? ", or - for stdout" : "");
-        return SKIPPR_INVAL;
-    } else {
-        const char *path = strncmp(url, "file://", 7) == 0 ? url + 7 : url;
-        if (!*path)
-            goto bad;
-        e->plugin = "File";
-        if (path[0] == '/') {
-            rc = add(e, "path", path, strlen(path));
-        } else {
-            /* Relative to here, made absolute so the YAML means the same
-             * wherever it is saved. */
-            char cwd[PATH_MAX], *abs = NULL;
-            while (path[0] == '.' && path[1] == '/')
-                path += 2 + strspn(path + 2, "/");
-            if (!getcwd(cwd, sizeof cwd) ||
-                !(abs = strcmp(path, ".") == 0 || !*path
-                            ? sk_strdup(cwd)
-                            : sk_asprintf("%s/%s", cwd, path)))
-                return SKIPPR_NOMEM;
-            rc = add(e, "path", abs, strlen(abs));
-            sk_free(abs);
-        }
-    }
-    if (rc)
-        endpoint_free(e);
-    return rc;
-bad:
-    snprintf(err->msg, sizeof err->msg, "%s %s: expected %s", what, url,
-             strncmp(url, "s3://", 5) == 0      ? "s3://BUCKET[/PREFIX]"
-             : strncmp(url, "kafka://", 8) == 0 ? "kafka://HOST:PORT/TOPIC"
-             : strncmp(url, "mqtt", 4) == 0     ? "mqtt://HOST:PORT/TOPIC"
-                                                : "a path");
-    return SKIPPR_INVAL;
-}
-
 /* One endpoint's block under data_sources:/data_sinks:, with the --*-opt
  * options after the URL's (an option given by both: the flag's wins, so
  * the URL's is left out). */
-static int put_endpoint(sk_buf *b, const char *name, const endpoint *e,
+static int put_endpoint(sk_buf *b, const char *name, const sk_url_endpoint *e,
                         const char *const *opts, size_t nopts,
                         const char *what, sk_cfg_err *err)
 {
@@ -285,7 +166,26 @@ static int flags_state_dir(const sk_cli_pipeline *p, char *out, size_t cap,
     return SKIPPR_OK;
 }
 
-char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
+/* The source's and the sink's URLs into *src and *dst (the caller frees
+ * both when this succeeds; nothing is left when it fails). */
+static int endpoints(const sk_cli_pipeline *p, const sk_registry *plugins,
+                     sk_url_endpoint *src, sk_url_endpoint *dst,
+                     sk_cfg_err *err)
+{
+    int rc = sk_url_parse(plugins, p->source, 0, src, err);
+    if (rc) {
+        sk_url_free(src);
+        return rc;
+    }
+    if ((rc = sk_url_parse(plugins, p->sink, 1, dst, err))) {
+        sk_url_free(src);
+        sk_url_free(dst);
+    }
+    return rc;
+}
+
+char *sk_cli_yaml(const sk_cli_pipeline *p, const sk_registry *plugins,
+                  sk_cfg_err *err)
 {
     if (!p->source || !p->sink) {
         snprintf(err->msg, sizeof err->msg, "a pipeline given by flags "
@@ -299,20 +199,15 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
                          p->keys[i]);
                 return NULL;
             }
-    endpoint src, dst;
-    if (parse_url(p->source, 0, &src, err))
-        return NULL;
-    if (parse_url(p->sink, 1, &dst, err)) {
-        endpoint_free(&src);
-        return NULL;
-    }
+    sk_url_endpoint src, dst;
     char state_dir[PATH_MAX];
-    int rc = flags_state_dir(p, state_dir, sizeof state_dir, err);
-    if (rc) {
-        endpoint_free(&src);
-        endpoint_free(&dst);
-        return NULL;
+    int rc = endpoints(p, plugins, &src, &dst, err);
+    if (!rc && (rc = flags_state_dir(p, state_dir, sizeof state_dir, err))) {
+        sk_url_free(&src);
+        sk_url_free(&dst);
     }
+    if (rc)
+        return NULL;
     sk_buf b;
     sk_buf_init(&b, 1u << 20);
     rc = sk_buf_append(&b, "skippr:\n", 8);
@@ -371,8 +266,8 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err)
                           "--sink-opt", err);
     if (!rc)
         rc = sk_buf_putc(&b, '\0');
-    endpoint_free(&src);
-    endpoint_free(&dst);
+    sk_url_free(&src);
+    sk_url_free(&dst);
     if (rc) {
         if (rc != SKIPPR_INVAL)
             snprintf(err->msg, sizeof err->msg, "out of memory");
@@ -388,12 +283,11 @@ static int load_text(const char *yaml, sk_yaml_doc **doc, sk_cfg_err *err)
     return sk_yaml_load_mem(SK_FLAGS_DOC, yaml, strlen(yaml), doc, err);
 }
 
-int sk_cli_load(sk_cli_pipeline *p, sk_yaml_doc **doc, char **yaml,
-                sk_cfg_err *err)
+/* sk_cli_load with the plugins loaded. */
+static int load_flags(sk_cli_pipeline *p, const sk_registry *plugins,
+                      sk_yaml_doc **doc, char **yaml, sk_cfg_err *err)
 {
-    *doc = NULL;
-    p->key[0] = '\0';
-    char *text = sk_cli_yaml(p, err);
+    char *text = sk_cli_yaml(p, plugins, err);
     if (!text)
         return SKIPPR_INVAL;
     /* Once by name, to read what defines the copy; then under its key. */
@@ -410,12 +304,25 @@ int sk_cli_load(sk_cli_pipeline *p, sk_yaml_doc **doc, char **yaml,
         return rc;
     snprintf(p->key, sizeof p->key, "%s-%016llx", p->name ? p->name : "cli",
              (unsigned long long)h);
-    if (!(text = sk_cli_yaml(p, err)))
+    if (!(text = sk_cli_yaml(p, plugins, err)))
         return SKIPPR_INVAL;
     rc = load_text(text, doc, err);
     if (yaml && !rc)
         *yaml = text;
     else
         sk_free(text);
+    return rc;
+}
+
+int sk_cli_load(sk_cli_pipeline *p, sk_yaml_doc **doc, char **yaml,
+                sk_cfg_err *err)
+{
+    *doc = NULL;
+    p->key[0] = '\0';
+    sk_registry reg;
+    int rc = sk_registry_load(&reg, NULL, NULL, err);
+    if (!rc)
+        rc = load_flags(p, &reg, doc, yaml, err);
+    sk_registry_close(&reg);
     return rc;
 }

@@ -10,10 +10,12 @@
  * the same objects. `skipprd validate` prints that YAML, so users can move
  * to a file.
  *
- * URLs: s3://BUCKET[/PREFIX] (S3); file://PATH, or a path (File);
- * kafka://HOST:PORT[,HOST:PORT...]/TOPIC (Kafka); mqtt[s]://HOST:PORT/TOPIC
- * (MQTT); http[s]://... (HTTPPull as a source, HTTP as a sink); stdout or
- * - as a sink (Stdout). Plugin options: --source-opt K=V, --sink-opt K=V.
+ * URLs are the plugins' own (cli/urls.h): s3://BUCKET[/PREFIX] (S3);
+ * file://PATH, or a path (File); kafka://HOST:PORT[,HOST:PORT...]/TOPIC
+ * (Kafka); mqtt[s]://HOST:PORT/TOPIC (MQTT); http[s]://... (HTTPPull as a
+ * source, HTTP as a sink); stdout or - as a sink (Stdout); and any scheme
+ * another plugin declares. Plugin options: --source-opt K=V, --sink-opt
+ * K=V.
  * Pipeline settings and transform keys: a flag named like the YAML key,
  * with dashes or underscores (--buffer-threshold-seconds 86400).
  */
@@ -23,6 +25,7 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "plugin/loader.h"
 
 #define SK_CLI_MAX_OPTS 64
 
@@ -44,13 +47,15 @@ typedef struct sk_cli_pipeline {
     char key[192];
 } sk_cli_pipeline;
 
-/* The YAML text of the config p describes. Returns a NUL-terminated
+/* The YAML text of the config p describes, its URLs read by the forms of
+ * plugins (cli/urls.h). Returns a NUL-terminated
  * string the caller frees (sk_free), or NULL with err set (a bad URL, an
  * option without '=', a key given twice, no home folder for the default
  * state_dir, out of memory). state_dir: --state-dir made absolute, or
  * $XDG_STATE_HOME/skippr ($HOME/.local/state/skippr), never the working
  * directory. */
-char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err);
+char *sk_cli_yaml(const sk_cli_pipeline *p, const sk_registry *plugins,
+                  sk_cfg_err *err);
 
 /* The config p describes, loaded into *doc (the caller's: sk_yaml_free),
  * with p->key set: two copies by flags never share a state, and the same
@@ -59,8 +64,8 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, sk_cfg_err *err);
  * the source's and the sink's plugin and location, and the transform).
  * Settings that only tune the run are left out of it, so changing them
  * keeps the state. The YAML text goes to *yaml when yaml is not NULL (the
- * caller frees it). SKIPPR_OK, or a status with err set (SKIPPR_INVAL
- * for bad flags, as sk_cli_yaml). */
+ * caller frees it). The plugins are loaded to read the URLs. SKIPPR_OK,
+ * or a status with err set (SKIPPR_INVAL for bad flags, as sk_cli_yaml). */
 int sk_cli_load(sk_cli_pipeline *p, sk_yaml_doc **doc, char **yaml,
                 sk_cfg_err *err);
 

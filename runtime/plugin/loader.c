@@ -15,6 +15,36 @@
 #include "plugin/fill.h"
 #include "format/decompress.h"
 
+static int has_option(const skippr_option *t, const char *name)
+{
+    for (; t && t->name; t++)
+        if (strcmp(t->name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every option d's URL forms name is in the table of each role the form
+ * takes. NULL, or the first option that is not. */
+static const char *urls_unknown_option(const skippr_plugin *d)
+{
+    if (!SKIPPR_OPS_HAS(skippr_plugin, d, urls) || !d->urls)
+        return NULL;
+    for (const skippr_url_form *f = d->urls; f->scheme; f++) {
+        const char *names[] = {f->url_option, f->host_option, f->path_option,
+                               f->rest_option};
+        for (size_t i = 0; i < SK_ARRAY_LEN(names); i++) {
+            if (!names[i])
+                continue;
+            if (((f->roles & SKIPPR_URL_SOURCE) &&
+                 (!d->source || !has_option(d->source->options, names[i]))) ||
+                ((f->roles & SKIPPR_URL_SINK) &&
+                 (!d->sink || !has_option(d->sink->options, names[i]))))
+                return names[i];
+        }
+    }
+    return NULL;
+}
+
 int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
                    size_t errlen)
 {
@@ -44,10 +74,11 @@ int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
                  d->abi_version, SKIPPR_ABI_VERSION);
         goto fail;
     }
-    if (d->struct_size < sizeof(skippr_plugin)) {
+    /* Plugins built before urls was appended are still good. */
+    if (d->struct_size < offsetof(skippr_plugin, urls)) {
         snprintf(err, errlen, "%s: descriptor is %u bytes, expected at least "
                  "%zu: not binary compatible", path, d->struct_size,
-                 sizeof(skippr_plugin));
+                 offsetof(skippr_plugin, urls));
         goto fail;
     }
     if (!d->name || !*d->name || (!d->source && !d->sink)) {
@@ -64,6 +95,12 @@ int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
                      !d->sink->object_abort))) {
         snprintf(err, errlen, "%s (%s): ops struct too small or a required "
                  "callback is missing", path, d->name);
+        goto fail;
+    }
+    const char *bad = urls_unknown_option(d);
+    if (bad) {
+        snprintf(err, errlen, "%s (%s): a URL form names option '%s', which "
+                 "its options table lacks", path, d->name, bad);
         goto fail;
     }
     if (!(out->path = sk_strdup(path))) {

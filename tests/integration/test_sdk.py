@@ -7,11 +7,12 @@ the out-of-tree plugin with skipprd."""
 import collections
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 
-from skippr_test import (SKIPPRD, Workspace, check, expected_records, frame,
-                         main)
+from skippr_test import (SEED_TRANSFORM, SKIPPRD, SOURCE_PREFIX, Workspace,
+                         check, expected_records, frame, main)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -282,8 +283,38 @@ def test_skipprd_copies_through_the_out_of_tree_plugin():
         check(got == want, "archive records differ: %d kinds missing, %d "
               "extra" % (len(want - got), len(got - want)))
         check(sum(want.values()) > 12 * 300, "input %d" % sum(want.values()))
+        by_flags(ws, prefix, bt, want)
     finally:
         ws.cleanup()
+
+
+def by_flags(ws, prefix, bt, want):
+    """The plugin's own URL form (tar://) on the command line: installed
+    where the installed skipprd looks, it copies by flags alone into a
+    relative archive path, made absolute from the working folder."""
+    dirs = [d for d, _, fs in os.walk(prefix) if d.endswith("skippr/plugins")
+            and "skippr_file.so" in fs]
+    check(len(dirs) == 1, "installed plugin folders: %s" % dirs)
+    shutil.copy(os.path.join(bt, "skippr_tar.so"), dirs[0])
+    skipprd = os.path.join(prefix, "bin", "skipprd")
+    args = [skipprd, "sync", "--once", "--source", ws.inp, "--sink",
+            "tar://flags.tar", "--state-dir", os.path.join(ws.root, "st")]
+    for k, v in SEED_TRANSFORM.items():
+        args += ["--" + k.replace("_", "-"), v]
+    args += ["--source-opt", "prefix=" + SOURCE_PREFIX]
+    sh(args, cwd=ws.root)
+    got = collections.Counter()
+    with tarfile.open(os.path.join(ws.root, "flags.tar")) as t:
+        for m in t.getmembers():
+            folder = m.name.rsplit("/", 1)[0]
+            for raw, _ in frame(t.extractfile(m).read()):
+                got[(folder, raw)] += 1
+    check(got == want, "by flags: %d kinds missing, %d extra" %
+          (len(want - got), len(got - want)))
+    p = subprocess.run([skipprd, "validate", "--source", ws.inp, "--sink",
+                        "tar://"], capture_output=True, text=True)
+    check(p.returncode != 0 and "expected tar://ARCHIVE" in p.stderr,
+          p.stderr)
 
 
 if __name__ == "__main__":

@@ -1594,7 +1594,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (plugin->abi_version != SKIPPR_ABI_VERSION ||
-        plugin->struct_size < sizeof(skippr_plugin)) {
+        plugin->struct_size < offsetof(skippr_plugin, urls)) {
         fprintf(stderr, "skippr-testkit: %s is built for ABI %u (this "
                 "testkit: %u); rebuild it against this SDK\n",
                 g.plugin_path, plugin->abi_version, SKIPPR_ABI_VERSION);
