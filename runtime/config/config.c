@@ -179,12 +179,16 @@ const char *const *sk_config_transform_keys(void)
  * the working directory: cron, systemd and containers start skipprd from
  * anywhere, and state that followed them would copy everything again. A
  * document from memory (flags) has no folder: the working directory. */
+static int apply_table(const sk_yaml_doc *doc, const sk_ynode *map,
+                       sk_eopt_section section, sk_pipeline_cfg *out,
+                       sk_cfg_err *err);
+
 static int resolve_state_dir(const sk_yaml_doc *doc, const sk_ynode *sk,
                              sk_pipeline_cfg *out, sk_cfg_err *err)
 {
     const char *v = get_str(sk, "state_dir");
     if (!v)
-        v = ".skippr";
+        v = sk_engine_option_find(SK_EOPT_SKIPPR, "state_dir")->def;
     if (!*v)
         return sk_cfg_fail(err, doc, sk_ymap_get(sk, "state_dir"),
                            "state_dir must not be empty");
@@ -209,20 +213,14 @@ static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
         return sk_cfg_fail(err, doc, sk, "skippr: must be a map");
     if (sk && check_section_keys(doc, sk, SK_EOPT_SKIPPR, "skippr:", err))
         return SKIPPR_INVAL;
-    out->workspace = get_str(sk, "workspace");
-    if (!out->workspace)
-        out->workspace = "default";
+    if (apply_table(doc, sk, SK_EOPT_SKIPPR, out, err))
+        return SKIPPR_INVAL;
     if (!*out->workspace || strchr(out->workspace, '/') ||
         strcmp(out->workspace, "..") == 0 || strcmp(out->workspace, ".") == 0)
         return sk_cfg_fail(err, doc, sk_ymap_get(sk, "workspace"),
                            "workspace must be a plain name");
-    const char *mode = get_str(sk, "skipprd_el_storage_mode");
     const sk_ynode *store = sk_ymap_get(sk, "state_store");
-    if (mode && strcmp(mode, "local") != 0 && strcmp(mode, "s3") != 0)
-        return sk_cfg_fail(err, doc, sk_ymap_get(sk, "skipprd_el_storage_mode"),
-                           "skipprd_el_storage_mode '%s' is not supported; "
-                           "use 'local' or 's3'", mode);
-    if (mode && strcmp(mode, "s3") == 0) {
+    if (out->storage_mode == SK_STORAGE_S3) {
         if (!store)
             return sk_cfg_fail(err, doc,
                                sk_ymap_get(sk, "skipprd_el_storage_mode"),
@@ -236,13 +234,6 @@ static int parse_skippr(const sk_yaml_doc *doc, sk_pipeline_cfg *out,
         return sk_cfg_fail(err, doc, store, "state_store is used only with "
                            "skipprd_el_storage_mode: s3");
     }
-    const sk_engine_option *lo = sk_engine_option_find(SK_EOPT_SKIPPR,
-                                                       "state_lease_seconds");
-    out->lease_seconds = 30;
-    if (get_int(doc, sk, "state_lease_seconds", lo->lo, lo->hi, 0,
-                &out->lease_seconds, err))
-        return SKIPPR_INVAL;
-    out->metrics_listen = get_str(sk, "metrics_listen");
     if (resolve_state_dir(doc, sk, out, err))
         return SKIPPR_INVAL;
     out->plugin_dirs = sk_ymap_get(sk, "plugin_dirs");
@@ -332,31 +323,52 @@ static int get_choice(const sk_yaml_doc *doc, const sk_ynode *map,
                        o->name, v, list);
 }
 
-/* Every pipeline setting the options table places in sk_pipeline_cfg: its
- * default, then its value from pipe, within the table's bounds. */
-static int apply_settings(const sk_yaml_doc *doc, const sk_ynode *pipe,
-                          sk_pipeline_cfg *out, sk_cfg_err *err)
+/* One key of the table that has a place in sk_pipeline_cfg: its value
+ * from map, or its default (none when computed: the field stays zero). */
+static int apply_one(const sk_yaml_doc *doc, const sk_ynode *map,
+                     const sk_engine_option *o, sk_pipeline_cfg *out,
+                     sk_cfg_err *err)
 {
-    for (const sk_engine_option *o = sk_engine_options; o->name; o++) {
-        if (o->section != SK_EOPT_PIPELINE || o->offset == SIZE_MAX)
-            continue;
-        char *field = (char *)out + o->offset;
-        if (o->type == SK_EOPT_CHOICE) {
-            int v;
-            if (get_choice(doc, pipe, o, &v, err))
-                return SKIPPR_INVAL;
-            memcpy(field, &v, sizeof v);
-            continue;
-        }
-        int64_t v;
-        if (sk_parse_size(o->def, &v)) /* a bad default: a bug here */
-            return sk_cfg_fail(err, doc, NULL, "%s: bad default '%s'",
-                               o->name, o->def);
-        if (get_int(doc, pipe, o->name, o->lo, o->hi, o->type == SK_EOPT_SIZE,
-                    &v, err))
+    char *field = (char *)out + o->offset;
+    const sk_ynode *n = sk_ymap_get(map, o->name);
+    if (!n && o->computed)
+        return SKIPPR_OK;
+    if (want_scalar(doc, n, o->name, err))
+        return SKIPPR_INVAL;
+    if (o->type == SK_EOPT_STRING) {
+        const char *v = n ? n->value : o->def;
+        memcpy(field, &v, sizeof v);
+        return SKIPPR_OK;
+    }
+    if (o->type == SK_EOPT_CHOICE) {
+        int v;
+        if (get_choice(doc, map, o, &v, err))
             return SKIPPR_INVAL;
         memcpy(field, &v, sizeof v);
+        return SKIPPR_OK;
     }
+    int64_t v;
+    if (sk_parse_size(o->def, &v)) /* a bad default: a bug here */
+        return sk_cfg_fail(err, doc, NULL, "%s: bad default '%s'", o->name,
+                           o->def);
+    if (get_int(doc, map, o->name, o->lo, o->hi, o->type == SK_EOPT_SIZE, &v,
+                err))
+        return SKIPPR_INVAL;
+    memcpy(field, &v, sizeof v);
+    return SKIPPR_OK;
+}
+
+/* Every key of section that the options table places in sk_pipeline_cfg,
+ * from map (NULL: all defaults), within the table's bounds and choices.
+ * The table is the only place a key's default and choices are written. */
+static int apply_table(const sk_yaml_doc *doc, const sk_ynode *map,
+                       sk_eopt_section section, sk_pipeline_cfg *out,
+                       sk_cfg_err *err)
+{
+    for (const sk_engine_option *o = sk_engine_options; o->name; o++)
+        if (o->section == section && o->offset != SIZE_MAX &&
+            apply_one(doc, map, o, out, err))
+            return SKIPPR_INVAL;
     return SKIPPR_OK;
 }
 
@@ -370,34 +382,18 @@ static int parse_transform(const sk_yaml_doc *doc, const sk_ynode *pipe,
     if (tr && check_section_keys(doc, tr, SK_EOPT_TRANSFORM, "transform:",
                                  err))
         return SKIPPR_INVAL;
-    for (size_t i = 0; tr && i < tr->n; i++)
-        if (want_scalar(doc, tr->items[i], tr->keys[i]->value, err))
-            return SKIPPR_INVAL;
-    out->route.namespace_fields = get_str(tr, "namespace_fields");
-    /* (route.skim was set from `validate` by apply_settings) */
-    out->route.partition_fields = get_str(tr, "batch_partition_fields");
-    out->route.time_fields = get_str(tr, "batch_time_fields");
-    out->route.prefix = get_str(tr, "time_partition_prefix");
-    out->route.partition_name = get_str(tr, "batch_partition_name");
-    const char *naming = get_str(tr, "batch_partition_naming");
-    if (naming && strcmp(naming, "column") != 0 &&
-        strcmp(naming, "per_path") != 0)
-        return sk_cfg_fail(err, doc, sk_ymap_get(tr, "batch_partition_naming"),
-                           "batch_partition_naming '%s' must be column or "
-                           "per_path", naming);
-    out->route.partition_per_path = naming && strcmp(naming, "per_path") == 0;
-    const char *unit = get_str(tr, "batch_time_unit");
+    if (apply_table(doc, tr, SK_EOPT_TRANSFORM, out, err))
+        return SKIPPR_INVAL;
+    /* batch_time_unit: day when time fields are set, else none. */
+    const sk_engine_option *tu = sk_engine_option_find(SK_EOPT_TRANSFORM,
+                                                       "batch_time_unit");
+    int u = SK_TIME_UNIT_DAY - 1; /* choices start at year */
     out->route.time_unit = SK_TIME_UNIT_NONE;
-    if (unit) {
-        int u = sk_time_unit_parse(unit);
-        if (u < 0)
-            return sk_cfg_fail(err, doc, sk_ymap_get(tr, "batch_time_unit"),
-                               "batch_time_unit '%s' must be year, month, "
-                               "day or hour", unit);
-        out->route.time_unit = (sk_time_unit)u;
-    } else if (out->route.time_fields && *out->route.time_fields) {
-        out->route.time_unit = SK_TIME_UNIT_DAY;
-    }
+    if (sk_ymap_get(tr, tu->name) && get_choice(doc, tr, tu, &u, err))
+        return SKIPPR_INVAL;
+    if (sk_ymap_get(tr, tu->name) ||
+        (out->route.time_fields && *out->route.time_fields))
+        out->route.time_unit = (sk_time_unit)(SK_TIME_UNIT_YEAR + u);
     const char *rerr = NULL;
     sk_router *probe = sk_router_new(&out->route, &rerr);
     if (!probe)
@@ -420,15 +416,16 @@ int sk_config_pipeline(const sk_yaml_doc *doc, const char *pipeline,
     if (!pipe)
         return SKIPPR_INVAL;
     out->name = pipeline;
-    out->arrival_key_pattern = get_str(pipe, "arrival_key_pattern");
+    if (parse_type(doc, pipe, err) || apply_table(doc, pipe,
+                                                  SK_EOPT_PIPELINE, out, err))
+        return SKIPPR_INVAL;
     if (out->arrival_key_pattern &&
         !sk_route_arrival_pattern_check(out->arrival_key_pattern))
         return sk_cfg_fail(err, doc, sk_ymap_get(pipe, "arrival_key_pattern"),
                            "arrival_key_pattern '%s' needs %%Y and takes "
                            "only %%Y, %%m, %%d, %%H and %%%% (docs/CONFIG.md)",
                            out->arrival_key_pattern);
-    if (parse_type(doc, pipe, err) || apply_settings(doc, pipe, out, err) ||
-        parse_transform(doc, pipe, out, err) ||
+    if (parse_transform(doc, pipe, out, err) ||
         resolve_endpoint(doc, pipe, "data_source", "data_sources",
                          &out->source, err) ||
         resolve_endpoint(doc, pipe, "data_sink", "data_sinks", &out->sink,

@@ -8,6 +8,7 @@
 
 #define CFG(field) offsetof(sk_pipeline_cfg, field)
 
+/* in the order of sk_storage_mode */
 static const char *const storage_modes[] = {"local", "s3", NULL};
 static const char *const pipeline_types[] = {"copy", NULL};
 /* validate: true parses records whole (route.skim 0), false skims (1) */
@@ -28,14 +29,14 @@ const sk_engine_option sk_engine_options[] = {
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_STRING,
      .def = "default",
-     .offset = SIZE_MAX,
+     .offset = CFG(workspace),
      .doc = "Name grouping pipelines' state."},
     {.name = "skipprd_el_storage_mode",
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_CHOICE,
      .def = "local",
      .choices = storage_modes,
-     .offset = SIZE_MAX,
+     .offset = CFG(storage_mode),
      .doc = "Where state lives: `local` (the state folder only) or `s3` "
         "(the store `state_store` names holds it; the state folder is a "
         "working copy that may be lost with the box)."},
@@ -54,7 +55,7 @@ const sk_engine_option sk_engine_options[] = {
      .def = "30",
      .lo = 3,
      .hi = 3600,
-     .offset = SIZE_MAX,
+     .offset = CFG(lease_seconds),
      .doc = "With `skipprd_el_storage_mode: s3`: how long the lease on a "
         "pipeline's state lasts without a renewal (renewed every third of "
         "it). A process that finds the lease held waits until it is "
@@ -81,7 +82,7 @@ const sk_engine_option sk_engine_options[] = {
      .section = SK_EOPT_SKIPPR,
      .type = SK_EOPT_STRING,
      .def = NULL,
-     .offset = SIZE_MAX,
+     .offset = CFG(metrics_listen),
      .doc = "`ADDRESS:PORT` (IPv4) to serve Prometheus metrics on, at "
         "`/metrics`, such as `127.0.0.1:9464`; `--metrics-listen` "
         "overrides. Off by default."},
@@ -92,6 +93,7 @@ const sk_engine_option sk_engine_options[] = {
      .lo = 1,
      .hi = 256,
      .offset = SIZE_MAX,
+     .computed = 1,
      .doc = "Worker threads for framing and routing (1–256; `--threads` "
         "overrides)."},
     {.name = "type",
@@ -144,7 +146,7 @@ const sk_engine_option sk_engine_options[] = {
      .section = SK_EOPT_PIPELINE,
      .type = SK_EOPT_STRING,
      .def = NULL,
-     .offset = SIZE_MAX,
+     .offset = CFG(arrival_key_pattern),
      .flag = 1,
      .doc = "Event-time sealing: where a unit's key says when it arrived, "
         "e.g. `dt=%Y-%m-%d/` or `%Y%m%d-%H` (`%Y`, `%m`, `%d`, `%H`: 4, 2, "
@@ -392,7 +394,7 @@ const sk_engine_option sk_engine_options[] = {
      .section = SK_EOPT_TRANSFORM,
      .type = SK_EOPT_STRING,
      .def = "event_type",
-     .offset = SIZE_MAX,
+     .offset = CFG(route.namespace_fields),
      .flag = 1,
      .doc = "Comma list of dotted paths; the first present scalar is the first "
         "folder, else `_default`."},
@@ -400,7 +402,7 @@ const sk_engine_option sk_engine_options[] = {
      .section = SK_EOPT_TRANSFORM,
      .type = SK_EOPT_STRING,
      .def = NULL,
-     .offset = SIZE_MAX,
+     .offset = CFG(route.partition_fields),
      .flag = 1,
      .doc = "Comma list of dotted paths feeding one partition column; the "
         "first present scalar gives `{prefix}{name}={value}`, else "
@@ -411,7 +413,8 @@ const sk_engine_option sk_engine_options[] = {
      .section = SK_EOPT_TRANSFORM,
      .type = SK_EOPT_STRING,
      .def = "last segment of the first partition path",
-     .offset = SIZE_MAX,
+     .offset = CFG(route.partition_name),
+     .computed = 1,
      .flag = 1,
      .doc = "The partition column's folder name (before `=`, after "
         "`time_partition_prefix`), 1-64 bytes without `/`, escaped like a "
@@ -421,7 +424,7 @@ const sk_engine_option sk_engine_options[] = {
      .type = SK_EOPT_CHOICE,
      .def = "column",
      .choices = naming_modes,
-     .offset = SIZE_MAX,
+     .offset = CFG(route.partition_per_path),
      .flag = 1,
      .doc = "`column`: every path's values go under the one name above. "
         "`per_path`: each path names its own folder "
@@ -432,7 +435,7 @@ const sk_engine_option sk_engine_options[] = {
      .section = SK_EOPT_TRANSFORM,
      .type = SK_EOPT_STRING,
      .def = NULL,
-     .offset = SIZE_MAX,
+     .offset = CFG(route.time_fields),
      .flag = 1,
      .doc = "Comma list; the first value that parses as a time."},
     {.name = "batch_time_unit",
@@ -441,13 +444,14 @@ const sk_engine_option sk_engine_options[] = {
      .def = "day when time fields are set",
      .choices = time_units,
      .offset = SIZE_MAX,
+     .computed = 1,
      .flag = 1,
      .doc = "`year`, `month`, `day` or `hour`: which time folders to write."},
     {.name = "time_partition_prefix",
      .section = SK_EOPT_TRANSFORM,
      .type = SK_EOPT_STRING,
      .def = "",
-     .offset = SIZE_MAX,
+     .offset = CFG(route.prefix),
      .flag = 1,
      .doc = "Text before every partition and time folder name, e.g. `p_`."},
     {.name = NULL}};

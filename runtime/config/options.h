@@ -33,11 +33,18 @@ typedef struct sk_engine_option {
     const char *name;
     sk_eopt_section section;
     sk_eopt_type type;
-    const char *def;      /* the default as documented; NULL: none */
+    const char *def;      /* the default, applied when the key is absent;
+                           * NULL: none. With computed set, only what the
+                           * docs say the code computes. */
+    int computed;         /* the default depends on other keys or the box:
+                           * an absent key leaves the field zero and the
+                           * code that reads it computes it (config.c) */
     int64_t lo, hi;       /* INT, SIZE: bounds */
     const char *const *choices; /* CHOICE: NULL-terminated */
     size_t offset;        /* INT, SIZE: the int64_t in sk_pipeline_cfg;
-                           * CHOICE: its int; SIZE_MAX: set by hand */
+                           * CHOICE: its int; STRING: its const char *;
+                           * SIZE_MAX: read by hand (lists, references,
+                           * paths made absolute) */
     int flag;             /* a flag of `skipprd sync --source URL ...` */
     const char *doc;
 } sk_engine_option;

@@ -31,6 +31,12 @@ typedef enum sk_changed_units {
     SK_CHANGED_FAIL      /* the run stops with an error */
 } sk_changed_units;
 
+/* skipprd_el_storage_mode: where the state lives. */
+typedef enum sk_storage_mode {
+    SK_STORAGE_LOCAL = 0, /* the state folder only */
+    SK_STORAGE_S3         /* the store state_store names holds it */
+} sk_storage_mode;
+
 typedef struct sk_pipeline_cfg {
     const char *name;
     const char *workspace;
@@ -70,6 +76,7 @@ typedef struct sk_pipeline_cfg {
     sk_endpoint_cfg sink;
     /* skipprd_el_storage_mode: s3: the data_sinks entry whose store holds
      * the state (plugin NULL in local mode), and the lease's length */
+    int storage_mode; /* an sk_storage_mode */
     sk_endpoint_cfg state_store;
     int64_t lease_seconds;
 } sk_pipeline_cfg;

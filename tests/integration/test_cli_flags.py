@@ -175,7 +175,7 @@ def test_bad_flags_say_what_is_wrong():
              "not both"),
             (["validate", "--source", "/in", "--sink", "/o",
               "--batch-time-unit", "week"],
-             "batch_time_unit 'week' must be year, month, day or hour"),
+             "batch_time_unit: 'week' must be year, month, day or hour"),
             (["validate", "--source", "/in", "--sink", "/o", "--sink-opt",
               "fsink=true"], "unknown option 'fsink'"),
             (["validate", "--source", "/in", "--sink", "/o",

@@ -125,7 +125,7 @@ static void test_errors_name_position(void **state)
     expect("a: [1, 2\n", "x", ":2:1:", "");
     expect(seed, "nope", ":5:3:", "no pipeline named 'nope' (defined: gdpr)");
     expect("skippr:\n  skipprd_el_storage_mode: gcs\n", "x", ":2:28:",
-           "not supported; use 'local' or 's3'");
+           "'gcs' must be local or s3");
     expect("skippr:\n  skipprd_el_storage_mode: s3\n", "x", ":2:28:",
            "needs 'state_store: data_sinks.NAME'");
     expect("skippr:\n  state_store: data_sinks.st\n", "x", ":2:16:",
@@ -194,12 +194,38 @@ static void test_option_table(void **state)
     assert_int_equal(cfg.max_inflate_ratio, 100);
     assert_int_equal(cfg.multiline, SK_MULTILINE_JSON);
     assert_int_equal(cfg.route.skim, 0);
+    assert_string_equal(cfg.workspace, "ws"); /* the seed names it */
+    assert_int_equal(cfg.storage_mode, SK_STORAGE_LOCAL);
+    assert_int_equal(cfg.lease_seconds, 30);
+    assert_null(cfg.metrics_listen);
+    assert_null(cfg.route.partition_name); /* computed by the router */
+    assert_int_equal(cfg.route.partition_per_path, 0);
     sk_yaml_free(doc);
-    /* every documented default parses and lies within its bounds */
+    /* every applied default parses, lies within its bounds or is one of
+     * its choices; every key is applied from the table but the few read
+     * by hand (a list, references, a path made absolute, the routing map,
+     * the type with its own refusals) and the computed ones */
+    static const char *const by_hand[] = {
+        "state_store", "state_dir", "plugin_dirs", "type", "data_source",
+        "data_sink", "transform", NULL};
     for (const sk_engine_option *o = sk_engine_options; o->name; o++) {
         assert_non_null(o->doc);
-        if (o->offset == SIZE_MAX || o->type == SK_EOPT_CHOICE)
+        int hand = 0;
+        for (size_t i = 0; by_hand[i]; i++)
+            hand |= strcmp(by_hand[i], o->name) == 0;
+        if (o->offset == SIZE_MAX && !o->computed && !hand)
+            fail_msg("%s is neither applied from the table nor listed as "
+                     "read by hand", o->name);
+        if (o->offset == SIZE_MAX || o->computed ||
+            o->type == SK_EOPT_STRING)
             continue;
+        if (o->type == SK_EOPT_CHOICE) {
+            int found = 0;
+            for (size_t i = 0; o->choices[i]; i++)
+                found |= strcmp(o->choices[i], o->def) == 0;
+            assert_true(found);
+            continue;
+        }
         int64_t v;
         assert_int_equal(sk_parse_size(o->def, &v), 0);
         assert_true(v >= o->lo && v <= o->hi);
