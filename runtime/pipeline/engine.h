@@ -12,6 +12,7 @@
  *   frame.c     frame, peek and route a window        pool workers
  *   apply.c     append a window's records in order    pipeline thread
  *   append.c    slices: records, dead letters, format pipeline thread
+ *   clock.c     event time: arrivals, watermark, late pipeline thread
  *   seal.c      commit, seal, upload batch, WAL GC    pipeline thread
  *   deliver.c   write one sealed slice to the sink    upload threads
  *   grow.c      slices growing in place in the sink   pipeline thread
@@ -169,18 +170,8 @@ struct engine {
     uint64_t recopied_changed; /* changed units copied again
                                 * (changed_units: copy) */
     uint64_t skipped_shard; /* units of other shards (--shard) */
-    /* event-time sealing (seal.c): on while every listed unit's key names
-     * its arrival time and the listing comes in that order */
-    int event_time;
-    int arrival_modified;         /* some arrival came from a unit's
-                                   * modification time, not its key */
-    int64_t arrival_min;          /* the earliest arrival listed */
-    int64_t arrival_max;          /* latest arrival listed */
-    size_t todo_undone;           /* todo[..this) are done (pl_watermark) */
-    int64_t wm_prev;              /* the watermark at the last flush */
-    int64_t next_seal_at;         /* the earliest seal_at of slices open
-                                   * at the last flush */
-    uint64_t late_slices, late_records; /* opened for sealed buckets */
+    size_t todo_undone;     /* todo[..this) are done (pl_watermark) */
+    struct pl_clock *clock; /* event-time sealing's (clock.h) */
     struct pl_retrynews *retry; /* what a failing sink's retries say */
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "pipeline/clock.h"
+
 #define UPDATE_NS 250000000ULL
 
 typedef struct snapshot {
@@ -287,7 +289,7 @@ void pl_metrics_update(engine *e, int force)
         .dead = e->dead,
         .objects = e->objects,
         .sealed = e->sealed,
-        .late_records = e->late_records,
+        .late_records = e->clock ? pl_clock_late_records(e->clock) : 0,
         .watermark = INT64_MIN,
         .lag = NAN,
         .done = e->run_ended,
@@ -304,7 +306,7 @@ void pl_metrics_update(engine *e, int force)
         }
         s.wal_bytes = e->st->wal ? sk_wal_disk_bytes(e->st->wal) : 0;
     }
-    if (e->event_time && e->arrival_min != INT64_MAX) {
+    if (e->clock && pl_clock_known(e->clock)) {
         int64_t wm = pl_watermark(e);
         if (wm != INT64_MAX && wm != INT64_MIN) {
             s.watermark = wm;

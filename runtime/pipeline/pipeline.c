@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/fence.h"
+#include "pipeline/clock.h"
 #include "pipeline/mark.h"
 #include "pipeline/report.h"
 #include "pipeline/retrynews.h"
@@ -172,6 +173,7 @@ static void engine_free(engine *e)
 {
     pl_report_free(e->report);
     pl_retrynews_free(e->retry);
+    pl_clock_free(e->clock);
     sk_xml_spec_free(e->xml_spec);
     for (size_t i = 0; i < e->ncsv_cols; i++)
         sk_free(e->csv_cols[i]);
@@ -253,13 +255,9 @@ static int routing_init(engine *e)
     int rc = formats_init(e);
     if (rc)
         return rc;
-    e->event_time = !e->streaming &&
-                    sk_router_time_unit(e->router) != SK_TIME_UNIT_NONE;
-    e->arrival_max = e->wm_prev = INT64_MIN;
-    e->arrival_min = INT64_MAX;
-    /* the first unit finished checks the slices it opened */
-    e->next_seal_at = INT64_MIN;
-    return SKIPPR_OK;
+    e->clock = pl_clock_new(!e->streaming && sk_router_time_unit(e->router) !=
+                                                 SK_TIME_UNIT_NONE);
+    return e->clock ? SKIPPR_OK : SKIPPR_NOMEM;
 }
 
 /* The plugins' preflight (plugin.h, probe), before anything is read: the
@@ -340,11 +338,12 @@ static void summary(engine *e, int rc)
             sk_info("shard %u of %u: %" PRIu64 " units listed belong to "
                     "other shards", e->cfg->shard_index,
                     e->cfg->shard_count, e->skipped_shard);
-        if (e->late_slices)
+        if (e->clock && pl_clock_late_slices(e->clock))
             sk_info("late records: %" PRIu64 " in %" PRIu64 " objects of "
                     "partitions whose time bucket was already written "
-                    "(allowed_lateness_seconds)", e->late_records,
-                    e->late_slices);
+                    "(allowed_lateness_seconds)",
+                    pl_clock_late_records(e->clock),
+                    pl_clock_late_slices(e->clock));
         if (e->multiline_json || e->multiline_compacted)
             sk_info("records spanning lines: %" PRIu64 " in .json objects "
                     "beside the .jsonl ones, %" PRIu64 " compacted "

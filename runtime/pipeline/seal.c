@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/fault.h"
+#include "pipeline/clock.h"
 
 typedef struct upload_batch {
     sk_slice **slices;
@@ -154,14 +155,14 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
  * when unknown. */
 int64_t pl_watermark(engine *e)
 {
-    if (!e->event_time)
+    if (!pl_clock_on(e->clock))
         return INT64_MIN;
     /* Units only become done, so the first one not done only moves on:
      * asked after every finished unit, this stays linear in the batch. */
     while (e->todo_undone < e->ntodo && e->todo[e->todo_undone].done)
         e->todo_undone++;
     return e->todo_undone < e->ntodo ? e->todo[e->todo_undone].arrival
-                                     : e->arrival_max;
+                                     : pl_clock_latest(e->clock);
 }
 
 /* Bytes of s's object that the WAL holds. */
@@ -177,38 +178,12 @@ static uint64_t wal_held(const sk_slice *s)
 static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
                      int force)
 {
-    if (s->seal_at == 0) {
-        int64_t from, to;
-        s->seal_at = e->event_time && sk_route_key_bucket(e->router, s->key,
-                                                          s->key_len, &from,
-                                                          &to)
-                         ? to + e->cfg->allowed_lateness_seconds
-                         : INT64_MAX;
-        /* Modification times that are not arrival times (an archive
-         * copied or restored since it landed) would seal every slice
-         * after every unit: they are not trusted once a partition's
-         * bucket (with the lateness) ended before the first unit arrived,
-         * or once a record comes for a bucket the watermark passed. */
-        const char *why = NULL;
-        if (e->arrival_modified && s->seal_at <= e->arrival_min)
-            why = "ended before the first unit arrived";
-        if (s->seal_at <= e->wm_prev) {
-            s->late = 1;
-            e->late_slices++;
-            if (e->arrival_modified)
-                why = "was passed by the watermark before this record came";
-        }
-        if (why && e->event_time) {
-            sk_info("event-time sealing is off for the rest of this run: "
-                    "units' modification times are not their arrival "
-                    "times (the time bucket of %.*s %s)", (int)s->key_len,
-                    s->key, why);
-            e->event_time = 0;
-        }
-    }
+    if (s->seal_at == 0)
+        pl_clock_place(e->clock, s, e->router,
+                       e->cfg->allowed_lateness_seconds);
     return force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
            s->bytes >= (uint64_t)e->cfg->max_object_bytes ||
-           (e->event_time && s->seal_at <= wm);
+           (pl_clock_on(e->clock) && s->seal_at <= wm);
 }
 
 /* Seal what is due and upload every sealed slice. force: seal all. */
@@ -218,18 +193,17 @@ static int any_due(engine *e, int64_t now, int64_t wm, int force)
 {
     sk_state *st = e->st;
     int any = 0;
-    e->next_seal_at = INT64_MAX;
+    pl_clock_flush_begin(e->clock);
     for (size_t i = 0; i < st->nlive; i++) {
         sk_slice *s = st->live[i];
         if (s->state != SK_SLICE_OPEN)
             continue;
         if (slice_due(e, s, now, wm, force))
             any = 1;
-        else if (s->seal_at < e->next_seal_at)
-            e->next_seal_at = s->seal_at;
+        else
+            pl_clock_pending(e->clock, s->seal_at);
     }
-    if (wm > e->wm_prev)
-        e->wm_prev = wm;
+    pl_clock_flush_end(e->clock, wm);
     return any;
 }
 
@@ -250,7 +224,7 @@ static int largest_held(sk_slice *const *list, size_t n, const sk_slice *s)
 static int seal_one(engine *e, sk_slice *s)
 {
     if (s->late)
-        e->late_records += s->records;
+        pl_clock_late_sealed(e->clock, s->records);
     e->sealed++;
     sk_conv_kind ck = pl_slice_conv(e, s);
     char tail[300];

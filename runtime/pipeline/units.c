@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/fsio.h"
+#include "pipeline/clock.h"
 #include "pipeline/mark.h"
 #include "pipeline/report.h"
 #include "pipeline/shard.h"
@@ -104,7 +105,7 @@ static int after_apply(engine *e, lane *l, int finished)
      * moved the watermark past one's time bucket (event time). */
     if (now - e->last_seal_check_ns >=
             (uint64_t)e->cfg->commit_interval_ms * 1000000ULL ||
-        (finished && pl_watermark(e) >= e->next_seal_at) ||
+        (finished && pl_watermark(e) >= pl_clock_next_due(e->clock)) ||
         (now - e->last_seal_check_ns >= 50000000ULL &&
          pl_wal_over_budget(e))) {
         e->last_seal_check_ns = now;
@@ -319,53 +320,20 @@ typedef struct list_ctx {
     int names_first; /* a version NULL is a report by name alone */
 } list_ctx;
 
-/* Event time: t's arrival time, from its key (arrival_key_pattern, else
- * a Firehose or Hive date), else from the source's modification time of
- * the unit (S3's Last-Modified, a file's mtime). Sealing by event time
- * needs every unit's, in about listing order: one may come up to
- * allowed_lateness_seconds before an earlier-listed one (Firehose writes
- * an hour's objects in parallel), and the units listed before it that
- * are not done yet then count as arriving with it, so that the watermark
- * (pl_watermark) stays the earliest. The first unit without an arrival
- * time, or one further out of order, turns event time off for the run
- * (slices are then sealed by buffer_threshold_seconds and
- * max_object_bytes). */
+/* Event time: t's arrival time (clock.h). The units listed before it
+ * that are not done yet count as arriving with it when it came earlier,
+ * so that the watermark (pl_watermark) stays the earliest. */
 static void note_arrival(engine *e, todo *t, int64_t modified)
 {
-    if (!e->event_time)
-        return;
     int64_t a;
-    const char *why = NULL;
-    const char *pat = e->cfg->arrival_key_pattern;
-    if (pat && *pat) {
-        if (!sk_route_unit_arrival(pat, t->id, &a))
-            why = "does not match arrival_key_pattern";
-    } else if (!sk_route_unit_arrival(NULL, t->id, &a)) {
-        a = modified;
-        e->arrival_modified = 1;
-        if (a <= 0)
-            why = "names no arrival time (a Firehose YYYY/MM/DD/HH/ prefix "
-                  "or Hive year=/month=/day= folders) and the source gives "
-                  "no modification time";
-    }
-    if (!why && e->arrival_max != INT64_MIN &&
-        a < e->arrival_max - e->cfg->allowed_lateness_seconds)
-        why = "is listed after one that arrived more than "
-              "allowed_lateness_seconds later";
-    if (why) {
-        sk_info("event-time sealing is off for this run: unit %s %s", t->id,
-                why);
-        e->event_time = 0;
+    if (!pl_clock_arrival(e->clock, e->cfg, t->id, modified, &a))
         return;
-    }
     for (size_t i = e->ntodo; i > e->todo_undone; i--)
         if (e->todo[i - 1].arrival > a)
             e->todo[i - 1].arrival = a;
         else
             break;
     t->arrival = a;
-    e->arrival_max = SK_MAX(e->arrival_max, a);
-    e->arrival_min = SK_MIN(e->arrival_min, a);
 }
 
 /* What every listed unit goes through first: count it, move the mark,
