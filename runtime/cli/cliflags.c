@@ -184,76 +184,77 @@ static int endpoints(const sk_cli_pipeline *p, const sk_registry *plugins,
     return rc;
 }
 
-char *sk_cli_yaml(const sk_cli_pipeline *p, const sk_registry *plugins,
-                  sk_cfg_err *err)
+/* "  KEY: " and v as a scalar (value: as a setting's value), a line. */
+static int put_line(sk_buf *b, const char *indent, const char *key,
+                    const char *v, int value)
+{
+    int rc = sk_buf_printf(b, "%s%s: ", indent, key);
+    if (!rc)
+        rc = value ? put_value(b, v) : put_scalar(b, v);
+    return rc ? rc : sk_buf_putc(b, '\n');
+}
+
+/* The skippr: section and the pipeline with its settings and transform. */
+static int put_head(sk_buf *b, const sk_cli_pipeline *p,
+                    const char *state_dir)
+{
+    int rc = sk_buf_append(b, "skippr:\n", 8);
+    if (!rc && p->workspace)
+        rc = put_line(b, "  ", "workspace", p->workspace, 0);
+    if (!rc)
+        rc = sk_buf_printf(b, "  skipprd_el_storage_mode: local\n");
+    if (!rc)
+        rc = put_line(b, "  ", "state_dir", state_dir, 0);
+    if (!rc)
+        rc = sk_buf_printf(b, "pipelines:\n  %s:\n    type: copy\n"
+                           "    data_source: data_sources.cli_source\n"
+                           "    data_sink: data_sinks.cli_sink\n",
+                           p->key[0] ? p->key : p->name ? p->name : "cli");
+    for (size_t i = 0; !rc && i < p->nkeys; i++)
+        if (!is_transform_key(p->keys[i]))
+            rc = put_line(b, "    ", p->keys[i], p->values[i], 1);
+    int transform = 0;
+    for (size_t i = 0; !rc && i < p->nkeys; i++) {
+        if (!is_transform_key(p->keys[i]))
+            continue;
+        if (!transform++)
+            rc = sk_buf_append(b, "    transform:\n", 15);
+        if (!rc)
+            rc = put_line(b, "      ", p->keys[i], p->values[i], 0);
+    }
+    return rc;
+}
+
+/* The flags' own mistakes: no URL, a key given twice. */
+static int check_flags(const sk_cli_pipeline *p, sk_cfg_err *err)
 {
     if (!p->source || !p->sink) {
         snprintf(err->msg, sizeof err->msg, "a pipeline given by flags "
                  "needs --source URL and --sink URL");
-        return NULL;
+        return SKIPPR_INVAL;
     }
     for (size_t i = 0; i < p->nkeys; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(p->keys[i], p->keys[j]) == 0) {
                 snprintf(err->msg, sizeof err->msg, "--%s is given twice",
                          p->keys[i]);
-                return NULL;
+                return SKIPPR_INVAL;
             }
+    return SKIPPR_OK;
+}
+
+char *sk_cli_yaml(const sk_cli_pipeline *p, const sk_registry *plugins,
+                  sk_cfg_err *err)
+{
     sk_url_endpoint src, dst;
     char state_dir[PATH_MAX];
-    int rc = endpoints(p, plugins, &src, &dst, err);
-    if (!rc && (rc = flags_state_dir(p, state_dir, sizeof state_dir, err))) {
-        sk_url_free(&src);
-        sk_url_free(&dst);
-    }
-    if (rc)
+    if (check_flags(p, err) || endpoints(p, plugins, &src, &dst, err))
         return NULL;
+    int rc = flags_state_dir(p, state_dir, sizeof state_dir, err);
     sk_buf b;
     sk_buf_init(&b, 1u << 20);
-    rc = sk_buf_append(&b, "skippr:\n", 8);
-    if (!rc && p->workspace) {
-        rc = sk_buf_append(&b, "  workspace: ", 13);
-        if (!rc)
-            rc = put_scalar(&b, p->workspace);
-        if (!rc)
-            rc = sk_buf_putc(&b, '\n');
-    }
     if (!rc)
-        rc = sk_buf_printf(&b, "  skipprd_el_storage_mode: local\n");
-    if (!rc) {
-        rc = sk_buf_append(&b, "  state_dir: ", 13);
-        if (!rc)
-            rc = put_scalar(&b, state_dir);
-        if (!rc)
-            rc = sk_buf_putc(&b, '\n');
-    }
-    if (!rc)
-        rc = sk_buf_printf(&b, "pipelines:\n  %s:\n    type: copy\n"
-                           "    data_source: data_sources.cli_source\n"
-                           "    data_sink: data_sinks.cli_sink\n",
-                           p->key[0] ? p->key : p->name ? p->name : "cli");
-    for (size_t i = 0; !rc && i < p->nkeys; i++) {
-        if (is_transform_key(p->keys[i]))
-            continue;
-        rc = sk_buf_printf(&b, "    %s: ", p->keys[i]);
-        if (!rc)
-            rc = put_value(&b, p->values[i]);
-        if (!rc)
-            rc = sk_buf_putc(&b, '\n');
-    }
-    int transform = 0;
-    for (size_t i = 0; !rc && i < p->nkeys; i++) {
-        if (!is_transform_key(p->keys[i]))
-            continue;
-        if (!transform++)
-            rc = sk_buf_append(&b, "    transform:\n", 15);
-        if (!rc)
-            rc = sk_buf_printf(&b, "      %s: ", p->keys[i]);
-        if (!rc)
-            rc = put_scalar(&b, p->values[i]);
-        if (!rc)
-            rc = sk_buf_putc(&b, '\n');
-    }
+        rc = put_head(&b, p, state_dir);
     if (!rc)
         rc = sk_buf_append(&b, "data_sources:\n", 14);
     if (!rc)

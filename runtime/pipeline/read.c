@@ -358,6 +358,41 @@ static int lane_format(lane *l, const todo *t)
     return l->fmt == SK_FORMAT_AUTO ? SKIPPR_OK : pl_lane_format_known(l);
 }
 
+/* Compression is detected from a unit's first bytes (read into r->raw);
+ * a compressed unit is marked inflated in its record u. */
+static int detect_compression(reader *r, sk_unit_rec *u)
+{
+    int rc;
+    while (!r->raw_eof && r->raw_len < 4) {
+        size_t n = 0;
+        if ((rc = reader_read(r, r->raw + r->raw_len, 4 - r->raw_len, &n)))
+            return rc;
+        r->raw_len += n;
+    }
+    r->comp = sk_comp_detect(r->raw, r->raw_len);
+    if (r->comp != SK_COMP_NONE) {
+        if (!(r->dec = sk_decomp_new(r->comp)))
+            return SKIPPR_NOMEM;
+        u->flags |= SK_UNIT_INFLATED;
+    }
+    return SKIPPR_OK;
+}
+
+/* A resumed compressed unit, read again from its start: skip the first
+ * skip bytes of its inflated stream, which are already durable. */
+static int skip_inflated(lane *l, uint64_t skip)
+{
+    int rc = sk_buf_reserve(&l->win, WINDOW_BYTES);
+    while (!rc && skip > 0) {
+        size_t n;
+        size_t want = (size_t)SK_MIN(skip, (uint64_t)WINDOW_BYTES);
+        if ((rc = reader_fill(&l->r, l->win.data, want, &n)) || n == 0)
+            break;
+        skip -= n;
+    }
+    return rc;
+}
+
 /* Pipeline thread: open the lane's unit and sniff its compression. */
 int pl_lane_open(lane *l, todo *t)
 {
@@ -411,43 +446,13 @@ int pl_lane_open(lane *l, todo *t)
                       skippr_status_str(rc));
         return rc;
     }
-    /* Compression is detected from the unit's first bytes. */
-    if (raw_off == 0) {
-        while (!r->raw_eof && r->raw_len < 4) {
-            size_t n = 0;
-            if ((rc = reader_read(r, r->raw + r->raw_len, 4 - r->raw_len,
-                                  &n)))
-                goto fail;
-            r->raw_len += n;
-        }
-        r->comp = sk_comp_detect(r->raw, r->raw_len);
-        if (r->comp != SK_COMP_NONE) {
-            if (!(r->dec = sk_decomp_new(r->comp))) {
-                rc = SKIPPR_NOMEM;
-                goto fail;
-            }
-            u->flags |= SK_UNIT_INFLATED;
-        }
-    }
-    /* A resumed compressed unit: skip what is already durable. */
-    if (reread && t->offset > 0 && !again) {
-        if ((rc = sk_buf_reserve(&l->win, WINDOW_BYTES)))
-            goto fail;
-        uint64_t skip = (uint64_t)t->offset;
-        while (skip > 0) {
-            size_t n;
-            size_t want = (size_t)SK_MIN(skip, (uint64_t)WINDOW_BYTES);
-            if ((rc = reader_fill(r, l->win.data, want, &n)))
-                goto fail;
-            if (n == 0)
-                break;
-            skip -= n;
-        }
+    if ((raw_off == 0 && (rc = detect_compression(r, u))) ||
+        (reread && t->offset > 0 && !again &&
+         (rc = skip_inflated(l, (uint64_t)t->offset)))) {
+        pl_unit_failed(e, t->id, (uint64_t)t->offset, rc);
+        return rc;
     }
     return SKIPPR_OK;
-fail:
-    pl_unit_failed(e, t->id, (uint64_t)t->offset, rc);
-    return rc;
 }
 
 /* Pipeline thread: the unit is finished, or failed; give its stream back. */

@@ -58,6 +58,83 @@ static void *upload_main(void *arg)
  * and in order, record DONE for each one written. After a failure no new
  * slice is started; those written still count, the rest stay sealed for
  * the next run. Returns the first failure. */
+/* Growing objects are finished first, each by the instance that owns its
+ * handle, one thread per instance (a rename each); the upload threads
+ * skip them. A failure marks the batch failed. */
+static void finish_grown(engine *e, upload_batch *b)
+{
+    int grown = 0;
+    for (size_t i = 0; i < b->n; i++)
+        grown |= b->slices[i]->streamed;
+    if (!grown)
+        return;
+    if (!sk_stop_requested &&
+        pl_grow_parallel(e, b->slices, b->n, b->rcs) != SKIPPR_OK)
+        atomic_store(&b->failed, 1);
+    if (atomic_load(&b->failed))
+        return;
+    sk_crashpoint("sink_commit"); /* renamed, not yet durable */
+    int src = pl_grow_sync(e);
+    for (size_t i = 0; i < b->n && src; i++)
+        if (b->slices[i]->streamed && b->rcs[i] == SKIPPR_OK)
+            b->rcs[i] = src; /* nothing of it is recorded */
+    if (src)
+        atomic_store(&b->failed, 1);
+}
+
+/* Sinks that defer durability make the batch durable now. If one
+ * instance fails, the run stops: nothing of the batch is recorded (what
+ * other instances made durable is written again, with the same bytes, by
+ * the next run). */
+static void sync_batch(engine *e, upload_worker *ws, size_t nw,
+                       upload_batch *b)
+{
+    const skippr_sink_ops *ops = e->sink->plugin->sink;
+    if (!SKIPPR_OPS_HAS(skippr_sink_ops, ops, sync) || !ops->sync)
+        return;
+    for (size_t k = 0; k < nw; k++) {
+        if (!ws[k].written)
+            continue;
+        sk_crashpoint("sink_commit");
+        int src = ops->sync(ws[k].u->sink->ctx);
+        if (!src)
+            continue;
+        plugin_failed(ws[k].u->sink, "%s: making %zu objects durable "
+                      "failed: %s", ws[k].u->sink->label, ws[k].written,
+                      skippr_status_str(src));
+        for (size_t i = 0; i < b->n; i++)
+            if (b->rcs[i] == SKIPPR_OK)
+                b->rcs[i] = src;
+        return;
+    }
+}
+
+/* Record every slice of the batch the sink holds durably as DONE; the
+ * first failure, if any. */
+static int record_done(engine *e, upload_batch *b)
+{
+    int rc = SKIPPR_OK;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->rcs[i] == NOT_TRIED)
+            continue;
+        if (b->rcs[i]) {
+            if (!rc)
+                rc = b->rcs[i];
+            continue;
+        }
+        sk_slice *s = b->slices[i];
+        e->objects++;
+        sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
+                 s->object_key, s->records, s->object_bytes);
+        int drc = sk_state_done(e->st, s);
+        if (drc)
+            return drc;
+    }
+    if (!rc && sk_stop_requested && atomic_load(&b->next) < b->n)
+        rc = SKIPPR_STOPPED;
+    return rc;
+}
+
 static int upload_sealed(engine *e, sk_slice **slices, size_t n)
 {
     if (n == 0)
@@ -75,24 +152,7 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
         rcs[i] = NOT_TRIED;
     for (size_t k = 0; k < nw; k++)
         ws[k] = (upload_worker){.b = &b, .u = &e->up[k]};
-    /* Growing objects are finished first, each by the instance that
-     * owns its handle, one thread per instance (a rename each); the
-     * upload threads skip them. */
-    int grown = 0;
-    for (size_t i = 0; i < n; i++)
-        grown |= slices[i]->streamed;
-    if (grown && !sk_stop_requested &&
-        pl_grow_parallel(e, slices, n, rcs) != SKIPPR_OK)
-        atomic_store(&b.failed, 1);
-    if (grown && !atomic_load(&b.failed)) {
-        sk_crashpoint("sink_commit"); /* renamed, not yet durable */
-        int src = pl_grow_sync(e);
-        for (size_t i = 0; i < n && src; i++)
-            if (slices[i]->streamed && rcs[i] == SKIPPR_OK)
-                rcs[i] = src; /* nothing of it is recorded */
-        if (src)
-            atomic_store(&b.failed, 1);
-    }
+    finish_grown(e, &b);
     size_t started = 1; /* worker 0 runs on this thread */
     while (started < nw &&
            pthread_create(&ws[started].thread, NULL, upload_main,
@@ -101,49 +161,8 @@ static int upload_sealed(engine *e, sk_slice **slices, size_t n)
     upload_main(&ws[0]);
     for (size_t k = 1; k < started; k++)
         pthread_join(ws[k].thread, NULL);
-    /* Sinks that defer durability make this batch durable now. If one
-     * instance fails, the run stops: nothing of the batch is recorded (what
-     * other instances made durable is written again, with the same bytes,
-     * by the next run). */
-    const skippr_sink_ops *ops = e->sink->plugin->sink;
-    if (SKIPPR_OPS_HAS(skippr_sink_ops, ops, sync) && ops->sync) {
-        for (size_t k = 0; k < nw; k++) {
-            if (!ws[k].written)
-                continue;
-            sk_crashpoint("sink_commit");
-            int src = ops->sync(ws[k].u->sink->ctx);
-            if (!src)
-                continue;
-            plugin_failed(ws[k].u->sink, "%s: making %zu objects durable "
-                          "failed: %s", ws[k].u->sink->label, ws[k].written,
-                          skippr_status_str(src));
-            for (size_t i = 0; i < n; i++)
-                if (rcs[i] == SKIPPR_OK)
-                    rcs[i] = src;
-            break;
-        }
-    }
-    int rc = SKIPPR_OK;
-    for (size_t i = 0; i < n; i++) {
-        if (rcs[i] == NOT_TRIED)
-            continue;
-        if (rcs[i]) {
-            if (!rc)
-                rc = rcs[i];
-            continue;
-        }
-        sk_slice *s = slices[i];
-        e->objects++;
-        sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
-                 s->object_key, s->records, s->object_bytes);
-        int drc = sk_state_done(e->st, s);
-        if (drc) {
-            rc = drc;
-            break;
-        }
-    }
-    if (!rc && sk_stop_requested && atomic_load(&b.next) < n)
-        rc = SKIPPR_STOPPED;
+    sync_batch(e, ws, nw, &b);
+    int rc = record_done(e, &b);
     sk_free(ws);
     sk_free(rcs);
     return rc;
