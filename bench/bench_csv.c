@@ -27,12 +27,12 @@ static const char *const notes[] = {
     "plain note", "\"with, a comma\"", "\"say \"\"hi\"\"\"",
     "\"two\nlines\"", "", "caf\xc3\xa9 au lait"};
 
-static void gen(sk_buf *b, size_t mb, size_t *rows)
+static void gen(skippr_buf *b, size_t mb, size_t *rows)
 {
-    sk_buf_printf(b, "event_type,id,timestamp,detail.tenant_id,"
+    skippr_buf_printf(b, "event_type,id,timestamp,detail.tenant_id,"
                      "truck.tenant_id,user,amount,note\n");
     while (b->len < mb << 20) {
-        if (sk_buf_reserve(b, 4096)) {
+        if (skippr_buf_reserve(b, 4096)) {
             fprintf(stderr, "bench_csv: out of memory\n");
             exit(1);
         }
@@ -41,7 +41,7 @@ static void gen(sk_buf *b, size_t mb, size_t *rows)
         char ts[64];
         bench_time(ts, sizeof ts, 0);
         int truck = strcmp(t, "truck_ping") == 0;
-        sk_buf_printf(b, "%s,%llu,%s,%s,%s,u%05d,%d.%02d,%s\n", t,
+        skippr_buf_printf(b, "%s,%llu,%s,%s,%s,u%05d,%d.%02d,%s\n", t,
                       (unsigned long long)(rnd() % 1000000), ts,
                       truck ? "" : tn, truck ? tn : "", (int)(rnd() % 99999),
                       (int)(rnd() % 500), (int)(rnd() % 100),
@@ -79,8 +79,8 @@ int main(int argc, char **argv)
     int runs = argc > 2 ? atoi(argv[2]) : 5;
     if (runs < 1 || runs > 64)
         runs = 5;
-    sk_buf corpus;
-    sk_buf_init(&corpus, (size_t)1 << 34);
+    skippr_buf corpus;
+    skippr_buf_init(&corpus, (size_t)1 << 34);
     size_t nrows = 0;
     gen(&corpus, mb, &nrows);
     sk_route_config cfg = {"event_type", "detail.tenant_id,truck.tenant_id",
@@ -91,8 +91,8 @@ int main(int argc, char **argv)
     const char *const *paths = sk_router_paths(r, &npaths);
     sk_memo memo;
     sk_memo_init(&memo, (size_t)1 << 30);
-    sk_buf scratch;
-    sk_buf_init(&scratch, 1 << 20);
+    skippr_buf scratch;
+    skippr_buf_init(&scratch, 1 << 20);
     sk_csv_decoder *dec = sk_csv_decoder_new(',');
     double ours[64], theirs[64];
     uint64_t check = 0;
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
             }
             sk_field fl[SK_PEEK_MAX_PATHS];
             size_t at[SK_PEEK_MAX_PATHS];
-            sk_buf_reset(&scratch);
+            skippr_buf_reset(&scratch);
             for (size_t i = 0; i < npaths; i++) {
                 const sk_csv_cell *c = &rec.cells[i];
                 fl[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};
@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     sk_csv_decoder_free(dec);
     sk_router_free(r);
     sk_memo_free(&memo);
-    sk_buf_free(&scratch);
-    sk_buf_free(&corpus);
+    skippr_buf_free(&scratch);
+    skippr_buf_free(&corpus);
     return 0;
 }

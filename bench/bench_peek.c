@@ -29,7 +29,7 @@
 
 #define PIECE_BYTES (1u << 20) /* a pipeline task's share of a window */
 
-static void gen_record(sk_buf *b, int pretty)
+static void gen_record(skippr_buf *b, int pretty)
 {
     const char *t = types[rnd() % 6];
     const char *tn = tenants[rnd() % 8];
@@ -38,7 +38,7 @@ static void gen_record(sk_buf *b, int pretty)
     const char *nl = pretty ? "\n  " : "";
     const char *sp = pretty ? " " : "";
     if (strcmp(t, "truck_ping") == 0)
-        sk_buf_printf(b, "{%s\"event_type\":%s\"%s\",%s\"id\":%s%llu,%s"
+        skippr_buf_printf(b, "{%s\"event_type\":%s\"%s\",%s\"id\":%s%llu,%s"
                       "\"timestamp\":%s%s,%s\"truck\":%s{\"tenant_id\":\"%s\","
                       "\"lat\":%d.%06d,\"lon\":-%d.%06d,\"speed\":%d}%s}",
                       nl, sp, t, nl, sp, (unsigned long long)(rnd() % 1000000),
@@ -47,7 +47,7 @@ static void gen_record(sk_buf *b, int pretty)
                       (int)(rnd() % 1000000), (int)(rnd() % 130),
                       pretty ? "\n" : "");
     else
-        sk_buf_printf(b, "{%s\"event_type\":%s\"%s\",%s\"id\":%s%llu,%s"
+        skippr_buf_printf(b, "{%s\"event_type\":%s\"%s\",%s\"id\":%s%llu,%s"
                       "\"timestamp\":%s%s,%s\"detail\":%s{\"tenant_id\":\"%s\","
                       "\"user\":\"u%05d\",\"session\":\"%016llx\",\"tags\":"
                       "[\"web\",\"eu-west-1\"],\"amount\":%d.%02d,\"note\":"
@@ -59,25 +59,25 @@ static void gen_record(sk_buf *b, int pretty)
 }
 
 /* The corpus: about mb MiB of records in the given framing. */
-static size_t generate(sk_buf *corpus, size_t mb, const char *framing)
+static size_t generate(skippr_buf *corpus, size_t mb, const char *framing)
 {
     int pretty = strcmp(framing, "pretty") == 0;
     const char *sep = strcmp(framing, "concat") == 0 ? "" : "\n";
     size_t nrec = 0;
     while (corpus->len < mb << 20) {
-        if (sk_buf_reserve(corpus, 4096) != SKIPPR_OK) {
+        if (skippr_buf_reserve(corpus, 4096) != SKIPPR_OK) {
             fprintf(stderr, "bench_peek: out of memory\n");
             exit(1);
         }
         gen_record(corpus, pretty);
-        sk_buf_append(corpus, sep, strlen(sep));
+        skippr_buf_append(corpus, sep, strlen(sep));
         nrec++;
     }
     return nrec;
 }
 
 /* Read a whole file into corpus; returns 0 on success. */
-static int load(sk_buf *corpus, const char *path)
+static int load(skippr_buf *corpus, const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -88,7 +88,7 @@ static int load(sk_buf *corpus, const char *path)
     size_t n;
     int rc = 0;
     while (!rc && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = sk_buf_append(corpus, chunk, n) != SKIPPR_OK;
+        rc = skippr_buf_append(corpus, chunk, n) != SKIPPR_OK;
     if (ferror(f))
         rc = -1;
     fclose(f);
@@ -99,8 +99,8 @@ static int load(sk_buf *corpus, const char *path)
 
 int main(int argc, char **argv)
 {
-    sk_buf corpus;
-    sk_buf_init(&corpus, (size_t)4 << 30);
+    skippr_buf corpus;
+    skippr_buf_init(&corpus, (size_t)4 << 30);
     if (argc > 2 && strcmp(argv[1], "--dump") == 0) {
         size_t mb = argc > 3 ? (size_t)atoi(argv[3]) : 256;
         generate(&corpus, mb, argc > 4 ? argv[4] : "lines");
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
             bad = 1;
         if (bad)
             perror(argv[2]);
-        sk_buf_free(&corpus);
+        skippr_buf_free(&corpus);
         return bad;
     }
     int from_file = argc > 2 && strcmp(argv[1], "--file") == 0;
@@ -141,10 +141,10 @@ int main(int argc, char **argv)
         framing_note = cfg.lines ? " (validate: false, format: jsonl)"
                                  : " (validate: false)";
     sk_router *r = sk_router_new(&cfg, NULL);
-    sk_buf scratch;
+    skippr_buf scratch;
     sk_memo memo;
     sk_memo_init(&memo, (size_t)1 << 30);
-    sk_buf_init(&scratch, 1 << 20);
+    skippr_buf_init(&scratch, 1 << 20);
     double best[64];
     uint64_t check = 0;
     for (int run = 0; run < runs && run < 64; run++) {
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
            (double)corpus.len / (double)nrec, (unsigned long long)(check & 0xffff), framing_note);
     sk_router_free(r);
     sk_memo_free(&memo);
-    sk_buf_free(&scratch);
-    sk_buf_free(&corpus);
+    skippr_buf_free(&scratch);
+    skippr_buf_free(&corpus);
     return 0;
 }

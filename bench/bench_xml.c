@@ -29,12 +29,12 @@ static const char *const xml_tenants[] = {"acme", "globex", "initech",
                                           "umbrella", "hooli", "stark",
                                           "wayne", "a&amp;b"};
 
-static void gen(sk_buf *b, size_t mb, size_t *n)
+static void gen(skippr_buf *b, size_t mb, size_t *n)
 {
-    sk_buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    skippr_buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                      "<ev:events xmlns:ev=\"urn:ev\">\n");
     while (b->len < mb << 20) {
-        if (sk_buf_reserve(b, 4096)) {
+        if (skippr_buf_reserve(b, 4096)) {
             fprintf(stderr, "bench_xml: out of memory\n");
             exit(1);
         }
@@ -50,7 +50,7 @@ static void gen(sk_buf *b, size_t mb, size_t *n)
             snprintf(typ, sizeof typ, " type=\"%s\"", t);
         else
             snprintf(child, sizeof child, "<event_type>%s</event_type>", t);
-        sk_buf_printf(b, "  <event id=\"%llu\"%s>%s<timestamp>%s</timestamp>"
+        skippr_buf_printf(b, "  <event id=\"%llu\"%s>%s<timestamp>%s</timestamp>"
                       "<%s><tenant_id>%s</tenant_id><user>u%05d</user></%s>"
                       "<amount>%d.%02d</amount></event>\n",
                       (unsigned long long)(rnd() % 1000000), typ, child, ts,
@@ -59,7 +59,7 @@ static void gen(sk_buf *b, size_t mb, size_t *n)
                       (int)(rnd() % 100));
         (*n)++;
     }
-    sk_buf_printf(b, "</ev:events>\n");
+    skippr_buf_printf(b, "</ev:events>\n");
 }
 
 int main(int argc, char **argv)
@@ -68,8 +68,8 @@ int main(int argc, char **argv)
     int runs = argc > 2 ? atoi(argv[2]) : 5;
     if (runs < 1 || runs > 64)
         runs = 5;
-    sk_buf doc;
-    sk_buf_init(&doc, (size_t)1 << 34);
+    skippr_buf doc;
+    skippr_buf_init(&doc, (size_t)1 << 34);
     size_t nrec = 0;
     gen(&doc, mb, &nrec);
     sk_route_config cfg = {"event_type,@type",
@@ -82,8 +82,8 @@ int main(int argc, char **argv)
     sk_xml_spec *spec = sk_xml_spec_new(paths, npaths, NULL);
     sk_memo memo;
     sk_memo_init(&memo, (size_t)1 << 30);
-    sk_buf scratch;
-    sk_buf_init(&scratch, 1 << 20);
+    skippr_buf scratch;
+    skippr_buf_init(&scratch, 1 << 20);
     double ours[64], theirs[64];
     uint64_t check = 0;
     xmlInitParser();
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
             }
             sk_field fl[SK_PEEK_MAX_PATHS];
             size_t at[SK_PEEK_MAX_PATHS];
-            sk_buf_reset(&scratch);
+            skippr_buf_reset(&scratch);
             for (size_t i = 0; i < npaths; i++) {
                 fl[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};
                 if (!rec.values[i].kind)
@@ -161,8 +161,8 @@ int main(int argc, char **argv)
     sk_xml_spec_free(spec);
     sk_router_free(r);
     sk_memo_free(&memo);
-    sk_buf_free(&scratch);
-    sk_buf_free(&doc);
+    skippr_buf_free(&scratch);
+    skippr_buf_free(&doc);
     xmlCleanupParser();
     return 0;
 }

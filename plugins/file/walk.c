@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "growbuf.h"
+#include "array.h"
 
 /* Files a helper stats per claim, and the fewest files in a folder for
  * which stats are taken ahead at all. */

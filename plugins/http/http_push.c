@@ -29,7 +29,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "growbuf.h"
+#include <skippr/buf.h>
 #include "http.h"
 
 #define ANSWER_TIMEOUT_S 60
@@ -157,7 +157,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
 {
     pthread_mutex_lock(&c->mu);
     c->last_req_ms = now_ms();
-    if (c->stopping || c->queued + (int64_t)r->body.n > c->max_queued_bytes) {
+    if (c->stopping || c->queued + (int64_t)r->body.len > c->max_queued_bytes) {
         pthread_mutex_unlock(&c->mu);
         c->host->counter_add(c->host, "answered_503", 1);
         return answer(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
@@ -168,7 +168,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
     else
         c->head = r;
     c->tail = r;
-    c->queued += (int64_t)r->body.n;
+    c->queued += (int64_t)r->body.len;
     pthread_cond_signal(&c->arrived);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -194,7 +194,7 @@ static enum MHD_Result submit(hpush *c, struct MHD_Connection *conn, req *r)
         for (req *q = c->head; q; q = q->next) {
             if (q == r) {
                 *pp = q->next;
-                c->queued -= (int64_t)q->body.n;
+                c->queued -= (int64_t)q->body.len;
                 break;
             }
             pp = &q->next;
@@ -237,7 +237,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn,
     if (*size) {
         if (!r->denied && !r->too_big) {
             r->body.max = (size_t)c->max_body_bytes;
-            int rc = skippr_buf_put(&r->body, data, *size);
+            int rc = skippr_buf_append(&r->body, data, *size);
             if (rc == SKIPPR_NOMEM)
                 return MHD_NO;
             if (rc) { /* past max_body_bytes: answered 413 */
@@ -362,8 +362,8 @@ static void destroy(void *ctx)
 static int emit_body(hpush *c, req *r, int *bad)
 {
     skippr_message m = {.struct_size = sizeof m, .unit = c->unit,
-                        .position = c->next, .data = r->body.p,
-                        .len = r->body.n,
+                        .position = c->next, .data = r->body.data,
+                        .len = r->body.len,
                         .flags = SKIPPR_MSG_DOCUMENT, .format = r->format,
                         .problem = r->reason,
                         .problem_cap = sizeof r->reason};

@@ -20,7 +20,7 @@
 #include "curl_tls.h"
 #include <skippr/backoff.h>
 #include "curl_trace.h"
-#include "growbuf.h"
+#include <skippr/buf.h>
 #include "http.h"
 
 typedef struct hsink {
@@ -131,8 +131,9 @@ static int post_once(hsink *c, hpart *p)
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, c->url);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, p->body.p ? p->body.p : "");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body.n);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+                     p->body.data ? (const char *)p->body.data : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body.len);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, all);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)c->timeout_seconds);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -209,24 +210,24 @@ static int sink_write(void *ctx, void *h, const void *buf, size_t len)
 {
     hsink *c = ctx;
     hpart *p = h;
-    if (p->body.n && p->body.n + len + 1 > (size_t)c->batch_bytes) {
+    if (p->body.len && p->body.len + len + 1 > (size_t)c->batch_bytes) {
         int rc = post(c, p);
         if (rc)
             return rc;
         p->part++;
-        p->body.n = 0;
+        p->body.len = 0;
     }
     int rc = skippr_buf_reserve(&p->body, len + 1);
     if (!rc)
-        rc = skippr_buf_put(&p->body, buf, len);
-    return rc ? rc : skippr_buf_put(&p->body, "\n", 1);
+        rc = skippr_buf_append(&p->body, buf, len);
+    return rc ? rc : skippr_buf_append(&p->body, "\n", 1);
 }
 
 static int sink_commit(void *ctx, void *h)
 {
     hsink *c = ctx;
     hpart *p = h;
-    int rc = p->body.n ? post(c, p) : SKIPPR_OK;
+    int rc = p->body.len ? post(c, p) : SKIPPR_OK;
     skippr_buf_free(&p->body);
     free(p);
     return rc;

@@ -31,7 +31,8 @@
 #include <sys/random.h>
 
 #include "kafka.h"
-#include "growbuf.h"
+#include <skippr/buf.h>
+#include "array.h"
 
 #define TXN_TIMEOUT_MS 60000
 #define META_TIMEOUT_MS 10000

@@ -29,11 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <skippr/backoff.h>
+#include <skippr/buf.h>
 #include <skippr/plugin.h>
 
-#include <skippr/backoff.h>
+#include "array.h"
 #include "creds.h"
-#include "growbuf.h"
 
 #define MAX_BODY (16u << 20) /* bound on any buffered response body */
 
@@ -76,7 +77,7 @@ typedef struct s3_ctx {
 
 #define LOG(c, lvl, ...) (c)->host->log((c)->host, (lvl), __VA_ARGS__)
 
-typedef skippr_buf buf; /* growbuf.h */
+typedef skippr_buf buf; /* skippr/buf.h */
 
 typedef struct resp {
     long status;

@@ -140,7 +140,7 @@ static int read_object(s3_ctx *c, const char *bucket, const char *key,
 
 static int to_buf(void *ud, const char *p, size_t n)
 {
-    return skippr_buf_put(ud, p, n);
+    return skippr_buf_append(ud, p, n);
 }
 
 /* Decode %XX and '+' (the report URL-encodes keys). */
@@ -428,7 +428,7 @@ static int load(s3_ctx *c, s3_inventory *inv)
         return rc;
     }
     json_error_t jerr;
-    json_t *j = json_loadb(m.p ? m.p : "", m.n, 0, &jerr);
+    json_t *j = json_loadb(skippr_buf_cstr(&m), m.len, 0, &jerr);
     skippr_buf_free(&m);
     const char *fmt = j ? json_string_value(json_object_get(j, "fileFormat"))
                         : NULL;

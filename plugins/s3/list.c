@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "growbuf.h"
 
 const char *s3_child_text(xmlNode *n, const char *name, char *out,
                               size_t cap)
@@ -175,8 +174,8 @@ static int parse_page(const buf *body, lentry **v, size_t *n, size_t *cap,
                       char ***cps, size_t *ncp, char *token, size_t tcap,
                       int *truncated)
 {
-    xmlTextReaderPtr rd = xmlReaderForMemory(body->p ? body->p : "",
-                                             (int)body->n, NULL, NULL,
+    xmlTextReaderPtr rd = xmlReaderForMemory(body->data ? (const char *)body->data : "",
+                                             (int)body->len, NULL, NULL,
                                              XML_PARSE_NONET);
     if (!rd)
         return -1;

@@ -108,14 +108,14 @@ static void pf_run_ready(prefetcher *pf)
  * trimmed and faulted in again, GET after GET. */
 static void pf_spare_put(prefetcher *pf, skippr_buf *b)
 {
-    if (b->p && pf->nspare < (int)(sizeof pf->spare / sizeof *pf->spare) &&
+    if (b->data && pf->nspare < (int)(sizeof pf->spare / sizeof *pf->spare) &&
         pf->spare_bytes + (int64_t)b->cap <= pf->window / 2) {
-        pf->spare[pf->nspare].p = b->p;
+        pf->spare[pf->nspare].p = (char *)b->data;
         pf->spare[pf->nspare].cap = b->cap;
         pf->nspare++;
         pf->spare_bytes += (int64_t)b->cap;
-        b->p = NULL;
-        b->n = b->cap = 0;
+        b->data = NULL;
+        b->len = b->cap = 0;
     }
     skippr_buf_free(b);
 }
@@ -132,10 +132,10 @@ static int pf_spare_take(prefetcher *pf, skippr_buf *b, size_t n)
     if (best < 0)
         return 0;
     skippr_buf_free(b);
-    b->p = pf->spare[best].p;
+    b->data = (uint8_t *)pf->spare[best].p;
     b->cap = pf->spare[best].cap;
-    b->n = 0;
-    b->p[0] = '\0';
+    b->len = 0;
+    b->data[0] = '\0';
     pf->spare_bytes -= (int64_t)b->cap;
     pf->spare[best] = pf->spare[--pf->nspare];
     return 1;
@@ -197,12 +197,12 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
      * allocation (a spare, if one fits), not a doubling series of
      * reallocs (each a copy and fresh pages to fault in). On failure the
      * body grows as it comes. */
-    body.n = 0;
-    if (!body.p)
+    body.len = 0;
+    if (!body.data)
         (void)pf_spare_take(pf, &body, (size_t)it->len + 1);
     it->r.body = body;
     it->r.body.max = (size_t)it->len;
-    (void)skippr_buf_reserve(&it->r.body, (size_t)it->len);
+    (void)skippr_buf_reserve_exact(&it->r.body, (size_t)it->len + 1);
     if (s3_prepare(c, "GET", it->key, NULL, 0, NULL, 0, h, *it->etag ? 2 : 1,
                 url, sizeof url, &it->hdrs) != SKIPPR_OK ||
         !(it->easy = it->easy ? it->easy : curl_easy_init())) {
@@ -272,7 +272,7 @@ static void *pf_main(void *arg)
             c->host->counter_add(c->host, "requests_in_flight", -1);
             curl_easy_getinfo(it->easy, CURLINFO_RESPONSE_CODE, &it->r.status);
             it->ok = cc == CURLE_OK && it->r.status / 100 == 2 &&
-                     (int64_t)it->r.body.n == it->len;
+                     (int64_t)it->r.body.len == it->len;
             int transient = cc != CURLE_OK || it->r.status >= 500 ||
                             it->r.status == 429 ||
                             (it->r.status / 100 == 2 && !it->ok);

@@ -80,7 +80,7 @@ static int fetch_chunk(s3_ctx *c, s3_stream *s)
         rc = s3_verdict(c, rc, &r, "get", s->key);
         /* A short body (connection cut) keeps what arrived: retry the rest
          * from where it stopped, on the next call. */
-        if (rc == SKIPPR_OK && r.body.n == 0 && s->pos <= last) {
+        if (rc == SKIPPR_OK && r.body.len == 0 && s->pos <= last) {
             LOG(c, SKIPPR_LOG_WARN, "get s3://%s/%s: empty answer; retrying",
                 c->bucket, s->key);
             rc = SKIPPR_RETRY;
@@ -125,17 +125,17 @@ int src_read(void *ctx, void *stream, void *out, size_t cap,
         s3_pf_release(c, it);
         s->ahead = NULL;
     }
-    if (s->chunk_off == s->chunk.n) {
+    if (s->chunk_off == s->chunk.len) {
         if (s->size >= 0 && s->pos >= s->size)
             return SKIPPR_OK; /* end of unit */
         int rc = fetch_chunk(c, s);
         if (rc)
             return rc;
     }
-    size_t n = s->chunk.n - s->chunk_off;
+    size_t n = s->chunk.len - s->chunk_off;
     if (n > cap)
         n = cap;
-    memcpy(out, s->chunk.p + s->chunk_off, n);
+    memcpy(out, s->chunk.data + s->chunk_off, n);
     s->chunk_off += n;
     s->pos += (int64_t)n;
     *n_out = n;

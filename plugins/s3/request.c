@@ -74,7 +74,10 @@ sigv4_kv s3_body_check(const s3_ctx *c, const void *p, size_t n,
 static size_t on_body(char *p, size_t sz, size_t n, void *ud)
 {
     resp *r = ud;
-    r->body_rc = skippr_buf_put(&r->body, p, sz * n);
+    /* kept NUL-ended: error bodies are read as text (s3_error_code) */
+    r->body_rc = skippr_buf_append(&r->body, p, sz * n);
+    if (r->body_rc == SKIPPR_OK && !skippr_buf_cstr(&r->body))
+        r->body_rc = SKIPPR_NOMEM;
     return r->body_rc == SKIPPR_OK ? sz * n : 0;
 }
 
@@ -380,7 +383,8 @@ void s3_xml_value(const buf *body, const char *name, char *out, size_t cap)
     snprintf(open, sizeof open, "<%s>", name);
     snprintf(close, sizeof close, "</%s>", name);
     *out = '\0';
-    const char *s = body->p ? strstr(body->p, open) : NULL;
+    const char *s = body->data ? strstr((const char *)body->data, open)
+                               : NULL;
     const char *e = s ? strstr(s, close) : NULL;
     if (!e)
         return;
@@ -405,7 +409,7 @@ void s3_xml_value(const buf *body, const char *name, char *out, size_t cap)
 void s3_error_code(const buf *b, char *out, size_t cap)
 {
     out[0] = '\0';
-    const char *s = b->p ? strstr(b->p, "<Code>") : NULL;
+    const char *s = b->data ? strstr((const char *)b->data, "<Code>") : NULL;
     if (!s)
         return;
     s += 6;

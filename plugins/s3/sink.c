@@ -244,8 +244,8 @@ static int abort_orphans(s3_ctx *c, s3_obj *o)
         skippr_buf_free(&r.body);
         return rc;
     }
-    xmlDoc *doc = xmlReadMemory(r.body.p ? r.body.p : "", (int)r.body.n, NULL,
-                                NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
+    xmlDoc *doc = xmlReadMemory(skippr_buf_cstr(&r.body), (int)r.body.len,
+                                NULL, NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
     skippr_buf_free(&r.body);
     xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
     for (xmlNode *n = root ? root->children : NULL; n && !rc; n = n->next) {
@@ -335,7 +335,7 @@ static void add_part(s3_ctx *c, s3_obj *o, const char *etag,
 
 /* Upload p[0..n) as o's next part, starting the upload first if need
  * be. */
-static int upload_part(s3_ctx *c, s3_obj *o, const char *p, size_t n)
+static int upload_part(s3_ctx *c, s3_obj *o, const void *p, size_t n)
 {
     int rc = start_upload(c, o);
     if (rc)
@@ -401,17 +401,17 @@ int sink_write(void *ctx, void *h, const void *p, size_t n)
     s3_obj *o = h;
     const char *d = p;
     while (n > 0) {
-        size_t room = (size_t)c->part_size - o->data.n;
+        size_t room = (size_t)c->part_size - o->data.len;
         size_t k = n < room ? n : room;
-        int rc = skippr_buf_put(&o->data, d, k);
+        int rc = skippr_buf_append(&o->data, d, k);
         if (rc)
             return rc; /* NOMEM: part_size bytes did not fit */
         d += k;
         n -= k;
-        if (o->data.n == (size_t)c->part_size) {
-            if ((rc = upload_part(c, o, o->data.p, o->data.n)))
+        if (o->data.len == (size_t)c->part_size) {
+            if ((rc = upload_part(c, o, o->data.data, o->data.len)))
                 return rc;
-            o->data.n = 0;
+            o->data.len = 0;
         }
     }
     return SKIPPR_OK;
@@ -446,7 +446,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
 {
     buf x = {0};
     x.max = 1u << 24;
-    int bad = skippr_buf_put(&x, "<CompleteMultipartUpload>", 25);
+    int bad = skippr_buf_append(&x, "<CompleteMultipartUpload>", 25);
     for (size_t i = 0; i < o->nparts && !bad; i++) {
         char line[320], sum[64] = "";
         if (*o->parts[i].crc)
@@ -455,10 +455,10 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
         int ln = snprintf(line, sizeof line, "<Part><PartNumber>%zu"
                           "</PartNumber><ETag>\"%s\"</ETag>%s</Part>",
                           i + 1, o->parts[i].etag, sum);
-        bad = skippr_buf_put(&x, line, (size_t)ln);
+        bad = skippr_buf_append(&x, line, (size_t)ln);
     }
     if (!bad)
-        bad = skippr_buf_put(&x, "</CompleteMultipartUpload>", 26);
+        bad = skippr_buf_append(&x, "</CompleteMultipartUpload>", 26);
     if (bad) {
         skippr_buf_free(&x);
         return bad; /* NOMEM, or RANGE past 16 MiB of part list */
@@ -483,7 +483,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
         }
         nch = base + condition(o, &ch[base]);
         resp r = {0};
-        rc = s3_request(c, "POST", o->key, q, 1, x.p, x.n, ch, nch, &r);
+        rc = s3_request(c, "POST", o->key, q, 1, x.data, x.len, ch, nch, &r);
         if (rc == SKIPPR_OK && o->grown && s3_answered(&r, 400, "BadDigest")) {
             /* A part holds other bytes than the ones this upload sent
              * under its number: a request of a crashed run that landed
@@ -517,7 +517,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
         }
         int refused = rc == SKIPPR_RETRY && !r.curl_error && r.status >= 500;
         /* S3 may answer 200 and put the failure in the body. */
-        if (!rc && !*settled && r.body.p && strstr(r.body.p, "<Error>")) {
+        if (!rc && !*settled && r.body.data && strstr((const char *)r.body.data, "<Error>")) {
             char code[128];
             s3_error_code(&r.body, code, sizeof code);
             LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: 200 with an "
@@ -535,7 +535,7 @@ static int complete_upload(s3_ctx *c, s3_obj *o, int *settled)
 
 /* o as one PutObject of p[0..n): with its MD5, CRC32C and metadata, and
  * If-None-Match (a 412 settled as conditional_verdict does). */
-static int put_whole(s3_ctx *c, s3_obj *o, const char *p, size_t n)
+static int put_whole(s3_ctx *c, s3_obj *o, const void *p, size_t n)
 {
     char md5[32];
     sigv4_kv hd[10];
@@ -576,9 +576,9 @@ int sink_commit(void *ctx, void *h)
     if (o->put_done) {
         rc = SKIPPR_OK; /* a grown object written whole by grow_write */
     } else if (!*o->upload_id) {
-        rc = put_whole(c, o, o->data.p, o->data.n);
+        rc = put_whole(c, o, o->data.data, o->data.len);
     } else {
-        rc = o->data.n ? upload_part(c, o, o->data.p, o->data.n)
+        rc = o->data.len ? upload_part(c, o, o->data.data, o->data.len)
                        : SKIPPR_OK;
         if (!rc) {
             int settled = 0;
@@ -817,7 +817,7 @@ int sink_stage_copy(void *ctx, void *h, const skippr_object_info *info,
             return copy_by_hand(c, o, info, offset, tag, len);
         }
         rc = s3_verdict(c, rc, &r, "copy staged piece into", o->key);
-        if (rc == SKIPPR_OK && r.body.p && strstr(r.body.p, "<Error>"))
+        if (rc == SKIPPR_OK && r.body.data && strstr((const char *)r.body.data, "<Error>"))
             rc = SKIPPR_RETRY;
         if (rc != SKIPPR_RETRY)
             break;

@@ -76,13 +76,13 @@ int sink_stage_get(void *ctx, const skippr_object_info *info,
             return SKIPPR_NOENT;
         }
         rc = s3_verdict(c, rc, &r, "read staged piece", key);
-        if (!rc && r.body.n != k) {
+        if (!rc && r.body.len != k) {
             LOG(c, SKIPPR_LOG_ERROR, "read staged piece s3://%s/%s: %zu "
-                "bytes where %zu were stored", c->bucket, key, r.body.n, k);
+                "bytes where %zu were stored", c->bucket, key, r.body.len, k);
             rc = SKIPPR_CORRUPT;
         }
         if (!rc)
-            memcpy((char *)buf + at, r.body.p, k);
+            memcpy((char *)buf + at, r.body.data, k);
         skippr_buf_free(&r.body);
         if (rc)
             return rc;
@@ -111,7 +111,7 @@ static int put_xml_text(skippr_buf *b, const char *s)
         const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;"
                       : *p == '>' ? "&gt;" : *p == '"' ? "&quot;"
                       : *p == '\'' ? "&apos;" : NULL;
-        rc = e ? skippr_buf_put(b, e, strlen(e)) : skippr_buf_put(b, p, 1);
+        rc = e ? skippr_buf_append(b, e, strlen(e)) : skippr_buf_append(b, p, 1);
     }
     return rc;
 }
@@ -123,19 +123,19 @@ static int delete_batch(clear_walk *w)
     static const char tail[] = "</Delete>";
     if (!w->nkeys)
         return SKIPPR_OK;
-    int rc = skippr_buf_put(&w->body, tail, sizeof tail - 1);
+    int rc = skippr_buf_append(&w->body, tail, sizeof tail - 1);
     if (rc)
         return rc;
     char md5[32];
-    s3_md5_b64(w->body.p, w->body.n, md5);
+    s3_md5_b64(w->body.data, w->body.len, md5);
     sigv4_kv q[] = {{"delete", ""}};
     sigv4_kv h[] = {{"content-md5", md5},
                     {"content-type", "application/xml"}};
     resp r = {0};
-    rc = s3_verdict(w->c, s3_request(w->c, "POST", NULL, q, 1, w->body.p,
-                                     w->body.n, h, 2, &r),
+    rc = s3_verdict(w->c, s3_request(w->c, "POST", NULL, q, 1, w->body.data,
+                                     w->body.len, h, 2, &r),
                     &r, "delete staged pieces", "");
-    if (!rc && r.body.p && strstr(r.body.p, "<Error>")) {
+    if (!rc && r.body.data && strstr((const char *)r.body.data, "<Error>")) {
         char code[128];
         s3_error_code(&r.body, code, sizeof code);
         LOG(w->c, SKIPPR_LOG_WARN, "delete staged pieces in s3://%s: some "
@@ -158,13 +158,13 @@ static int delete_piece(void *data, const skippr_unit *u)
                                "<Delete><Quiet>true</Quiet>";
     clear_walk *w = data;
     if (!w->nkeys)
-        w->rc = skippr_buf_put(&w->body, head, sizeof head - 1);
+        w->rc = skippr_buf_append(&w->body, head, sizeof head - 1);
     if (!w->rc)
-        w->rc = skippr_buf_put(&w->body, "<Object><Key>", 13);
+        w->rc = skippr_buf_append(&w->body, "<Object><Key>", 13);
     if (!w->rc)
         w->rc = put_xml_text(&w->body, u->id);
     if (!w->rc)
-        w->rc = skippr_buf_put(&w->body, "</Key></Object>", 15);
+        w->rc = skippr_buf_append(&w->body, "</Key></Object>", 15);
     if (!w->rc && ++w->nkeys == DELETE_BATCH)
         w->rc = delete_batch(w);
     return w->rc != SKIPPR_OK;

@@ -67,12 +67,12 @@ int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,
     } else if (!rc) {
         const char *slash = strrchr(r.content_range, '/');
         *size = slash ? strtoull(slash + 1, NULL, 10)
-                      : offset + (uint64_t)r.body.n;
-        if (r.body.n > cap) {
+                      : offset + (uint64_t)r.body.len;
+        if (r.body.len > cap) {
             rc = SKIPPR_CORRUPT;
         } else {
-            memcpy(buf, r.body.p, r.body.n);
-            *got = r.body.n;
+            memcpy(buf, r.body.data, r.body.len);
+            *got = r.body.len;
         }
     }
     if (!rc && etag)
@@ -158,7 +158,7 @@ static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
         return rc;
     buf x = {0};
     x.max = 1u << 24;
-    rc = skippr_buf_put(&x, "<CompleteMultipartUpload>", 25);
+    rc = skippr_buf_append(&x, "<CompleteMultipartUpload>", 25);
     q[0] = (sigv4_kv){"partNumber", num};
     q[1] = (sigv4_kv){"uploadId", id};
     for (uint64_t off = 0, i = 1; off < b->len && !rc; off += part, i++) {
@@ -179,16 +179,16 @@ static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
         int ln = snprintf(line, sizeof line, "<Part><PartNumber>%" PRIu64
                           "</PartNumber><ETag>\"%s\"</ETag></Part>", i, ptag);
         if (!rc)
-            rc = skippr_buf_put(&x, line, (size_t)ln);
+            rc = skippr_buf_append(&x, line, (size_t)ln);
     }
     if (!rc)
-        rc = skippr_buf_put(&x, "</CompleteMultipartUpload>", 26);
+        rc = skippr_buf_append(&x, "</CompleteMultipartUpload>", 26);
     if (!rc) {
         memset(&r, 0, sizeof r);
         rc = s3_request_retried(c, "write state", full, NULL, "POST", full,
-                                q + 1, 1, x.p, x.n, NULL, 0, &r);
+                                q + 1, 1, x.data, x.len, NULL, 0, &r);
         /* S3 may answer 200 and put the failure in the body. */
-        if (!rc && r.body.p && strstr(r.body.p, "<Error>")) {
+        if (!rc && r.body.data && strstr((const char *)r.body.data, "<Error>")) {
             LOG(c, SKIPPR_LOG_ERROR, "write state %s: the upload did not "
                 "complete", full);
             rc = SKIPPR_FATAL;

@@ -80,7 +80,7 @@ void sk_bufpool_clear(sk_bufpool *p)
     p->idle = 0;
 }
 
-void sk_bufpool_release(sk_bufpool *p, sk_buf *b, uint64_t live)
+void sk_bufpool_release(sk_bufpool *p, skippr_buf *b, uint64_t live)
 {
     uint8_t *d = b->data;
     size_t cap = b->cap;
@@ -100,7 +100,7 @@ void sk_bufpool_release(sk_bufpool *p, sk_buf *b, uint64_t live)
     p->idle += cap;
 }
 
-int sk_bufpool_reserve(sk_bufpool *p, sk_buf *b, size_t cap, uint64_t live)
+int sk_bufpool_reserve(sk_bufpool *p, skippr_buf *b, size_t cap, uint64_t live)
 {
     if (cap > b->max)
         return SKIPPR_RANGE;
@@ -124,7 +124,7 @@ int sk_bufpool_reserve(sk_bufpool *p, sk_buf *b, size_t cap, uint64_t live)
     }
     if (b->len)
         memcpy(d, b->data, b->len);
-    sk_buf old = *b;
+    skippr_buf old = *b;
     b->data = d;
     b->cap = size;
     sk_bufpool_release(p, &old, live + size);

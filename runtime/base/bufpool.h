@@ -50,10 +50,10 @@ size_t sk_bufpool_size(size_t n);
  * the pool. live: the bytes of the other holders' buffers, b's excluded.
  * SKIPPR_NOMEM leaves b as it was. The buffer is plain heap memory: the
  * holder owns it, and gives it back with sk_bufpool_release() (or
- * sk_buf_free(), which the pool does not mind). */
-int sk_bufpool_reserve(sk_bufpool *p, sk_buf *b, size_t cap, uint64_t live);
+ * skippr_buf_free(), which the pool does not mind). */
+int sk_bufpool_reserve(sk_bufpool *p, skippr_buf *b, size_t cap, uint64_t live);
 /* b's buffer to the pool (or freed), live as above; b is left empty with
  * its max. */
-void sk_bufpool_release(sk_bufpool *p, sk_buf *b, uint64_t live);
+void sk_bufpool_release(sk_bufpool *p, skippr_buf *b, uint64_t live);
 
 #endif

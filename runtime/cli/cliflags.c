@@ -40,7 +40,7 @@ static int is_transform_key(const char *k)
 /* A YAML scalar for v: plain when nothing in it can be misread, else
  * double-quoted with JSON's escapes. "${" is written "$${" so the loader's
  * interpolation leaves flag values as the shell gave them. */
-static int put_scalar(sk_buf *b, const char *v)
+static int put_scalar(skippr_buf *b, const char *v)
 {
     static const char *const special[] = {"true", "false", "yes", "no",
                                           "on", "off", "null", "~", NULL};
@@ -59,25 +59,25 @@ static int put_scalar(sk_buf *b, const char *v)
     if (plain && strspn(v, "0123456789.+-eE") == strlen(v))
         plain = 0;
     if (plain)
-        return sk_buf_append(b, v, strlen(v));
-    int rc = sk_buf_putc(b, '"');
+        return skippr_buf_append(b, v, strlen(v));
+    int rc = skippr_buf_putc(b, '"');
     for (const char *p = v; !rc && *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (c == '"' || c == '\\')
-            rc = sk_buf_printf(b, "\\%c", c);
+            rc = skippr_buf_printf(b, "\\%c", c);
         else if (c < 0x20)
-            rc = sk_buf_printf(b, "\\u%04x", c);
+            rc = skippr_buf_printf(b, "\\u%04x", c);
         else if (c == '$' && p[1] == '{')
-            rc = sk_buf_append(b, "$$", 2);
+            rc = skippr_buf_append(b, "$$", 2);
         else
-            rc = sk_buf_putc(b, c);
+            rc = skippr_buf_putc(b, c);
     }
-    return rc ? rc : sk_buf_putc(b, '"');
+    return rc ? rc : skippr_buf_putc(b, '"');
 }
 
 /* A setting's value: whole numbers, sizes (16MiB) and true/false as
  * written, so the YAML reads like a hand-written one. */
-static int put_value(sk_buf *b, const char *v)
+static int put_value(skippr_buf *b, const char *v)
 {
     size_t n = strlen(v);
     size_t digits = strspn(v, "0123456789");
@@ -85,18 +85,18 @@ static int put_value(sk_buf *b, const char *v)
                  (digits == n || strspn(v + digits,
                                         "KMGTiBkb") == n - digits);
     if (number || strcmp(v, "true") == 0 || strcmp(v, "false") == 0)
-        return sk_buf_append(b, v, n);
+        return skippr_buf_append(b, v, n);
     return put_scalar(b, v);
 }
 
 /* One endpoint's block under data_sources:/data_sinks:, with the --*-opt
  * options after the URL's (an option given by both: the flag's wins, so
  * the URL's is left out). */
-static int put_endpoint(sk_buf *b, const char *name, const sk_url_endpoint *e,
+static int put_endpoint(skippr_buf *b, const char *name, const sk_url_endpoint *e,
                         const char *const *opts, size_t nopts,
                         const char *what, sk_cfg_err *err)
 {
-    int rc = sk_buf_printf(b, "  %s:\n    %s:", name, e->plugin);
+    int rc = skippr_buf_printf(b, "  %s:\n    %s:", name, e->plugin);
     size_t written = 0;
     for (size_t i = 0; !rc && i < e->n; i++) {
         size_t kl = strlen(e->keys[i]);
@@ -106,7 +106,7 @@ static int put_endpoint(sk_buf *b, const char *name, const sk_url_endpoint *e,
                 overridden = 1;
         if (overridden)
             continue;
-        rc = sk_buf_printf(b, "\n      %s: ", e->keys[i]);
+        rc = skippr_buf_printf(b, "\n      %s: ", e->keys[i]);
         if (!rc)
             rc = put_scalar(b, e->values[i]);
         written++;
@@ -124,15 +124,15 @@ static int put_endpoint(sk_buf *b, const char *name, const sk_url_endpoint *e,
                          "twice", what, (int)(eq - opts[j]), opts[j]);
                 return SKIPPR_INVAL;
             }
-        rc = sk_buf_printf(b, "\n      %.*s: ", (int)(eq - opts[j]),
+        rc = skippr_buf_printf(b, "\n      %.*s: ", (int)(eq - opts[j]),
                            opts[j]);
         if (!rc)
             rc = put_value(b, eq + 1);
         written++;
     }
     if (!rc && written == 0)
-        rc = sk_buf_append(b, " {}", 3);
-    return rc ? rc : sk_buf_putc(b, '\n');
+        rc = skippr_buf_append(b, " {}", 3);
+    return rc ? rc : skippr_buf_putc(b, '\n');
 }
 
 /* The state folder of a pipeline by flags (cliflags.h) into out. */
@@ -185,28 +185,28 @@ static int endpoints(const sk_cli_pipeline *p, const sk_registry *plugins,
 }
 
 /* "  KEY: " and v as a scalar (value: as a setting's value), a line. */
-static int put_line(sk_buf *b, const char *indent, const char *key,
+static int put_line(skippr_buf *b, const char *indent, const char *key,
                     const char *v, int value)
 {
-    int rc = sk_buf_printf(b, "%s%s: ", indent, key);
+    int rc = skippr_buf_printf(b, "%s%s: ", indent, key);
     if (!rc)
         rc = value ? put_value(b, v) : put_scalar(b, v);
-    return rc ? rc : sk_buf_putc(b, '\n');
+    return rc ? rc : skippr_buf_putc(b, '\n');
 }
 
 /* The skippr: section and the pipeline with its settings and transform. */
-static int put_head(sk_buf *b, const sk_cli_pipeline *p,
+static int put_head(skippr_buf *b, const sk_cli_pipeline *p,
                     const char *state_dir)
 {
-    int rc = sk_buf_append(b, "skippr:\n", 8);
+    int rc = skippr_buf_append(b, "skippr:\n", 8);
     if (!rc && p->workspace)
         rc = put_line(b, "  ", "workspace", p->workspace, 0);
     if (!rc)
-        rc = sk_buf_printf(b, "  skipprd_el_storage_mode: local\n");
+        rc = skippr_buf_printf(b, "  skipprd_el_storage_mode: local\n");
     if (!rc)
         rc = put_line(b, "  ", "state_dir", state_dir, 0);
     if (!rc)
-        rc = sk_buf_printf(b, "pipelines:\n  %s:\n    type: copy\n"
+        rc = skippr_buf_printf(b, "pipelines:\n  %s:\n    type: copy\n"
                            "    data_source: data_sources.cli_source\n"
                            "    data_sink: data_sinks.cli_sink\n",
                            p->key[0] ? p->key : p->name ? p->name : "cli");
@@ -218,7 +218,7 @@ static int put_head(sk_buf *b, const sk_cli_pipeline *p,
         if (!is_transform_key(p->keys[i]))
             continue;
         if (!transform++)
-            rc = sk_buf_append(b, "    transform:\n", 15);
+            rc = skippr_buf_append(b, "    transform:\n", 15);
         if (!rc)
             rc = put_line(b, "      ", p->keys[i], p->values[i], 0);
     }
@@ -251,28 +251,28 @@ char *sk_cli_yaml(const sk_cli_pipeline *p, const sk_registry *plugins,
     if (check_flags(p, err) || endpoints(p, plugins, &src, &dst, err))
         return NULL;
     int rc = flags_state_dir(p, state_dir, sizeof state_dir, err);
-    sk_buf b;
-    sk_buf_init(&b, 1u << 20);
+    skippr_buf b;
+    skippr_buf_init(&b, 1u << 20);
     if (!rc)
         rc = put_head(&b, p, state_dir);
     if (!rc)
-        rc = sk_buf_append(&b, "data_sources:\n", 14);
+        rc = skippr_buf_append(&b, "data_sources:\n", 14);
     if (!rc)
         rc = put_endpoint(&b, "cli_source", &src, p->source_opts,
                           p->nsource_opts, "--source-opt", err);
     if (!rc)
-        rc = sk_buf_append(&b, "data_sinks:\n", 12);
+        rc = skippr_buf_append(&b, "data_sinks:\n", 12);
     if (!rc)
         rc = put_endpoint(&b, "cli_sink", &dst, p->sink_opts, p->nsink_opts,
                           "--sink-opt", err);
     if (!rc)
-        rc = sk_buf_putc(&b, '\0');
+        rc = skippr_buf_putc(&b, '\0');
     sk_url_free(&src);
     sk_url_free(&dst);
     if (rc) {
         if (rc != SKIPPR_INVAL)
             snprintf(err->msg, sizeof err->msg, "out of memory");
-        sk_buf_free(&b);
+        skippr_buf_free(&b);
         return NULL;
     }
     return (char *)b.data; /* the buffer's memory, now the caller's */

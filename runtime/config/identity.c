@@ -72,7 +72,7 @@ static int str_cmp(const void *a, const void *b)
 
 /* ";key=value" for each location option of map (or each key of it, all
  * set), sorted, appended to b. */
-static int put_pairs(sk_buf *b, const sk_yaml_doc *doc, const sk_ynode *map,
+static int put_pairs(skippr_buf *b, const sk_yaml_doc *doc, const sk_ynode *map,
                      int all)
 {
     size_t n = map && map->kind == SK_Y_MAP ? map->n : 0, k = 0;
@@ -97,27 +97,27 @@ static int put_pairs(sk_buf *b, const sk_yaml_doc *doc, const sk_ynode *map,
     if (!rc)
         qsort(pairs, k, sizeof *pairs, str_cmp);
     for (size_t i = 0; !rc && i < k; i++)
-        rc = sk_buf_printf(b, all ? "transform:%s\n" : ";%s", pairs[i]);
+        rc = skippr_buf_printf(b, all ? "transform:%s\n" : ";%s", pairs[i]);
     for (size_t i = 0; pairs && i < k; i++)
         sk_free(pairs[i]);
     sk_free(pairs);
     return rc;
 }
 
-static int put_endpoint(sk_buf *b, const sk_yaml_doc *doc, const char *role,
+static int put_endpoint(skippr_buf *b, const sk_yaml_doc *doc, const char *role,
                         const sk_endpoint_cfg *ep)
 {
-    int rc = sk_buf_printf(b, "%s:%s", role, ep->plugin ? ep->plugin : "");
+    int rc = skippr_buf_printf(b, "%s:%s", role, ep->plugin ? ep->plugin : "");
     if (!rc)
         rc = put_pairs(b, doc, ep->options, 0);
-    return rc ? rc : sk_buf_putc(b, '\n');
+    return rc ? rc : skippr_buf_putc(b, '\n');
 }
 
 char *sk_identity_text(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                        unsigned parts)
 {
-    sk_buf b;
-    sk_buf_init(&b, 1u << 20);
+    skippr_buf b;
+    skippr_buf_init(&b, 1u << 20);
     int rc = SKIPPR_OK;
     if (parts & SK_ID_SOURCE)
         rc = put_endpoint(&b, doc, "source", &cfg->source);
@@ -130,9 +130,9 @@ char *sk_identity_text(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         rc = put_pairs(&b, doc, sk_ymap_get(pipe, "transform"), 1);
     }
     if (!rc)
-        rc = sk_buf_putc(&b, '\0');
+        rc = skippr_buf_putc(&b, '\0');
     if (rc) {
-        sk_buf_free(&b);
+        skippr_buf_free(&b);
         return NULL;
     }
     return (char *)b.data; /* the buffer's memory, now the caller's */

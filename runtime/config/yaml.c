@@ -58,12 +58,12 @@ const sk_ynode *sk_ymap_get(const sk_ynode *map, const char *key)
  * *why set (allocation failure or unset variable). */
 static char *interpolate(const char *s, char *why, size_t whylen)
 {
-    sk_buf b;
-    sk_buf_init(&b, MAX_SCALAR * 4);
+    skippr_buf b;
+    skippr_buf_init(&b, MAX_SCALAR * 4);
     const char *p = s;
     while (*p) {
         if (p[0] == '$' && p[1] == '$' && p[2] == '{') {
-            if (sk_buf_append(&b, "${", 2))
+            if (skippr_buf_append(&b, "${", 2))
                 goto oom;
             p += 3;
             continue;
@@ -103,21 +103,21 @@ static char *interpolate(const char *s, char *why, size_t whylen)
                          "${%.100s:-default} to give a default)", name, name);
                 goto fail;
             }
-            if (sk_buf_append(&b, v, strlen(v)))
+            if (skippr_buf_append(&b, v, strlen(v)))
                 goto oom;
             p = close + 1;
             continue;
         }
-        if (sk_buf_putc(&b, (uint8_t)*p++))
+        if (skippr_buf_putc(&b, (uint8_t)*p++))
             goto oom;
     }
-    if (sk_buf_putc(&b, 0))
+    if (skippr_buf_putc(&b, 0))
         goto oom;
     return (char *)b.data;
 oom:
     snprintf(why, whylen, "out of memory or value too long");
 fail:
-    sk_buf_free(&b);
+    skippr_buf_free(&b);
     return NULL;
 }
 

@@ -8,7 +8,7 @@
 #include "format/json.h"
 
 /* b's bytes from off; never NULL arithmetic on an empty buffer. */
-static inline const uint8_t *buf_at(const sk_buf *b, size_t off)
+static inline const uint8_t *buf_at(const skippr_buf *b, size_t off)
 {
     return b->data ? b->data + off : (const uint8_t *)"";
 }
@@ -22,7 +22,7 @@ typedef struct name_span {
 } name_span;
 
 typedef struct namelist {
-    sk_buf text; /* names back to back */
+    skippr_buf text; /* names back to back */
     name_span *at; /* by column */
     size_t n, cap;
     uint32_t *tab;
@@ -39,11 +39,11 @@ struct sk_conv {
     uint8_t *cell_kind; /* 0 empty, 1 string (escaped), 2 raw, 3 compact */
     size_t cells_cap;
     const uint8_t *rec;  /* the record being converted */
-    sk_buf tmp;          /* decoded names and values */
+    skippr_buf tmp;          /* decoded names and values */
     /* csv -> jsonl */
     struct csv_parser csv;
     int csv_ready;
-    sk_buf fields;       /* the row's fields back to back */
+    skippr_buf fields;       /* the row's fields back to back */
     name_span *f;        /* their spans (hash unused) */
     size_t nf, fcap;
     int failed;
@@ -52,12 +52,12 @@ struct sk_conv {
 static void names_init(namelist *l)
 {
     memset(l, 0, sizeof *l);
-    sk_buf_init(&l->text, (size_t)1 << 30);
+    skippr_buf_init(&l->text, (size_t)1 << 30);
 }
 
 static void names_free(namelist *l)
 {
-    sk_buf_free(&l->text);
+    skippr_buf_free(&l->text);
     sk_free(l->at);
     sk_free(l->tab);
 }
@@ -104,7 +104,7 @@ static int names_add(namelist *l, const uint8_t *name, size_t n)
             names_index(l, c);
     }
     size_t at = l->text.len;
-    if (n && sk_buf_append(&l->text, name, n))
+    if (n && skippr_buf_append(&l->text, name, n))
         return SKIPPR_NOMEM;
     l->at[l->n] = (name_span){at, n, sk_hash_fast(name, n)};
     names_index(l, l->n);
@@ -127,8 +127,8 @@ sk_conv *sk_conv_new(sk_conv_kind kind, uint8_t delim)
         goto out;
     c->kind = kind;
     c->delim = delim;
-    sk_buf_init(&c->tmp, (size_t)1 << 30);
-    sk_buf_init(&c->fields, (size_t)1 << 30);
+    skippr_buf_init(&c->tmp, (size_t)1 << 30);
+    skippr_buf_init(&c->fields, (size_t)1 << 30);
     names_init(&c->cols);
     if (kind == SK_CONV_CSV_JSONL) {
         if (csv_init(&c->csv, CSV_STRICT_FINI) != 0)
@@ -152,8 +152,8 @@ void sk_conv_free(sk_conv *c)
     sk_free(c->cell_off);
     sk_free(c->cell_len);
     sk_free(c->cell_kind);
-    sk_buf_free(&c->tmp);
-    sk_buf_free(&c->fields);
+    skippr_buf_free(&c->tmp);
+    skippr_buf_free(&c->fields);
     sk_free(c->f);
     if (c->csv_ready)
         csv_free(&c->csv);
@@ -176,8 +176,8 @@ static int member_name(sk_conv *c, const uint8_t *rec, const sk_json_member *m,
         *n = m->name_len;
         return SKIPPR_OK;
     }
-    sk_buf_reset(&c->tmp);
-    if (sk_buf_reserve(&c->tmp, m->name_len ? m->name_len : 1))
+    skippr_buf_reset(&c->tmp);
+    if (skippr_buf_reserve(&c->tmp, m->name_len ? m->name_len : 1))
         return SKIPPR_NOMEM;
     *n = sk_json_unescape(rec + m->name_off, m->name_len, c->tmp.data);
     *name = c->tmp.data;
@@ -219,41 +219,41 @@ int sk_conv_learn(sk_conv *c, const uint8_t *rec, size_t len,
 }
 
 /* Appends one CSV cell, quoted when it must be. */
-static int put_cell(sk_buf *out, const uint8_t *v, size_t n)
+static int put_cell(skippr_buf *out, const uint8_t *v, size_t n)
 {
     int quote = 0;
     for (size_t i = 0; i < n && !quote; i++)
         quote = v[i] == ',' || v[i] == '"' || v[i] == '\r' || v[i] == '\n';
     if (!quote)
-        return n ? sk_buf_append(out, v, n) : SKIPPR_OK;
-    int rc = sk_buf_putc(out, '"');
+        return n ? skippr_buf_append(out, v, n) : SKIPPR_OK;
+    int rc = skippr_buf_putc(out, '"');
     size_t from = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         if (v[i] != '"')
             continue;
-        rc = sk_buf_append(out, v + from, i + 1 - from); /* up to the quote */
+        rc = skippr_buf_append(out, v + from, i + 1 - from); /* up to the quote */
         if (!rc)
-            rc = sk_buf_putc(out, '"');                  /* doubled */
+            rc = skippr_buf_putc(out, '"');                  /* doubled */
         from = i + 1;
     }
     if (!rc && n > from)
-        rc = sk_buf_append(out, v + from, n - from);
-    return rc ? rc : sk_buf_putc(out, '"');
+        rc = skippr_buf_append(out, v + from, n - from);
+    return rc ? rc : skippr_buf_putc(out, '"');
 }
 
-int sk_conv_begin(sk_conv *c, sk_buf *out)
+int sk_conv_begin(sk_conv *c, skippr_buf *out)
 {
     if (c->kind != SK_CONV_JSON_CSV)
         return SKIPPR_OK;
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < c->cols.n && !rc; i++) {
         if (i)
-            rc = sk_buf_putc(out, ',');
+            rc = skippr_buf_putc(out, ',');
         if (!rc)
             rc = put_cell(out, buf_at(&c->cols.text, c->cols.at[i].off),
                           c->cols.at[i].len);
     }
-    return rc ? rc : sk_buf_putc(out, '\n');
+    return rc ? rc : skippr_buf_putc(out, '\n');
 }
 
 typedef struct row_ctx {
@@ -290,9 +290,9 @@ static int row_member(void *ud, const sk_json_member *m)
 }
 
 /* Compact JSON of a raw container: the whitespace outside strings goes. */
-static int compact(sk_buf *out, const uint8_t *p, size_t n)
+static int compact(skippr_buf *out, const uint8_t *p, size_t n)
 {
-    if (sk_buf_reserve(out, n))
+    if (skippr_buf_reserve(out, n))
         return SKIPPR_NOMEM;
     uint8_t *o = out->data + out->len;
     int in_str = 0;
@@ -317,7 +317,7 @@ static int compact(sk_buf *out, const uint8_t *p, size_t n)
 }
 
 static int json_to_csv(sk_conv *c, const uint8_t *rec, size_t len,
-                       sk_buf *out, const char **why)
+                       skippr_buf *out, const char **why)
 {
     size_t ncols = c->cols.n;
     if (ncols > c->cells_cap) {
@@ -352,7 +352,7 @@ static int json_to_csv(sk_conv *c, const uint8_t *rec, size_t len,
     rc = SKIPPR_OK;
     for (size_t i = 0; i < ncols && !rc; i++) {
         if (i)
-            rc = sk_buf_putc(out, ',');
+            rc = skippr_buf_putc(out, ',');
         if (rc)
             break;
         if (c->cell_kind[i] == 0 || c->cell_kind[i] == 4)
@@ -361,22 +361,22 @@ static int json_to_csv(sk_conv *c, const uint8_t *rec, size_t len,
         size_t n = c->cell_len[i];
         switch (c->cell_kind[i]) {
         case 1:
-            sk_buf_reset(&c->tmp);
-            if ((rc = sk_buf_reserve(&c->tmp, n ? n : 1)))
+            skippr_buf_reset(&c->tmp);
+            if ((rc = skippr_buf_reserve(&c->tmp, n ? n : 1)))
                 break;
             c->tmp.len = sk_json_unescape(v, n, c->tmp.data);
             rc = put_cell(out, c->tmp.data, c->tmp.len);
             break;
         case 2: rc = put_cell(out, v, n); break;
         case 3:
-            sk_buf_reset(&c->tmp);
+            skippr_buf_reset(&c->tmp);
             if (!(rc = compact(&c->tmp, v, n)))
                 rc = put_cell(out, c->tmp.data, c->tmp.len);
             break;
         default: break; /* missing or null: empty */
         }
     }
-    return rc ? rc : sk_buf_putc(out, '\n');
+    return rc ? rc : skippr_buf_putc(out, '\n');
 }
 
 /* ---- csv -> jsonl ---------------------------------------------------------- */
@@ -387,7 +387,7 @@ static void csv_field(void *s, size_t n, void *ud)
     if (c->failed)
         return;
     if (sk_array_grow(&c->f, c->nf, &c->fcap, sizeof *c->f, 16) ||
-        (n && sk_buf_append(&c->fields, s, n))) {
+        (n && skippr_buf_append(&c->fields, s, n))) {
         c->failed = 1;
         return;
     }
@@ -397,7 +397,7 @@ static void csv_field(void *s, size_t n, void *ud)
 /* The row's decoded fields, into c->fields, c->f and c->nf. */
 static int csv_split(sk_conv *c, const uint8_t *rec, size_t len)
 {
-    sk_buf_reset(&c->fields);
+    skippr_buf_reset(&c->fields);
     c->nf = 0;
     c->failed = 0;
     size_t used = len ? csv_parse(&c->csv, rec, len, csv_field, NULL, c) : 0;
@@ -412,7 +412,7 @@ static int csv_split(sk_conv *c, const uint8_t *rec, size_t len)
 }
 
 static int csv_to_json(sk_conv *c, const uint8_t *rec, size_t len,
-                       sk_buf *out, const char **why)
+                       skippr_buf *out, const char **why)
 {
     int rc = csv_split(c, rec, len);
     if (rc == SKIPPR_CORRUPT)
@@ -425,8 +425,8 @@ static int csv_to_json(sk_conv *c, const uint8_t *rec, size_t len,
             const uint8_t *name = buf_at(&c->fields, c->f[i].off);
             size_t n = c->f[i].len;
             char sfx[24];
-            sk_buf_reset(&c->tmp);
-            if (n && (rc = sk_buf_append(&c->tmp, name, n)))
+            skippr_buf_reset(&c->tmp);
+            if (n && (rc = skippr_buf_append(&c->tmp, name, n)))
                 break;
             size_t base = c->tmp.len;
             for (int k = 2;
@@ -434,7 +434,7 @@ static int csv_to_json(sk_conv *c, const uint8_t *rec, size_t len,
                  k++) {
                 c->tmp.len = base;
                 int sn = snprintf(sfx, sizeof sfx, "_%d", k);
-                if ((rc = sk_buf_append(&c->tmp, sfx, (size_t)sn)))
+                if ((rc = skippr_buf_append(&c->tmp, sfx, (size_t)sn)))
                     break;
             }
             if (!rc)
@@ -466,7 +466,7 @@ static int csv_to_json(sk_conv *c, const uint8_t *rec, size_t len,
     }
     if (!rc) {
         size_t n = json_dumpb(obj, NULL, 0, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (n == 0 || sk_buf_reserve(out, n + 1))
+        if (n == 0 || skippr_buf_reserve(out, n + 1))
             rc = SKIPPR_NOMEM;
         else if (json_dumpb(obj, (char *)out->data + out->len, n,
                             JSON_COMPACT | JSON_PRESERVE_ORDER) != n)
@@ -480,15 +480,15 @@ static int csv_to_json(sk_conv *c, const uint8_t *rec, size_t len,
     return rc;
 }
 
-int sk_conv_record(sk_conv *c, const uint8_t *rec, size_t len, sk_buf *out,
+int sk_conv_record(sk_conv *c, const uint8_t *rec, size_t len, skippr_buf *out,
                    const char **why)
 {
     switch (c->kind) {
     case SK_CONV_JSON_CSV: return json_to_csv(c, rec, len, out, why);
     case SK_CONV_CSV_JSONL: return csv_to_json(c, rec, len, out, why);
     default:
-        if (sk_buf_append(out, rec, len))
+        if (skippr_buf_append(out, rec, len))
             return SKIPPR_NOMEM;
-        return sk_buf_putc(out, '\n');
+        return skippr_buf_putc(out, '\n');
     }
 }

@@ -49,12 +49,12 @@ int sk_conv_learn(sk_conv *c, const uint8_t *rec, size_t len,
 
 /* Appends to out what the object starts with (json -> csv: the header
  * row). Call once, after learning and before the first record. */
-int sk_conv_begin(sk_conv *c, sk_buf *out);
+int sk_conv_begin(sk_conv *c, skippr_buf *out);
 
 /* Appends record rec's output (with its line end; nothing for a CSV
  * slice's header row) to out. SKIPPR_CORRUPT, with *why set, if the
  * record cannot be converted. */
-int sk_conv_record(sk_conv *c, const uint8_t *rec, size_t len, sk_buf *out,
+int sk_conv_record(sk_conv *c, const uint8_t *rec, size_t len, skippr_buf *out,
                    const char **why);
 
 #endif

@@ -12,7 +12,7 @@
 
 struct sk_csv_decoder {
     struct csv_parser p;
-    sk_buf *out;    /* where the current call appends */
+    skippr_buf *out;    /* where the current call appends */
     size_t fields;  /* fields reported by this call */
     int failed;
 };
@@ -56,12 +56,12 @@ static void dec_field(void *s, size_t n, void *ud)
     sk_csv_decoder *d = ud;
     d->fields++;
     /* s may be NULL for an empty cell */
-    if (d->fields == 1 && n && !d->failed && sk_buf_append(d->out, s, n))
+    if (d->fields == 1 && n && !d->failed && skippr_buf_append(d->out, s, n))
         d->failed = 1;
 }
 
 int sk_csv_decode_cell(sk_csv_decoder *d, const uint8_t *raw, size_t n,
-                       sk_buf *out)
+                       skippr_buf *out)
 {
     if (n == 0)
         return SKIPPR_OK; /* an empty cell: libcsv reports no field */
@@ -104,7 +104,7 @@ typedef struct name_span {
 } name_span;
 
 typedef struct names {
-    sk_buf text;
+    skippr_buf text;
     name_span *at;
     size_t n, cap;
     int failed;
@@ -116,7 +116,7 @@ static void names_add(names *nm, const void *s, size_t n)
         return;
     if (nm->n >= SK_CSV_MAX_COLUMNS ||
         sk_array_grow(&nm->at, nm->n, &nm->cap, sizeof *nm->at, 16) ||
-        (n && sk_buf_append(&nm->text, s, n))) {
+        (n && skippr_buf_append(&nm->text, s, n))) {
         nm->failed = 1;
         return;
     }
@@ -128,7 +128,7 @@ static void name_field(void *s, size_t n, void *ud) { names_add(ud, s, n); }
 
 static void names_free(names *nm)
 {
-    sk_buf_free(&nm->text);
+    skippr_buf_free(&nm->text);
     sk_free(nm->at);
 }
 
@@ -175,7 +175,7 @@ static int header_from_row(sk_csv_framer *f, const uint8_t *row, size_t n,
         return SK_CSV_NOMEM;
     names nm;
     memset(&nm, 0, sizeof nm);
-    sk_buf_init(&nm.text, (size_t)1 << 30);
+    skippr_buf_init(&nm.text, (size_t)1 << 30);
     size_t used = n ? csv_parse(&d->p, row, n, name_field, NULL, &nm) : 0;
     int fin = csv_fini(&d->p, name_field, NULL, &nm);
     int rc = 0;
@@ -196,7 +196,7 @@ static int header_from_row(sk_csv_framer *f, const uint8_t *row, size_t n,
 }
 
 /* Appends name as one cell of a header row, quoted if it must be. */
-static int put_cell(sk_buf *b, const char *name, uint8_t delim)
+static int put_cell(skippr_buf *b, const char *name, uint8_t delim)
 {
     size_t n = strlen(name);
     int quote = 0;
@@ -205,15 +205,15 @@ static int put_cell(sk_buf *b, const char *name, uint8_t delim)
             name[i] == '\r')
             quote = 1;
     if (!quote)
-        return sk_buf_append(b, name, n);
-    int rc = sk_buf_putc(b, '"');
+        return skippr_buf_append(b, name, n);
+    int rc = skippr_buf_putc(b, '"');
     for (size_t i = 0; i < n && !rc; i++) {
         if (name[i] == '"')
-            rc = sk_buf_putc(b, '"');
+            rc = skippr_buf_putc(b, '"');
         if (!rc)
-            rc = sk_buf_putc(b, (uint8_t)name[i]);
+            rc = skippr_buf_putc(b, (uint8_t)name[i]);
     }
-    return rc ? rc : sk_buf_putc(b, '"');
+    return rc ? rc : skippr_buf_putc(b, '"');
 }
 
 int sk_csv_framer_set_columns(sk_csv_framer *f, const char *const *cols,
@@ -222,15 +222,15 @@ int sk_csv_framer_set_columns(sk_csv_framer *f, const char *const *cols,
 {
     if (n == 0 || n > SK_CSV_MAX_COLUMNS)
         return SKIPPR_INVAL;
-    sk_buf row;
-    sk_buf_init(&row, (size_t)1 << 30);
+    skippr_buf row;
+    skippr_buf_init(&row, (size_t)1 << 30);
     names nm;
     memset(&nm, 0, sizeof nm);
-    sk_buf_init(&nm.text, (size_t)1 << 30);
+    skippr_buf_init(&nm.text, (size_t)1 << 30);
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < n && !rc; i++) {
         if (i)
-            rc = sk_buf_putc(&row, f->delim);
+            rc = skippr_buf_putc(&row, f->delim);
         if (!rc)
             rc = put_cell(&row, cols[i], f->delim);
         names_add(&nm, cols[i], strlen(cols[i]));
@@ -245,7 +245,7 @@ int sk_csv_framer_set_columns(sk_csv_framer *f, const char *const *cols,
         f->fixed = 1;
     }
     names_free(&nm);
-    sk_buf_free(&row);
+    skippr_buf_free(&row);
     return rc;
 }
 

@@ -103,7 +103,7 @@ void sk_csv_decoder_free(sk_csv_decoder *d);
 /* Appends the cell's decoded text to out. SKIPPR_OK, SKIPPR_NOMEM, or
  * SKIPPR_CORRUPT when the bytes are not one cell. */
 int sk_csv_decode_cell(sk_csv_decoder *d, const uint8_t *raw, size_t n,
-                       sk_buf *out);
+                       skippr_buf *out);
 
 /* Parses a delimiter option: ",", ";", "|", "tab" or a tab character.
  * Returns the byte, or 0 if it is not one of these. */

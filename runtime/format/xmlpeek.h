@@ -104,7 +104,7 @@ sk_xml_rc sk_xml_next(sk_xml_framer *f, const sk_xml_spec *spec,
 
 /* Appends value v's text, decoded (libxml2 where needed) and trimmed, to
  * out. SKIPPR_OK, SKIPPR_NOMEM, or SKIPPR_CORRUPT if it does not decode. */
-int sk_xml_value_text(const uint8_t *buf, const sk_xml_value *v, sk_buf *out);
+int sk_xml_value_text(const uint8_t *buf, const sk_xml_value *v, skippr_buf *out);
 
 /* 1 if libxml2 parses the record as well-formed inside the header's root
  * start tag (validate: true). */

@@ -19,7 +19,7 @@ static inline int xml_ws(uint8_t c)
 static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
 static void xml_init(void) { xmlInitParser(); }
 
-static int trim_append(sk_buf *out, const uint8_t *p, size_t n)
+static int trim_append(skippr_buf *out, const uint8_t *p, size_t n)
 {
     while (n && xml_ws(p[0])) {
         p++;
@@ -27,13 +27,13 @@ static int trim_append(sk_buf *out, const uint8_t *p, size_t n)
     }
     while (n && xml_ws(p[n - 1]))
         n--;
-    return n ? sk_buf_append(out, p, n) : SKIPPR_OK;
+    return n ? skippr_buf_append(out, p, n) : SKIPPR_OK;
 }
 
 static const int PARSE_OPTS = XML_PARSE_NONET | XML_PARSE_NOERROR |
                               XML_PARSE_NOWARNING;
 
-int sk_xml_value_text(const uint8_t *buf, const sk_xml_value *v, sk_buf *out)
+int sk_xml_value_text(const uint8_t *buf, const sk_xml_value *v, skippr_buf *out)
 {
     const uint8_t *p = buf + v->off;
     size_t n = v->len;
@@ -41,34 +41,34 @@ int sk_xml_value_text(const uint8_t *buf, const sk_xml_value *v, sk_buf *out)
         return trim_append(out, p, n);
     pthread_once(&xml_once, xml_init);
     /* Wrap the raw text in a tiny document and let libxml2 decode it. */
-    sk_buf doc;
-    sk_buf_init(&doc, n + 64);
+    skippr_buf doc;
+    skippr_buf_init(&doc, n + 64);
     int rc;
     if (v->kind == 1) {
         uint8_t q = buf[v->off - 1]; /* the value's own quote */
-        rc = sk_buf_append(&doc, "<v a=", 5);
+        rc = skippr_buf_append(&doc, "<v a=", 5);
         if (!rc)
-            rc = sk_buf_putc(&doc, q);
+            rc = skippr_buf_putc(&doc, q);
         if (!rc)
-            rc = sk_buf_append(&doc, p, n);
+            rc = skippr_buf_append(&doc, p, n);
         if (!rc)
-            rc = sk_buf_putc(&doc, q);
+            rc = skippr_buf_putc(&doc, q);
         if (!rc)
-            rc = sk_buf_append(&doc, "/>", 2);
+            rc = skippr_buf_append(&doc, "/>", 2);
     } else {
-        rc = sk_buf_append(&doc, "<v>", 3);
+        rc = skippr_buf_append(&doc, "<v>", 3);
         if (!rc)
-            rc = sk_buf_append(&doc, p, n);
+            rc = skippr_buf_append(&doc, p, n);
         if (!rc)
-            rc = sk_buf_append(&doc, "</v>", 4);
+            rc = skippr_buf_append(&doc, "</v>", 4);
     }
     if (rc) {
-        sk_buf_free(&doc);
+        skippr_buf_free(&doc);
         return rc;
     }
     xmlDocPtr d = xmlReadMemory((const char *)doc.data, (int)doc.len, NULL,
                                 "UTF-8", PARSE_OPTS);
-    sk_buf_free(&doc);
+    skippr_buf_free(&doc);
     if (!d)
         return SKIPPR_CORRUPT;
     xmlNodePtr root = xmlDocGetRootElement(d);
@@ -91,19 +91,19 @@ int sk_xml_record_valid(const sk_xml_framer *f, const uint8_t *rec,
      * they are). */
     const uint8_t *tag = f->head ? memchr(f->head, '\n', f->head_len) : NULL;
     size_t tl = tag ? f->head_len - (size_t)(tag + 1 - f->head) : 0;
-    sk_buf doc;
-    sk_buf_init(&doc, len + tl + f->root_len + 16);
+    skippr_buf doc;
+    skippr_buf_init(&doc, len + tl + f->root_len + 16);
     int ok = 0;
-    if ((!tl || !sk_buf_append(&doc, tag + 1, tl)) &&
-        !sk_buf_append(&doc, rec, len) &&
-        (!tl || (!sk_buf_append(&doc, "</", 2) &&
-                 !sk_buf_append(&doc, f->root, f->root_len) &&
-                 !sk_buf_putc(&doc, '>')))) {
+    if ((!tl || !skippr_buf_append(&doc, tag + 1, tl)) &&
+        !skippr_buf_append(&doc, rec, len) &&
+        (!tl || (!skippr_buf_append(&doc, "</", 2) &&
+                 !skippr_buf_append(&doc, f->root, f->root_len) &&
+                 !skippr_buf_putc(&doc, '>')))) {
         xmlDocPtr d = xmlReadMemory((const char *)doc.data, (int)doc.len,
                                     NULL, NULL, PARSE_OPTS);
         ok = d != NULL;
         xmlFreeDoc(d);
     }
-    sk_buf_free(&doc);
+    skippr_buf_free(&doc);
     return ok;
 }

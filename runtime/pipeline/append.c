@@ -16,19 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int json_str_append(sk_buf *b, const char *s, size_t n)
+static int json_str_append(skippr_buf *b, const char *s, size_t n)
 {
-    int rc = sk_buf_putc(b, '"');
+    int rc = skippr_buf_putc(b, '"');
     for (size_t i = 0; !rc && i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\')
-            rc = sk_buf_printf(b, "\\%c", c);
+            rc = skippr_buf_printf(b, "\\%c", c);
         else if (c < 0x20 || c == 0x7f)
-            rc = sk_buf_printf(b, "\\u%04x", c);
+            rc = skippr_buf_printf(b, "\\u%04x", c);
         else
-            rc = sk_buf_putc(b, c);
+            rc = skippr_buf_putc(b, c);
     }
-    return rc ? rc : sk_buf_putc(b, '"');
+    return rc ? rc : skippr_buf_putc(b, '"');
 }
 
 int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
@@ -38,13 +38,13 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                                  SK_SLICE_DEAD);
     if (!s)
         return SKIPPR_NOMEM;
-    sk_buf meta;
-    sk_buf_init(&meta, 1u << 20);
-    int rc = sk_buf_append(&meta, "\"unit\":", 7);
+    skippr_buf meta;
+    skippr_buf_init(&meta, 1u << 20);
+    int rc = skippr_buf_append(&meta, "\"unit\":", 7);
     if (!rc)
         rc = json_str_append(&meta, unit, strlen(unit));
     if (!rc)
-        rc = sk_buf_printf(&meta, ",\"offset\":%" PRIu64 ",\"length\":%zu,"
+        rc = skippr_buf_printf(&meta, ",\"offset\":%" PRIu64 ",\"length\":%zu,"
                            "\"reason\":", offset, len);
     if (!rc)
         rc = json_str_append(&meta, reason, strlen(reason));
@@ -52,7 +52,7 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
         rc = sk_state_append(e->st, s, meta.data, meta.len);
     if (!rc)
         rc = sk_state_append(e->st, s, bytes, len);
-    sk_buf_free(&meta);
+    skippr_buf_free(&meta);
     const skippr_message *m = e->doc_msg;
     if (!rc && m && e->doc_dead++ == 0 && m->problem && m->problem_cap) {
         /* The document's sender is told about its first bad record. */
@@ -98,8 +98,8 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
                            "the record spans lines, which a .jsonl object "
                            "cannot hold (multiline_records: dead_letter)");
     case SK_MULTILINE_COMPACT:
-        sk_buf_reset(&e->compact);
-        if ((rc = sk_buf_reserve(&e->compact, len)))
+        skippr_buf_reset(&e->compact);
+        if ((rc = skippr_buf_reserve(&e->compact, len)))
             return rc;
         rc = sk_state_append(e->st, s, e->compact.data,
                              sk_json_compact(rec, len, e->compact.data));

@@ -62,28 +62,28 @@ static int has_line(const char *text, const char *p, size_t n)
 
 /* The lines of a that b lacks, into out as "'line', 'line'" (NUL-
  * terminated; "nothing else" when none). SKIPPR_OK or SKIPPR_NOMEM. */
-static int missing_lines(const char *a, const char *b, sk_buf *out)
+static int missing_lines(const char *a, const char *b, skippr_buf *out)
 {
     int rc = SKIPPR_OK;
     for (const char *t = a; *t && !rc;) {
         const char *nl = strchr(t, '\n');
         size_t len = nl ? (size_t)(nl - t) : strlen(t);
         if (len && !has_line(b, t, len))
-            rc = sk_buf_printf(out, "%s'%.*s'", out->len ? ", " : "",
+            rc = skippr_buf_printf(out, "%s'%.*s'", out->len ? ", " : "",
                                (int)len, t);
         t += len + (nl != NULL);
     }
     if (!rc && !out->len)
-        rc = sk_buf_printf(out, "nothing else");
-    return rc ? rc : sk_buf_append(out, "", 1);
+        rc = skippr_buf_printf(out, "nothing else");
+    return rc ? rc : skippr_buf_append(out, "", 1);
 }
 
 /* The stop: what the state was made for, what the run asks, the ways on. */
 static void refuse(const engine *e, const char *was, const char *now)
 {
-    sk_buf gone, added;
-    sk_buf_init(&gone, DEFINITION_MAX);
-    sk_buf_init(&added, DEFINITION_MAX);
+    skippr_buf gone, added;
+    skippr_buf_init(&gone, DEFINITION_MAX);
+    skippr_buf_init(&added, DEFINITION_MAX);
     int bad = missing_lines(was, now, &gone) || missing_lines(now, was, &added);
     sk_error("pipeline '%s': its state (%s, in %s) was made for another "
              "definition: it had %s, the config now has %s. Continuing it "
@@ -94,8 +94,8 @@ static void refuse(const engine *e, const char *was, const char *now)
              e->cfg->name, e->st->state_id, e->st->dir,
              bad ? "?" : (const char *)gone.data,
              bad ? "?" : (const char *)added.data);
-    sk_buf_free(&gone);
-    sk_buf_free(&added);
+    skippr_buf_free(&gone);
+    skippr_buf_free(&added);
 }
 
 /* Non-zero when the state has begun a copy: a slice made, a unit

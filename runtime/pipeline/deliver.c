@@ -32,7 +32,7 @@ static int writer_flush(writer *w)
     sk_crashpoint("sink_write");
     int rc = u->sink->plugin->sink->object_write(u->sink->ctx, w->h,
                                                  u->out.data, u->out.len);
-    sk_buf_reset(&u->out);
+    skippr_buf_reset(&u->out);
     return rc;
 }
 
@@ -54,7 +54,7 @@ static int writer_put(writer *w, const void *p, size_t n)
         sk_crashpoint("sink_write");
         return u->sink->plugin->sink->object_write(u->sink->ctx, w->h, p, n);
     }
-    return sk_buf_append(&u->out, p, n);
+    return skippr_buf_append(&u->out, p, n);
 }
 
 /* A record sink gets each record in its own object_write(), without the
@@ -80,7 +80,7 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
         return write_one(w, rec, len);
     }
     if (w->conv) {
-        sk_buf_reset(w->conv_out);
+        skippr_buf_reset(w->conv_out);
         if ((rc = sk_conv_record(w->conv, rec, len, w->conv_out,
                                  &w->conv_why)))
             return rc;
@@ -90,7 +90,7 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
     }
     if (w->mode == WRITE_ALL && !w->count_only) {
         /* The common case, a data record that fits the buffer: one copy. */
-        sk_buf *out = &w->u->out;
+        skippr_buf *out = &w->u->out;
         if (out->cap - out->len > len && out->len + len + 1 <= OUT_BUF) {
             memcpy(out->data + out->len, rec, len);
             out->data[out->len + len] = '\n';
@@ -113,16 +113,16 @@ static int write_record(void *ud, const uint8_t *rec, size_t len)
                               ",", w->data_off);
             if (w->records_mode) {
                 /* The meta line is one record: build it first. */
-                sk_buf line;
-                sk_buf_init(&line, (size_t)hn + len + 2);
-                rc = sk_buf_append(&line, head, (size_t)hn);
+                skippr_buf line;
+                skippr_buf_init(&line, (size_t)hn + len + 2);
+                rc = skippr_buf_append(&line, head, (size_t)hn);
                 if (!rc)
-                    rc = sk_buf_append(&line, rec, len);
+                    rc = skippr_buf_append(&line, rec, len);
                 if (!rc)
-                    rc = sk_buf_append(&line, "}", 1);
+                    rc = skippr_buf_append(&line, "}", 1);
                 if (!rc)
                     rc = write_one(w, line.data, line.len);
-                sk_buf_free(&line);
+                skippr_buf_free(&line);
                 return rc;
             }
             if ((rc = writer_put(w, head, (size_t)hn)) ||
@@ -145,10 +145,10 @@ static int learn_record(void *ud, const uint8_t *rec, size_t len)
 /* Writes slice s, converted, through w (a real or a count-only writer):
  * for json -> csv a first pass learns the header. */
 int pl_write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
-                           writer *w, sk_buf *scratch)
+                           writer *w, skippr_buf *scratch)
 {
-    sk_buf out;
-    sk_buf_init(&out, (size_t)SK_WAL_MAX_PAYLOAD * 8);
+    skippr_buf out;
+    skippr_buf_init(&out, (size_t)SK_WAL_MAX_PAYLOAD * 8);
     sk_conv *c = sk_conv_new(kind, e->src->csv_delim);
     w->conv = c;
     w->conv_out = &out;
@@ -166,7 +166,7 @@ int pl_write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
     w->conv = NULL;
     w->conv_out = NULL;
     sk_conv_free(c);
-    sk_buf_free(&out);
+    skippr_buf_free(&out);
     return rc;
 }
 
@@ -232,8 +232,8 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
             return rc;
         }
         writer w = {.u = u, .mode = mode, .records_mode = records_mode};
-        sk_buf_reset(&u->out);
-        if ((rc = sk_buf_reserve(&u->out, OUT_BUF)))
+        skippr_buf_reset(&u->out);
+        if ((rc = skippr_buf_reserve(&u->out, OUT_BUF)))
             return rc;
         rc = ops->object_open(sink->ctx, &info, &w.h);
         if (rc == SKIPPR_OK) {

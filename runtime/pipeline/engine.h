@@ -97,8 +97,8 @@ typedef struct lane lane;
 typedef struct uploader {
     engine *e;
     sk_instance *sink;
-    sk_buf out;     /* sink write buffer */
-    sk_buf scratch; /* WAL read-back */
+    skippr_buf out;     /* sink write buffer */
+    skippr_buf scratch; /* WAL read-back */
     skippr_backoff backoff; /* retry waits: retry_backoff_ms doubling to
                              * 100 times it, jittered (backoff.h) */
 } uploader;
@@ -124,7 +124,7 @@ typedef struct piece {
     group *groups;      /* by memo id: in order of first appearance */
     size_t ngroups, gcap;
     sk_memo memo;       /* partition keys built in this piece */
-    sk_buf scratch;
+    skippr_buf scratch;
     size_t stop;
     int need_more;
     int failed; /* allocation failure */
@@ -193,13 +193,13 @@ struct engine {
     char **csv_cols;          /* the source's csv_columns, split; owned */
     size_t ncsv_cols;
     const char *ext;          /* data objects' extension, from the sink */
-    sk_buf slice_key;         /* a streamed record's partition */
+    skippr_buf slice_key;         /* a streamed record's partition */
     /* multiline_records: JSON records with a line feed, when the sink
      * writes .jsonl objects (one record per line) */
     int multiline_check;      /* the sink writes .jsonl files */
     uint64_t multiline_json;  /* such records put in .json objects */
     uint64_t multiline_compacted; /* such records compacted */
-    sk_buf compact;           /* a compacted record */
+    skippr_buf compact;           /* a compacted record */
     /* streaming sources */
     int streaming;            /* the source has poll(), not list() */
     struct pl_streamer *stream; /* stream.c's: its units, the document lane */
@@ -242,7 +242,7 @@ typedef struct writer {
     int count_only;
     int records_mode;    /* SKIPPR_SINK_RECORDS: one object_write a record */
     sk_conv *conv;       /* records are converted (pl_write_converted) */
-    sk_buf *conv_out;    /* one record's converted bytes */
+    skippr_buf *conv_out;    /* one record's converted bytes */
     const char *conv_why; /* why a record could not be converted */
 } writer;
 
@@ -276,7 +276,7 @@ struct lane {
     todo *t;           /* NULL: idle */
     sk_unit_rec *u;    /* the unit's ledger record (stable while not done) */
     reader r;
-    sk_buf win;        /* decompressed bytes not yet consumed */
+    skippr_buf win;        /* decompressed bytes not yet consumed */
     size_t target;     /* window fill target */
     uint64_t base;     /* unit offset of win.data[0] */
     int first;         /* a BOM may still lead the window */
@@ -315,7 +315,7 @@ size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap);
 
 /* deliver.c: writing one sealed slice through the sink (upload threads) */
 int pl_write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
-                       writer *w, sk_buf *scratch);
+                       writer *w, skippr_buf *scratch);
 int pl_sink_takes_records(const sk_instance *sink);
 int pl_upload_one(uploader *u, sk_slice *s);
 

@@ -136,7 +136,7 @@ static void piece_run_csv(piece *p)
          * then the fields point into it. */
         sk_field f[SK_PEEK_MAX_PATHS];
         size_t at[SK_PEEK_MAX_PATHS];
-        sk_buf_reset(&p->scratch);
+        skippr_buf_reset(&p->scratch);
         int bad = 0;
         for (size_t i = 0; i < e->npaths && !bad; i++) {
             const sk_csv_cell *c = &r.cells[i];
@@ -200,7 +200,7 @@ static void piece_run_xml(piece *p)
             continue;
         sk_field f[SK_PEEK_MAX_PATHS];
         size_t at[SK_PEEK_MAX_PATHS];
-        sk_buf_reset(&p->scratch);
+        skippr_buf_reset(&p->scratch);
         int bad = 0;
         for (size_t i = 0; i < e->npaths && !bad; i++) {
             f[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};

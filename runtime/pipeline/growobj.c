@@ -186,7 +186,7 @@ int pl_grow_note(engine *e, sk_slice *s)
                                        note, sizeof note, &nl);
     if (!rc && nl > sizeof note)
         rc = SKIPPR_RANGE;
-    return rc ? rc : sk_buf_append(&s->notes, note, nl);
+    return rc ? rc : skippr_buf_append(&s->notes, note, nl);
 }
 
 /* Write n bytes to s's growing object: for a sink that grows by parts,

@@ -47,7 +47,7 @@ struct pl_metrics {
 };
 
 typedef struct out {
-    sk_buf b;
+    skippr_buf b;
     int rc;
 } out;
 
@@ -64,7 +64,7 @@ static void put(out *o, const char *fmt, ...)
     if (n < 0 || (size_t)n >= sizeof line)
         o->rc = SKIPPR_RANGE;
     else
-        o->rc = sk_buf_append(&o->b, line, (size_t)n);
+        o->rc = skippr_buf_append(&o->b, line, (size_t)n);
 }
 
 /* One metric with HELP and TYPE, and one sample. */
@@ -184,7 +184,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     int ok = get && strcmp(url, "/metrics") == 0;
     out o = {.rc = SKIPPR_OK};
-    sk_buf_init(&o.b, 4u << 20);
+    skippr_buf_init(&o.b, 4u << 20);
     if (ok)
         format(&o, m);
     else
@@ -192,7 +192,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
                             : "only GET");
     struct MHD_Response *r = MHD_create_response_from_buffer(
         o.b.len, o.b.data, MHD_RESPMEM_MUST_COPY);
-    sk_buf_free(&o.b);
+    skippr_buf_free(&o.b);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, "Content-Type",

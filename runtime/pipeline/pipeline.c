@@ -78,8 +78,8 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
             skippr_backoff_init(&u->backoff,
                                 (uint64_t)e->cfg->retry_backoff_ms,
                                 (uint64_t)e->cfg->retry_backoff_ms * 100);
-            sk_buf_init(&u->out, OUT_BUF + 64);
-            sk_buf_init(&u->scratch, SK_WAL_MAX_PAYLOAD + 64);
+            skippr_buf_init(&u->out, OUT_BUF + 64);
+            skippr_buf_init(&u->scratch, SK_WAL_MAX_PAYLOAD + 64);
             e->nup = k + 1;
             if (sk_instance_new(lib->desc, 1, doc, eps[i], SK_START, NULL,
                                 e->cfg->memory_budget, &u->sink, &err)) {
@@ -112,8 +112,8 @@ static int formats_init(engine *e)
                  "must be the last)");
         return SKIPPR_INVAL;
     }
-    sk_buf_init(&e->slice_key, (size_t)1 << 20);
-    sk_buf_init(&e->compact, (size_t)e->cfg->max_record_bytes + 1);
+    skippr_buf_init(&e->slice_key, (size_t)1 << 20);
+    skippr_buf_init(&e->compact, (size_t)e->cfg->max_record_bytes + 1);
     const skippr_source_ops *sops = e->src->plugin->source;
     int documents = e->streaming &&
                     SKIPPR_OPS_HAS(skippr_source_ops, sops, flags) &&
@@ -178,8 +178,8 @@ static void engine_free(engine *e)
     for (size_t i = 0; i < e->ncsv_cols; i++)
         sk_free(e->csv_cols[i]);
     sk_free(e->csv_cols);
-    sk_buf_free(&e->slice_key);
-    sk_buf_free(&e->compact);
+    skippr_buf_free(&e->slice_key);
+    skippr_buf_free(&e->compact);
     pl_todo_clear(e);
     sk_free(e->todo);
     sk_free(e->list_after);
@@ -194,8 +194,8 @@ static void engine_free(engine *e)
     sk_instance_free(e->src);
     for (int k = 0; k < e->nup; k++) {
         sk_instance_free(e->up[k].sink);
-        sk_buf_free(&e->up[k].out);
-        sk_buf_free(&e->up[k].scratch);
+        skippr_buf_free(&e->up[k].out);
+        skippr_buf_free(&e->up[k].scratch);
     }
     sk_free(e->up);
     sk_state_close(e->st);

@@ -251,7 +251,7 @@ int pl_lane_read_submit(lane *l)
 {
     engine *e = l->e;
     reader *r = &l->r;
-    int rc = sk_buf_reserve(&l->win, l->target - SK_MIN(l->target,
+    int rc = skippr_buf_reserve(&l->win, l->target - SK_MIN(l->target,
                                                          l->win.len));
     if (rc)
         return rc;
@@ -382,7 +382,7 @@ static int detect_compression(reader *r, sk_unit_rec *u)
  * skip bytes of its inflated stream, which are already durable. */
 static int skip_inflated(lane *l, uint64_t skip)
 {
-    int rc = sk_buf_reserve(&l->win, WINDOW_BYTES);
+    int rc = skippr_buf_reserve(&l->win, WINDOW_BYTES);
     while (!rc && skip > 0) {
         size_t n;
         size_t want = (size_t)SK_MIN(skip, (uint64_t)WINDOW_BYTES);
@@ -431,7 +431,7 @@ int pl_lane_open(lane *l, todo *t)
     if (again)
         l->skip_until = (uint64_t)t->offset;
     l->target = WINDOW_BYTES;
-    sk_buf_reset(&l->win);
+    skippr_buf_reset(&l->win);
     sk_json_framer_init(&l->fr);
     if (t->offset > 0 && (t->flags & SK_UNIT_IN_ARRAY)) {
         l->fr.in_array = 1;

@@ -252,10 +252,10 @@ static int seal_one(engine *e, sk_slice *s)
         return sk_state_seal(e->st, s, pl_slice_ext(e, s), tail, tl);
     /* A converted object: measure what delivery will write. */
     writer cw = {.mode = WRITE_ALL, .count_only = 1};
-    sk_buf scratch;
-    sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+    skippr_buf scratch;
+    skippr_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
     int rc = pl_write_converted(e, s, ck, &cw, &scratch);
-    sk_buf_free(&scratch);
+    skippr_buf_free(&scratch);
     return rc ? rc : sk_state_seal_as(e->st, s, e->ext, cw.bytes, cw.crc);
 }
 

@@ -119,16 +119,16 @@ int pl_grow_stage(engine *e, size_t *n)
     *n = 0;
     if (!st->grow.stage)
         return SKIPPR_OK;
-    sk_buf t, f;
-    sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
-    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    skippr_buf t, f;
+    skippr_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < st->nlive && !rc; i++) {
         sk_slice *s = st->live[i];
         if (s->state != SK_SLICE_OPEN || !s->streamed || !s->walled)
             continue;
         uint64_t from = s->pushed + s->staged;
-        sk_buf_reset(&t);
+        skippr_buf_reset(&t);
         rc = sk_state_read_tail(st, s, from, from + s->walled, &t, &f);
         uint64_t tag = st->stage_tag++;
         if (!rc)
@@ -136,8 +136,8 @@ int pl_grow_stage(engine *e, size_t *n)
         if (!rc && (rc = sk_state_staged(st, s, tag)) == SKIPPR_OK)
             (*n)++;
     }
-    sk_buf_free(&t);
-    sk_buf_free(&f);
+    skippr_buf_free(&t);
+    skippr_buf_free(&f);
     return rc;
 }
 
@@ -274,9 +274,9 @@ static int finish_parted(engine *e, sk_slice *s)
      * else read back. */
     uint64_t lead;
     size_t ncopy = copyable(e, s, &lead);
-    sk_buf t, f;
-    sk_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
-    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    skippr_buf t, f;
+    skippr_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     const uint8_t *tp = NULL;
     size_t tn = 0;
     if (s->mem_off == s->pushed &&
@@ -293,17 +293,17 @@ static int finish_parted(engine *e, sk_slice *s)
         tp = t.data;
         tn = t.len;
     }
-    sk_buf_free(&f);
+    skippr_buf_free(&f);
     if (rc) {
         sk_error("slice %s: its tail in the WAL does not make up its "
                  "object (%s)",
                  sid, skippr_status_str(rc));
-        sk_buf_free(&t);
+        skippr_buf_free(&t);
         return rc;
     }
     rc = pl_grow_retries(e, s, "finishing", finish_parted_once,
                          &(finish_arg){s, ncopy, tp, tn, &info, 0});
-    sk_buf_free(&t);
+    skippr_buf_free(&t);
     if (!rc)
         rc = clear_pieces(e, s, &info);
     if (rc == SKIPPR_RETRY)

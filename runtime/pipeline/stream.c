@@ -30,7 +30,7 @@ struct pl_streamer {
     sk_stream_hooks hooks;    /* what the source's host calls reach */
     stream_unit *units;
     size_t n, cap;
-    sk_buf scratch;           /* decoded field values of one message */
+    skippr_buf scratch;           /* decoded field values of one message */
     uint64_t duplicates;      /* messages dropped as already durable */
     lane *doc_lane;           /* frames documents (SKIPPR_MSG_DOCUMENT) */
     sk_unit_rec doc_rec;      /* the doc lane's scratch unit record */
@@ -49,7 +49,7 @@ pl_streamer *pl_streamer_new(struct engine *e)
                                  .position = stream_position,
                                  .sync = stream_sync,
                                  .ud = e};
-    sk_buf_init(&s->scratch, (size_t)e->cfg->max_record_bytes + 64);
+    skippr_buf_init(&s->scratch, (size_t)e->cfg->max_record_bytes + 64);
     return s;
 }
 
@@ -57,7 +57,7 @@ void pl_streamer_free(pl_streamer *s)
 {
     if (!s)
         return;
-    sk_buf_free(&s->scratch);
+    skippr_buf_free(&s->scratch);
     sk_free(s->units);
     if (s->doc_lane)
         pl_lane_free(s->doc_lane);
@@ -165,7 +165,7 @@ static int stream_record(engine *e, const skippr_message *m)
         if (message_field(m, e->paths[i], &mf))
             f[i] = mf;
     }
-    sk_buf_reset(&e->slice_key);
+    skippr_buf_reset(&e->slice_key);
     if ((rc = sk_route_key(e->router, f, &e->slice_key)))
         return rc;
     const char *key = (const char *)e->slice_key.data;
@@ -233,8 +233,8 @@ static int stream_document(engine *e, const skippr_message *m)
     e->stream->doc_rec = (sk_unit_rec){0};
     l->t = &t;
     l->u = &e->stream->doc_rec;
-    sk_buf_reset(&l->win);
-    if ((rc = sk_buf_append(&l->win, m->data, m->len)))
+    skippr_buf_reset(&l->win);
+    if ((rc = skippr_buf_append(&l->win, m->data, m->len)))
         return rc;
     l->base = 0;
     l->first = 1;

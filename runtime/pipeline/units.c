@@ -158,7 +158,7 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
 int pl_lane_init(engine *e, lane *l, size_t win_max)
 {
     l->e = e;
-    sk_buf_init(&l->win, win_max);
+    skippr_buf_init(&l->win, win_max);
     l->r.raw = sk_malloc(RAW_READ);
     l->pieces = sk_calloc(MAX_PIECES, sizeof *l->pieces);
     if (!l->r.raw || !l->pieces)
@@ -166,7 +166,7 @@ int pl_lane_init(engine *e, lane *l, size_t win_max)
     for (int k = 0; k < MAX_PIECES; k++) {
         l->pieces[k].e = e;
         sk_memo_init(&l->pieces[k].memo, e->win_max);
-        sk_buf_init(&l->pieces[k].scratch, e->win_max);
+        skippr_buf_init(&l->pieces[k].scratch, e->win_max);
     }
     return SKIPPR_OK;
 }
@@ -177,14 +177,14 @@ void pl_lane_free(lane *l)
         sk_free(l->pieces[k].recs);
         sk_free(l->pieces[k].groups);
         sk_memo_free(&l->pieces[k].memo);
-        sk_buf_free(&l->pieces[k].scratch);
+        skippr_buf_free(&l->pieces[k].scratch);
         sk_csv_decoder_free(l->pieces[k].csvdec);
     }
     sk_csv_framer_free(&l->csv);
     sk_xml_framer_free(&l->xml);
     sk_free(l->pieces);
     sk_free(l->r.raw);
-    sk_buf_free(&l->win);
+    skippr_buf_free(&l->win);
 }
 
 int pl_lanes_init(engine *e)

@@ -84,25 +84,25 @@ static int fill_prefixes(sk_instance *inst, const skippr_option *table,
  * Returns an allocation the caller owns, or NULL (*why says why). */
 static char *join_list(const sk_ynode *v, const char **why)
 {
-    sk_buf b;
-    sk_buf_init(&b, 1u << 16);
+    skippr_buf b;
+    skippr_buf_init(&b, 1u << 16);
     *why = "out of memory";
     for (size_t i = 0; i < v->n; i++) {
         const sk_ynode *it = v->items[i];
         if (!it || it->kind != SK_Y_SCALAR || !*it->value ||
             strchr(it->value, ',')) {
             *why = "every list item must be a non-empty value without ','";
-            sk_buf_free(&b);
+            skippr_buf_free(&b);
             return NULL;
         }
-        if ((i && sk_buf_putc(&b, ',')) ||
-            sk_buf_append(&b, it->value, strlen(it->value))) {
-            sk_buf_free(&b);
+        if ((i && skippr_buf_putc(&b, ',')) ||
+            skippr_buf_append(&b, it->value, strlen(it->value))) {
+            skippr_buf_free(&b);
             return NULL;
         }
     }
-    if (sk_buf_putc(&b, 0)) {
-        sk_buf_free(&b);
+    if (skippr_buf_putc(&b, 0)) {
+        skippr_buf_free(&b);
         return NULL;
     }
     return (char *)b.data;

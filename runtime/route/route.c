@@ -98,13 +98,13 @@ static size_t escape_bounded(uint8_t *out, size_t limit, const uint8_t *v,
     return i;
 }
 
-int sk_escape_append(sk_buf *out, const uint8_t *v, size_t n)
+int sk_escape_append(skippr_buf *out, const uint8_t *v, size_t n)
 {
     if (n == 0)
         return SKIPPR_OK; /* out->data may still be NULL */
     if (n > out->max / 3)
         return SKIPPR_RANGE;
-    int rc = sk_buf_reserve(out, 3 * n);
+    int rc = skippr_buf_reserve(out, 3 * n);
     if (rc)
         return rc;
     size_t w;
@@ -113,13 +113,13 @@ int sk_escape_append(sk_buf *out, const uint8_t *v, size_t n)
     return SKIPPR_OK;
 }
 
-int sk_segment_append(sk_buf *out, const char *head, const uint8_t *v,
+int sk_segment_append(skippr_buf *out, const char *head, const uint8_t *v,
                       size_t n)
 {
     size_t hl = strlen(head);
     if (hl + 20 > SK_SEGMENT_MAX)
         return SKIPPR_RANGE;
-    int rc = sk_buf_reserve(out, SK_SEGMENT_MAX);
+    int rc = skippr_buf_reserve(out, SK_SEGMENT_MAX);
     if (rc)
         return rc;
     memcpy(out->data + out->len, head, hl);
@@ -244,12 +244,12 @@ static int make_part_heads(sk_router *r, const char *given, const char **err)
             p = given, n = strlen(given);
         else
             column_of(path, &p, &n);
-        sk_buf h;
-        sk_buf_init(&h, 512);
-        if (sk_buf_append(&h, r->prefix, strlen(r->prefix)) ||
+        skippr_buf h;
+        skippr_buf_init(&h, 512);
+        if (skippr_buf_append(&h, r->prefix, strlen(r->prefix)) ||
             sk_escape_append(&h, (const uint8_t *)p, n) ||
-            sk_buf_append(&h, "=", 2)) {
-            sk_buf_free(&h);
+            skippr_buf_append(&h, "=", 2)) {
+            skippr_buf_free(&h);
             *err = "out of memory";
             return -1;
         }
@@ -328,21 +328,21 @@ fail:
 
 char *sk_router_part_heads(const sk_router *r)
 {
-    sk_buf b;
-    sk_buf_init(&b, 4096);
+    skippr_buf b;
+    skippr_buf_init(&b, 4096);
     int rc = SKIPPR_OK;
     for (size_t i = 0; !rc && i < r->n_part; i++) {
         int seen = 0;
         for (size_t j = 0; j < i; j++)
             seen |= strcmp(r->part_head[j], r->part_head[i]) == 0;
         if (!seen)
-            rc = sk_buf_printf(&b, "%s%s", b.len ? "," : "",
+            rc = skippr_buf_printf(&b, "%s%s", b.len ? "," : "",
                                r->part_head[i]);
     }
     if (!rc)
-        rc = sk_buf_append(&b, "", 1);
+        rc = skippr_buf_append(&b, "", 1);
     if (rc) {
-        sk_buf_free(&b);
+        skippr_buf_free(&b);
         return NULL;
     }
     return (char *)b.data;
@@ -385,21 +385,21 @@ static int pick_time(const sk_router *r, const sk_field *f, int64_t *t)
     return 0;
 }
 
-int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
+int sk_route_key(const sk_router *r, const sk_field *f, skippr_buf *key)
 {
     int rc;
     size_t which = 0;
     const sk_field *ns = first_present(f, r->ns_slot, r->n_ns, &which);
     size_t start = key->len;
     if (!ns) {
-        rc = sk_buf_append(key, "_default", 8);
+        rc = skippr_buf_append(key, "_default", 8);
     } else {
         rc = sk_segment_append(key, "", ns->p, ns->n);
         /* "." and ".." would be path navigation. */
         size_t seg = key->len - start;
         if (!rc && seg <= 2 && memcmp(key->data + start, "..", seg) == 0) {
             key->len = start;
-            rc = sk_buf_append(key, seg == 1 ? "%2E" : "%2E%2E", seg * 3);
+            rc = skippr_buf_append(key, seg == 1 ? "%2E" : "%2E%2E", seg * 3);
         }
     }
     if (rc)
@@ -407,7 +407,7 @@ int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
 
     if (r->n_part) {
         const sk_field *pv = first_present(f, r->part_slot, r->n_part, &which);
-        rc = sk_buf_putc(key, '/');
+        rc = skippr_buf_putc(key, '/');
         if (!rc && pv)
             rc = sk_segment_append(key, r->part_head[which], pv->p, pv->n);
         else if (!rc)
@@ -431,7 +431,7 @@ int sk_route_key(const sk_router *r, const sk_field *f, sk_buf *key)
     for (int u = 0; u < (int)r->unit; u++) {
         const char *h = r->time_head[u];
         size_t hl = r->time_head_len[u];
-        if ((rc = sk_buf_reserve(key, hl + sizeof SK_HIVE_DEFAULT)))
+        if ((rc = skippr_buf_reserve(key, hl + sizeof SK_HIVE_DEFAULT)))
             return rc;
         memcpy(key->data + key->len, h, hl);
         key->len += hl;
@@ -463,15 +463,15 @@ const char *sk_router_time_head(const sk_router *r, int u)
 }
 
 int sk_route_json_fields(const sk_router *r, const uint8_t *buf,
-                         const sk_json_value *vals, sk_buf *scratch,
+                         const sk_json_value *vals, skippr_buf *scratch,
                          sk_field *f)
 {
     size_t need = 0;
     for (size_t i = 0; i < r->npaths; i++)
         if (vals[i].type == SK_JSON_STRING && vals[i].has_escapes)
             need += vals[i].len;
-    sk_buf_reset(scratch);
-    int rc = sk_buf_reserve(scratch, need);
+    skippr_buf_reset(scratch);
+    int rc = skippr_buf_reserve(scratch, need);
     if (rc)
         return rc;
     for (size_t i = 0; i < r->npaths; i++) {
@@ -509,7 +509,7 @@ int sk_route_json_fields(const sk_router *r, const uint8_t *buf,
 }
 
 int sk_route_json(const sk_router *r, const uint8_t *buf,
-                  const sk_json_value *vals, sk_buf *scratch, sk_buf *key)
+                  const sk_json_value *vals, skippr_buf *scratch, skippr_buf *key)
 {
     sk_field f[SK_PEEK_MAX_PATHS];
     int rc = sk_route_json_fields(r, buf, vals, scratch, f);
@@ -523,7 +523,7 @@ int sk_route_json(const sk_router *r, const uint8_t *buf,
  * to the unit. Equal signatures give equal keys, and building one costs a
  * time parse and a few copies instead of escaping and formatting. */
 static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
-                     sk_buf *sig)
+                     skippr_buf *sig)
 {
     size_t which = 0, pwhich = 0;
     const sk_field *ns = first_present(f, r->ns_slot, r->n_ns, &which);
@@ -532,7 +532,7 @@ static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
                                    : NULL;
     /* One reservation, then plain copies: 4 + ns + 5 + partition + 6. */
     size_t need = 15 + (ns ? ns->n : 0) + (pv ? pv->n : 0);
-    int rc = sk_buf_reserve(sig, need);
+    int rc = skippr_buf_reserve(sig, need);
     if (rc)
         return rc;
     uint8_t *o = sig->data + sig->len;
@@ -592,8 +592,8 @@ static int route_sig(const sk_router *r, const sk_field *f, sk_memo *m,
 void sk_memo_init(sk_memo *m, size_t max_bytes)
 {
     memset(m, 0, sizeof *m);
-    sk_buf_init(&m->sigs, max_bytes);
-    sk_buf_init(&m->keys, max_bytes);
+    skippr_buf_init(&m->sigs, max_bytes);
+    skippr_buf_init(&m->keys, max_bytes);
 }
 
 void sk_memo_reset(sk_memo *m)
@@ -601,16 +601,16 @@ void sk_memo_reset(sk_memo *m)
     if (m->n)
         memset(m->tab, 0, m->tab_cap * sizeof *m->tab);
     m->n = 0;
-    sk_buf_reset(&m->sigs);
-    sk_buf_reset(&m->keys);
+    skippr_buf_reset(&m->sigs);
+    skippr_buf_reset(&m->keys);
 }
 
 void sk_memo_free(sk_memo *m)
 {
     sk_free(m->keys_at);
     sk_free(m->tab);
-    sk_buf_free(&m->sigs);
-    sk_buf_free(&m->keys);
+    skippr_buf_free(&m->sigs);
+    skippr_buf_free(&m->keys);
     memset(m, 0, sizeof *m);
 }
 
@@ -633,7 +633,7 @@ static int memo_grow(sk_memo *m)
 }
 
 int sk_route_memo(const sk_router *r, sk_memo *m, const uint8_t *buf,
-                  const sk_json_value *vals, sk_buf *scratch, uint32_t *id)
+                  const sk_json_value *vals, skippr_buf *scratch, uint32_t *id)
 {
     sk_field f[SK_PEEK_MAX_PATHS];
     int rc = sk_route_json_fields(r, buf, vals, scratch, f);

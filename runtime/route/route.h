@@ -91,7 +91,7 @@ const sk_peek_spec *sk_router_json_spec(const sk_router *r);
 
 /* Append the partition key of a record whose fields (indexed by slot) are
  * given. Returns SKIPPR_OK or SKIPPR_RANGE/NOMEM from the buffer. */
-int sk_route_key(const sk_router *r, const sk_field *fields, sk_buf *key);
+int sk_route_key(const sk_router *r, const sk_field *fields, skippr_buf *key);
 
 /* The time unit of the router's keys, and the head of unit u's segment
  * ("/{prefix}year=" for u 0, month 1, day 2, hour 3). */
@@ -116,12 +116,12 @@ int sk_route_arrival_pattern_check(const char *pattern);
 /* Convenience for JSON: converts peeked values (decoding strings into
  * scratch, which is reset first) and appends the key. */
 int sk_route_json(const sk_router *r, const uint8_t *buf,
-                  const sk_json_value *vals, sk_buf *scratch, sk_buf *key);
+                  const sk_json_value *vals, skippr_buf *scratch, skippr_buf *key);
 
 /* Only the conversion: peeked values to fields, strings decoded into
  * scratch (reset first). The fields point into buf or scratch. */
 int sk_route_json_fields(const sk_router *r, const uint8_t *buf,
-                         const sk_json_value *vals, sk_buf *scratch,
+                         const sk_json_value *vals, skippr_buf *scratch,
                          sk_field *f);
 
 /* A worker's memo of the keys it has built. Records with the same routing
@@ -147,7 +147,7 @@ typedef struct sk_memo {
     size_t n, keys_cap;
     uint32_t *tab; /* open addressing: id + 1, 0 empty */
     size_t tab_cap;
-    sk_buf sigs, keys;
+    skippr_buf sigs, keys;
     sk_memo_day days[SK_MEMO_DAYS]; /* civil dates already computed */
 } sk_memo;
 
@@ -156,21 +156,21 @@ void sk_memo_reset(sk_memo *m);
 void sk_memo_free(sk_memo *m);
 /* Route one record: *id names its key (m->keys_at[*id]). */
 int sk_route_memo(const sk_router *r, sk_memo *m, const uint8_t *buf,
-                  const sk_json_value *vals, sk_buf *scratch, uint32_t *id);
+                  const sk_json_value *vals, skippr_buf *scratch, uint32_t *id);
 /* The same from fields already decoded (one per path; CSV cells). */
 int sk_route_memo_fields(const sk_router *r, sk_memo *m, const sk_field *f,
                          uint32_t *id);
 
 /* Append value v escaped Hive-style: bytes 0x00-0x1F, 0x7F, invalid UTF-8
  * and the characters "#%'*\/:=?\{[]^ become %XX (uppercase hex). */
-int sk_escape_append(sk_buf *out, const uint8_t *v, size_t n);
+int sk_escape_append(skippr_buf *out, const uint8_t *v, size_t n);
 
 /* Append one bounded path segment "{head}{value}" where head (already safe
  * text, e.g. "p_detail.tenant_id=") is copied and value escaped. If the
  * result would exceed SK_SEGMENT_MAX bytes the escaped value is cut at a
  * character boundary and "~" plus 16 hex digits of a hash of the whole raw
  * value are appended, so distinct values stay distinct. */
-int sk_segment_append(sk_buf *out, const char *head, const uint8_t *v,
+int sk_segment_append(skippr_buf *out, const char *head, const uint8_t *v,
                       size_t n);
 
 #endif

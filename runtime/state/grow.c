@@ -104,17 +104,17 @@ static int unspill(sk_state *st, sk_slice *s)
     int rc = copy_pieces(st, s);
     if (rc || s->mem_off == s->pushed)
         return rc;
-    sk_buf b;
-    sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
+    skippr_buf b;
+    skippr_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
     rc = sk_bufpool_reserve(&st->pool, &b, (size_t)unput(s),
                             st->open_block_cap);
-    sk_buf f;
-    sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    skippr_buf f;
+    skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     if (!rc) /* what is not in memory; the rest is */
         rc = sk_state_read_tail(st, s, s->pushed, s->mem_off, &b, &f);
-    sk_buf_free(&f);
+    skippr_buf_free(&f);
     if (!rc)
-        rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
+        rc = skippr_buf_append(&b, s->open_block.data, s->open_block.len);
     if (rc) {
         sk_bufpool_release(&st->pool, &b, st->open_block_cap);
         return rc;
@@ -186,12 +186,12 @@ int st_push_block(sk_state *st, sk_slice *s, int keep)
  * keeps the big one. */
 static void shrink_block(sk_state *st, sk_slice *s)
 {
-    sk_buf b;
-    sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
+    skippr_buf b;
+    skippr_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
     if (sk_bufpool_reserve(&st->pool, &b,
                            SK_MAX(2 * s->open_block.len, (size_t)4096),
                            st->open_block_cap) ||
-        sk_buf_append(&b, s->open_block.data, s->open_block.len)) {
+        skippr_buf_append(&b, s->open_block.data, s->open_block.len)) {
         sk_bufpool_release(&st->pool, &b, st->open_block_cap);
         return;
     }
@@ -238,7 +238,7 @@ void st_pushed(sk_state *st, sk_slice *s, int keep)
     }
     s->pushed += s->open_block.len;
     st->open_block_bytes -= s->open_block.len;
-    sk_buf_reset(&s->open_block);
+    skippr_buf_reset(&s->open_block);
     s->open_nrec = 0;
     st->grow_unsynced = 1;
     if (s->open_block.cap > 2 * st->block_bytes)
@@ -289,7 +289,7 @@ int st_push_all(sk_state *st)
 int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
                        size_t len)
 {
-    sk_buf *b = &s->open_block;
+    skippr_buf *b = &s->open_block;
     int rc;
     int parted = st_parted(st, s);
     /* A full buffer goes to the sink: a block, or a parted slice's whole
@@ -385,19 +385,19 @@ static int stage_tail(sk_state *st, sk_slice *s)
                             s->open_block.data + (from - s->mem_off),
                             (size_t)(end - from));
     } else {
-        sk_buf b;
-        sk_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
-        sk_buf f;
-        sk_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
-        rc = sk_buf_reserve_exact(&b, (size_t)(end - from));
+        skippr_buf b;
+        skippr_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
+        skippr_buf f;
+        skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+        rc = skippr_buf_reserve_exact(&b, (size_t)(end - from));
         if (!rc)
             rc = sk_state_read_tail(st, s, from, s->mem_off, &b, &f);
-        sk_buf_free(&f);
+        skippr_buf_free(&f);
         if (!rc)
-            rc = sk_buf_append(&b, s->open_block.data, s->open_block.len);
+            rc = skippr_buf_append(&b, s->open_block.data, s->open_block.len);
         if (!rc)
             rc = st->grow.stage(st->grow.ud, s, from, tag, b.data, b.len);
-        sk_buf_free(&b);
+        skippr_buf_free(&b);
     }
     return rc ? rc : record_piece(st, s, from, end - from, tag);
 }
@@ -453,7 +453,7 @@ void sk_state_spill(sk_state *st)
             continue;
         s->mem_off += s->open_block.len;
         st->open_block_bytes -= s->open_block.len;
-        sk_buf_reset(&s->open_block);
+        skippr_buf_reset(&s->open_block);
         s->open_nrec = 0;
         st_release_block(st, s);
     }
@@ -461,16 +461,16 @@ void sk_state_spill(sk_state *st)
 
 /* Append the part of piece [off, off + len) that lies in [from, upto),
  * whose bytes p holds, to out. */
-static int take_range(sk_buf *out, const uint8_t *p, uint64_t off,
+static int take_range(skippr_buf *out, const uint8_t *p, uint64_t off,
                       uint64_t len, uint64_t from, uint64_t upto)
 {
     uint64_t a = SK_MAX(from, off), b = SK_MIN(upto, off + len);
-    return a < b ? sk_buf_append(out, p + (a - off), (size_t)(b - a))
+    return a < b ? skippr_buf_append(out, p + (a - off), (size_t)(b - a))
                  : SKIPPR_OK;
 }
 
 int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
-                       uint64_t upto, sk_buf *out, sk_buf *f)
+                       uint64_t upto, skippr_buf *out, skippr_buf *f)
 {
     uint64_t at = s->pushed; /* where the next piece or frame starts */
     int rc = from < s->pushed || from > upto ||
@@ -482,8 +482,8 @@ int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
         if (s->stage_off[i] != at || len > SK_WAL_MAX_PAYLOAD)
             rc = SKIPPR_CORRUPT;
         else if (at + len > from) {
-            sk_buf_reset(f);
-            rc = sk_buf_reserve(f, (size_t)len);
+            skippr_buf_reset(f);
+            rc = skippr_buf_reserve(f, (size_t)len);
             if (!rc)
                 rc = st->grow.fetch ? st->grow.fetch(st->grow.ud, s, at,
                                                      s->stage_tag[i], f->data,
@@ -598,11 +598,11 @@ int st_record_streams(sk_state *st)
     int nrc = record_notes(st);
     if (nrc)
         return nrc;
-    sk_buf b;
-    sk_buf_init(&b, SK_WAL_MAX_PAYLOAD);
+    skippr_buf b;
+    skippr_buf_init(&b, SK_WAL_MAX_PAYLOAD);
     uint8_t cnt[4] = {0};
     uint32_t n = 0;
-    int rc = sk_buf_append(&b, cnt, sizeof cnt);
+    int rc = skippr_buf_append(&b, cnt, sizeof cnt);
     for (size_t i = 0; i < st->nlive && !rc; i++) {
         sk_slice *s = st->live[i];
         if (!s->streamed || s->state != SK_SLICE_OPEN)
@@ -622,7 +622,7 @@ int st_record_streams(sk_state *st)
         sk_put_u64(e + 16, total);
         sk_put_u64(e + 24, s->records);
         sk_put_u32(e + 32, s->out_crc);
-        rc = sk_buf_append(&b, e, sizeof e);
+        rc = skippr_buf_append(&b, e, sizeof e);
         n++;
     }
     if (!rc && n) {
@@ -630,7 +630,7 @@ int st_record_streams(sk_state *st)
         sk_iov part = {b.data, b.len};
         rc = sk_wal_append(st->wal, SK_WAL_STREAM, &part, 1, NULL);
     }
-    sk_buf_free(&b);
+    skippr_buf_free(&b);
     return rc ? rc : record_tails(st);
 }
 

@@ -96,7 +96,7 @@ void sk_state_spill(sk_state *st);
  * walled), reading frames and pieces into scratch. Any thread, for a
  * slice that does not change meanwhile (as sk_state_foreach_record). */
 int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
-                       uint64_t upto, sk_buf *out, sk_buf *scratch);
+                       uint64_t upto, skippr_buf *out, skippr_buf *scratch);
 
 /* The bytes of parted slice s in TAIL frames are now a staging piece (the
  * sink stored them, under tag, which st->stage_tag++ gave): a STAGE

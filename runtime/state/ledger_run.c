@@ -21,7 +21,7 @@
 
 /* ---- varints ------------------------------------------------------------ */
 
-static void put_var(sk_buf *b, uint64_t v, int *rc)
+static void put_var(skippr_buf *b, uint64_t v, int *rc)
 {
     uint8_t t[10];
     size_t n = 0;
@@ -30,7 +30,7 @@ static void put_var(sk_buf *b, uint64_t v, int *rc)
         v >>= 7;
     } while (v);
     if (!*rc)
-        *rc = sk_buf_append(b, t, n);
+        *rc = skippr_buf_append(b, t, n);
 }
 
 /* Read a varint at *pos below end; -1 when cut or too long. */
@@ -394,12 +394,12 @@ int sk_run_writer_open(sk_run_writer *w, const char *path, uint64_t lo,
 {
     memset(w, 0, sizeof *w);
     w->fd = -1;
-    sk_buf_init(&w->raw, RAW_MAX);
-    sk_buf_init(&w->ids, RAW_MAX);
-    sk_buf_init(&w->vers, RAW_MAX);
-    sk_buf_init(&w->block, RAW_MAX);
-    sk_buf_init(&w->stored, ZSTD_compressBound(RAW_MAX) + 16);
-    sk_buf_init(&w->index, INDEX_MAX);
+    skippr_buf_init(&w->raw, RAW_MAX);
+    skippr_buf_init(&w->ids, RAW_MAX);
+    skippr_buf_init(&w->vers, RAW_MAX);
+    skippr_buf_init(&w->block, RAW_MAX);
+    skippr_buf_init(&w->stored, ZSTD_compressBound(RAW_MAX) + 16);
+    skippr_buf_init(&w->index, INDEX_MAX);
     w->off = 8;
     w->meta = (sk_run_meta){.lo = lo, .hi = hi, .next_slice_id = next_slice_id,
                             .level = level};
@@ -431,15 +431,15 @@ static size_t block_len(const sk_run_writer *w)
 static int block_join(sk_run_writer *w)
 {
     int rc = 0;
-    sk_buf_reset(&w->block);
+    skippr_buf_reset(&w->block);
     put_var(&w->block, w->raw.len, &rc);
     put_var(&w->block, w->ids.len, &rc);
     if (!rc)
-        rc = sk_buf_append(&w->block, w->raw.data, w->raw.len);
+        rc = skippr_buf_append(&w->block, w->raw.data, w->raw.len);
     if (!rc)
-        rc = sk_buf_append(&w->block, w->ids.data, w->ids.len);
+        rc = skippr_buf_append(&w->block, w->ids.data, w->ids.len);
     if (!rc)
-        rc = sk_buf_append(&w->block, w->vers.data, w->vers.len);
+        rc = skippr_buf_append(&w->block, w->vers.data, w->vers.len);
     return rc;
 }
 
@@ -451,7 +451,7 @@ static int flush_block(sk_run_writer *w)
     if (rc)
         return rc;
     size_t cap = ZSTD_compressBound(w->block.len);
-    if ((rc = sk_buf_reserve(&w->stored, cap + 16)))
+    if ((rc = skippr_buf_reserve(&w->stored, cap + 16)))
         return rc;
     size_t s = ZSTD_compressCCtx(w->cctx, w->stored.data + 16, cap,
                                  w->block.data, w->block.len, 3);
@@ -465,9 +465,9 @@ static int flush_block(sk_run_writer *w)
     sk_put_u32(w->stored.data + 12, sk_crc32c(0, w->stored.data + 16, s));
     rc = sk_io_write_all(w->fd, w->stored.data, 16 + s, w->tmp);
     w->off += 16 + s;
-    sk_buf_reset(&w->raw);
-    sk_buf_reset(&w->ids);
-    sk_buf_reset(&w->vers);
+    skippr_buf_reset(&w->raw);
+    skippr_buf_reset(&w->ids);
+    skippr_buf_reset(&w->vers);
     w->in_block = 0;
     w->prev_id_len = w->prev_ver_len = 0;
     return rc;
@@ -498,8 +498,8 @@ int sk_run_writer_add(sk_run_writer *w, const sk_unit_rec *r)
         uint8_t e[10];
         sk_put_u64(e, w->off);
         sk_put_u16(e + 8, (uint16_t)il);
-        if ((rc = sk_buf_append(&w->index, e, sizeof e)) ||
-            (rc = sk_buf_append(&w->index, r->id, il)))
+        if ((rc = skippr_buf_append(&w->index, e, sizeof e)) ||
+            (rc = skippr_buf_append(&w->index, r->id, il)))
             return rc;
         w->meta.index_n++;
     }
@@ -508,11 +508,11 @@ int sk_run_writer_add(sk_run_writer *w, const sk_unit_rec *r)
     put_var(&w->raw, ish, &rc);
     put_var(&w->raw, il - ish, &rc);
     if (!rc)
-        rc = sk_buf_append(&w->ids, r->id + ish, il - ish);
+        rc = skippr_buf_append(&w->ids, r->id + ish, il - ish);
     put_var(&w->raw, vsh, &rc);
     put_var(&w->raw, vl - vsh, &rc);
     if (!rc)
-        rc = sk_buf_append(&w->vers, r->version + vsh, vl - vsh);
+        rc = skippr_buf_append(&w->vers, r->version + vsh, vl - vsh);
     put_var(&w->raw, zigzag(r->size), &rc);
     put_var(&w->raw, zigzag(r->offset), &rc);
     put_var(&w->raw, r->flags, &rc);
@@ -603,12 +603,12 @@ void sk_run_writer_close(sk_run_writer *w)
         unlink(w->tmp);
     ZSTD_freeCCtx(w->cctx);
     w->cctx = NULL;
-    sk_buf_free(&w->raw);
-    sk_buf_free(&w->ids);
-    sk_buf_free(&w->vers);
-    sk_buf_free(&w->block);
-    sk_buf_free(&w->stored);
-    sk_buf_free(&w->index);
+    skippr_buf_free(&w->raw);
+    skippr_buf_free(&w->ids);
+    skippr_buf_free(&w->vers);
+    skippr_buf_free(&w->block);
+    skippr_buf_free(&w->stored);
+    skippr_buf_free(&w->index);
     sk_run_meta_free(&w->meta);
     sk_free(w->prev_id);
     sk_free(w->prev_ver);

@@ -101,11 +101,11 @@ typedef struct sk_run_writer {
     int fd;
     char tmp[4096], path[4096];
     ZSTD_CCtx *cctx; /* owned */
-    sk_buf raw;        /* the block's numbers column (varints) */
-    sk_buf ids, vers;  /* its id and version bytes columns */
-    sk_buf block;      /* the columns joined, to compress */
-    sk_buf stored;
-    sk_buf index; /* the block index, written before the footer */
+    skippr_buf raw;        /* the block's numbers column (varints) */
+    skippr_buf ids, vers;  /* its id and version bytes columns */
+    skippr_buf block;      /* the columns joined, to compress */
+    skippr_buf stored;
+    skippr_buf index; /* the block index, written before the footer */
     uint64_t off; /* bytes written so far */
     sk_run_meta meta;
     uint32_t in_block;

@@ -156,8 +156,8 @@ static int apply_notes(replay *r)
         if (!s && !(s = ghost(r, q->id, r->seg, 1)))
             return SKIPPR_NOMEM;
         if (q->replace)
-            sk_buf_reset(&s->notes);
-        int rc = sk_buf_append(&s->notes, q->p, q->n);
+            skippr_buf_reset(&s->notes);
+        int rc = skippr_buf_append(&s->notes, q->p, q->n);
         if (rc)
             return rc;
         s->notes_rec = s->notes.len;

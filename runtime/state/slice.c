@@ -20,8 +20,8 @@ void st_slice_free(sk_slice *s)
     sk_free(s->stage_off);
     sk_free(s->stage_len);
     sk_free(s->stage_tag);
-    sk_buf_free(&s->open_block);
-    sk_buf_free(&s->notes);
+    skippr_buf_free(&s->open_block);
+    skippr_buf_free(&s->notes);
     sk_free(s->object_key);
     sk_free(s);
 }
@@ -31,22 +31,22 @@ void st_slice_free(sk_slice *s)
  * NUL, the form, the header id (8 bytes, little-endian) and the root. It
  * is only ever compared, never read back: the tag's fields are the
  * slice's identity. */
-static int ident_build(sk_buf *b, const char *name, size_t nlen,
+static int ident_build(skippr_buf *b, const char *name, size_t nlen,
                        const sk_slice_tag *tag, size_t *len)
 {
-    sk_buf_reset(b);
-    int rc = sk_buf_append(b, name, nlen);
+    skippr_buf_reset(b);
+    int rc = skippr_buf_append(b, name, nlen);
     if (!rc)
-        rc = sk_buf_putc(b, 0);
+        rc = skippr_buf_putc(b, 0);
     *len = nlen;
     if (rc || !tag || tag->form == SK_FORM_LINES)
         return rc;
     uint8_t f[1 + 8];
     f[0] = (uint8_t)tag->form;
     sk_put_u64(f + 1, tag->header_id);
-    rc = sk_buf_append(b, f, sizeof f);
+    rc = skippr_buf_append(b, f, sizeof f);
     if (!rc && tag->root_len)
-        rc = sk_buf_append(b, tag->root, tag->root_len);
+        rc = skippr_buf_append(b, tag->root, tag->root_len);
     *len = b->len;
     return rc;
 }
@@ -63,12 +63,12 @@ uint64_t st_ident(sk_state *st, const char *name, size_t nlen,
 int st_slice_name(sk_slice *s, const char *name, size_t nlen,
                   const sk_slice_tag *tag)
 {
-    sk_buf b;
+    skippr_buf b;
     size_t len;
-    sk_buf_init(&b, (size_t)1 << 20);
+    skippr_buf_init(&b, (size_t)1 << 20);
     int rc = ident_build(&b, name, nlen, tag, &len);
     if (rc) {
-        sk_buf_free(&b);
+        skippr_buf_free(&b);
         return rc;
     }
     sk_free(s->key);
@@ -98,8 +98,8 @@ sk_slice *st_slice_new(uint64_t id, const char *name, size_t nlen,
     s->kind = kind;
     s->opened_at = opened_at;
     s->first_seg = UINT64_MAX;
-    sk_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
-    sk_buf_init(&s->notes, SK_NOTES_MAX);
+    skippr_buf_init(&s->open_block, SK_WAL_MAX_PAYLOAD - 64);
+    skippr_buf_init(&s->notes, SK_NOTES_MAX);
     return s;
 }
 

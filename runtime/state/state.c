@@ -158,8 +158,8 @@ int sk_state_open(const char *state_dir, const char *workspace,
     st->lock_fd = -1;
     st->readonly = readonly;
     st->block_bytes = DEFAULT_BLOCK_BYTES;
-    sk_buf_init(&st->zbuf, SK_WAL_MAX_PAYLOAD);
-    sk_buf_init(&st->ident, (size_t)1 << 20);
+    skippr_buf_init(&st->zbuf, SK_WAL_MAX_PAYLOAD);
+    skippr_buf_init(&st->ident, (size_t)1 << 20);
     sk_bufpool_init(&st->pool, 0);
     sk_map_init(&st->open_by_key);
     st->dir = sk_asprintf("%s/%s/%s", state_dir, workspace, pipeline);
@@ -212,8 +212,8 @@ void sk_state_close(sk_state *st)
     sk_state_orphans_clear(st);
     sk_map_free(&st->open_by_key);
     sk_bufpool_clear(&st->pool);
-    sk_buf_free(&st->zbuf);
-    sk_buf_free(&st->ident);
+    skippr_buf_free(&st->zbuf);
+    skippr_buf_free(&st->ident);
     ZSTD_freeCCtx(st->zctx);
     sk_wal_close(st->wal);
     sk_ledger_close(st->ledger);
@@ -271,8 +271,8 @@ static size_t compress_block(sk_state *st, const void *p, size_t n)
     if (!st->zctx && !(st->zctx = ZSTD_createCCtx()))
         return 0;
     size_t bound = ZSTD_compressBound(n);
-    sk_buf_reset(&st->zbuf);
-    if (sk_buf_reserve(&st->zbuf, bound))
+    skippr_buf_reset(&st->zbuf);
+    if (skippr_buf_reserve(&st->zbuf, bound))
         return 0;
     size_t zn = ZSTD_compressCCtx(st->zctx, st->zbuf.data, bound, p, n,
                                   st->zstd_level);
@@ -310,7 +310,7 @@ static int write_block(sk_state *st, sk_slice *s)
     if ((rc = st_add_block(s, pos)))
         return rc;
     st->open_block_bytes -= s->open_block.len;
-    sk_buf_reset(&s->open_block);
+    skippr_buf_reset(&s->open_block);
     s->open_nrec = 0;
     /* Keep a block-sized buffer for reuse; give back larger ones. */
     if (s->open_block.cap > 2 * st->block_bytes)
@@ -398,11 +398,11 @@ int sk_state_commit_as(sk_state *st, int durable)
         rc = st_record_streams(st);
     if (rc)
         return rc;
-    sk_buf b;
-    sk_buf_init(&b, SK_WAL_MAX_PAYLOAD);
-    uint8_t h[12];
+    skippr_buf b;
+    skippr_buf_init(&b, SK_WAL_MAX_PAYLOAD);
+    uint8_t h[12] = {0}; /* filled in once the count is known */
     uint32_t n = 0;
-    rc = sk_buf_append(&b, h, sizeof h);
+    rc = skippr_buf_append(&b, h, sizeof h);
     size_t it = 0;
     sk_unit_rec *u;
     while (!rc && (u = sk_ledger_recent_next(st->ledger, &it))) {
@@ -412,24 +412,24 @@ int sk_state_commit_as(sk_state *st, int durable)
         uint8_t len[4];
         size_t il = strlen(u->id), vl = strlen(u->version);
         sk_put_u32(len, (uint32_t)il);
-        rc = sk_buf_append(&b, len, 4);
+        rc = skippr_buf_append(&b, len, 4);
         if (!rc)
-            rc = sk_buf_append(&b, u->id, il);
+            rc = skippr_buf_append(&b, u->id, il);
         sk_put_u32(len, (uint32_t)vl);
         if (!rc)
-            rc = sk_buf_append(&b, len, 4);
+            rc = skippr_buf_append(&b, len, 4);
         if (!rc)
-            rc = sk_buf_append(&b, u->version, vl);
+            rc = skippr_buf_append(&b, u->version, vl);
         sk_put_u64(num, (uint64_t)u->size);
         sk_put_u64(num + 8, (uint64_t)u->offset);
         sk_put_u32(num + 16, u->flags);
         num[20] = 0;
         if (!rc)
-            rc = sk_buf_append(&b, num, sizeof num);
+            rc = skippr_buf_append(&b, num, sizeof num);
         n++;
     }
     if (!rc && n == 0 && !sk_wal_unsynced(st->wal)) {
-        sk_buf_free(&b); /* nothing new: no frame, no fsync */
+        skippr_buf_free(&b); /* nothing new: no frame, no fsync */
         return SKIPPR_OK;
     }
     if (!rc) {
@@ -438,7 +438,7 @@ int sk_state_commit_as(sk_state *st, int durable)
         sk_iov part = {b.data, b.len};
         rc = sk_wal_append(st->wal, SK_WAL_COMMIT, &part, 1, NULL);
     }
-    sk_buf_free(&b);
+    skippr_buf_free(&b);
     if (rc)
         return rc;
     sk_crashpoint("commit");
@@ -459,13 +459,13 @@ int sk_state_commit_as(sk_state *st, int durable)
 }
 
 /* The records part of a BLOCKZ frame in scratch, decompressed into z. */
-static int inflate_block(const sk_slice *s, const sk_buf *scratch, sk_buf *z)
+static int inflate_block(const sk_slice *s, const skippr_buf *scratch, skippr_buf *z)
 {
     if (scratch->len < 16)
         return SKIPPR_CORRUPT;
     size_t want = sk_get_u32(scratch->data + 12);
-    sk_buf_reset(z);
-    if (sk_buf_reserve(z, want ? want : 1))
+    skippr_buf_reset(z);
+    if (skippr_buf_reserve(z, want ? want : 1))
         return SKIPPR_NOMEM;
     size_t got = ZSTD_decompress(z->data, want, scratch->data + 16,
                                  scratch->len - 16);
@@ -479,11 +479,11 @@ static int inflate_block(const sk_slice *s, const sk_buf *scratch, sk_buf *z)
     return SKIPPR_OK;
 }
 
-int sk_state_foreach_record(sk_state *st, const sk_slice *s, sk_buf *scratch,
+int sk_state_foreach_record(sk_state *st, const sk_slice *s, skippr_buf *scratch,
                             sk_record_fn fn, void *ud)
 {
-    sk_buf z; /* decompressed records of a BLOCKZ frame */
-    sk_buf_init(&z, SK_WAL_MAX_PAYLOAD);
+    skippr_buf z; /* decompressed records of a BLOCKZ frame */
+    skippr_buf_init(&z, SK_WAL_MAX_PAYLOAD);
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < s->nblocks && !rc; i++) {
         int type = 0;
@@ -515,7 +515,7 @@ int sk_state_foreach_record(sk_state *st, const sk_slice *s, sk_buf *scratch,
             p += 4 + l;
         }
     }
-    sk_buf_free(&z);
+    skippr_buf_free(&z);
     return rc;
 }
 
@@ -548,10 +548,10 @@ int sk_state_seal(sk_state *st, sk_slice *s, const char *ext,
         c.bytes = s->bytes + s->records;
         c.crc = s->out_crc;
     } else {
-        sk_buf scratch;
-        sk_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
+        skippr_buf scratch;
+        skippr_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
         int rc = sk_state_foreach_record(st, s, &scratch, sum_record, &c);
-        sk_buf_free(&scratch);
+        skippr_buf_free(&scratch);
         if (rc)
             return rc;
     }

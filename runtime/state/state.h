@@ -77,7 +77,7 @@ int sk_state_gc(sk_state *st);
 
 /* Call fn for each record of a slice's durable blocks, in order. */
 typedef int (*sk_record_fn)(void *ud, const uint8_t *rec, size_t len);
-int sk_state_foreach_record(sk_state *st, const sk_slice *s, sk_buf *scratch,
+int sk_state_foreach_record(sk_state *st, const sk_slice *s, skippr_buf *scratch,
                             sk_record_fn fn, void *ud);
 
 #endif

@@ -74,7 +74,7 @@ typedef struct sk_slice {
     uint64_t bytes;     /* record bytes appended */
     int announced;      /* SLICE frame written */
     int ghost;          /* replay only: blocks seen, start collected */
-    sk_buf open_block;  /* [u32 len][bytes]... not yet in the WAL */
+    skippr_buf open_block;  /* [u32 len][bytes]... not yet in the WAL */
     uint32_t open_nrec;
     uint32_t out_crc;   /* CRC32C of the object so far (DATA slices) */
     int crc_known;      /* out_crc covers every record (not after replay) */
@@ -106,7 +106,7 @@ typedef struct sk_slice {
     uint64_t *tail_off;
     size_t tail_cap;
     uint64_t durable_total; /* pushed + walled at the last COMMIT */
-    sk_buf notes;          /* the sink's notes of its parts (grow_note) */
+    skippr_buf notes;          /* the sink's notes of its parts (grow_note) */
     size_t notes_rec;      /* of which in the WAL */
     int notes_replace;     /* the next NOTE frame restates them all */
     uint64_t announce_seg; /* segment of its latest SLICE frame */
@@ -175,8 +175,8 @@ typedef struct sk_state {
     int readonly;
     int zstd_level;            /* > 0: blocks written as BLOCKZ frames */
     struct ZSTD_CCtx_s *zctx;  /* created on first use */
-    sk_buf zbuf;               /* compressed block */
-    sk_buf ident;              /* a tagged slice's map key, to look up */
+    skippr_buf zbuf;               /* compressed block */
+    skippr_buf ident;              /* a tagged slice's map key, to look up */
     sk_grow_hooks grow;
     uint64_t stage_tag;        /* the next staging piece's tag: random at
                                 * open, then counting */

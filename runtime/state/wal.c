@@ -735,7 +735,7 @@ uint64_t sk_wal_disk_bytes(const sk_wal *w)
     return t;
 }
 
-int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload, int *type)
+int sk_wal_read(sk_wal *w, sk_wal_pos pos, skippr_buf *payload, int *type)
 {
     char path[PATH_MAX];
     seg_path(w, pos.seg, path, sizeof path);
@@ -752,8 +752,8 @@ int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload, int *type)
         return rc ? rc : SKIPPR_CORRUPT;
     }
     uint32_t plen = sk_get_u32(h + 16);
-    sk_buf_reset(payload);
-    rc = sk_buf_reserve(payload, plen);
+    skippr_buf_reset(payload);
+    rc = skippr_buf_reserve(payload, plen);
     if (!rc)
         rc = sk_io_pread_all(fd, payload->data, plen,
                              (off_t)(pos.off + SK_WAL_HEADER), &got, path);

@@ -97,7 +97,7 @@ uint64_t sk_wal_disk_bytes(const sk_wal *w);
 
 /* Read the frame at pos, checking its CRC. On success payload holds it
  * and *type (if not NULL) its frame type. */
-int sk_wal_read(sk_wal *w, sk_wal_pos pos, sk_buf *payload, int *type);
+int sk_wal_read(sk_wal *w, sk_wal_pos pos, skippr_buf *payload, int *type);
 
 /* Delete every segment numbered below seg (oldest first, fsyncing the
  * folder). */

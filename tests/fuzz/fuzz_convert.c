@@ -20,8 +20,8 @@
 static void json_to_csv(const uint8_t *d, size_t n)
 {
     sk_conv *c = sk_conv_new(SK_CONV_JSON_CSV, ',');
-    sk_buf out;
-    sk_buf_init(&out, (size_t)1 << 26);
+    skippr_buf out;
+    skippr_buf_init(&out, (size_t)1 << 26);
     const char *why;
     for (int pass = 0; pass < 2; pass++) {
         sk_json_framer f;
@@ -45,7 +45,7 @@ static void json_to_csv(const uint8_t *d, size_t n)
                 abort();
         }
     }
-    sk_buf_free(&out);
+    skippr_buf_free(&out);
     sk_conv_free(c);
 }
 
@@ -54,8 +54,8 @@ static void csv_to_jsonl(const uint8_t *d, size_t n)
     sk_conv *c = sk_conv_new(SK_CONV_CSV_JSONL, ',');
     sk_csv_framer f;
     sk_csv_framer_init(&f, ',');
-    sk_buf out;
-    sk_buf_init(&out, (size_t)1 << 26);
+    skippr_buf out;
+    skippr_buf_init(&out, (size_t)1 << 26);
     size_t pos = 0, ncols = 0;
     sk_csv_record r;
     const char *why;
@@ -72,7 +72,7 @@ static void csv_to_jsonl(const uint8_t *d, size_t n)
                 break; /* every row of the unit is dead-lettered */
             continue;  /* dead-lettered at ingest */
         }
-        sk_buf_reset(&out);
+        skippr_buf_reset(&out);
         int crc = sk_conv_record(c, row, len, &out, &why);
         if (crc)
             abort();
@@ -93,7 +93,7 @@ static void csv_to_jsonl(const uint8_t *d, size_t n)
             abort();
         json_decref(j);
     }
-    sk_buf_free(&out);
+    skippr_buf_free(&out);
     sk_csv_framer_free(&f);
     sk_conv_free(c);
 }

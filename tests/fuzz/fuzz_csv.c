@@ -31,8 +31,8 @@ static size_t frame(const uint8_t *d, size_t n, size_t cut, uint8_t delim,
         abort();
     size_t pos = 0, k = 0;
     sk_csv_record r;
-    sk_buf cell;
-    sk_buf_init(&cell, (size_t)1 << 24);
+    skippr_buf cell;
+    skippr_buf_init(&cell, (size_t)1 << 24);
     for (int phase = cut < n ? 0 : 1; phase < 2; phase++) {
         size_t len = phase == 0 ? cut : n;
         for (;;) {
@@ -53,7 +53,7 @@ static size_t frame(const uint8_t *d, size_t n, size_t cut, uint8_t delim,
                     if (r.cells[i].off < r.start ||
                         r.cells[i].off + r.cells[i].len > r.end)
                         abort();
-                    sk_buf_reset(&cell);
+                    skippr_buf_reset(&cell);
                     if (sk_csv_decode_cell(dec, d + r.cells[i].off,
                                            r.cells[i].len, &cell))
                         abort();
@@ -65,7 +65,7 @@ static size_t frame(const uint8_t *d, size_t n, size_t cut, uint8_t delim,
         }
     }
 done:
-    sk_buf_free(&cell);
+    skippr_buf_free(&cell);
     sk_csv_framer_free(&f);
     return k;
 }

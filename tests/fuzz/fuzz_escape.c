@@ -35,8 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!(router = sk_router_new(&cfg, &err)))
             abort();
     }
-    sk_buf out;
-    sk_buf_init(&out, (size_t)1 << 26);
+    skippr_buf out;
+    skippr_buf_init(&out, (size_t)1 << 26);
     if (sk_escape_append(&out, data, size))
         abort();
     /* decode */
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     free(dec);
     /* one bounded segment */
-    sk_buf_reset(&out);
+    skippr_buf_reset(&out);
     if (sk_segment_append(&out, "p_x=", data, size))
         abort();
     if (out.len > SK_SEGMENT_MAX || memchr(out.data, '/', out.len) ||
@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sk_field f[3];
     for (int i = 0; i < 3; i++)
         f[i] = (sk_field){SK_FIELD_STRING, data, size};
-    sk_buf_reset(&out);
+    skippr_buf_reset(&out);
     if (sk_route_key(router, f, &out))
         abort();
     size_t levels = 1;
@@ -93,6 +93,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (levels != 5) /* namespace, partition, year, month, day */
         abort();
-    sk_buf_free(&out);
+    skippr_buf_free(&out);
     return 0;
 }

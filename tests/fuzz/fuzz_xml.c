@@ -37,8 +37,8 @@ static size_t frame(const sk_xml_spec *s, const uint8_t *d, size_t n,
     sk_xml_framer_init(&f);
     size_t pos = 0, k = 0;
     sk_xml_record r;
-    sk_buf v;
-    sk_buf_init(&v, (size_t)1 << 24);
+    skippr_buf v;
+    skippr_buf_init(&v, (size_t)1 << 24);
     for (int phase = cut < n ? 0 : 1; phase < 2; phase++) {
         size_t len = phase ? n : cut;
         for (;;) {
@@ -60,7 +60,7 @@ static size_t frame(const sk_xml_spec *s, const uint8_t *d, size_t n,
                         continue;
                     if (r.values[i].off + r.values[i].len > r.end)
                         abort();
-                    sk_buf_reset(&v);
+                    skippr_buf_reset(&v);
                     (void)sk_xml_value_text(d, &r.values[i], &v);
                 }
                 (void)sk_xml_record_valid(&f, d + r.start, r.end - r.start);
@@ -73,7 +73,7 @@ static size_t frame(const sk_xml_spec *s, const uint8_t *d, size_t n,
         }
     }
 done:
-    sk_buf_free(&v);
+    skippr_buf_free(&v);
     sk_xml_framer_free(&f);
     return k;
 }

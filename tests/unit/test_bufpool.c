@@ -38,9 +38,9 @@ static void test_reuse_keeps_bytes(void **state)
     (void)state;
     sk_bufpool p;
     sk_bufpool_init(&p, 64 * MIB);
-    sk_buf a, b;
-    sk_buf_init(&a, 64 * MIB);
-    sk_buf_init(&b, 64 * MIB);
+    skippr_buf a, b;
+    skippr_buf_init(&a, 64 * MIB);
+    skippr_buf_init(&b, 64 * MIB);
     assert_int_equal(sk_bufpool_reserve(&p, &a, 100000, 0), SKIPPR_OK);
     assert_int_equal(a.cap, sk_bufpool_size(100000));
     uint8_t *first = a.data;
@@ -76,9 +76,9 @@ static void test_limit_bounds_idle(void **state)
     (void)state;
     sk_bufpool p;
     sk_bufpool_init(&p, 10 * MIB);
-    sk_buf b[4];
+    skippr_buf b[4];
     for (int i = 0; i < 4; i++) {
-        sk_buf_init(&b[i], 64 * MIB);
+        skippr_buf_init(&b[i], 64 * MIB);
         assert_int_equal(sk_bufpool_reserve(&p, &b[i], 4 * MIB, 0),
                          SKIPPR_OK);
     }
@@ -92,8 +92,8 @@ static void test_limit_bounds_idle(void **state)
     sk_bufpool_release(&p, &b[3], 0);
     assert_int_equal(p.idle, 8 * MIB);
     /* a fresh 9 MiB buffer: idle ones go first, so that 9 MiB fits */
-    sk_buf big;
-    sk_buf_init(&big, 64 * MIB);
+    skippr_buf big;
+    skippr_buf_init(&big, 64 * MIB);
     assert_int_equal(sk_bufpool_reserve(&p, &big, 9 * MIB, 0), SKIPPR_OK);
     assert_true(p.idle + big.cap <= 10 * MIB);
     assert_int_equal(p.fresh, 5);
@@ -110,12 +110,12 @@ static void test_size_clamped_to_max(void **state)
     (void)state;
     sk_bufpool p;
     sk_bufpool_init(&p, 64 * MIB);
-    sk_buf b;
-    sk_buf_init(&b, 5000); /* the class for 4097 would be 4608: fits */
+    skippr_buf b;
+    skippr_buf_init(&b, 5000); /* the class for 4097 would be 4608: fits */
     assert_int_equal(sk_bufpool_reserve(&p, &b, 4097, 0), SKIPPR_OK);
     assert_int_equal(b.cap, 4608);
     sk_bufpool_release(&p, &b, 0);
-    sk_buf_init(&b, 4700); /* the class for 4650 (5120) is past max */
+    skippr_buf_init(&b, 4700); /* the class for 4650 (5120) is past max */
     assert_int_equal(sk_bufpool_reserve(&p, &b, 4650, 0), SKIPPR_OK);
     assert_int_equal(b.cap, 4650);
     sk_bufpool_release(&p, &b, 0); /* no class: freed, not kept */

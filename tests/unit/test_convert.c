@@ -22,8 +22,8 @@ static void convert_all(sk_conv_kind kind, const char *const *recs, size_t n,
         assert_int_equal(sk_conv_learn(c, (const uint8_t *)recs[i],
                                        strlen(recs[i]), &why),
                          SKIPPR_OK);
-    sk_buf out;
-    sk_buf_init(&out, 1 << 20);
+    skippr_buf out;
+    skippr_buf_init(&out, 1 << 20);
     assert_int_equal(sk_conv_begin(c, &out), SKIPPR_OK);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(sk_conv_record(c, (const uint8_t *)recs[i],
@@ -31,7 +31,7 @@ static void convert_all(sk_conv_kind kind, const char *const *recs, size_t n,
                          SKIPPR_OK);
     assert_int_equal(out.len, strlen(want));
     assert_memory_equal(out.data, want, out.len);
-    sk_buf_free(&out);
+    skippr_buf_free(&out);
     sk_conv_free(c);
 }
 

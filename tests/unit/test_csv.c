@@ -110,13 +110,13 @@ static size_t ours(const uint8_t *buf, size_t len, uint8_t delim,
         first = 0;
         for (size_t c = 0; c < ncols; c++) {
             assert_true(rec.cells[c].present);
-            sk_buf b;
-            sk_buf_init(&b, 1 << 20);
+            skippr_buf b;
+            skippr_buf_init(&b, 1 << 20);
             assert_int_equal(sk_csv_decode_cell(d, buf + rec.cells[c].off,
                                                 rec.cells[c].len, &b),
                              SKIPPR_OK);
             row_add_cell(r, b.data ? (const char *)b.data : "", b.len);
-            sk_buf_free(&b);
+            skippr_buf_free(&b);
         }
     }
     sk_csv_framer_free(&g);
@@ -323,7 +323,7 @@ static uint64_t rnd(void)
     return rng;
 }
 
-static void gen_cell(sk_buf *b, uint8_t delim)
+static void gen_cell(skippr_buf *b, uint8_t delim)
 {
     static const char *const bits[] = {"a", "tenant", "x y", " lead",
                                        "trail ", "caf\xc3\xa9", "1633219200",
@@ -331,24 +331,24 @@ static void gen_cell(sk_buf *b, uint8_t delim)
     int quoted = rnd() % 3 == 0;
     if (!quoted) {
         const char *s = bits[rnd() % 9];
-        sk_buf_append(b, s, strlen(s));
+        skippr_buf_append(b, s, strlen(s));
         return;
     }
-    sk_buf_putc(b, '"');
+    skippr_buf_putc(b, '"');
     int parts = (int)(rnd() % 4);
     for (int i = 0; i < parts; i++) {
         switch (rnd() % 6) {
-        case 0: sk_buf_append(b, "\"\"", 2); break;
-        case 1: sk_buf_putc(b, delim); break;
-        case 2: sk_buf_append(b, "\r\n", 2); break;
-        case 3: sk_buf_putc(b, '\n'); break;
+        case 0: skippr_buf_append(b, "\"\"", 2); break;
+        case 1: skippr_buf_putc(b, delim); break;
+        case 2: skippr_buf_append(b, "\r\n", 2); break;
+        case 3: skippr_buf_putc(b, '\n'); break;
         default: {
             const char *s = bits[rnd() % 9];
-            sk_buf_append(b, s, strlen(s));
+            skippr_buf_append(b, s, strlen(s));
         }
         }
     }
-    sk_buf_putc(b, '"');
+    skippr_buf_putc(b, '"');
 }
 
 static void test_differential_libcsv(void **state)
@@ -357,29 +357,29 @@ static void test_differential_libcsv(void **state)
     const uint8_t delims[] = {',', ';', '\t', '|'};
     for (size_t di = 0; di < sizeof delims; di++) {
         uint8_t delim = delims[di];
-        sk_buf b;
-        sk_buf_init(&b, 1 << 24);
+        skippr_buf b;
+        skippr_buf_init(&b, 1 << 24);
         size_t ncols = 1 + rnd() % 6;
         for (size_t r = 0; r < 2000; r++) {
             for (size_t c = 0; c < ncols; c++) {
                 if (c)
-                    sk_buf_putc(&b, delim);
+                    skippr_buf_putc(&b, delim);
                 if (r == 0) {
                     char nm[32];
                     snprintf(nm, sizeof nm, "col%zu", c);
-                    sk_buf_append(&b, nm, strlen(nm));
+                    skippr_buf_append(&b, nm, strlen(nm));
                 } else {
                     gen_cell(&b, delim);
                 }
             }
             /* A last cell that is never empty, so no row is a blank line
              * (which neither parser takes for a row). */
-            sk_buf_putc(&b, delim);
-            sk_buf_append(&b, r == 0 ? "end" : "z", r == 0 ? 3 : 1);
+            skippr_buf_putc(&b, delim);
+            skippr_buf_append(&b, r == 0 ? "end" : "z", r == 0 ? 3 : 1);
             if (rnd() % 2)
-                sk_buf_append(&b, "\r\n", 2);
+                skippr_buf_append(&b, "\r\n", 2);
             else
-                sk_buf_putc(&b, '\n');
+                skippr_buf_putc(&b, '\n');
         }
         rows lib = {0}, got = {0}, header = {0};
         libcsv_rows(b.data, b.len, delim, &lib);
@@ -391,7 +391,7 @@ static void test_differential_libcsv(void **state)
         rows_free(&lib);
         rows_free(&got);
         rows_free(&header);
-        sk_buf_free(&b);
+        skippr_buf_free(&b);
     }
 }
 

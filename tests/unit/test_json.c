@@ -283,22 +283,22 @@ static void differential_corpus(int skim)
     static const char *const seps[] = {"\n", "", "\r\n", " \n\n"};
     for (int framing = 0; framing < 4; framing++) {
         json_t *recs[N];
-        sk_buf all;
-        sk_buf_init(&all, 1 << 30);
+        skippr_buf all;
+        skippr_buf_init(&all, 1 << 30);
         if (framing == 3)
-            sk_buf_append(&all, "[", 1);
+            skippr_buf_append(&all, "[", 1);
         for (int i = 0; i < N; i++) {
             recs[i] = gen_record();
             char *s = json_dumps(recs[i], flags[rnd() % 4] | JSON_ENCODE_ANY);
-            sk_buf_append(&all, s, strlen(s));
+            skippr_buf_append(&all, s, strlen(s));
             if (framing == 3 && i + 1 < N)
-                sk_buf_append(&all, ",\n", 2);
+                skippr_buf_append(&all, ",\n", 2);
             else if (framing < 3)
-                sk_buf_append(&all, seps[framing], strlen(seps[framing]));
+                skippr_buf_append(&all, seps[framing], strlen(seps[framing]));
             free(s);
         }
         if (framing == 3)
-            sk_buf_append(&all, "]", 1);
+            skippr_buf_append(&all, "]", 1);
         /* Frame with partial buffers too: grow the visible length in
          * steps, as the engine's windows do. */
         sk_json_framer f;
@@ -336,7 +336,7 @@ static void differential_corpus(int skim)
             json_decref(recs[idx]);
             idx++;
         }
-        sk_buf_free(&all);
+        skippr_buf_free(&all);
     }
     sk_peek_spec_free(spec);
 }

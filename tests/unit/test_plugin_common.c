@@ -1,6 +1,6 @@
-/* The SDK's retry schedule (skippr/backoff.h), which the engine and the
- * plugins share, and plugins/common's growable buffer and array
- * (growbuf.h). */
+/* What the engine and the plugins share from the SDK: the retry schedule
+ * (skippr/backoff.h) and the bounded buffer (skippr/buf.h); and
+ * plugins/common's growable array (array.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +13,8 @@
 #include <skippr/backoff.h>
 #include <skippr/plugin.h>
 
-#include "growbuf.h"
+#include <skippr/buf.h>
+#include "array.h"
 
 /* Retry k waits within [w/2, w], w = base << k up to the cap. */
 static void test_backoff_bounds(void **state)
@@ -67,24 +68,40 @@ static void test_backoff_seeded(void **state)
 static void test_buf_bounded(void **state)
 {
     (void)state;
-    skippr_buf b = {.max = 10};
-    assert_int_equal(skippr_buf_put(&b, "hello", 5), SKIPPR_OK);
-    assert_int_equal(skippr_buf_put(&b, "", 0), SKIPPR_OK);
-    assert_int_equal(skippr_buf_put(&b, "world", 5), SKIPPR_OK);
-    assert_string_equal(b.p, "helloworld");
-    assert_int_equal(skippr_buf_put(&b, "!", 1), SKIPPR_RANGE);
-    assert_int_equal(b.n, 10);
-    assert_string_equal(b.p, "helloworld");
+    skippr_buf b = {.max = 11};
+    assert_int_equal(skippr_buf_append(&b, "hello", 5), SKIPPR_OK);
+    assert_int_equal(skippr_buf_append(&b, "", 0), SKIPPR_OK);
+    assert_int_equal(skippr_buf_append(&b, "world", 5), SKIPPR_OK);
+    assert_string_equal(skippr_buf_cstr(&b), "helloworld");
+    assert_int_equal(skippr_buf_putc(&b, '!'), SKIPPR_OK);
+    /* at the bound: nothing more, but room for the NUL of cstr */
+    assert_int_equal(skippr_buf_append(&b, "?", 1), SKIPPR_RANGE);
+    assert_string_equal(skippr_buf_cstr(&b), "helloworld!");
+    assert_true(b.cap <= 12);
+    assert_int_equal(b.len, 11);
+    assert_memory_equal(b.data, "helloworld!", 11);
+    skippr_buf_reset(&b);
+    assert_int_equal(skippr_buf_printf(&b, "%d-%s", 42, "x"), SKIPPR_OK);
+    assert_string_equal(skippr_buf_cstr(&b), "42-x");
+    assert_int_equal(skippr_buf_printf(&b, "%s", "0123456789"), SKIPPR_RANGE);
+    assert_int_equal(b.len, 4);
     skippr_buf_free(&b);
-    assert_null(b.p);
-    assert_int_equal(b.max, 10);
+    assert_null(b.data);
+    assert_int_equal(b.max, 11);
+    /* an exact capacity, as the engine's pools ask */
+    assert_int_equal(skippr_buf_reserve_exact(&b, 7), SKIPPR_OK);
+    assert_int_equal(b.cap, 7);
+    assert_int_equal(skippr_buf_reserve_exact(&b, 12), SKIPPR_OK);
+    assert_int_equal(skippr_buf_reserve_exact(&b, 13), SKIPPR_RANGE);
+    skippr_buf_free(&b);
     skippr_buf big = {0};
     char chunk[1000];
     memset(chunk, 'x', sizeof chunk);
     for (int i = 0; i < 1000; i++)
-        assert_int_equal(skippr_buf_put(&big, chunk, sizeof chunk), 0);
-    assert_int_equal(big.n, 1000000);
-    assert_int_equal(big.p[big.n], '\0');
+        assert_int_equal(skippr_buf_append(&big, chunk, sizeof chunk), 0);
+    assert_int_equal(big.len, 1000000);
+    assert_non_null(skippr_buf_cstr(&big));
+    assert_int_equal(big.data[big.len], '\0');
     assert_int_equal(skippr_buf_reserve(&big, SIZE_MAX - 10), SKIPPR_RANGE);
     skippr_buf_free(&big);
 }

@@ -15,13 +15,13 @@
 static char *esc(const char *v, size_t n)
 {
     static char out[4096];
-    sk_buf b;
-    sk_buf_init(&b, 1 << 20);
+    skippr_buf b;
+    skippr_buf_init(&b, 1 << 20);
     assert_int_equal(sk_escape_append(&b, (const uint8_t *)v, n), 0);
     assert_true(b.len < sizeof out);
     memcpy(out, b.data, b.len);
     out[b.len] = '\0';
-    sk_buf_free(&b);
+    skippr_buf_free(&b);
     return out;
 }
 
@@ -48,11 +48,11 @@ static void test_escape(void **state)
 static void test_fuzz_escape_empty_into_empty_buffer(void **state)
 {
     (void)state;
-    sk_buf b;
-    sk_buf_init(&b, 1 << 20);
+    skippr_buf b;
+    skippr_buf_init(&b, 1 << 20);
     assert_int_equal(sk_escape_append(&b, (const uint8_t *)"", 0), 0);
     assert_int_equal(b.len, 0);
-    sk_buf_free(&b);
+    skippr_buf_free(&b);
 }
 
 static void test_segment_bound(void **state)
@@ -60,9 +60,9 @@ static void test_segment_bound(void **state)
     (void)state;
     char big[4096];
     memset(big, 'x', sizeof big);
-    sk_buf a, b;
-    sk_buf_init(&a, 1 << 20);
-    sk_buf_init(&b, 1 << 20);
+    skippr_buf a, b;
+    skippr_buf_init(&a, 1 << 20);
+    skippr_buf_init(&b, 1 << 20);
     assert_int_equal(sk_segment_append(&a, "p_t=", (uint8_t *)big, 4096), 0);
     big[4095] = 'y';
     assert_int_equal(sk_segment_append(&b, "p_t=", (uint8_t *)big, 4096), 0);
@@ -74,14 +74,14 @@ static void test_segment_bound(void **state)
     /* Escapes are never cut in half. */
     char slashes[300];
     memset(slashes, '/', sizeof slashes);
-    sk_buf_reset(&a);
+    skippr_buf_reset(&a);
     assert_int_equal(sk_segment_append(&a, "", (uint8_t *)slashes, 300), 0);
     assert_true(a.len <= SK_SEGMENT_MAX);
     size_t tilde = (size_t)((uint8_t *)memchr(a.data, '~', a.len) - a.data);
     assert_int_equal(tilde % 3, 0);
     assert_null(memchr(a.data, '/', a.len));
-    sk_buf_free(&a);
-    sk_buf_free(&b);
+    skippr_buf_free(&a);
+    skippr_buf_free(&b);
 }
 
 static char *route(const sk_route_config *cfg, const char *json)
@@ -98,15 +98,15 @@ static char *route(const sk_route_config *cfg, const char *json)
                                   (const uint8_t *)json, strlen(json), &pos, 1,
                                   &rec),
                      SK_JSON_RECORD);
-    sk_buf key, scratch;
-    sk_buf_init(&key, 1 << 20);
-    sk_buf_init(&scratch, 1 << 20);
+    skippr_buf key, scratch;
+    skippr_buf_init(&key, 1 << 20);
+    skippr_buf_init(&scratch, 1 << 20);
     assert_int_equal(sk_route_json(r, (const uint8_t *)json, rec.values,
                                    &scratch, &key), 0);
     memcpy(out, key.data, key.len);
     out[key.len] = '\0';
-    sk_buf_free(&key);
-    sk_buf_free(&scratch);
+    skippr_buf_free(&key);
+    skippr_buf_free(&scratch);
     sk_router_free(r);
     return out;
 }

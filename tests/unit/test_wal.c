@@ -367,8 +367,8 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     assert_int_equal(st->nlive, 1);
     assert_int_equal(st->live[0]->records, 3);
     int n = 0;
-    sk_buf scratch;
-    sk_buf_init(&scratch, 1 << 20);
+    skippr_buf scratch;
+    skippr_buf_init(&scratch, 1 << 20);
     assert_int_equal(sk_state_foreach_record(st, st->live[0], &scratch,
                                              count_records, &n), 0);
     assert_int_equal(n, 3);
@@ -381,7 +381,7 @@ static void test_uncommitted_blocks_do_not_count(void **state)
     sk_state *other;
     assert_int_equal(sk_state_open(dir, "ws", "p", 0, NULL, &other),
                      SKIPPR_LOCKED);
-    sk_buf_free(&scratch);
+    skippr_buf_free(&scratch);
     sk_state_close(st);
 }
 

@@ -53,14 +53,14 @@ static size_t frame(const sk_xml_spec *s, const char *buf, size_t len,
                     strcpy(sp->vals[v], "-");
                     continue;
                 }
-                sk_buf b;
-                sk_buf_init(&b, 1 << 20);
+                skippr_buf b;
+                skippr_buf_init(&b, 1 << 20);
                 assert_int_equal(sk_xml_value_text((const uint8_t *)buf,
                                                    &r.values[v], &b),
                                  SKIPPR_OK);
                 snprintf(sp->vals[v], sizeof sp->vals[v], "%.*s",
                          (int)b.len, b.data ? (const char *)b.data : "");
-                sk_buf_free(&b);
+                skippr_buf_free(&b);
             }
         }
     }
@@ -245,9 +245,9 @@ static void test_differential_libxml2(void **state)
 {
     (void)state;
     uint64_t x = 0x9E3779B97F4A7C15ULL;
-    sk_buf b;
-    sk_buf_init(&b, 1 << 24);
-    sk_buf_printf(&b, "<?xml version=\"1.0\"?>\n<r xmlns:p=\"urn:p\">");
+    skippr_buf b;
+    skippr_buf_init(&b, 1 << 24);
+    skippr_buf_printf(&b, "<?xml version=\"1.0\"?>\n<r xmlns:p=\"urn:p\">");
     const char *bits[] = {"<a>t</a>", "<p:b k='v&lt;'/>", "<![CDATA[<&>]]>",
                           "<!--c-->", "text &amp; more", "<c><c>in</c></c>",
                           "<?pi x?>", "<d e=\"1\" f='2'>z</d>"};
@@ -255,14 +255,14 @@ static void test_differential_libxml2(void **state)
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        sk_buf_printf(&b, "%s<rec n=\"%d\">", x % 3 ? "\n  " : "", i);
+        skippr_buf_printf(&b, "%s<rec n=\"%d\">", x % 3 ? "\n  " : "", i);
         for (int k = 0; k < (int)(x % 5); k++)
-            sk_buf_printf(&b, "%s", bits[(x >> (8 * k)) % 8]);
-        sk_buf_printf(&b, "</rec>");
+            skippr_buf_printf(&b, "%s", bits[(x >> (8 * k)) % 8]);
+        skippr_buf_printf(&b, "</rec>");
         if (x % 7 == 0)
-            sk_buf_printf(&b, "<p:rec/>");
+            skippr_buf_printf(&b, "<p:rec/>");
     }
-    sk_buf_printf(&b, "\n</r>\n");
+    skippr_buf_printf(&b, "\n</r>\n");
     xmlDocPtr whole = xmlReadMemory((const char *)b.data, (int)b.len, NULL,
                                     NULL, XML_PARSE_NONET);
     assert_non_null(whole);
@@ -280,9 +280,9 @@ static void test_differential_libxml2(void **state)
         assert_true(sk_xml_record_valid(&f, b.data + sp[i].start,
                                         sp[i].end - sp[i].start));
         /* Our span, inside the root's start tag, parsed on its own. */
-        sk_buf one;
-        sk_buf_init(&one, 1 << 20);
-        sk_buf_printf(&one, "<r xmlns:p=\"urn:p\">%.*s</r>",
+        skippr_buf one;
+        skippr_buf_init(&one, 1 << 20);
+        skippr_buf_printf(&one, "<r xmlns:p=\"urn:p\">%.*s</r>",
                       (int)(sp[i].end - sp[i].start),
                       (const char *)b.data + sp[i].start);
         xmlDocPtr d = xmlReadMemory((const char *)one.data, (int)one.len,
@@ -294,7 +294,7 @@ static void test_differential_libxml2(void **state)
         free(want);
         free(got);
         xmlFreeDoc(d);
-        sk_buf_free(&one);
+        skippr_buf_free(&one);
         i++;
     }
     assert_int_equal(i, n);
@@ -302,7 +302,7 @@ static void test_differential_libxml2(void **state)
     sk_xml_framer_free(&f);
     sk_xml_spec_free(s);
     xmlFreeDoc(whole);
-    sk_buf_free(&b);
+    skippr_buf_free(&b);
 }
 
 int main(void)

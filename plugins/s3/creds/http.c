@@ -9,19 +9,21 @@
 #include <string.h>
 
 #include "curl_trace.h"
-#include "growbuf.h"
+#include <skippr/buf.h>
 
 static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 {
     answer *a = ud;
-    a->rc = skippr_buf_put(&a->b, p, sz * n);
+    a->rc = skippr_buf_append(&a->b, p, sz * n);
+    if (!a->rc && !skippr_buf_cstr(&a->b)) /* answers are read as text */
+        a->rc = SKIPPR_NOMEM;
     return a->rc ? 0 : sz * n;
 }
 
 void cr_answer_free(answer *a)
 {
-    if (a->b.p) {
-        OPENSSL_cleanse(a->b.p, a->b.n);
+    if (a->b.data) {
+        OPENSSL_cleanse(a->b.data, a->b.len);
         skippr_buf_free(&a->b);
     }
     memset(a, 0, sizeof *a);
@@ -69,7 +71,7 @@ long cr_http_call(s3_creds *cr, const char *method, const char *url,
     }
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (!a->b.p && skippr_buf_put(&a->b, "", 0)) {
+    if (!a->b.data && !skippr_buf_cstr(&a->b)) {
         *why = "out of memory";
         return -1;
     }

@@ -22,7 +22,7 @@ static int json_answer(long st, answer *a, const char *failed, s3_cred *out,
     if (st != 200)
         *why = failed;
     else
-        rc = cr_parse_json_creds(a->b.p, "Token", out, why);
+        rc = cr_parse_json_creds((const char *)a->b.data, "Token", out, why);
     cr_answer_free(a);
     return rc;
 }
@@ -78,8 +78,8 @@ int cr_fetch_imds(s3_creds *cr, s3_cred *out, const char **why)
     l = NULL;
     if (st < 0)
         return -1;
-    if (st == 200 && a.b.n > 0 && a.b.n < S3_TOKEN_MAX) {
-        snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", a.b.p);
+    if (st == 200 && a.b.len > 0 && a.b.len < S3_TOKEN_MAX) {
+        snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", a.b.data);
         l = curl_slist_append(NULL, hdr);
         OPENSSL_cleanse(hdr, sizeof hdr);
     } else if (st != 403 && st != 404 && st != 405) {
@@ -95,8 +95,9 @@ int cr_fetch_imds(s3_creds *cr, s3_cred *out, const char **why)
                  "%s/latest/meta-data/iam/security-credentials/", cr->url);
         st = cr_http_call(cr, "GET", url, l, NULL, S3_IMDS_TIMEOUT_MS, &a, why);
         if (st == 200) {
-            a.b.p[strcspn(a.b.p, "\r\n")] = '\0';
-            snprintf(cr->imds_role, sizeof cr->imds_role, "%s", a.b.p);
+            char *role = (char *)a.b.data;
+            role[strcspn(role, "\r\n")] = '\0';
+            snprintf(cr->imds_role, sizeof cr->imds_role, "%s", role);
         }
         if (st >= 0)
             cr_answer_free(&a);

@@ -11,7 +11,7 @@
 #include <skippr/plugin.h>
 
 #include "cred.h"
-#include "growbuf.h"
+#include <skippr/buf.h>
 
 #define MAX_ANSWER (64u << 10) /* bound on a credentials answer */
 

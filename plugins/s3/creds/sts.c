@@ -167,7 +167,7 @@ static int sts_call(s3_creds *cr, const char *body, const s3_cred *sign,
         *why = st == 403 || st == 400 ? "STS refused the request"
                                       : "STS answered an error status";
     else
-        rc = parse_sts(a.b.p, a.b.n, out, why);
+        rc = parse_sts((const char *)a.b.data, a.b.len, out, why);
     cr_answer_free(&a);
     return rc;
 }
