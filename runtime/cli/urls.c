@@ -29,9 +29,7 @@ static int add(sk_url_endpoint *e, const char *key, const char *v, size_t n)
 static const skippr_url_form *form_of(const skippr_plugin *p,
                                       const char *scheme, size_t n, int sink)
 {
-    if (!SKIPPR_OPS_HAS(skippr_plugin, p, urls) || !p->urls)
-        return NULL;
-    for (const skippr_url_form *f = p->urls; f->scheme; f++)
+    for (const skippr_url_form *f = sk_plugin_urls(p); f && f->scheme; f++)
         if (strlen(f->scheme) == n && strncmp(f->scheme, scheme, n) == 0 &&
             (f->roles & (sink ? SKIPPR_URL_SINK : SKIPPR_URL_SOURCE)))
             return f;
@@ -43,10 +41,8 @@ static void schemes(const sk_registry *reg, int sink, char *out, size_t cap)
 {
     out[0] = '\0';
     for (size_t i = 0; i < reg->n; i++) {
-        const skippr_plugin *p = reg->libs[i].desc;
-        if (!SKIPPR_OPS_HAS(skippr_plugin, p, urls) || !p->urls)
-            continue;
-        for (const skippr_url_form *f = p->urls; f->scheme; f++) {
+        const skippr_url_form *f = sk_plugin_urls(reg->libs[i].desc);
+        for (; f && f->scheme; f++) {
             if (!(f->roles & (sink ? SKIPPR_URL_SINK : SKIPPR_URL_SOURCE)))
                 continue;
             char one[64];
@@ -58,17 +54,6 @@ static void schemes(const sk_registry *reg, int sink, char *out, size_t cap)
     sk_list_add(out, cap, "a path");
     if (sink)
         sk_list_add(out, cap, "- for stdout");
-}
-
-/* Whether option name of p's role is a file system path. */
-static int fs_path_option(const skippr_plugin *p, int sink, const char *name)
-{
-    const skippr_option *t = sink ? (p->sink ? p->sink->options : NULL)
-                                  : (p->source ? p->source->options : NULL);
-    for (; t && t->name; t++)
-        if (strcmp(t->name, name) == 0)
-            return (t->required & SKIPPR_OPT_FS_PATH) != 0;
-    return 0;
 }
 
 /* rest as option key of e, made absolute from here when it is a relative
@@ -117,8 +102,9 @@ static int fill(sk_url_endpoint *e, const skippr_plugin *p,
     if (!rc && f->rest_option) {
         if (!*rest)
             return SKIPPR_INVAL;
+        const skippr_option *o = sk_plugin_option(p, sink, f->rest_option);
         rc = add_rest(e, f->rest_option, rest,
-                      fs_path_option(p, sink, f->rest_option));
+                      o && (o->required & SKIPPR_OPT_FS_PATH));
     }
     if (!rc && !f->url_option && !f->host_option && !f->rest_option && *rest)
         return SKIPPR_INVAL; /* a part no option takes */

@@ -15,32 +15,36 @@
 #include "plugin/fill.h"
 #include "format/decompress.h"
 
-static int has_option(const skippr_option *t, const char *name)
+const skippr_url_form *sk_plugin_urls(const skippr_plugin *p)
 {
+    return SKIPPR_OPS_HAS(skippr_plugin, p, urls) ? p->urls : NULL;
+}
+
+const skippr_option *sk_plugin_option(const skippr_plugin *p, int is_sink,
+                                      const char *name)
+{
+    const skippr_option *t = is_sink ? (p->sink ? p->sink->options : NULL)
+                                     : (p->source ? p->source->options : NULL);
     for (; t && t->name; t++)
         if (strcmp(t->name, name) == 0)
-            return 1;
-    return 0;
+            return t;
+    return NULL;
 }
 
 /* Every option d's URL forms name is in the table of each role the form
  * takes. NULL, or the first option that is not. */
 static const char *urls_unknown_option(const skippr_plugin *d)
 {
-    if (!SKIPPR_OPS_HAS(skippr_plugin, d, urls) || !d->urls)
-        return NULL;
-    for (const skippr_url_form *f = d->urls; f->scheme; f++) {
+    const skippr_url_form *f = sk_plugin_urls(d);
+    for (; f && f->scheme; f++) {
         const char *names[] = {f->url_option, f->host_option, f->path_option,
                                f->rest_option};
-        for (size_t i = 0; i < SK_ARRAY_LEN(names); i++) {
-            if (!names[i])
-                continue;
-            if (((f->roles & SKIPPR_URL_SOURCE) &&
-                 (!d->source || !has_option(d->source->options, names[i]))) ||
-                ((f->roles & SKIPPR_URL_SINK) &&
-                 (!d->sink || !has_option(d->sink->options, names[i]))))
+        for (size_t i = 0; i < SK_ARRAY_LEN(names); i++)
+            if (names[i] && (((f->roles & SKIPPR_URL_SOURCE) &&
+                              !sk_plugin_option(d, 0, names[i])) ||
+                             ((f->roles & SKIPPR_URL_SINK) &&
+                              !sk_plugin_option(d, 1, names[i]))))
                 return names[i];
-        }
     }
     return NULL;
 }

@@ -39,6 +39,14 @@ typedef struct sk_registry {
 int sk_plugin_open(const char *path, sk_plugin_lib *out, char *err,
                    size_t errlen);
 
+/* p's URL forms (skippr_url_form), or NULL for a plugin without any or
+ * built before they were appended. Borrowed from the plugin. */
+const skippr_url_form *sk_plugin_urls(const skippr_plugin *p);
+/* The option name of p's source (is_sink 0) or sink table, or NULL.
+ * Borrowed from the plugin. */
+const skippr_option *sk_plugin_option(const skippr_plugin *p, int is_sink,
+                                      const char *name);
+
 /* Scan the plugin folders. extra_dirs may be NULL. Problems with single
  * files are logged as warnings; only a relative configured folder or an
  * allocation failure fails the call. */
