@@ -114,13 +114,15 @@ def asan_build():
 class Workspace:
     """A temp folder with in/, out/, a state dir and a config."""
 
-    def __init__(self, name):
-        self.root = tempfile.mkdtemp(prefix="skippr-%s-" % name)
+    def __init__(self, name, root=None):
+        """A new temp folder; or, with root, that folder (a state is tied
+        to the absolute paths of its source and sink)."""
+        self.root = root or tempfile.mkdtemp(prefix="skippr-%s-" % name)
         self.inp = os.path.join(self.root, "in")
         self.out = os.path.join(self.root, "out")
         self.state = os.path.join(self.root, "state")
         self.config = os.path.join(self.root, "skippr.yml")
-        os.makedirs(self.inp)
+        os.makedirs(self.inp, exist_ok=root is not None)
 
     def cleanup(self):
         if os.environ.get("SKIPPR_KEEP"):

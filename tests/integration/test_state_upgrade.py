@@ -31,13 +31,7 @@ ROOT = "/tmp/skippr-state-v1"  # the paths the old states are tied to
 
 
 def workspace(name):
-    ws = Workspace.__new__(Workspace)
-    ws.root = os.path.join(ROOT, name)
-    ws.inp = os.path.join(ws.root, "in")
-    ws.out = os.path.join(ws.root, "out")
-    ws.state = os.path.join(ws.root, "state")
-    ws.config = os.path.join(ws.root, "skippr.yml")
-    return ws
+    return Workspace(name, root=os.path.join(ROOT, name))
 
 
 def want_of(ws, with_head):

@@ -36,14 +36,7 @@ PIPE = {"max_object_bytes": "16KiB", "commit_interval_ms": 0}
 
 
 def workspace(name):
-    ws = T.Workspace.__new__(T.Workspace)
-    ws.root = os.path.join(ROOT, name)
-    ws.inp = os.path.join(ws.root, "in")
-    ws.out = os.path.join(ws.root, "out")
-    ws.state = os.path.join(ws.root, "state")
-    ws.config = os.path.join(ws.root, "skippr.yml")
-    os.makedirs(ws.inp)
-    return ws
+    return T.Workspace(name, root=os.path.join(ROOT, name))
 
 
 def copies():
