@@ -31,12 +31,9 @@
 #include <stdint.h>
 
 #include "base/common.h"
-#include "format/json.h" /* SK_PEEK_MAX_PATHS */
+#include "format/xmlrec.h"
 
-#define SK_XML_MAX_DEPTH 256
 #define SK_XML_NAMES 4096 /* bytes of ancestor names kept between records */
-
-typedef struct sk_xml_spec sk_xml_spec;
 
 /* Compiles the routing paths. record_element: NULL or "" for the root's
  * children. Caller owns the result: sk_xml_spec_free(). NULL: out of
@@ -68,28 +65,6 @@ typedef struct sk_xml_framer {
     char anc[SK_XML_NAMES];
     size_t anc_used;
 } sk_xml_framer;
-
-typedef enum sk_xml_rc {
-    SK_XML_RECORD = 1,    /* start/end and values are set */
-    SK_XML_END = 2,       /* nothing but closing markup left */
-    SK_XML_NEED_MORE = 3, /* scanning resumes at *pos with more bytes */
-    SK_XML_ERROR = 4,     /* invalid bytes: start/end span them */
-    SK_XML_HEADER = 5,    /* the root's start tag was read */
-    SK_XML_NOMEM = 6
-} sk_xml_rc;
-
-/* A picked value: a raw span of the buffer. kind 0: absent; 1: an
- * attribute's value (between its quotes); 2: a leaf element's content. */
-typedef struct sk_xml_value {
-    uint8_t kind;
-    size_t off, len;
-} sk_xml_value;
-
-typedef struct sk_xml_record {
-    size_t start, end;
-    const char *reason;
-    sk_xml_value values[SK_PEEK_MAX_PATHS];
-} sk_xml_record;
 
 void sk_xml_framer_init(sk_xml_framer *f);
 void sk_xml_framer_free(sk_xml_framer *f);
