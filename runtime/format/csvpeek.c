@@ -326,116 +326,147 @@ static int quoted_cell_end(const uint8_t *buf, size_t len, size_t i,
     }
 }
 
-sk_csv_rc sk_csv_next(sk_csv_framer *f, const char *const *paths,
-                      size_t npaths, const uint8_t *buf, size_t len,
-                      size_t *pos, int final, sk_csv_record *out)
-{
-    size_t i = *pos;
-    /* Blank lines are not rows. */
-    while (i < len && (buf[i] == '\n' || buf[i] == '\r'))
-        i++;
-    if (i >= len) {
-        *pos = len;
-        return SK_CSV_END;
-    }
-    const uint8_t delim = f->delim;
-    const uint8_t *end = buf + len;
-    const size_t start = i;
-    const int header_row = !f->have_header;
-    const uint8_t *wanted = header_row ? NULL : f->hdr.wanted;
-    size_t ncols = f->hdr.ncols;
-    size_t col = 0, row_end, next;
-    /* Spans of the wanted columns, by column (paths read them below). */
+/* One row's cells as sk_csv_next finds them: the spans of the wanted
+ * columns (paths read them after), the cell count and where it ends. */
+typedef struct row {
     size_t span_off[SK_PEEK_MAX_PATHS], span_len[SK_PEEK_MAX_PATHS];
     int32_t span_col[SK_PEEK_MAX_PATHS];
-    size_t nspans = 0;
-    out->start = start;
-    out->reason = NULL;
-    for (;;) {
+    size_t nspans, ncells;
+    size_t end, next; /* the row's end (before CR/LF), and past it */
+} row;
+
+/* The cell at buf[*i] (of the row at start): *i moves to what follows it.
+ * 0, or NEED_MORE, or ERROR with out->end and *pos past the bad line. */
+static int cell_end(const sk_csv_framer *f, const uint8_t *buf, size_t len,
+                    size_t start, size_t *i, int final, sk_csv_record *out,
+                    size_t *pos)
+{
+    const uint8_t delim = f->delim;
+    if (*i < len && buf[*i] == '"') {
+        int q = quoted_cell_end(buf, len, *i, final, i);
+        if (q == QUOTE_NEED_MORE)
+            return SK_CSV_NEED_MORE;
+        if (q == QUOTE_OPEN) {
+            out->reason = "quote never closed";
+            bad_line(buf, len, start, &out->end, pos);
+            return SK_CSV_ERROR;
+        }
+        if (*i < len && buf[*i] != delim && buf[*i] != '\n' &&
+            buf[*i] != '\r') {
+            out->reason = "text after a closing quote";
+            if (!bad_line(buf, len, *i, &out->end, pos) && !final)
+                return SK_CSV_NEED_MORE;
+            return SK_CSV_ERROR;
+        }
+        return 0;
+    }
+    /* Unquoted: a quote inside is taken as text. */
+    const uint8_t *end = buf + len;
+    const uint8_t *p = find_special(buf + *i, end, delim);
+    while (p < end && *p == '"')
+        p = find_special(p + 1, end, delim);
+    *i = (size_t)(p - buf);
+    return 0;
+}
+
+/* The row at buf[start] into *r, keeping the spans of wanted columns
+ * (NULL: none). 0, NEED_MORE or ERROR (as cell_end). */
+static int scan_row(const sk_csv_framer *f, const uint8_t *wanted,
+                    const uint8_t *buf, size_t len, size_t start, int final,
+                    row *r, sk_csv_record *out, size_t *pos)
+{
+    size_t i = start;
+    for (size_t col = 0;; col++) {
         size_t cell = i;
-        if (i < len && buf[i] == '"') {
-            int q = quoted_cell_end(buf, len, i, final, &i);
-            if (q == QUOTE_NEED_MORE)
-                goto need_more;
-            if (q == QUOTE_OPEN) {
-                out->reason = "quote never closed";
-                bad_line(buf, len, start, &out->end, pos);
-                return SK_CSV_ERROR;
-            }
-            if (i < len && buf[i] != delim && buf[i] != '\n' &&
-                buf[i] != '\r') {
-                out->reason = "text after a closing quote";
-                if (!bad_line(buf, len, i, &out->end, pos) && !final)
-                    goto need_more;
-                return SK_CSV_ERROR;
-            }
-        } else {
-            /* Unquoted: a quote inside is taken as text. */
-            const uint8_t *p = find_special(buf + i, end, delim);
-            while (p < end && *p == '"')
-                p = find_special(p + 1, end, delim);
-            i = (size_t)(p - buf);
+        int rc = cell_end(f, buf, len, start, &i, final, out, pos);
+        if (rc)
+            return rc;
+        if (wanted && col < f->hdr.ncols && wanted[col] &&
+            r->nspans < SK_PEEK_MAX_PATHS) {
+            r->span_off[r->nspans] = cell;
+            r->span_len[r->nspans] = i - cell;
+            r->span_col[r->nspans++] = (int32_t)col;
         }
-        if (wanted && col < ncols && wanted[col] && nspans < SK_PEEK_MAX_PATHS) {
-            span_off[nspans] = cell;
-            span_len[nspans] = i - cell;
-            span_col[nspans] = (int32_t)col;
-            nspans++;
-        }
-        col++;
+        r->ncells = col + 1;
         if (i >= len) {
             if (!final)
-                goto need_more;
-            row_end = next = len;
-            break;
+                return SK_CSV_NEED_MORE;
+            r->end = r->next = len;
+            return 0;
         }
-        if (buf[i] == delim) {
+        if (buf[i] == f->delim) {
             i++;
             continue;
         }
         /* CR, LF or CRLF ends the row. */
-        row_end = i;
-        if (buf[i] == '\r') {
-            if (i + 1 >= len && !final)
-                goto need_more;
-            i += (i + 1 < len && buf[i + 1] == '\n') ? 2 : 1;
-        } else {
-            i++;
-        }
-        next = i;
-        break;
+        r->end = i;
+        if (buf[i] == '\r' && i + 1 >= len && !final)
+            return SK_CSV_NEED_MORE;
+        i += buf[i] == '\r' && i + 1 < len && buf[i + 1] == '\n' ? 2 : 1;
+        r->next = i;
+        return 0;
     }
-    out->end = row_end;
-    *pos = next;
-    if (header_row) {
-        const char *why = NULL;
-        int rc = header_from_row(f, buf + start, row_end - start, paths,
-                                 npaths, &why);
-        if (rc == SK_CSV_NOMEM)
-            return SK_CSV_NOMEM;
-        if (rc) {
-            out->reason = why;
-            return SK_CSV_ERROR;
-        }
-        return SK_CSV_HEADER;
-    }
-    if (col != ncols) {
+}
+
+/* A whole row r of a unit with a header: the paths' cells into out. */
+static sk_csv_rc take_cells(const sk_csv_framer *f, size_t npaths,
+                            const row *r, sk_csv_record *out)
+{
+    if (r->ncells != f->hdr.ncols) {
         out->reason = "row has a different number of cells than the header";
         return SK_CSV_ERROR;
     }
     for (size_t p = 0; p < npaths && p < SK_PEEK_MAX_PATHS; p++) {
         out->cells[p].present = 0;
         int32_t c = f->hdr.col_of[p];
-        for (size_t s = 0; c >= 0 && s < nspans; s++) {
-            if (span_col[s] == c) {
-                out->cells[p] = (sk_csv_cell){span_off[s], span_len[s], 1};
+        for (size_t s = 0; c >= 0 && s < r->nspans; s++) {
+            if (r->span_col[s] == c) {
+                out->cells[p] = (sk_csv_cell){r->span_off[s], r->span_len[s],
+                                              1};
                 break;
             }
         }
     }
     return SK_CSV_RECORD;
-need_more:
-    *pos = start;
+}
+
+sk_csv_rc sk_csv_next(sk_csv_framer *f, const char *const *paths,
+                      size_t npaths, const uint8_t *buf, size_t len,
+                      size_t *pos, int final, sk_csv_record *out)
+{
+    size_t start = *pos;
+    /* Blank lines are not rows. */
+    while (start < len && (buf[start] == '\n' || buf[start] == '\r'))
+        start++;
+    if (start >= len) {
+        *pos = len;
+        return SK_CSV_END;
+    }
     out->start = start;
-    return SK_CSV_NEED_MORE;
+    out->reason = NULL;
+    const int header_row = !f->have_header;
+    row r;
+    r.nspans = 0;
+    int rc = scan_row(f, header_row ? NULL : f->hdr.wanted, buf, len, start,
+                      final, &r, out, pos);
+    if (rc == SK_CSV_NEED_MORE) {
+        *pos = start;
+        out->start = start;
+        return SK_CSV_NEED_MORE;
+    }
+    if (rc)
+        return (sk_csv_rc)rc;
+    out->end = r.end;
+    *pos = r.next;
+    if (!header_row)
+        return take_cells(f, npaths, &r, out);
+    const char *why = NULL;
+    rc = header_from_row(f, buf + start, r.end - start, paths, npaths, &why);
+    if (rc == SK_CSV_NOMEM)
+        return SK_CSV_NOMEM;
+    if (rc) {
+        out->reason = why;
+        return SK_CSV_ERROR;
+    }
+    return SK_CSV_HEADER;
 }
