@@ -50,7 +50,6 @@ KNOWN_LONG = {
     "runtime/state/replay.c:replay_cb": 90,
     "sdk/c/testkit/testkit.c:check_grow": 103,
     "plugins/s3/inventory.c:load": 103,
-    "runtime/format/json.c:sk_json_next": 100,
     "plugins/kafka/kafka_sink.c:load_markers": 100,
     "runtime/pipeline/deliver.c:put_object": 97,
     "sdk/c/testkit/testkit.c:check_store": 92,
@@ -68,7 +67,6 @@ KNOWN_LONG = {
 KNOWN_BIG = {
     "plugins/s3/sink.c": 905,
     "runtime/state/wal.c": 800,
-    "runtime/format/json.c": 786,
     "runtime/state/remote.c": 780,
     "runtime/state/state.c": 656,
     "runtime/state/ledger.c": 728,

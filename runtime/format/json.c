@@ -23,46 +23,6 @@
 
 /* ---- scanner ---------------------------------------------------------- */
 
-/* Skim mode: where the record's scan stands once its groups settle. */
-typedef enum skim_state {
-    SKIM_READING = 0, /* some group still wants a value */
-    SKIM_SETTLED,     /* all settled: skip the rest of the record */
-    SKIM_SKIPPED      /* the rest was skipped: unwind to the record's end */
-} skim_state;
-
-typedef struct scan {
-    const uint8_t *base;
-    const uint8_t *p;
-    const uint8_t *end;
-    const sk_peek_spec *spec;
-    sk_json_value *vals;
-    const char *err;
-    int incomplete; /* ran off the end of the buffer */
-    int final;
-    /* skim mode */
-    int need;       /* groups not yet settled; < 0: never */
-    uint32_t found; /* slots that settled their groups */
-    skim_state stop;
-    unsigned ws_seen; /* ws_table bits of the whitespace skipped so far */
-} scan;
-
-/* Non-zero for JSON whitespace; WS_LF marks the line feed, so that skipping
- * whitespace also tells whether a record spans lines (a raw line feed is
- * valid nowhere else in JSON). */
-#define WS_LF 2u
-static const uint8_t ws_table[256] = {[' '] = 1, ['\t'] = 1,
-                                      ['\n'] = 1 | WS_LF, ['\r'] = 1};
-
-static inline void skip_ws(scan *x)
-{
-    const uint8_t *p = x->p, *e = x->end;
-    unsigned seen = 0;
-    while (p < e && ws_table[*p])
-        seen |= ws_table[*p++];
-    x->ws_seen |= seen;
-    x->p = p;
-}
-
 #define NEED(x)                                                                \
     do {                                                                       \
         if ((x)->p >= (x)->end) {                                              \
@@ -595,192 +555,26 @@ static int scan_value(scan *x, int node, int depth, sk_json_value *cap)
     return 0;
 }
 
-int sk_json_members(const uint8_t *rec, size_t len, sk_json_member_fn fn,
-                    void *ud)
+/* ---- for jsonframe.c (json_impl.h) ---------------------------------- */
+
+int json_scan_record(scan *x, int root)
 {
-    sk_json_value cap;
-    scan x = {.base = rec, .p = rec, .end = rec + len, .vals = &cap,
-              .final = 1, .need = -1};
-    skip_ws(&x);
-    if (x.p >= x.end || *x.p != '{')
+    return scan_value(x, root, 1, NULL);
+}
+
+int json_scan_member(scan *x, sk_json_member *m, sk_json_value *cap)
+{
+    if (x->p >= x->end || *x->p != '"')
         return -1;
-    x.p++;
-    skip_ws(&x);
-    if (x.p < x.end && *x.p == '}') {
-        x.p++;
-        skip_ws(&x);
-        return x.p == x.end ? 0 : -1;
-    }
-    for (;;) {
-        if (x.p >= x.end || *x.p != '"')
-            return -1;
-        sk_json_member m;
-        if (scan_string(&x, &m.name_off, &m.name_len, &m.name_escapes))
-            return -1;
-        skip_ws(&x);
-        if (x.p >= x.end || *x.p != ':')
-            return -1;
-        x.p++;
-        skip_ws(&x);
-        if (x.p >= x.end || scan_value(&x, -1, 2, &cap))
-            return -1;
-        m.value = cap;
-        int rc = fn(ud, &m);
-        if (rc)
-            return rc;
-        skip_ws(&x);
-        if (x.p >= x.end)
-            return -1;
-        if (*x.p == ',') {
-            x.p++;
-            skip_ws(&x);
-            continue;
-        }
-        if (*x.p != '}')
-            return -1;
-        x.p++;
-        skip_ws(&x);
-        return x.p == x.end ? 0 : -1;
-    }
-}
-
-size_t sk_json_skip_bom(const uint8_t *buf, size_t len)
-{
-    if (len >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF)
-        return 3;
+    if (scan_string(x, &m->name_off, &m->name_len, &m->name_escapes))
+        return -1;
+    skip_ws(x);
+    if (x->p >= x->end || *x->p != ':')
+        return -1;
+    x->p++;
+    skip_ws(x);
+    if (x->p >= x->end || scan_value(x, -1, 2, cap))
+        return -1;
+    m->value = *cap;
     return 0;
-}
-
-/* Where a bad record ends (*stop) and the next one starts (*resume), for
- * a record starting at i whose error is at e. Outside an array the next
- * record is taken to start at a line beginning with '{' or '['; inside
- * one, at the line after the error. 0 when that line start is not in
- * buf yet (both are then len). */
-static int resync_span(int in_array, const uint8_t *buf, size_t len,
-                       size_t i, size_t e, size_t *stop, size_t *resume)
-{
-    *stop = *resume = len;
-    if (in_array) {
-        const uint8_t *nl = e < len ? memchr(buf + e, '\n', len - e) : NULL;
-        if (!nl)
-            return 0;
-        *stop = (size_t)(nl - buf);
-        *resume = *stop + 1;
-        return 1;
-    }
-    size_t k = i;
-    const uint8_t *nl;
-    while (k < len && (nl = memchr(buf + k, '\n', len - k))) {
-        size_t at = (size_t)(nl - buf);
-        if (at + 1 >= len)
-            return 0; /* the next byte is not here yet */
-        if (buf[at + 1] == '{' || buf[at + 1] == '[') {
-            *stop = at;
-            *resume = at + 1;
-            return 1;
-        }
-        k = at + 1;
-    }
-    return 0;
-}
-
-sk_json_rc sk_json_next(sk_json_framer *f, const sk_peek_spec *spec,
-                        const uint8_t *buf, size_t len, size_t *pos, int final,
-                        sk_json_record *out)
-{
-    size_t i = *pos;
-    for (;;) {
-        while (i < len && ws_table[buf[i]])
-            i++;
-        if (i >= len) {
-            *pos = len;
-            return SK_JSON_END;
-        }
-        uint8_t c = buf[i];
-        if (f->in_array) {
-            if (c == ']') {
-                f->in_array = f->want_comma = 0;
-                i++;
-                continue;
-            }
-            if (c == ',') {
-                /* Also tolerated after a resync, where the comma that
-                 * followed a dead-lettered element starts the line. */
-                f->want_comma = 0;
-                i++;
-                continue;
-            }
-            if (f->want_comma)
-                goto bad_here;
-        } else if (c == '[') {
-            f->in_array = 1;
-            f->want_comma = 0;
-            i++;
-            continue;
-        }
-        break;
-    }
-
-    scan x = {.base = buf, .p = buf + i, .end = buf + len, .spec = spec,
-              .vals = out->values, .final = final,
-              .need = spec && spec->skim ? spec->need : -1};
-    size_t nvals = sk_peek_spec_count(spec);
-    for (size_t k = 0; k < nvals; k++)
-        out->values[k].type = SK_JSON_NONE;
-    int root = spec ? 0 : -1;
-    if (scan_value(&x, root, 1, NULL) == 0) {
-        out->start = i;
-        out->end = (size_t)(x.p - buf);
-        out->multiline = (x.ws_seen & WS_LF) != 0;
-        *pos = out->end;
-        if (f->in_array)
-            f->want_comma = 1;
-        return SK_JSON_RECORD;
-    }
-    if (x.incomplete && !final) {
-        *pos = i;
-        out->start = i;
-        return SK_JSON_NEED_MORE;
-    }
-    out->reason = x.err ? x.err : "truncated record";
-    {
-        /* Resync. Outside an array the next record is taken to start at a
-         * line beginning with '{' or '[': that keeps one truncated JSONL
-         * line from swallowing the good line after it, and keeps a broken
-         * pretty-printed record in one piece. Inside an array, elements
-         * are indented, so the span runs to the newline after the error. */
-        size_t e = x.p ? (size_t)(x.p - buf) : i;
-        if (e < i)
-            e = i;
-        size_t stop, resume;
-        int found = resync_span(f->in_array, buf, len, i, e, &stop, &resume);
-        if (!found && !final) {
-            *pos = i;
-            out->start = i;
-            return SK_JSON_NEED_MORE;
-        }
-        while (stop > i + 1 && ws_table[buf[stop - 1]])
-            stop--; /* trailing whitespace is not part of the bad bytes */
-        out->start = i;
-        out->end = stop > i ? stop : i + 1;
-        *pos = resume;
-        if (f->in_array)
-            f->want_comma = 0;
-        return SK_JSON_ERROR;
-    }
-
-bad_here:;
-    /* In an array, after an element, something other than ',' or ']'. */
-    const uint8_t *nl = memchr(buf + i, '\n', len - i);
-    if (!nl && !final) {
-        *pos = i;
-        out->start = i;
-        return SK_JSON_NEED_MORE;
-    }
-    out->start = i;
-    out->end = nl ? (size_t)(nl - buf) : len;
-    out->reason = "expected ',' or ']' between top-level array elements";
-    *pos = nl ? (size_t)(nl - buf) + 1 : len;
-    f->want_comma = 0;
-    return SK_JSON_ERROR;
 }

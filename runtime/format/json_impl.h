@@ -88,4 +88,54 @@ static inline void classify64(const uint8_t *p, block_masks *m)
 #endif
 }
 
+/* ---- the scanner's state (json.c), which jsonframe.c starts ---------- */
+
+/* Skim mode: where the record's scan stands once its groups settle. */
+typedef enum skim_state {
+    SKIM_READING = 0, /* some group still wants a value */
+    SKIM_SETTLED,     /* all settled: skip the rest of the record */
+    SKIM_SKIPPED      /* the rest was skipped: unwind to the record's end */
+} skim_state;
+
+typedef struct scan {
+    const uint8_t *base;
+    const uint8_t *p;
+    const uint8_t *end;
+    const sk_peek_spec *spec;
+    sk_json_value *vals;
+    const char *err;
+    int incomplete; /* ran off the end of the buffer */
+    int final;
+    /* skim mode */
+    int need;       /* groups not yet settled; < 0: never */
+    uint32_t found; /* slots that settled their groups */
+    skim_state stop;
+    unsigned ws_seen; /* ws_table bits of the whitespace skipped so far */
+} scan;
+
+/* Non-zero for JSON whitespace; WS_LF marks the line feed, so that skipping
+ * whitespace also tells whether a record spans lines (a raw line feed is
+ * valid nowhere else in JSON). */
+#define WS_LF 2u
+static const uint8_t ws_table[256] = {[' '] = 1, ['\t'] = 1,
+                                      ['\n'] = 1 | WS_LF, ['\r'] = 1};
+
+static inline void skip_ws(scan *x)
+{
+    const uint8_t *p = x->p, *e = x->end;
+    unsigned seen = 0;
+    while (p < e && ws_table[*p])
+        seen |= ws_table[*p++];
+    x->ws_seen |= seen;
+    x->p = p;
+}
+
+/* The value at x->p (a record: node root of the spec, -1 for none) is
+ * scanned, x->p moving past it. 0, or -1 (x->err, x->incomplete say
+ * why). */
+int json_scan_record(scan *x, int root);
+/* An object member at x->p ("name": value) into *m, its value also in
+ * *cap; x->p past the value. 0 or -1. */
+int json_scan_member(scan *x, sk_json_member *m, sk_json_value *cap);
+
 #endif
