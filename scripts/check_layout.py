@@ -53,7 +53,6 @@ KNOWN_LONG = {
     "plugins/kafka/kafka_sink.c:load_markers": 100,
     "runtime/pipeline/deliver.c:put_object": 97,
     "sdk/c/testkit/testkit.c:check_store": 92,
-    "runtime/route/timeparse.c:sk_time_parse_epoch": 92,
     "runtime/config/yaml.c:build_node": 91,
     "plugins/s3/sink.c:complete_upload": 90,
     "plugins/s3/sigv4.c:sigv4_authorization": 90,

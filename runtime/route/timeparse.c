@@ -126,76 +126,83 @@ int sk_time_parse_iso(const char *s, size_t n, int64_t *epoch_s)
     return 0;
 }
 
-int sk_time_parse_epoch(const char *s, size_t n, int64_t *epoch_s)
+/* A decimal number's parts: its sign, its integer part, whether a
+ * fraction and an exponent follow. */
+typedef struct num_shape {
+    int neg, has_frac, has_exp;
+    uint64_t ip;
+} num_shape;
+
+/* Digits from *i; how many. */
+static size_t digit_run(const char *s, size_t n, size_t *i)
 {
-    size_t i = 0;
-    int neg = 0;
-    if (i < n && s[i] == '-') {
-        neg = 1;
-        i++;
-    }
+    size_t from = *i;
+    while (*i < n && s[*i] >= '0' && s[*i] <= '9')
+        (*i)++;
+    return *i - from;
+}
+
+/* s[0..n) as a number into *x. 0, or -1 when s is no number or its
+ * integer part needs more than 64 bits. */
+static int number_shape(const char *s, size_t n, num_shape *x)
+{
+    x->neg = n > 0 && s[0] == '-';
+    size_t i = (size_t)x->neg;
     size_t int_start = i;
-    uint64_t ip = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9') {
-        ip = ip * 10 + (unsigned)(s[i] - '0');
-        i++;
-    }
-    /* 19 digits cannot overflow; more are checked again, slowly. */
-    if (i == int_start)
+    size_t nd = digit_run(s, n, &i);
+    if (!nd)
         return -1;
-    if (i - int_start > 19) {
-        ip = 0;
-        for (size_t k = int_start; k < i; k++) {
-            unsigned dgt = (unsigned)(s[k] - '0');
-            if (ip > (UINT64_MAX - dgt) / 10)
-                return -1;
-            ip = ip * 10 + dgt;
-        }
-    }
-    int has_frac = 0;
-    if (i < n && s[i] == '.') {
-        size_t f = ++i;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-        if (i == f)
+    /* 19 digits cannot overflow; more are checked. */
+    x->ip = 0;
+    for (size_t k = int_start; k < i; k++) {
+        unsigned dgt = (unsigned)(s[k] - '0');
+        if (nd > 19 && x->ip > (UINT64_MAX - dgt) / 10)
             return -1;
-        has_frac = 1;
+        x->ip = x->ip * 10 + dgt;
     }
-    int has_exp = 0;
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    x->has_frac = i < n && s[i] == '.';
+    if (x->has_frac && (i++, !digit_run(s, n, &i)))
+        return -1;
+    x->has_exp = i < n && (s[i] == 'e' || s[i] == 'E');
+    if (x->has_exp) {
         i++;
         if (i < n && (s[i] == '+' || s[i] == '-'))
             i++;
-        size_t e = i;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-        if (i == e)
+        if (!digit_run(s, n, &i))
             return -1;
-        has_exp = 1;
     }
-    if (i != n)
-        return -1;
+    return i == n ? 0 : -1;
+}
 
-    if (has_exp) {
-        /* Scientific notation: precision beyond a second is irrelevant. */
-        char tmp[64];
-        if (n >= sizeof tmp)
-            return -1;
-        memcpy(tmp, s, n);
-        tmp[n] = '\0';
-        double v = strtod(tmp, NULL);
-        double mag = fabs(v);
-        double div = mag < 1e11 ? 1 : mag < 1e14 ? 1e3 : mag < 1e17 ? 1e6 : 1e9;
-        double secs = floor(v / div);
-        if (!(secs > -1e13 && secs < 1e13))
-            return -1;
-        *epoch_s = (int64_t)secs;
-        return 0;
-    }
-    /* Integer part decides the unit; a fraction only matters for flooring
-     * negative values. */
-    /* Constant divisors: the compiler turns each into a multiply. */
-    uint64_t q, r;
+/* Scientific notation: precision beyond a second is irrelevant. */
+static int epoch_scientific(const char *s, size_t n, int64_t *epoch_s)
+{
+    char tmp[64];
+    if (n >= sizeof tmp)
+        return -1;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    double v = strtod(tmp, NULL);
+    double mag = fabs(v);
+    double div = mag < 1e11 ? 1 : mag < 1e14 ? 1e3 : mag < 1e17 ? 1e6 : 1e9;
+    double secs = floor(v / div);
+    if (!(secs > -1e13 && secs < 1e13))
+        return -1;
+    *epoch_s = (int64_t)secs;
+    return 0;
+}
+
+int sk_time_parse_epoch(const char *s, size_t n, int64_t *epoch_s)
+{
+    num_shape x;
+    if (number_shape(s, n, &x))
+        return -1;
+    if (x.has_exp)
+        return epoch_scientific(s, n, epoch_s);
+    /* The integer part decides the unit; a fraction only matters for
+     * flooring negative values. Constant divisors: the compiler turns each
+     * into a multiply. */
+    uint64_t ip = x.ip, q, r;
     if (ip < 100000000000ULL) {
         q = ip;
         r = 0;
@@ -209,11 +216,11 @@ int sk_time_parse_epoch(const char *s, size_t n, int64_t *epoch_s)
         q = ip / 1000000000;
         r = ip % 1000000000;
     }
-    int inexact = r != 0 || has_frac;
+    int inexact = r != 0 || x.has_frac;
     if (q > (uint64_t)INT64_MAX / 2)
         return -1;
     int64_t v = (int64_t)q;
-    if (neg)
+    if (x.neg)
         v = -v - (inexact ? 1 : 0);
     *epoch_s = v;
     return 0;
