@@ -24,9 +24,9 @@
 
 #include "base/common.h"
 #include "format/json.h"
+#include "route/escape.h"
 #include "route/timeparse.h"
 
-#define SK_SEGMENT_MAX 200
 #define SK_HIVE_DEFAULT "__HIVE_DEFAULT_PARTITION__"
 
 typedef enum sk_time_unit {
@@ -160,17 +160,5 @@ int sk_route_memo(const sk_router *r, sk_memo *m, const uint8_t *buf,
 /* The same from fields already decoded (one per path; CSV cells). */
 int sk_route_memo_fields(const sk_router *r, sk_memo *m, const sk_field *f,
                          uint32_t *id);
-
-/* Append value v escaped Hive-style: bytes 0x00-0x1F, 0x7F, invalid UTF-8
- * and the characters "#%'*\/:=?\{[]^ become %XX (uppercase hex). */
-int sk_escape_append(skippr_buf *out, const uint8_t *v, size_t n);
-
-/* Append one bounded path segment "{head}{value}" where head (already safe
- * text, e.g. "p_detail.tenant_id=") is copied and value escaped. If the
- * result would exceed SK_SEGMENT_MAX bytes the escaped value is cut at a
- * character boundary and "~" plus 16 hex digits of a hash of the whole raw
- * value are appended, so distinct values stay distinct. */
-int sk_segment_append(skippr_buf *out, const char *head, const uint8_t *v,
-                      size_t n);
 
 #endif
