@@ -60,12 +60,10 @@ KNOWN_LONG = {
     "plugins/mqtt/mqtt.c:mqtt_connect": 88,
     "sdk/c/testkit/testkit.c:check_stages": 86,
     "plugins/s3/prefetch.c:pf_main": 86,
-    "runtime/state/wal.c:sk_wal_replay": 85,
     "sdk/c/testkit/testkit.c:check_grow_parts": 81,
 }
 KNOWN_BIG = {
     "plugins/s3/sink.c": 905,
-    "runtime/state/wal.c": 800,
     "runtime/state/remote.c": 780,
     "runtime/state/state.c": 656,
     "runtime/state/ledger.c": 728,
