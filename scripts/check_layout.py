@@ -47,7 +47,6 @@ RANKS = {
 }
 # Exceptions of today (issue 40 cuts them): path[:function] -> lines.
 KNOWN_LONG = {
-    "runtime/state/replay.c:replay_cb": 90,
     "sdk/c/testkit/testkit.c:check_grow": 103,
     "plugins/s3/inventory.c:load": 103,
     "plugins/kafka/kafka_sink.c:load_markers": 100,

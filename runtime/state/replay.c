@@ -1,108 +1,20 @@
 /* Recovery: the WAL replayed into the state's live slices when it opens.
  * OPEN frames start slices, COMMIT frames carry the blocks, records and
  * unit progress of one group commit (applied whole, or not at all when
- * torn), SEAL and DONE frames move slices on. See wal.c for the frames.
+ * torn), SEAL and DONE frames move slices on. See wal_impl.h for the frames;
+ * replaypend.c decodes the frames that wait for a COMMIT.
  *
  * Thread: the opening thread, before anything else uses the state.
  */
 #include "state/replay.h"
 
 #include "state/grow.h"
+#include "state/replay_impl.h"
 #include "state/slice.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct pend_slice {
-    uint64_t id;
-    char *key; /* the partition */
-    size_t klen;
-    sk_slice_tag tag; /* its root in root */
-    char *root;
-    uint8_t kind;
-    int64_t opened_at;
-    uint64_t seg;
-    int streamed;
-    int staged;
-} pend_slice;
-
-typedef struct pend_stream {
-    uint64_t id;
-    uint64_t len, total, records;
-    uint32_t crc;
-} pend_stream;
-
-typedef struct pend_block {
-    uint64_t id;
-    sk_wal_pos pos;
-    uint64_t nrec, bytes;
-    int tail;     /* a TAIL frame: bytes at object offset off */
-    uint64_t off;
-} pend_block;
-
-typedef struct pend_stage {
-    uint64_t id, off, len, tag;
-} pend_stage;
-
-typedef struct pend_note {
-    uint64_t id;
-    int replace;
-    uint8_t *p;
-    size_t n;
-} pend_note;
-
-typedef struct replay {
-    sk_state *st;
-    uint64_t seg;
-    pend_slice *ps;
-    size_t nps, ps_cap;
-    pend_block *pb;
-    size_t npb, pb_cap;
-    pend_stream *pst;
-    size_t npst, pst_cap;
-    pend_note *pn;
-    size_t npn, pn_cap;
-    pend_stage *pg;
-    size_t npg, pg_cap;
-    sk_slice **orph; /* streamed slices announced, never committed */
-    size_t norph, orph_cap;
-    uint64_t max_id;
-    size_t v1; /* SLICE_V1 frames read: an older state, upgraded */
-} replay;
-
-static void pend_clear(replay *r)
-{
-    for (size_t i = 0; i < r->nps; i++) {
-        sk_free(r->ps[i].key);
-        sk_free(r->ps[i].root);
-    }
-    for (size_t i = 0; i < r->npn; i++)
-        sk_free(r->pn[i].p);
-    r->nps = r->npb = r->npst = r->npn = r->npg = 0;
-}
-
-/* The pending frames will never count (no COMMIT followed them): a
- * streamed slice among them may have left a growing object in the sink. */
-static int pend_drop(replay *r)
-{
-    for (size_t i = 0; i < r->nps; i++) {
-        pend_slice *q = &r->ps[i];
-        if (!q->streamed)
-            continue;
-        sk_slice *s = st_slice_new(q->id, q->key, q->klen, &q->tag,
-                                   SK_SLICE_DATA, q->opened_at);
-        if (!s || sk_array_grow(&r->orph, r->norph, &r->orph_cap,
-                                sizeof *r->orph, 8)) {
-            st_slice_free(s);
-            return SKIPPR_NOMEM;
-        }
-        s->streamed = 1;
-        r->orph[r->norph++] = s;
-    }
-    pend_clear(r);
-    return SKIPPR_OK;
-}
 
 /* A slice whose frames are seen but whose SLICE frame was in a segment
  * already collected: either it is DONE later in the log, or (a streamed
@@ -209,20 +121,6 @@ static int unghost(sk_slice *s, const pend_slice *q)
     return SKIPPR_OK;
 }
 
-static int rd_str(const uint8_t **p, const uint8_t *end, const uint8_t **s,
-                  size_t *n)
-{
-    if (end - *p < 4)
-        return -1;
-    uint32_t l = sk_get_u32(*p);
-    if ((size_t)(end - *p - 4) < l)
-        return -1;
-    *s = *p + 4;
-    *n = l;
-    *p += 4 + l;
-    return 0;
-}
-
 /* The SLICE frames a COMMIT makes count: new slices go live; a
  * restatement moves a live one to its segment. */
 static int commit_slices(replay *r)
@@ -295,7 +193,7 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
         s->records += b->nrec;
         s->bytes += b->bytes;
     }
-    pend_clear(r);
+    st_pend_clear(r);
 
     if (len < 12)
         return SKIPPR_CORRUPT;
@@ -307,7 +205,7 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *id, *ver;
         size_t il, vl;
-        if (rd_str(&p, end, &id, &il) || rd_str(&p, end, &ver, &vl) ||
+        if (st_rd_str(&p, end, &id, &il) || st_rd_str(&p, end, &ver, &vl) ||
             end - p < 21 || il > 65535 || vl > 65535)
             return SKIPPR_CORRUPT;
         char idb[65536], verb[65536];
@@ -333,120 +231,50 @@ static int apply_commit(replay *r, const uint8_t *p, size_t len)
     return SKIPPR_OK;
 }
 
-/* A STREAM frame's entries, pending until its COMMIT. */
-static int pend_streams(replay *r, const uint8_t *p, size_t len)
+/* A SEAL frame at pos: the live slice it names is sealed to its object. */
+static int apply_seal(sk_state *st, sk_wal_pos pos, const uint8_t *p,
+                      size_t len)
 {
-    if (len < 4 || (len - 4) / SK_STREAM_ENTRY != sk_get_u32(p) ||
-        (len - 4) % SK_STREAM_ENTRY != 0)
+    const uint8_t *end = p + len, *k;
+    size_t kl;
+    const uint8_t *q = p + 8;
+    if (len < 8 || st_rd_str(&q, end, &k, &kl) || end - q < 20)
         return SKIPPR_CORRUPT;
-    for (const uint8_t *e = p + 4; e < p + len; e += SK_STREAM_ENTRY) {
-        if (sk_array_grow(&r->pst, r->npst, &r->pst_cap, sizeof *r->pst, 64))
-            return SKIPPR_NOMEM;
-        r->pst[r->npst++] = (pend_stream){
-            sk_get_u64(e), sk_get_u64(e + 8), sk_get_u64(e + 16),
-            sk_get_u64(e + 24), sk_get_u32(e + 32)};
-    }
+    sk_slice *s = st_live_find(st, sk_get_u64(p));
+    if (!s)
+        return SKIPPR_OK; /* its frames were collected already */
+    sk_free(s->object_key);
+    s->object_key = sk_strndup((const char *)k, kl);
+    if (!s->object_key)
+        return SKIPPR_NOMEM;
+    s->object_bytes = sk_get_u64(q);
+    s->object_crc = sk_get_u32(q + 16);
+    s->state = SK_SLICE_SEALED;
+    if (pos.seg < s->first_seg)
+        s->first_seg = pos.seg;
     return SKIPPR_OK;
 }
 
-/* A TAIL frame, pending as a block is. */
-static int pend_tail(replay *r, sk_wal_pos pos, const uint8_t *p, size_t len)
+/* A DONE frame: the slice it names is gone. */
+static int apply_done(sk_state *st, const uint8_t *p, size_t len)
 {
-    if (len < 16)
+    if (len < 8)
         return SKIPPR_CORRUPT;
-    if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
-        return SKIPPR_NOMEM;
-    r->pb[r->npb++] = (pend_block){.id = sk_get_u64(p), .pos = pos,
-                                   .bytes = len - 16, .tail = 1,
-                                   .off = sk_get_u64(p + 8)};
-    return SKIPPR_OK;
-}
-
-/* A NOTE frame: its bytes are copied, pending until its COMMIT. */
-static int pend_note_frame(replay *r, const uint8_t *p, size_t len)
-{
-    if (len < 9)
-        return SKIPPR_CORRUPT;
-    if (sk_array_grow(&r->pn, r->npn, &r->pn_cap, sizeof *r->pn, 16))
-        return SKIPPR_NOMEM;
-    uint8_t *c = sk_malloc(len - 9 ? len - 9 : 1);
-    if (!c)
-        return SKIPPR_NOMEM;
-    memcpy(c, p + 9, len - 9);
-    r->pn[r->npn++] = (pend_note){sk_get_u64(p), p[8] & 1, c, len - 9};
-    return SKIPPR_OK;
-}
-
-/* A version 1 SLICE frame's key: its partition and tag (v1tag.c). */
-static int v1_key(pend_slice *q)
-{
-    size_t nlen;
-    sk_slice_tag t;
-    if (st_v1_key(q->key, q->klen, &nlen, &t)) {
-        sk_error("WAL corrupt: slice %" PRIu64 " has a tag this skipprd "
-                 "does not know", q->id);
-        return SKIPPR_CORRUPT;
+    sk_slice *s = st_live_find(st, sk_get_u64(p));
+    if (s) {
+        st_live_remove(st, s);
+        st_slice_free(s);
     }
-    if (t.root_len && !(q->root = sk_strndup(t.root, t.root_len)))
-        return SKIPPR_NOMEM;
-    t.root = q->root;
-    q->tag = t;
-    q->klen = nlen;
     return SKIPPR_OK;
-}
-
-/* A SLICE frame (wal.c): pending until its COMMIT. A version 1 frame is
- * read into the same fields. */
-static int pend_slice_frame(replay *r, int type, sk_wal_pos pos,
-                            const uint8_t *p, size_t len)
-{
-    const uint8_t *end = p + len, *k, *q = p + 8, *root = NULL;
-    size_t kl, rl = 0;
-    if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 9)
-        return SKIPPR_CORRUPT;
-    const uint8_t *t = q + 9; /* the typed tag: form, header id, root */
-    if (type == SK_WAL_SLICE) {
-        const uint8_t *rp = t + 9;
-        if (end - t < 9 || t[0] > SK_FORM_XML ||
-            rd_str(&rp, end, &root, &rl) || rl > SK_SLICE_ROOT_MAX)
-            return SKIPPR_CORRUPT;
-    }
-    if (sk_array_grow(&r->ps, r->nps, &r->ps_cap, sizeof *r->ps, 16))
-        return SKIPPR_NOMEM;
-    pend_slice *ps = &r->ps[r->nps];
-    *ps = (pend_slice){
-        .id = sk_get_u64(p),
-        .key = sk_strndup((const char *)k, kl),
-        .klen = kl,
-        .kind = (uint8_t)(q[0] & ~(SK_SLICE_STREAMED | SK_SLICE_STAGED)),
-        .opened_at = (int64_t)sk_get_u64(q + 1),
-        .seg = pos.seg,
-        .streamed = (q[0] & SK_SLICE_STREAMED) != 0,
-        .staged = (q[0] & SK_SLICE_STAGED) != 0};
-    r->nps++; /* pend_clear frees its key and root */
-    if (rl && !(ps->root = sk_strndup((const char *)root, rl)))
-        return SKIPPR_NOMEM;
-    if (!ps->key)
-        return SKIPPR_NOMEM;
-    if (type == SK_WAL_SLICE) {
-        ps->tag = (sk_slice_tag){.form = (sk_slice_form)t[0],
-                                 .header_id = sk_get_u64(t + 1),
-                                 .root = ps->root, .root_len = rl};
-        return SKIPPR_OK;
-    }
-    r->v1++;
-    return v1_key(ps);
 }
 
 static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
                      size_t len)
 {
     replay *r = ud;
-    sk_state *st = r->st;
-    const uint8_t *end = p + len;
     if (pos.seg != r->seg) {
         /* Uncommitted frames of the previous segment never count. */
-        int drc = pend_drop(r);
+        int drc = st_pend_drop(r);
         if (drc)
             return drc;
         r->seg = pos.seg;
@@ -454,74 +282,24 @@ static int replay_cb(void *ud, sk_wal_pos pos, int type, const uint8_t *p,
     switch (type) {
     case SK_WAL_SLICE:
     case SK_WAL_SLICE_V1:
-        return pend_slice_frame(r, type, pos, p, len);
+        return st_pend_slice(r, type, pos, p, len);
     case SK_WAL_STREAM:
-        return pend_streams(r, p, len);
+        return st_pend_streams(r, p, len);
     case SK_WAL_TAIL:
-        return pend_tail(r, pos, p, len);
+        return st_pend_tail(r, pos, p, len);
     case SK_WAL_NOTE:
-        return pend_note_frame(r, p, len);
+        return st_pend_note(r, p, len);
     case SK_WAL_STAGE:
-        if (len != 32)
-            return SKIPPR_CORRUPT;
-        if (sk_array_grow(&r->pg, r->npg, &r->pg_cap, sizeof *r->pg, 16))
-            return SKIPPR_NOMEM;
-        r->pg[r->npg++] = (pend_stage){sk_get_u64(p), sk_get_u64(p + 8),
-                                       sk_get_u64(p + 16),
-                                       sk_get_u64(p + 24)};
-        return SKIPPR_OK;
+        return st_pend_stage(r, p, len);
     case SK_WAL_BLOCK:
-    case SK_WAL_BLOCKZ: {
-        if (len < 12)
-            return SKIPPR_CORRUPT;
-        uint64_t nrec = sk_get_u32(p + 8);
-        uint64_t part = len - 12; /* the records part: u32 length, bytes */
-        if (type == SK_WAL_BLOCKZ) {
-            if (len < 16)
-                return SKIPPR_CORRUPT;
-            part = sk_get_u32(p + 12);
-        }
-        if (part < 4 * nrec)
-            return SKIPPR_CORRUPT;
-        if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
-            return SKIPPR_NOMEM;
-        r->pb[r->npb++] = (pend_block){.id = sk_get_u64(p), .pos = pos,
-                                       .nrec = nrec,
-                                       .bytes = part - 4 * nrec};
-        return SKIPPR_OK;
-    }
+    case SK_WAL_BLOCKZ:
+        return st_pend_block(r, type, pos, p, len);
     case SK_WAL_COMMIT:
         return apply_commit(r, p, len);
-    case SK_WAL_SEAL: {
-        const uint8_t *k;
-        size_t kl;
-        const uint8_t *q = p + 8;
-        if (len < 8 || rd_str(&q, end, &k, &kl) || end - q < 20)
-            return SKIPPR_CORRUPT;
-        sk_slice *s = st_live_find(st, sk_get_u64(p));
-        if (!s)
-            return SKIPPR_OK; /* its frames were collected already */
-        sk_free(s->object_key);
-        s->object_key = sk_strndup((const char *)k, kl);
-        if (!s->object_key)
-            return SKIPPR_NOMEM;
-        s->object_bytes = sk_get_u64(q);
-        s->object_crc = sk_get_u32(q + 16);
-        s->state = SK_SLICE_SEALED;
-        if (pos.seg < s->first_seg)
-            s->first_seg = pos.seg;
-        return SKIPPR_OK;
-    }
-    case SK_WAL_DONE: {
-        if (len < 8)
-            return SKIPPR_CORRUPT;
-        sk_slice *s = st_live_find(st, sk_get_u64(p));
-        if (s) {
-            st_live_remove(st, s);
-            st_slice_free(s);
-        }
-        return SKIPPR_OK;
-    }
+    case SK_WAL_SEAL:
+        return apply_seal(r->st, pos, p, len);
+    case SK_WAL_DONE:
+        return apply_done(r->st, p, len);
     default:
         sk_error("WAL: unknown frame type %d at segment %" PRIu64
                  " offset %" PRIu64, type, pos.seg, pos.off);
@@ -543,8 +321,8 @@ int st_replay(sk_state *st)
     else
         rc = sk_wal_replay(st->wal, replay_cb, &r);
     if (!rc)
-        rc = pend_drop(&r);
-    pend_clear(&r);
+        rc = st_pend_drop(&r);
+    st_pend_clear(&r);
     sk_free(r.ps);
     sk_free(r.pb);
     sk_free(r.pst);
