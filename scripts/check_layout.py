@@ -50,7 +50,6 @@ KNOWN_LONG = {
     "sdk/c/testkit/testkit.c:check_grow": 103,
     "plugins/s3/inventory.c:load": 103,
     "plugins/kafka/kafka_sink.c:load_markers": 100,
-    "runtime/pipeline/deliver.c:put_object": 97,
     "sdk/c/testkit/testkit.c:check_store": 92,
     "runtime/config/yaml.c:build_node": 91,
     "plugins/s3/sink.c:complete_upload": 90,

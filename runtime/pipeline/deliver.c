@@ -179,28 +179,92 @@ int pl_sink_takes_records(const sk_instance *sink)
 }
 
 /* Write one object with retries: the records of s that mode picks. */
+/* Before an attempt at writing info's object (a failed one may still have
+ * landed: a commit whose answer was lost): SKIPPR_OK when it is complete
+ * already, SKIPPR_NOENT to write it, SKIPPR_RETRY to ask again, or the
+ * sink's error. */
+static int check_landed(uploader *u, const skippr_object_info *info,
+                        int attempt)
+{
+    sk_instance *sink = u->sink;
+    const skippr_sink_ops *ops = sink->plugin->sink;
+    int rc = ops->object_check ? ops->object_check(sink->ctx, info)
+                               : SKIPPR_NOENT;
+    if (rc == SKIPPR_OK) {
+        sk_info("object %s already complete (slice %s); not rewritten",
+                info->key, info->slice_id);
+    } else if (rc == SKIPPR_CHANGED) {
+        sk_warn("object %s exists with other content; rewriting it with "
+                "slice %s", info->key, info->slice_id);
+        rc = SKIPPR_NOENT;
+    } else if (rc == SKIPPR_RETRY) {
+        pl_retry_say(u->e->retry, attempt + 1, "%s: cannot tell whether %s "
+                     "was written (attempt %d of %d); asking again",
+                     sink->label, info->key, attempt + 1, MAX_ATTEMPTS);
+    } else if (rc != SKIPPR_NOENT) {
+        plugin_failed(sink, "%s: checking %s failed: %s", sink->label,
+                      info->key, skippr_status_str(rc));
+    }
+    return rc;
+}
+
+/* One attempt at writing slice s as info's object: open, every record
+ * (converted, and an XML slice's trailer, when mode is WRITE_ALL), a
+ * check of the bytes and CRC sealed, commit. *mismatch: the records
+ * re-read differ from what was sealed (SKIPPR_CORRUPT, no retry). */
+static int write_object(uploader *u, sk_slice *s,
+                        const skippr_object_info *info, write_mode mode,
+                        int *mismatch)
+{
+    engine *e = u->e;
+    sk_instance *sink = u->sink;
+    const skippr_sink_ops *ops = sink->plugin->sink;
+    writer w = {.u = u, .mode = mode,
+                .records_mode = pl_sink_takes_records(sink)};
+    skippr_buf_reset(&u->out);
+    int rc = skippr_buf_reserve(&u->out, OUT_BUF);
+    if (rc || (rc = ops->object_open(sink->ctx, info, &w.h)))
+        return rc;
+    sk_conv_kind ck = mode == WRITE_ALL ? pl_slice_conv(e, s) : SK_CONV_NONE;
+    rc = ck != SK_CONV_NONE
+             ? pl_write_converted(e, s, ck, &w, &u->scratch)
+             : sk_state_foreach_record(e->st, s, &u->scratch, write_record,
+                                       &w);
+    char tail[300];
+    size_t tl = mode == WRITE_ALL ? pl_xml_trailer(s, tail, sizeof tail) : 0;
+    if (!rc && tl)
+        rc = writer_put(&w, tail, tl);
+    if (!rc)
+        rc = writer_flush(&w);
+    if (!rc && (w.bytes != info->size || w.crc != info->crc32c)) {
+        sk_error("slice %s: re-read %" PRIu64 " bytes with CRC %08x, "
+                 "sealed as %" PRIu64 " bytes with CRC %08x",
+                 info->slice_id, w.bytes, w.crc, info->size, info->crc32c);
+        *mismatch = 1;
+        rc = SKIPPR_CORRUPT;
+    }
+    if (rc) {
+        ops->object_abort(sink->ctx, w.h);
+        return rc;
+    }
+    sk_crashpoint("sink_commit");
+    return ops->object_commit(sink->ctx, w.h);
+}
+
 static int put_object(uploader *u, sk_slice *s, const char *key,
                       const char *slice_id, uint64_t size, uint32_t crc,
                       write_mode mode, const char *ctype)
 {
     engine *e = u->e;
     sk_instance *sink = u->sink;
-    const skippr_sink_ops *ops = sink->plugin->sink;
-    /* The partition is the slice key up to a NUL (a format tag follows);
-     * the namespace its first folder. */
+    /* The partition's namespace is its first folder. */
     char ns[SK_SEGMENT_MAX + 1];
     size_t nsl = strcspn(s->key, "/");
     snprintf(ns, sizeof ns, "%.*s", (int)SK_MIN(nsl, SK_SEGMENT_MAX), s->key);
-    skippr_object_info info = {.key = key,
-                               .slice_id = slice_id,
-                               .size = size,
-                               .crc32c = crc,
-                               .content_type = ctype,
-                               .partition = s->key,
-                               .namespace_name = ns,
-                               .records = s->records};
-    int records_mode = pl_sink_takes_records(sink);
-    int rc = SKIPPR_FATAL;
+    skippr_object_info info = {.key = key, .slice_id = slice_id,
+                               .size = size, .crc32c = crc,
+                               .content_type = ctype, .partition = s->key,
+                               .namespace_name = ns, .records = s->records};
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         if (attempt) {
             if (sk_stop_requested)
@@ -209,60 +273,14 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
                 return SKIPPR_FATAL; /* another slice gave up: the run ends */
             skippr_backoff_sleep(&u->backoff, attempt);
         }
-        /* Before every attempt, since a failed one may still have landed
-         * (a commit whose answer was lost). */
-        rc = ops->object_check ? ops->object_check(sink->ctx, &info)
-                               : SKIPPR_NOENT;
-        if (rc == SKIPPR_OK) {
-            sk_info("object %s already complete (slice %s); not rewritten",
-                    key, slice_id);
-            return SKIPPR_OK;
-        }
-        if (rc == SKIPPR_CHANGED)
-            sk_warn("object %s exists with other content; rewriting it with "
-                    "slice %s", key, slice_id);
-        else if (rc == SKIPPR_RETRY) {
-            pl_retry_say(e->retry, attempt + 1, "%s: cannot tell whether %s "
-                         "was written (attempt %d of %d); asking again",
-                         sink->label, key, attempt + 1, MAX_ATTEMPTS);
+        int rc = check_landed(u, &info, attempt), mismatch = 0;
+        if (rc == SKIPPR_RETRY)
             continue;
-        } else if (rc != SKIPPR_NOENT) {
-            plugin_failed(sink, "%s: checking %s failed: %s", sink->label,
-                          key, skippr_status_str(rc));
+        if (rc != SKIPPR_NOENT)
+            return rc; /* complete already, or the check failed */
+        rc = write_object(u, s, &info, mode, &mismatch);
+        if (rc == SKIPPR_OK || mismatch)
             return rc;
-        }
-        writer w = {.u = u, .mode = mode, .records_mode = records_mode};
-        skippr_buf_reset(&u->out);
-        if ((rc = skippr_buf_reserve(&u->out, OUT_BUF)))
-            return rc;
-        rc = ops->object_open(sink->ctx, &info, &w.h);
-        if (rc == SKIPPR_OK) {
-            sk_conv_kind ck = mode == WRITE_ALL ? pl_slice_conv(e, s) : SK_CONV_NONE;
-            rc = ck != SK_CONV_NONE
-                     ? pl_write_converted(e, s, ck, &w, &u->scratch)
-                     : sk_state_foreach_record(e->st, s, &u->scratch,
-                                               write_record, &w);
-            char tail[300];
-            size_t tl = mode == WRITE_ALL ? pl_xml_trailer(s, tail, sizeof tail) : 0;
-            if (!rc && tl)
-                rc = writer_put(&w, tail, tl);
-            if (!rc)
-                rc = writer_flush(&w);
-            if (!rc && (w.bytes != size || w.crc != crc)) {
-                sk_error("slice %s: re-read %" PRIu64 " bytes with CRC %08x, "
-                         "sealed as %" PRIu64 " bytes with CRC %08x",
-                         slice_id, w.bytes, w.crc, size, crc);
-                ops->object_abort(sink->ctx, w.h);
-                return SKIPPR_CORRUPT;
-            }
-            if (!rc) {
-                sk_crashpoint("sink_commit");
-                rc = ops->object_commit(sink->ctx, w.h);
-            } else
-                ops->object_abort(sink->ctx, w.h);
-        }
-        if (rc == SKIPPR_OK)
-            return SKIPPR_OK;
         if (rc != SKIPPR_RETRY) {
             pl_sink_gave_up(e->retry, sink, "%s: writing %s failed: %s",
                             sink->label, key, skippr_status_str(rc));
