@@ -153,7 +153,83 @@ static int push_child(sk_ynode *parent, sk_ynode *child, int as_key)
     return 0;
 }
 
-/* Parse one node starting with event ev (already pulled). */
+static sk_ynode *build_node(builder *b, yaml_event_t *ev, int depth);
+
+/* A scalar node n from event ev: its text, ${VAR} interpolated. 0 or -1
+ * (b->err says why). */
+static int build_scalar(builder *b, sk_ynode *n, const yaml_event_t *ev)
+{
+    n->kind = SK_Y_SCALAR;
+    n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+    if (ev->data.scalar.length > MAX_SCALAR) {
+        sk_cfg_fail(b->err, b->doc, n, "value longer than %d bytes",
+                    MAX_SCALAR);
+        return -1;
+    }
+    char why[512];
+    n->value = interpolate((const char *)ev->data.scalar.value, why,
+                           sizeof why);
+    if (!n->value) {
+        sk_cfg_fail(b->err, b->doc, n, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Child node child of map or sequence n (a map's key when as_key): kept,
+ * or freed and -1 when it cannot be. */
+static int add_child(builder *b, sk_ynode *n, sk_ynode *child, int as_key)
+{
+    int bad = 1;
+    if (as_key && child->kind != SK_Y_SCALAR)
+        sk_cfg_fail(b->err, b->doc, child, "map keys must be text");
+    else if (as_key && sk_ymap_get(n, child->value))
+        sk_cfg_fail(b->err, b->doc, child, "duplicate key '%s'",
+                    child->value);
+    else
+        bad = 0;
+    if (bad) {
+        node_free(child);
+        return -1;
+    }
+    if (push_child(n, child, as_key)) {
+        node_free(child);
+        sk_cfg_fail(b->err, b->doc, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* A map or sequence node n: its children, up to the end event. 0 or -1. */
+static int build_children(builder *b, sk_ynode *n, int is_map, int depth)
+{
+    n->kind = is_map ? SK_Y_MAP : SK_Y_SEQ;
+    yaml_event_type_t end_type =
+        is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
+    for (int want_key = 1;; want_key = !is_map || !want_key) {
+        yaml_event_t cev;
+        if (!yaml_parser_parse(&b->parser, &cev)) {
+            sk_cfg_err *e = b->err;
+            snprintf(e->msg, sizeof e->msg, "%s:%zu:%zu: %s", b->doc->path,
+                     b->parser.problem_mark.line + 1,
+                     b->parser.problem_mark.column + 1,
+                     b->parser.problem ? b->parser.problem
+                                       : "YAML syntax error");
+            return -1;
+        }
+        if (cev.type == end_type) {
+            yaml_event_delete(&cev);
+            return 0;
+        }
+        sk_ynode *child = build_node(b, &cev, depth + 1);
+        yaml_event_delete(&cev);
+        if (!child || add_child(b, n, child, is_map && want_key))
+            return -1;
+    }
+}
+
+/* Parse one node starting with event ev (already pulled). The caller owns
+ * the node (node_free); NULL with b->err set. */
 static sk_ynode *build_node(builder *b, yaml_event_t *ev, int depth)
 {
     sk_ynode *n = sk_calloc(1, sizeof *n);
@@ -163,87 +239,25 @@ static sk_ynode *build_node(builder *b, yaml_event_t *ev, int depth)
     }
     n->line = (int)ev->start_mark.line + 1;
     n->col = (int)ev->start_mark.column + 1;
-    if (depth > MAX_YAML_DEPTH) {
+    int rc = -1;
+    if (depth > MAX_YAML_DEPTH)
         sk_cfg_fail(b->err, b->doc, n, "nesting deeper than %d levels",
                     MAX_YAML_DEPTH);
-        goto fail;
-    }
-    switch (ev->type) {
-    case YAML_SCALAR_EVENT: {
-        n->kind = SK_Y_SCALAR;
-        n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
-        if (ev->data.scalar.length > MAX_SCALAR) {
-            sk_cfg_fail(b->err, b->doc, n, "value longer than %d bytes",
-                        MAX_SCALAR);
-            goto fail;
-        }
-        char why[512];
-        n->value = interpolate((const char *)ev->data.scalar.value, why,
-                               sizeof why);
-        if (!n->value) {
-            sk_cfg_fail(b->err, b->doc, n, "%s", why);
-            goto fail;
-        }
-        return n;
-    }
-    case YAML_ALIAS_EVENT:
+    else if (ev->type == YAML_SCALAR_EVENT)
+        rc = build_scalar(b, n, ev);
+    else if (ev->type == YAML_ALIAS_EVENT)
         sk_cfg_fail(b->err, b->doc, n, "YAML aliases are not supported");
-        goto fail;
-    case YAML_MAPPING_START_EVENT:
-    case YAML_SEQUENCE_START_EVENT: {
-        int is_map = ev->type == YAML_MAPPING_START_EVENT;
-        n->kind = is_map ? SK_Y_MAP : SK_Y_SEQ;
-        yaml_event_type_t end_type =
-            is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
-        int want_key = 1;
-        for (;;) {
-            yaml_event_t cev;
-            if (!yaml_parser_parse(&b->parser, &cev)) {
-                sk_cfg_err *e = b->err;
-                snprintf(e->msg, sizeof e->msg, "%s:%zu:%zu: %s",
-                         b->doc->path, b->parser.problem_mark.line + 1,
-                         b->parser.problem_mark.column + 1,
-                         b->parser.problem ? b->parser.problem
-                                           : "YAML syntax error");
-                goto fail;
-            }
-            if (cev.type == end_type) {
-                yaml_event_delete(&cev);
-                break;
-            }
-            sk_ynode *child = build_node(b, &cev, depth + 1);
-            yaml_event_delete(&cev);
-            if (!child)
-                goto fail;
-            int as_key = is_map && want_key;
-            if (as_key && child->kind != SK_Y_SCALAR) {
-                sk_cfg_fail(b->err, b->doc, child, "map keys must be text");
-                node_free(child);
-                goto fail;
-            }
-            if (as_key && sk_ymap_get(n, child->value)) {
-                sk_cfg_fail(b->err, b->doc, child, "duplicate key '%s'",
-                            child->value);
-                node_free(child);
-                goto fail;
-            }
-            if (push_child(n, child, as_key)) {
-                node_free(child);
-                sk_cfg_fail(b->err, b->doc, NULL, "out of memory");
-                goto fail;
-            }
-            if (is_map)
-                want_key = !want_key;
-        }
-        return n;
-    }
-    default:
+    else if (ev->type == YAML_MAPPING_START_EVENT ||
+             ev->type == YAML_SEQUENCE_START_EVENT)
+        rc = build_children(b, n, ev->type == YAML_MAPPING_START_EVENT,
+                            depth);
+    else
         sk_cfg_fail(b->err, b->doc, n, "unexpected YAML event");
-        goto fail;
+    if (rc) {
+        node_free(n);
+        return NULL;
     }
-fail:
-    node_free(n);
-    return NULL;
+    return n;
 }
 
 /* The YAML of file f, or (f NULL) of data[0..len), named path in errors. */
