@@ -64,7 +64,6 @@ KNOWN_BIG = {
     "runtime/state/remote.c": 780,
     "runtime/state/state.c": 656,
     "runtime/state/ledger.c": 728,
-    "runtime/cli/main.c": 709,
     "runtime/state/grow.c": 673,
     "plugins/s3/list.c": 625,
     "plugins/s3/inventory.c": 626,

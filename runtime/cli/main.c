@@ -1,20 +1,18 @@
 /* skipprd: the command line. */
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-#include "cli/cliflags.h"
 #include "base/common.h"
-#include "config/config.h"
-#include "config/options.h"
 #include "base/fault.h"
-#include "plugin/loader.h"
+#include "cli/cliflags.h"
+#include "cli/commands.h"
+#include "config/config.h"
 #include "pipeline/pipeline.h"
 
 static const char usage[] =
@@ -87,267 +85,6 @@ static int load(const char *path, sk_yaml_doc **doc)
     return 0;
 }
 
-/* An options table; with p (the engine's common options), only those
- * that mean something for p's source or sink. */
-static void print_options(const skippr_option *o, const skippr_plugin *p,
-                          int is_sink)
-{
-    for (; o && o->name; o++)
-        if (!p || sk_common_option_applies(p, is_sink, o->name))
-            printf("    %-22s %-7s %s%s%s%s\n", o->name,
-               o->type == SKIPPR_OPT_INT      ? "int"
-               : o->type == SKIPPR_OPT_BOOL   ? "bool"
-               : o->type == SKIPPR_OPT_PREFIX ? "map"
-                                              : "string",
-               o->doc ? o->doc : "", (o->required & SKIPPR_OPT_REQUIRED) ? " (required)" : "",
-               o->default_value ? " Default: " : "",
-               o->default_value ? o->default_value : "");
-}
-
-static const char *opt_type_name(skippr_opt_type t)
-{
-    return t == SKIPPR_OPT_INT      ? "int"
-           : t == SKIPPR_OPT_BOOL   ? "bool"
-           : t == SKIPPR_OPT_PREFIX ? "map"
-           : t == SKIPPR_OPT_SECRET ? "secret"
-                                    : "string";
-}
-
-/* Append an options table to arr; common marks the engine's options that
- * every source or sink takes. Returns 0, or -1 when out of memory. */
-static int json_options(json_t *arr, const skippr_option *o, int common,
-                        const skippr_plugin *p, int is_sink)
-{
-    for (; o && o->name; o++) {
-        if (common && !sk_common_option_applies(p, is_sink, o->name))
-            continue;
-        json_t *j = json_pack("{s:s, s:s, s:s?, s:b, s:s, s:b}", "name",
-                              o->name, "type", opt_type_name(o->type),
-                              "default", o->default_value, "required",
-                              (o->required & SKIPPR_OPT_REQUIRED) != 0,
-                              "doc", o->doc ? o->doc : "",
-                              "common", common);
-        if (!j || json_array_append_new(arr, j))
-            return -1;
-    }
-    return 0;
-}
-
-/* The engine's own keys (config/options.h), for docs/CONFIG.md. */
-static json_t *engine_options_json(void)
-{
-    static const char *const sections[] = {"skippr", "pipeline",
-                                           "transform"};
-    static const char *const types[] = {"int", "size", "choice", "string",
-                                        "list", "ref", "map"};
-    json_t *arr = json_array();
-    for (const sk_engine_option *o = sk_engine_options; arr && o->name; o++) {
-        json_t *choices = json_array();
-        for (size_t k = 0; choices && o->choices && o->choices[k]; k++)
-            if (json_array_append_new(choices, json_string(o->choices[k])))
-                break;
-        json_t *j = !choices ? NULL
-                             : json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s}",
-                                         "name", o->name, "section",
-                                         sections[o->section], "type",
-                                         types[o->type], "default", o->def,
-                                         "choices", choices, "doc", o->doc);
-        if (!j || json_array_append_new(arr, j)) {
-            json_decref(arr);
-            return NULL;
-        }
-    }
-    return arr;
-}
-
-/* skipprd plugins --json: every plugin's descriptor and options tables as
- * one JSON document on stdout, in the registry's order. */
-static int print_plugins_json(const sk_registry *reg)
-{
-    json_t *plugins = json_array();
-    int bad = !plugins;
-    for (size_t i = 0; !bad && i < reg->n; i++) {
-        const skippr_plugin *d = reg->libs[i].desc;
-        json_t *p = json_pack("{s:s, s:s, s:s, s:s}", "name", d->name,
-                              "version", d->version ? d->version : "",
-                              "description",
-                              d->description ? d->description : "", "path",
-                              reg->libs[i].path);
-        const skippr_option *own[2] = {
-            d->source ? d->source->options : NULL,
-            d->sink ? d->sink->options : NULL};
-        const skippr_option *common[2] = {sk_common_source_options,
-                                          sk_common_sink_options};
-        const char *role[2] = {"source", "sink"};
-        int has[2] = {d->source != NULL, d->sink != NULL};
-        bad = !p || json_array_append_new(plugins, p);
-        for (int r = 0; r < 2 && !bad; r++) {
-            if (!has[r])
-                continue;
-            json_t *opts = json_array();
-            bad = !opts || json_object_set_new(p, role[r], opts) ||
-                  json_options(opts, own[r], 0, d, r) ||
-                  json_options(opts, common[r], 1, d, r);
-        }
-    }
-    json_t *engine = bad ? NULL : engine_options_json();
-    json_t *doc = !engine ? NULL
-                          : json_pack("{s:s, s:i, s:o, s:o}", "skipprd",
-                                      SKIPPR_VERSION_STRING, "abi",
-                                      (int)SKIPPR_ABI_VERSION, "plugins",
-                                      plugins, "engine", engine);
-    if (!doc) {
-        json_decref(plugins);
-        sk_error("out of memory");
-        return 1;
-    }
-    int rc = json_dumpf(doc, stdout, JSON_INDENT(1)) ? 1 : 0;
-    putchar('\n');
-    json_decref(doc);
-    return rc;
-}
-
-static int cmd_plugins(const sk_yaml_doc *doc, int as_json)
-{
-    sk_registry reg;
-    sk_cfg_err err;
-    const sk_ynode *dirs = NULL;
-    if (doc)
-        dirs = sk_ymap_get(sk_ymap_get(doc->root, "skippr"), "plugin_dirs");
-    if (sk_registry_load(&reg, doc, dirs, &err)) {
-        sk_error("%s", err.msg);
-        return 1;
-    }
-    if (as_json) {
-        int rc = print_plugins_json(&reg);
-        sk_registry_close(&reg);
-        return rc;
-    }
-    if (reg.n == 0)
-        printf("no plugins found\n");
-    for (size_t i = 0; i < reg.n; i++) {
-        const skippr_plugin *d = reg.libs[i].desc;
-        printf("%s %s (%s%s%s)\n  %s\n  %s\n", d->name,
-               d->version ? d->version : "", d->source ? "source" : "",
-               d->source && d->sink ? ", " : "", d->sink ? "sink" : "",
-               d->description ? d->description : "", reg.libs[i].path);
-        if (d->source) {
-            printf("  source options:\n");
-            print_options(d->source->options, NULL, 0);
-            print_options(sk_common_source_options, d, 0);
-        }
-        if (d->sink) {
-            printf("  sink options:\n");
-            print_options(d->sink->options, NULL, 1);
-            print_options(sk_common_sink_options, d, 1);
-        }
-    }
-    sk_registry_close(&reg);
-    return 0;
-}
-
-/* Make (and with reach, start and probe) the instance of ep: its format
- * into *fmt. 0, or 1 with the problem said on one line. */
-static int check_endpoint(const sk_yaml_doc *doc, const skippr_plugin *desc,
-                          int is_sink, const sk_endpoint_cfg *ep, int reach,
-                          sk_format *fmt)
-{
-    sk_cfg_err err;
-    sk_instance *inst = NULL;
-    int start = reach ? SK_START | SK_START_CHECK : 0;
-    if (sk_instance_new(desc, is_sink, doc, ep, start, NULL, 0, &inst,
-                        &err)) {
-        if (*err.msg)
-            sk_error("%s", err.msg);
-        return 1;
-    }
-    if (fmt)
-        *fmt = inst->format;
-    int rc = reach ? sk_instance_probe(inst) : SKIPPR_OK;
-    sk_instance_free(inst);
-    return rc != SKIPPR_OK;
-}
-
-static int validate_one(const sk_yaml_doc *doc, const char *name,
-                        sk_registry *reg, int reach, FILE *out)
-{
-    sk_pipeline_cfg cfg;
-    sk_cfg_err err;
-    if (sk_config_pipeline(doc, name, &cfg, &err)) {
-        sk_error("%s", err.msg);
-        return 1;
-    }
-    const sk_endpoint_cfg *eps[2] = {&cfg.source, &cfg.sink};
-    sk_format fmt[2] = {SK_FORMAT_AUTO, SK_FORMAT_JSON};
-    int bad = 0;
-    for (int i = 0; i < 2; i++) {
-        const sk_plugin_lib *lib = sk_registry_find(reg, eps[i]->plugin);
-        if (!lib || (i == 0 ? !lib->desc->source : !lib->desc->sink)) {
-            sk_cfg_fail(&err, doc, eps[i]->at, "no %s plugin named '%s' "
-                        "(see 'skipprd plugins')",
-                        i == 0 ? "source" : "sink", eps[i]->plugin);
-            sk_error("%s", err.msg);
-            return 1;
-        }
-        /* with reach, every endpoint is tried: one line per problem */
-        bad |= check_endpoint(doc, lib->desc, i == 1, eps[i], reach,
-                              &fmt[i]);
-        if (bad && !reach)
-            return 1;
-    }
-    if (cfg.state_store.plugin) {
-        /* The state's store: a plugin that can hold state, with options
-         * it takes. */
-        const sk_plugin_lib *lib =
-            sk_registry_store(reg, doc, &cfg.state_store, &err);
-        if (!lib)
-            sk_error("%s", err.msg);
-        bad |= !lib || check_endpoint(doc, lib->desc, 1, &cfg.state_store,
-                                      reach, NULL);
-    }
-    const char *why = bad ? NULL : sk_format_pair_problem(fmt[0], fmt[1],
-                                                          !cfg.route.skim);
-    if (why) {
-        sk_error("pipeline %s: %s", name, why);
-        return 1;
-    }
-    if (!bad)
-        fprintf(out, "pipeline %s: ok (%s -> %s%s)\n", name,
-                cfg.source.plugin, cfg.sink.plugin,
-                reach ? ", both reached" : "");
-    return bad;
-}
-
-static int cmd_validate(const sk_yaml_doc *doc, const char *pipeline,
-                        int reach, FILE *out)
-{
-    sk_registry reg;
-    sk_cfg_err err;
-    const sk_ynode *dirs =
-        sk_ymap_get(sk_ymap_get(doc->root, "skippr"), "plugin_dirs");
-    if (sk_registry_load(&reg, doc, dirs, &err)) {
-        sk_error("%s", err.msg);
-        return 1;
-    }
-    int bad = 0;
-    if (pipeline) {
-        bad = validate_one(doc, pipeline, &reg, reach, out);
-    } else {
-        const char *names[256];
-        size_t n = sk_config_pipeline_names(doc, names, 256);
-        if (n == 0) {
-            sk_error("%s: no pipelines defined",
-                     doc->path);
-            bad = 1;
-        }
-        for (size_t i = 0; i < n; i++)
-            bad |= validate_one(doc, names[i], &reg, reach, out);
-    }
-    sk_registry_close(&reg);
-    return bad;
-}
-
-/* The command line, as parsed. */
 typedef struct cli_args {
     sk_cli_pipeline cli; /* a pipeline given by --source and --sink */
     int cli_flags;       /* flags that only a pipeline from flags takes */
@@ -682,7 +419,7 @@ int main(int argc, char **argv)
         sk_yaml_doc *doc = NULL;
         if (access(a.config, F_OK) == 0 && load(a.config, &doc))
             return 1;
-        rc = cmd_plugins(doc, a.as_json);
+        rc = sk_cli_plugins(doc, a.as_json);
         sk_yaml_free(doc);
         return rc;
     }
@@ -699,7 +436,7 @@ int main(int argc, char **argv)
         /* The YAML went to stdout: the verdict goes to stderr. */
         if (a.from_flags)
             fflush(stdout);
-        rc = cmd_validate(doc, a.pipeline, a.reach,
+        rc = sk_cli_validate(doc, a.pipeline, a.reach,
                           a.from_flags ? stderr : stdout);
     } else {
         rc = run_pipeline(&a, doc);
