@@ -2,23 +2,19 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/common.h"
-#include "base/crc32c.h"
 #include "base/fault.h"
 #include "base/fsio.h"
+#include "state/ledger_legacy.h"
+#include "state/ledger_merge.h"
 #include "state/ledger_run.h"
 #include "state/remote.h"
 
-#define FANOUT 8 /* runs of one level merged into one of the next */
-#define LEGACY_MAGIC "SKLEDG01"
-#define LEGACY_MAX_PAYLOAD (2u * 65536u + 64u)
 
 typedef struct run {
     char *path;
@@ -188,80 +184,16 @@ static int load_runs(sk_ledger *l, int readonly)
 
 /* ---- the ledger of earlier versions: one file, converted once ---------- */
 
-static int legacy_bad(const char *path)
-{
-    sk_error("ledger %s: damaged; the file is not converted", path);
-    return SKIPPR_CORRUPT;
-}
-
-/* The level a run of count records would have reached by merges: runs
- * made whole (a conversion, an import) join their peers. */
-static uint32_t level_for(uint64_t count)
-{
-    uint32_t level = 0;
-    for (uint64_t cap = 4096; cap < count && level < 30; cap *= FANOUT)
-        level++;
-    return level;
-}
-
-/* Stream the records of an "SKLEDG01" file (u32 length, payload, u32
- * CRC32C; payload u16 id length, id, u16 version length, version, i64
- * size, i64 offset, u32 flags) into w. */
-static int legacy_copy(FILE *f, const char *path, uint64_t count,
-                       sk_run_writer *w)
-{
-    uint8_t *p = sk_malloc(LEGACY_MAX_PAYLOAD + 4);
-    if (!p)
-        return SKIPPR_NOMEM;
-    int rc = SKIPPR_OK;
-    for (uint64_t i = 0; i < count && !rc; i++) {
-        uint8_t lb[4];
-        if (fread(lb, 1, 4, f) != 4) {
-            rc = legacy_bad(path);
-            break;
-        }
-        uint32_t n = sk_get_u32(lb);
-        if (n < 24 || n > LEGACY_MAX_PAYLOAD ||
-            fread(p, 1, (size_t)n + 4, f) != n + 4 ||
-            sk_crc32c(0, p, n) != sk_get_u32(p + n)) {
-            rc = legacy_bad(path);
-            break;
-        }
-        size_t il = sk_get_u16(p);
-        size_t vl = n >= 4 + il ? sk_get_u16(p + 2 + il) : SIZE_MAX;
-        if (vl == SIZE_MAX || n != 4 + il + vl + 20) {
-            rc = legacy_bad(path);
-            break;
-        }
-        char *id = sk_strndup((const char *)p + 2, il);
-        char *ver = sk_strndup((const char *)p + 4 + il, vl);
-        const uint8_t *q = p + 4 + il + vl;
-        sk_unit_rec r = {id, ver, (int64_t)sk_get_u64(q),
-                         (int64_t)sk_get_u64(q + 8), sk_get_u32(q + 16), 0};
-        rc = id && ver ? sk_run_writer_add(w, &r) : SKIPPR_NOMEM;
-        rec_free(&r);
-    }
-    sk_free(p);
-    return rc;
-}
-
 /* A ledger file from before runs: convert it into the first run and
  * remove it. If runs exist already, a conversion finished and only the
  * removal was lost. Read-only, only its count is read. */
 static int legacy_convert(sk_ledger *l, const char *path, int readonly)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? SKIPPR_OK : legacy_bad(path);
-    uint8_t h[28];
-    int rc = SKIPPR_OK;
-    if (fread(h, 1, sizeof h, f) != sizeof h ||
-        memcmp(h, LEGACY_MAGIC, 8) != 0 ||
-        sk_crc32c(0, h, 24) != sk_get_u32(h + 24)) {
-        fclose(f);
-        return legacy_bad(path);
-    }
-    uint64_t next_slice = sk_get_u64(h + 8), count = sk_get_u64(h + 16);
+    FILE *f;
+    uint64_t next_slice, count;
+    int rc = sk_legacy_open(path, &f, &next_slice, &count);
+    if (rc)
+        return rc == SKIPPR_NOENT ? SKIPPR_OK : rc;
     if (readonly || l->nruns) {
         fclose(f);
         if (readonly && !l->nruns) {
@@ -273,11 +205,11 @@ static int legacy_convert(sk_ledger *l, const char *path, int readonly)
     }
     char *rp = run_path(l, 0, 0);
     sk_run_writer w;
-    rc = rp ? sk_run_writer_open(&w, rp, 0, 0, level_for(count),
+    rc = rp ? sk_run_writer_open(&w, rp, 0, 0, sk_ledger_level_for(count),
                                  next_slice)
             : SKIPPR_NOMEM;
     if (!rc)
-        rc = legacy_copy(f, path, count, &w);
+        rc = sk_legacy_copy(f, path, count, &w);
     if (!rc)
         rc = sk_run_writer_finish(&w);
     if (rp)
@@ -455,69 +387,6 @@ static int cmp_rec(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-/* One input of a merge: a cursor over a run, the source ledger the run
- * is of, and the run's last seq (of two records of an id, the newer run's
- * wins). */
-typedef struct merge_in {
-    sk_run_cursor c;
-    size_t src;
-    uint64_t hi;
-} merge_in;
-
-/* Write to w the records of in[0..k), whose cursors are open and on their
- * first record, in id order and one per id: within a source the newest
- * run's, across sources one flagged done. keep (NULL: all) chooses which
- * are written; *written counts them. */
-static int merge_into(merge_in *in, size_t k, sk_run_writer *w,
-                      int (*keep)(const sk_unit_rec *r, void *ud), void *ud,
-                      uint64_t *written)
-{
-    int rc = SKIPPR_OK;
-    *written = 0;
-    for (;;) {
-        size_t best = k;
-        for (size_t i = 0; i < k; i++) {
-            if (!in[i].c.valid)
-                continue;
-            if (best == k) {
-                best = i;
-                continue;
-            }
-            const sk_unit_rec *a = &in[i].c.rec, *b = &in[best].c.rec;
-            int c = strcmp(a->id, b->id);
-            if (c < 0 ||
-                (c == 0 && in[i].src == in[best].src &&
-                 in[i].hi > in[best].hi) ||
-                (c == 0 && in[i].src != in[best].src &&
-                 (a->flags & SK_UNIT_DONE) && !(b->flags & SK_UNIT_DONE)))
-                best = i;
-        }
-        if (best == k)
-            return SKIPPR_OK;
-        const sk_unit_rec *r = &in[best].c.rec;
-        if (!keep || keep(r, ud)) {
-            if ((rc = sk_run_writer_add(w, r)))
-                return rc;
-            (*written)++;
-        }
-        for (size_t i = 0; i < k; i++)
-            if (i != best && in[i].c.valid &&
-                strcmp(in[i].c.rec.id, r->id) == 0 &&
-                (rc = sk_run_cursor_step(&in[i].c)))
-                return rc;
-        if ((rc = sk_run_cursor_step(&in[best].c)))
-            return rc;
-    }
-}
-
-/* Point in at run r (of source src), on its first record. */
-static int merge_open(sk_ledger *l, merge_in *in, const run *r, size_t src)
-{
-    in->src = src;
-    in->hi = r->m.hi;
-    int rc = sk_run_cursor_open(&in->c, r->path, l->dctx);
-    return rc ? rc : sk_run_cursor_step(&in->c);
-}
 
 /* Merge the runs at indexes idx[0..k) (any order) into one run at level,
  * the newest record of each id kept; then remove them. */
@@ -532,17 +401,18 @@ static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
         sk_run_cursor_close(&r->c);
     }
     char *path = run_path(l, lo, hi);
-    merge_in *in = sk_calloc(k, sizeof *in);
+    sk_merge_in *in = sk_calloc(k, sizeof *in);
     sk_run_writer w;
     int rc = path && in ? sk_run_writer_open(&w, path, lo, hi, level,
                                              next_slice)
                         : SKIPPR_NOMEM;
     int opened = path && in;
     for (size_t i = 0; i < k && !rc; i++)
-        rc = merge_open(l, &in[i], &l->runs[idx[i]], 0);
+        rc = sk_merge_open(&in[i], l->runs[idx[i]].path,
+                           l->runs[idx[i]].m.hi, 0, l->dctx);
     uint64_t written;
     if (!rc)
-        rc = merge_into(in, k, &w, NULL, NULL, &written);
+        rc = sk_merge_into(in, k, &w, NULL, NULL, &written);
     if (!rc)
         rc = sk_run_writer_finish(&w);
     if (opened)
@@ -590,7 +460,7 @@ static int merge(sk_ledger *l, const size_t *idx, size_t k, uint32_t level)
     return SKIPPR_OK;
 }
 
-/* While a level holds FANOUT runs, merge them into one of the next.
+/* While a level holds SK_LEDGER_FANOUT runs, merge them into one of the next.
  * Every run of the level goes into the merge, however many there are (a
  * crash between a flush and its merge leaves one more): the merged run's
  * seq range then holds no other run's, which would otherwise be taken
@@ -601,7 +471,7 @@ static int merge_levels(sk_ledger *l)
         size_t k = 0;
         for (size_t i = 0; i < l->nruns; i++)
             k += l->runs[i].m.level == level;
-        if (k < FANOUT)
+        if (k < SK_LEDGER_FANOUT)
             continue;
         size_t *idx = sk_calloc(k, sizeof *idx);
         if (!idx)
@@ -640,7 +510,7 @@ int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
         k += from[s]->nruns;
     if (k == 0)
         return SKIPPR_OK;
-    merge_in *in = sk_calloc(k, sizeof *in);
+    sk_merge_in *in = sk_calloc(k, sizeof *in);
     uint64_t seq = l->next_seq;
     char *path = run_path(l, seq, seq);
     sk_run_writer w;
@@ -651,12 +521,13 @@ int sk_ledger_import(sk_ledger *l, sk_ledger *const *from, size_t nfrom,
     size_t j = 0;
     for (size_t s = 0; s < nfrom && !rc; s++)
         for (size_t i = 0; i < from[s]->nruns && !rc; i++)
-            rc = merge_open(l, &in[j++], &from[s]->runs[i], s);
+            rc = sk_merge_open(&in[j++], from[s]->runs[i].path,
+                               from[s]->runs[i].m.hi, s, l->dctx);
     import_filter f = {keep, ud};
     if (!rc)
-        rc = merge_into(in, k, &w, keep_done, &f, imported);
+        rc = sk_merge_into(in, k, &w, keep_done, &f, imported);
     if (!rc && *imported) {
-        w.meta.level = level_for(*imported);
+        w.meta.level = sk_ledger_level_for(*imported);
         if (!(rc = sk_run_writer_finish(&w))) {
             sk_run_writer_close(&w);
             opened = 0;

@@ -8,6 +8,7 @@
 
 #include "base/crc32c.h"
 #include "base/fsio.h"
+#include "base/varint.h"
 
 #define RUN_MAGIC "SKLRUN02"    /* blocks in columns */
 #define RUN_MAGIC_V1 "SKLRUN01" /* blocks of whole records, still read */
@@ -18,50 +19,6 @@
 #define FOOTER_FIXED 64u
 #define FOOTER_MAX (FOOTER_FIXED + 2u * SK_RUN_ID_MAX)
 #define INDEX_MAX ((uint64_t)1 << 30) /* 1 GiB: ~12 billion records */
-
-/* ---- varints ------------------------------------------------------------ */
-
-static void put_var(skippr_buf *b, uint64_t v, int *rc)
-{
-    uint8_t t[10];
-    size_t n = 0;
-    do {
-        t[n++] = (uint8_t)(v & 0x7F) | (v >= 0x80 ? 0x80 : 0);
-        v >>= 7;
-    } while (v);
-    if (!*rc)
-        *rc = skippr_buf_append(b, t, n);
-}
-
-/* Read a varint at *pos below end; -1 when cut or too long. */
-static int get_var(const uint8_t *p, size_t end, size_t *pos, uint64_t *v)
-{
-    uint64_t x = 0;
-    for (unsigned shift = 0; shift < 70; shift += 7) {
-        if (*pos >= end)
-            return -1;
-        uint8_t c = p[(*pos)++];
-        if (shift == 63 && c > 1)
-            return -1;
-        x |= (uint64_t)(c & 0x7F) << shift;
-        if (!(c & 0x80)) {
-            *v = x;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Sizes may be -1 (unknown): signed values as zigzag varints. */
-static uint64_t zigzag(int64_t v)
-{
-    return v < 0 ? ~((uint64_t)v << 1) : (uint64_t)v << 1;
-}
-
-static int64_t unzigzag(uint64_t u)
-{
-    return u & 1 ? (int64_t)~(u >> 1) : (int64_t)(u >> 1);
-}
 
 static size_t shared_len(const char *a, size_t an, const char *b, size_t bn)
 {
@@ -282,8 +239,8 @@ static int load_block(sk_run_cursor *c)
     c->mend = c->iend = c->vend = r; /* one stream of whole records */
     if (c->columns) {
         uint64_t ml, il;
-        if (get_var(c->raw, r, &c->pos, &ml) ||
-            get_var(c->raw, r, &c->pos, &il) || ml > r - c->pos ||
+        if (sk_get_varint(c->raw, r, &c->pos, &ml) ||
+            sk_get_varint(c->raw, r, &c->pos, &il) || ml > r - c->pos ||
             il > r - c->pos - ml)
             return corrupt(c->path, "bad block columns");
         c->mend = c->pos + (size_t)ml;
@@ -349,8 +306,8 @@ int sk_run_cursor_step(sk_run_cursor *c)
     int first = c->left_in_block == c->in_block;
     uint64_t ish, ian, vsh, van, size, off, flags;
     const uint8_t *p = c->raw;
-    if (get_var(p, c->mend, &c->pos, &ish) ||
-        get_var(p, c->mend, &c->pos, &ian))
+    if (sk_get_varint(p, c->mend, &c->pos, &ish) ||
+        sk_get_varint(p, c->mend, &c->pos, &ian))
         return corrupt(c->path, "bad record");
     size_t id_keep = c->rec.id ? strlen(c->rec.id) : 0;
     if ((first && ish) || ish > id_keep || ish + ian > SK_RUN_ID_MAX ||
@@ -359,8 +316,8 @@ int sk_run_cursor_step(sk_run_cursor *c)
     if ((rc = take_tail(c, id_pos(c), c->iend, &c->rec.id, &c->id_cap, ish,
                         ian)))
         return rc;
-    if (get_var(p, c->mend, &c->pos, &vsh) ||
-        get_var(p, c->mend, &c->pos, &van))
+    if (sk_get_varint(p, c->mend, &c->pos, &vsh) ||
+        sk_get_varint(p, c->mend, &c->pos, &van))
         return corrupt(c->path, "bad record");
     size_t ver_keep = c->rec.version && !first ? strlen(c->rec.version) : 0;
     if (vsh > ver_keep || vsh + van > SK_RUN_ID_MAX)
@@ -368,12 +325,12 @@ int sk_run_cursor_step(sk_run_cursor *c)
     if ((rc = take_tail(c, ver_pos(c), c->vend, &c->rec.version, &c->ver_cap,
                         vsh, van)))
         return rc;
-    if (get_var(p, c->mend, &c->pos, &size) ||
-        get_var(p, c->mend, &c->pos, &off) ||
-        get_var(p, c->mend, &c->pos, &flags) || flags > UINT32_MAX)
+    if (sk_get_varint(p, c->mend, &c->pos, &size) ||
+        sk_get_varint(p, c->mend, &c->pos, &off) ||
+        sk_get_varint(p, c->mend, &c->pos, &flags) || flags > UINT32_MAX)
         return corrupt(c->path, "bad record");
-    c->rec.size = unzigzag(size);
-    c->rec.offset = unzigzag(off);
+    c->rec.size = sk_unzigzag(size);
+    c->rec.offset = sk_unzigzag(off);
     c->rec.flags = (uint32_t)flags;
     c->rec.dirty = 0;
     if (--c->left_in_block == 0) {
@@ -432,8 +389,8 @@ static int block_join(sk_run_writer *w)
 {
     int rc = 0;
     skippr_buf_reset(&w->block);
-    put_var(&w->block, w->raw.len, &rc);
-    put_var(&w->block, w->ids.len, &rc);
+    sk_put_varint(&w->block, w->raw.len, &rc);
+    sk_put_varint(&w->block, w->ids.len, &rc);
     if (!rc)
         rc = skippr_buf_append(&w->block, w->raw.data, w->raw.len);
     if (!rc)
@@ -505,17 +462,17 @@ int sk_run_writer_add(sk_run_writer *w, const sk_unit_rec *r)
     }
     size_t ish = shared_len(w->prev_id, w->prev_id_len, r->id, il);
     size_t vsh = shared_len(w->prev_ver, w->prev_ver_len, r->version, vl);
-    put_var(&w->raw, ish, &rc);
-    put_var(&w->raw, il - ish, &rc);
+    sk_put_varint(&w->raw, ish, &rc);
+    sk_put_varint(&w->raw, il - ish, &rc);
     if (!rc)
         rc = skippr_buf_append(&w->ids, r->id + ish, il - ish);
-    put_var(&w->raw, vsh, &rc);
-    put_var(&w->raw, vl - vsh, &rc);
+    sk_put_varint(&w->raw, vsh, &rc);
+    sk_put_varint(&w->raw, vl - vsh, &rc);
     if (!rc)
         rc = skippr_buf_append(&w->vers, r->version + vsh, vl - vsh);
-    put_var(&w->raw, zigzag(r->size), &rc);
-    put_var(&w->raw, zigzag(r->offset), &rc);
-    put_var(&w->raw, r->flags, &rc);
+    sk_put_varint(&w->raw, sk_zigzag(r->size), &rc);
+    sk_put_varint(&w->raw, sk_zigzag(r->offset), &rc);
+    sk_put_varint(&w->raw, r->flags, &rc);
     if (rc)
         return rc;
     w->in_block++;
