@@ -62,7 +62,6 @@ KNOWN_LONG = {
 KNOWN_BIG = {
     "plugins/s3/sink.c": 905,
     "runtime/state/state.c": 656,
-    "runtime/state/grow.c": 673,
     "plugins/s3/list.c": 625,
     "plugins/s3/inventory.c": 626,
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "state/tails.h"
 #include "state/types.h"
 
 /* Streamed slices (grow.c): append object bytes; put the buffer to the
@@ -21,14 +22,8 @@ void st_pushed(sk_state *st, sk_slice *s, int keep);
 int st_push_all(sk_state *st);
 int st_announce_streams(sk_state *st);
 int st_record_streams(sk_state *st);
-/* Parted slices (grow.c): whether s is one; record a TAIL frame at pos
- * holding object bytes from off; retire tails before upto. */
+/* Parted slices (grow.c): whether s is one. */
 int st_parted(const sk_state *st, const sk_slice *s);
-int st_add_tail(sk_slice *s, sk_wal_pos pos, uint64_t off);
-void st_drop_tails(sk_slice *s, uint64_t upto);
-/* A staging piece of s at off; retire those before upto (grow.c). */
-int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag);
-void st_drop_stages(sk_slice *s, uint64_t upto);
 
 /* The OPEN slice of partition name[0..nlen), tag (NULL: SK_FORM_LINES)
  * and kind, created if needed (its SLICE frame is written with its first
@@ -90,13 +85,6 @@ int sk_state_rotate(sk_state *st);
 /* Release the memory of parted slices whose buffered bytes are all in
  * TAIL frames (after a commit); they are read back for the next part. */
 void sk_state_spill(sk_state *st);
-
-/* Append a parted slice's bytes [from, upto) that are in staging pieces
- * and TAIL frames to out (pushed <= from <= upto <= pushed + staged +
- * walled), reading frames and pieces into scratch. Any thread, for a
- * slice that does not change meanwhile (as sk_state_foreach_record). */
-int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
-                       uint64_t upto, skippr_buf *out, skippr_buf *scratch);
 
 /* The bytes of parted slice s in TAIL frames are now a staging piece (the
  * sink stored them, under tag, which st->stage_tag++ gave): a STAGE

@@ -1,0 +1,27 @@
+/* A parted slice's TAIL frames and staging pieces (tails.c). */
+#ifndef SK_STATE_TAILS_H
+#define SK_STATE_TAILS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "state/types.h"
+
+/* Record a TAIL frame of s at pos holding object bytes from off; retire
+ * tails before upto. */
+int st_add_tail(sk_slice *s, sk_wal_pos pos, uint64_t off);
+void st_drop_tails(sk_slice *s, uint64_t upto);
+/* A staging piece of s at off, len bytes, stored under tag; retire those
+ * before upto. */
+int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag);
+void st_drop_stages(sk_slice *s, uint64_t upto);
+
+/* Append a parted slice's bytes [from, upto) that are in staging pieces
+ * and TAIL frames to out (pushed <= from <= upto <= pushed + staged +
+ * walled), reading frames and pieces into scratch. Any thread, for a
+ * slice that does not change meanwhile (as sk_state_foreach_record). */
+int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
+                       uint64_t upto, skippr_buf *out, skippr_buf *scratch);
+
+#endif
