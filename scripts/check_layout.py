@@ -51,7 +51,6 @@ KNOWN_LONG = {
     "plugins/s3/inventory.c:load": 103,
     "plugins/kafka/kafka_sink.c:load_markers": 100,
     "sdk/c/testkit/testkit.c:check_store": 92,
-    "plugins/s3/sink.c:complete_upload": 90,
     "plugins/s3/sigv4.c:sigv4_authorization": 90,
     "plugins/s3/request.c:s3_prepare": 88,
     "plugins/mqtt/mqtt.c:mqtt_connect": 88,
@@ -60,7 +59,6 @@ KNOWN_LONG = {
     "sdk/c/testkit/testkit.c:check_grow_parts": 81,
 }
 KNOWN_BIG = {
-    "plugins/s3/sink.c": 905,
     "plugins/s3/list.c": 625,
     "plugins/s3/inventory.c": 626,
 }
