@@ -7,8 +7,6 @@
 
 #include "ctx.h"
 
-const char *s3_child_text(xmlNode *n, const char *name, char *out,
-                          size_t cap);
 int s3_list_serial(s3_ctx *c, const char *prefix, const char *after,
                    skippr_unit_cb cb, void *cb_data);
 int src_list(void *ctx, const char *start_after, skippr_unit_cb cb,

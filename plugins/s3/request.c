@@ -374,50 +374,6 @@ int s3_request_retried(s3_ctx *c, const char *what, const char *name,
     }
 }
 
-/* The text of the first <name> element in body, with the quotes an ETag
- * comes in (plain or as &quot;) left out, into out (cap bytes); "" when
- * there is none or it does not fit. */
-void s3_xml_value(const buf *body, const char *name, char *out, size_t cap)
-{
-    char open[64], close[64];
-    snprintf(open, sizeof open, "<%s>", name);
-    snprintf(close, sizeof close, "</%s>", name);
-    *out = '\0';
-    const char *s = body->data ? strstr((const char *)body->data, open)
-                               : NULL;
-    const char *e = s ? strstr(s, close) : NULL;
-    if (!e)
-        return;
-    s += strlen(open);
-    size_t n = 0;
-    while (s < e) {
-        if (*s == '"') {
-            s++;
-        } else if (strncmp(s, "&quot;", 6) == 0) {
-            s += 6;
-        } else if (n + 1 < cap) {
-            out[n++] = *s++;
-        } else {
-            *out = '\0';
-            return;
-        }
-    }
-    out[n] = '\0';
-}
-
-/* The <Code> of an S3 error body, or "". */
-void s3_error_code(const buf *b, char *out, size_t cap)
-{
-    out[0] = '\0';
-    const char *s = b->data ? strstr((const char *)b->data, "<Code>") : NULL;
-    if (!s)
-        return;
-    s += 6;
-    const char *e = strstr(s, "</Code>");
-    if (e)
-        snprintf(out, cap, "%.*s", (int)(e - s), s);
-}
-
 void s3_count_retry(s3_ctx *c, int transport, long status)
 {
     const char *cause = transport                          ? "retries_transport"

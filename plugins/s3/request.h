@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "answer.h"
 #include "ctx.h"
 #include "sigv4.h"
 
@@ -40,11 +41,6 @@ int s3_request_retried(s3_ctx *c, const char *what, const char *name,
                        const char *key, const sigv4_kv *query, size_t nq,
                        const void *body, size_t blen, const sigv4_kv *hdrs,
                        size_t nh, resp *r);
-void s3_error_code(const buf *b, char *out, size_t cap);
-/* The text of the first <name> element in body, with the quotes an ETag
- * comes in (plain or as &quot;) left out, into out (cap bytes); "" when
- * there is none or it does not fit. */
-void s3_xml_value(const buf *body, const char *name, char *out, size_t cap);
 int s3_verdict(s3_ctx *c, int rc, resp *r, const char *what,
                const char *key);
 void s3_give_up(s3_ctx *c, const char *what, const char *key,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "list.h"
+#include "answer.h"
 #include "request.h"
 
 int s3_abort_orphans(s3_ctx *c, s3_obj *o)
