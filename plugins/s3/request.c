@@ -118,28 +118,34 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 /* Build the URL and signed header list of a request. key NULL addresses
  * the bucket. hdrs are extra headers (signed too). On success the caller
  * owns *list (curl_slist_free_all). Thread-safe: reads c only. */
-int s3_prepare(const s3_ctx *c, const char *method, const char *key,
-                   const sigv4_kv *query, size_t nq, const void *body,
-                   size_t blen, const sigv4_kv *hdrs, size_t nh, char *url,
-                   size_t url_cap, struct curl_slist **list)
+/* The scheme, host and path of a request for key (NULL: the bucket). */
+static void request_target(const s3_ctx *c, const char *key, char *scheme,
+                           size_t scap, char *host, size_t hcap, char *path,
+                           size_t pcap)
 {
-    char path[4096], host[512], enc[4096];
     const char *scheme_end = strstr(c->r_endpoint, "://");
     const char *hostpart = scheme_end ? scheme_end + 3 : c->r_endpoint;
-    char scheme[16];
-    snprintf(scheme, sizeof scheme, "%.*s",
+    snprintf(scheme, scap, "%.*s",
              scheme_end ? (int)(scheme_end - c->r_endpoint) : 5,
              scheme_end ? c->r_endpoint : "https");
     if (c->path_style) {
-        snprintf(host, sizeof host, "%s", hostpart);
-        snprintf(path, sizeof path, "/%s/%s", c->bucket, key ? key : "");
+        snprintf(host, hcap, "%s", hostpart);
+        snprintf(path, pcap, "/%s/%s", c->bucket, key ? key : "");
         if (!key)
             path[strlen(path) - 1] = '\0'; /* "/bucket" */
     } else {
-        snprintf(host, sizeof host, "%s.%s", c->bucket, hostpart);
-        snprintf(path, sizeof path, "/%s", key ? key : "");
+        snprintf(host, hcap, "%s.%s", c->bucket, hostpart);
+        snprintf(path, pcap, "/%s", key ? key : "");
     }
     host[strcspn(host, "/")] = '\0';
+}
+
+/* The request's URL: scheme, host, the encoded path and query. */
+static int request_url(const char *scheme, const char *host,
+                       const char *path, const sigv4_kv *query, size_t nq,
+                       char *url, size_t url_cap)
+{
+    char enc[4096];
     if (sigv4_uri_encode(path, 1, enc, sizeof enc) < 0)
         return SKIPPR_FATAL;
     int n = snprintf(url, url_cap, "%s://%s%s", scheme, host, enc);
@@ -150,18 +156,46 @@ int s3_prepare(const s3_ctx *c, const char *method, const char *key,
         n += snprintf(url + n, url_cap - (size_t)n, "%c%s=%s", i ? '&' : '?',
                       k, v);
     }
-    if (n <= 0 || (size_t)n >= url_cap)
-        return SKIPPR_FATAL;
+    return n <= 0 || (size_t)n >= url_cap ? SKIPPR_FATAL : SKIPPR_OK;
+}
 
+/* The signed headers sh[1..ns) (sh[0] is Host, which curl sets) and the
+ * Authorization into *list. */
+static void header_list(const sigv4_kv *sh, size_t ns, const char *auth,
+                        struct curl_slist **list)
+{
+    struct curl_slist *l = NULL;
+    char line[S3_TOKEN_MAX + 64];
+    for (size_t i = 1; i < ns; i++) {
+        snprintf(line, sizeof line, "%s: %s", sh[i].key, sh[i].value);
+        l = curl_slist_append(l, line);
+    }
+    snprintf(line, sizeof line, "Authorization: %s", auth);
+    l = curl_slist_append(l, line);
+    l = curl_slist_append(l, "Expect:");
+    OPENSSL_cleanse(line, sizeof line);
+    *list = l;
+}
+
+int s3_prepare(const s3_ctx *c, const char *method, const char *key,
+               const sigv4_kv *query, size_t nq, const void *body,
+               size_t blen, const sigv4_kv *hdrs, size_t nh, char *url,
+               size_t url_cap, struct curl_slist **list)
+{
+    char path[4096], host[512], scheme[16];
+    request_target(c, key, scheme, sizeof scheme, host, sizeof host, path,
+                   sizeof path);
+    int rc = request_url(scheme, host, path, query, nq, url, url_cap);
+    if (rc)
+        return rc;
     /* A copy of the current credentials: another thread may refresh them
      * meanwhile. Expired and not refreshable now: the caller retries. */
     s3_cred *cred = malloc(sizeof *cred);
     if (!cred)
         return SKIPPR_NOMEM;
-    int crc = s3_creds_get(c->creds, c->host, cred);
-    if (crc != SKIPPR_OK) {
+    if ((rc = s3_creds_get(c->creds, c->host, cred)) != SKIPPR_OK) {
         free(cred);
-        return crc;
+        return rc;
     }
     char date[17], payload[65], auth[1024];
     amz_now(date);
@@ -185,25 +219,14 @@ int s3_prepare(const s3_ctx *c, const char *method, const char *key,
     sigv4_request sr = {method, path, query, nq, sh, ns, payload, date,
                         c->r_region, "s3", cred->access_key,
                         cred->secret_key};
-    int rc = sigv4_authorization(&sr, auth, sizeof auth) != 0 ? SKIPPR_FATAL
-                                                              : SKIPPR_OK;
-    struct curl_slist *l = NULL;
-    char line[S3_TOKEN_MAX + 64];
-    for (size_t i = 1; rc == SKIPPR_OK && i < ns; i++) {
-        /* curl sets Host itself */
-        snprintf(line, sizeof line, "%s: %s", sh[i].key, sh[i].value);
-        l = curl_slist_append(l, line);
-    }
-    if (rc == SKIPPR_OK) {
-        snprintf(line, sizeof line, "Authorization: %s", auth);
-        l = curl_slist_append(l, line);
-        l = curl_slist_append(l, "Expect:");
-    }
+    *list = NULL;
+    rc = sigv4_authorization(&sr, auth, sizeof auth) != 0 ? SKIPPR_FATAL
+                                                          : SKIPPR_OK;
+    if (!rc)
+        header_list(sh, ns, auth, list);
     OPENSSL_cleanse(auth, sizeof auth);
-    OPENSSL_cleanse(line, sizeof line);
     s3_cred_wipe(cred);
     free(cred);
-    *list = l;
     return rc;
 }
 
