@@ -110,73 +110,78 @@ static void trim_copy(const char *v, char *out, size_t cap)
     out[o] = '\0';
 }
 
-int sigv4_authorization(const sigv4_request *r, char *out, size_t cap)
+/* The request's query items encoded and its headers lowercased and
+ * trimmed, each sorted as the canonical request lists them. 0 or -1. */
+static int sorted_items(const sigv4_request *r, item *q, item *h)
 {
-    if (r->nquery > MAX_ITEMS || r->nheaders > MAX_ITEMS)
-        return -1;
-    /* Only as many items as there are: 64 of them are 147 KB, which
-     * malloc would map and unmap on every request (a TLB shootdown on
-     * every thread of the process each time). */
-    item *q = calloc(r->nquery ? r->nquery : 1, sizeof *q);
-    item *h = calloc(r->nheaders ? r->nheaders : 1, sizeof *h);
-    char *canon = malloc(CANON_MAX);
-    int rc = -1;
-    if (!q || !h || !canon)
-        goto out;
     for (size_t i = 0; i < r->nquery; i++)
-        if (sigv4_uri_encode(r->query[i].key, 0, q[i].key, sizeof q[i].key) < 0 ||
+        if (sigv4_uri_encode(r->query[i].key, 0, q[i].key,
+                             sizeof q[i].key) < 0 ||
             sigv4_uri_encode(r->query[i].value, 0, q[i].value,
                              sizeof q[i].value) < 0)
-            goto out;
+            return -1;
     qsort(q, r->nquery, sizeof *q, cmp_item);
     for (size_t i = 0; i < r->nheaders; i++) {
         size_t k = 0;
-        for (const char *p = r->headers[i].key; *p && k + 1 < sizeof h[i].key;
-             p++)
+        for (const char *p = r->headers[i].key;
+             *p && k + 1 < sizeof h[i].key; p++)
             h[i].key[k++] = (char)tolower((unsigned char)*p);
         h[i].key[k] = '\0';
         trim_copy(r->headers[i].value, h[i].value, sizeof h[i].value);
     }
     qsort(h, r->nheaders, sizeof *h, cmp_item);
+    return 0;
+}
 
-    size_t len = 0;
+/* The canonical request into canon (*len bytes of CANON_MAX), and the
+ * signed header names into signed_headers (shcap bytes). 0 or -1. */
+static int canonical_request(const sigv4_request *r, const item *q,
+                             const item *h, char *canon, size_t *len,
+                             char *signed_headers, size_t shcap)
+{
     char path[4096];
-    if (sigv4_uri_encode(r->path, 1, path, sizeof path) < 0)
-        goto out;
-    if (put(canon, &len, CANON_MAX, r->method) ||
-        put(canon, &len, CANON_MAX, "\n") ||
-        put(canon, &len, CANON_MAX, path) || put(canon, &len, CANON_MAX, "\n"))
-        goto out;
-    for (size_t i = 0; i < r->nquery; i++)
-        if ((i && put(canon, &len, CANON_MAX, "&")) ||
-            put(canon, &len, CANON_MAX, q[i].key) ||
-            put(canon, &len, CANON_MAX, "=") ||
-            put(canon, &len, CANON_MAX, q[i].value))
-            goto out;
-    if (put(canon, &len, CANON_MAX, "\n"))
-        goto out;
-    char signed_headers[2048] = "";
     size_t sl = 0;
-    for (size_t i = 0; i < r->nheaders; i++) {
-        if (put(canon, &len, CANON_MAX, h[i].key) ||
-            put(canon, &len, CANON_MAX, ":") ||
-            put(canon, &len, CANON_MAX, h[i].value) ||
-            put(canon, &len, CANON_MAX, "\n") ||
-            (i && put(signed_headers, &sl, sizeof signed_headers, ";")) ||
-            put(signed_headers, &sl, sizeof signed_headers, h[i].key))
-            goto out;
-    }
-    if (put(canon, &len, CANON_MAX, "\n") ||
-        put(canon, &len, CANON_MAX, signed_headers) ||
-        put(canon, &len, CANON_MAX, "\n") ||
-        put(canon, &len, CANON_MAX, r->payload_hash))
-        goto out;
+    if (sigv4_uri_encode(r->path, 1, path, sizeof path) < 0 ||
+        put(canon, len, CANON_MAX, r->method) ||
+        put(canon, len, CANON_MAX, "\n") || put(canon, len, CANON_MAX, path) ||
+        put(canon, len, CANON_MAX, "\n"))
+        return -1;
+    for (size_t i = 0; i < r->nquery; i++)
+        if ((i && put(canon, len, CANON_MAX, "&")) ||
+            put(canon, len, CANON_MAX, q[i].key) ||
+            put(canon, len, CANON_MAX, "=") ||
+            put(canon, len, CANON_MAX, q[i].value))
+            return -1;
+    if (put(canon, len, CANON_MAX, "\n"))
+        return -1;
+    signed_headers[0] = '\0';
+    for (size_t i = 0; i < r->nheaders; i++)
+        if (put(canon, len, CANON_MAX, h[i].key) ||
+            put(canon, len, CANON_MAX, ":") ||
+            put(canon, len, CANON_MAX, h[i].value) ||
+            put(canon, len, CANON_MAX, "\n") ||
+            (i && put(signed_headers, &sl, shcap, ";")) ||
+            put(signed_headers, &sl, shcap, h[i].key))
+            return -1;
+    return put(canon, len, CANON_MAX, "\n") ||
+                   put(canon, len, CANON_MAX, signed_headers) ||
+                   put(canon, len, CANON_MAX, "\n") ||
+                   put(canon, len, CANON_MAX, r->payload_hash)
+               ? -1
+               : 0;
+}
 
+/* The Authorization value for a canonical request canon[0..len) into out
+ * (cap bytes). 0 or -1. */
+static int sign_canonical(const sigv4_request *r, const char *canon,
+                          size_t len, const char *signed_headers, char *out,
+                          size_t cap)
+{
     char canon_hash[65];
     sigv4_sha256_hex(canon, len, canon_hash);
     char date[9];
     if (strlen(r->amz_date) < 8)
-        goto out;
+        return -1;
     memcpy(date, r->amz_date, 8);
     date[8] = '\0';
     char scope[256], to_sign[512];
@@ -187,14 +192,32 @@ int sigv4_authorization(const sigv4_request *r, char *out, size_t cap)
     uint8_t key[32], sig[32];
     sigv4_signing_key(r->secret_key, date, r->region, r->service, key);
     hmac(key, 32, to_sign, sig);
+    OPENSSL_cleanse(key, sizeof key);
     char sighex[65];
     hex(sig, 32, sighex);
     int n = snprintf(out, cap, "AWS4-HMAC-SHA256 Credential=%s/%s,"
                      "SignedHeaders=%s,Signature=%s", r->access_key, scope,
                      signed_headers, sighex);
-    rc = n > 0 && (size_t)n < cap ? 0 : -1;
-    OPENSSL_cleanse(key, sizeof key);
-out:
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+int sigv4_authorization(const sigv4_request *r, char *out, size_t cap)
+{
+    if (r->nquery > MAX_ITEMS || r->nheaders > MAX_ITEMS)
+        return -1;
+    /* Only as many items as there are: 64 of them are 147 KB, which
+     * malloc would map and unmap on every request (a TLB shootdown on
+     * every thread of the process each time). */
+    item *q = calloc(r->nquery ? r->nquery : 1, sizeof *q);
+    item *h = calloc(r->nheaders ? r->nheaders : 1, sizeof *h);
+    char *canon = malloc(CANON_MAX);
+    char signed_headers[2048];
+    size_t len = 0;
+    int rc = q && h && canon && !sorted_items(r, q, h) &&
+                     !canonical_request(r, q, h, canon, &len, signed_headers,
+                                        sizeof signed_headers)
+                 ? sign_canonical(r, canon, len, signed_headers, out, cap)
+                 : -1;
     free(q);
     free(h);
     free(canon);
