@@ -52,7 +52,6 @@ KNOWN_LONG = {
     "sdk/c/testkit/testkit.c:check_store": 92,
     "plugins/mqtt/mqtt.c:mqtt_connect": 88,
     "sdk/c/testkit/testkit.c:check_stages": 86,
-    "plugins/s3/prefetch.c:pf_main": 86,
     "sdk/c/testkit/testkit.c:check_grow_parts": 81,
 }
 KNOWN_BIG = {

@@ -221,38 +221,86 @@ static void pf_start(s3_ctx *c, prefetcher *pf, pf_item *it)
         pf->max_inflight = pf->running;
 }
 
+/* Start, in open order, what the bounds allow (under pf->mu). */
+static void pf_start_queued(s3_ctx *c, prefetcher *pf)
+{
+    int64_t now = now_ms();
+    for (pf_item *it = pf->head; it && pf->running < c->concurrency;
+         it = it->next) {
+        if (it->state != PF_QUEUED || it->retry_at > now)
+            continue;
+        if (pf->reserved > 0 && pf->reserved + it->len > pf->window)
+            break; /* backpressure: wait for the engine to consume */
+        pf->reserved += it->len;
+        if (pf->reserved > pf->max_reserved)
+            pf->max_reserved = pf->reserved;
+        pf_start(c, pf, it);
+        if (it->state == PF_FINISHED) /* could not start: open() reads */
+            pthread_cond_broadcast(&pf->cv);
+    }
+}
+
+/* Nothing running: wait up to 50 ms for work (under pf->mu). */
+static void pf_idle(prefetcher *pf)
+{
+    if (!pf->head) /* idle, as between polls: let the spares go */
+        pf_spares_free(pf);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+}
+
+/* Transfer it finished with cc (under pf->mu): kept, queued again after
+ * a backoff, or given up (open() then reads it itself); an abandoned one
+ * is freed. */
+static void pf_finished(s3_ctx *c, prefetcher *pf, pf_item *it, CURLcode cc)
+{
+    curl_multi_remove_handle(pf->multi, it->easy);
+    pf->running--;
+    c->host->counter_add(c->host, "requests_in_flight", -1);
+    curl_easy_getinfo(it->easy, CURLINFO_RESPONSE_CODE, &it->r.status);
+    it->ok = cc == CURLE_OK && it->r.status / 100 == 2 &&
+             (int64_t)it->r.body.len == it->len;
+    int transient = cc != CURLE_OK || it->r.status >= 500 ||
+                    it->r.status == 429 ||
+                    (it->r.status / 100 == 2 && !it->ok);
+    if (it->abandoned) {
+        pf->reserved -= it->len;
+        curl_easy_cleanup(it->easy);
+        it->easy = NULL;
+        pf_spare_put(pf, &it->r.body);
+        item_free(it);
+    } else if (!it->ok && transient && !it->taken &&
+               it->attempts < c->max_attempts) {
+        /* Queue it again, after a backoff with jitter. */
+        s3_count_retry(c, cc != CURLE_OK, it->r.status);
+        it->retry_at = now_ms() + (int64_t)skippr_backoff_ms(&pf->backoff,
+                                                             it->attempts);
+        it->state = PF_QUEUED;
+        pf->reserved -= it->len;
+    } else {
+        /* Done, or given up: open() then reads it again itself, which
+         * counts as a retry. */
+        if (!it->ok && transient)
+            s3_count_retry(c, cc != CURLE_OK, it->r.status);
+        it->state = PF_FINISHED;
+    }
+}
+
 static void *pf_main(void *arg)
 {
     s3_ctx *c = arg;
     prefetcher *pf = c->pf;
     pthread_mutex_lock(&pf->mu);
     while (!pf->stop) {
-        /* Start, in open order, what the bounds allow. */
-        int64_t now = now_ms();
-        for (pf_item *it = pf->head; it && pf->running < c->concurrency;
-             it = it->next) {
-            if (it->state != PF_QUEUED || it->retry_at > now)
-                continue;
-            if (pf->reserved > 0 && pf->reserved + it->len > pf->window)
-                break; /* backpressure: wait for the engine to consume */
-            pf->reserved += it->len;
-            if (pf->reserved > pf->max_reserved)
-                pf->max_reserved = pf->reserved;
-            pf_start(c, pf, it);
-            if (it->state == PF_FINISHED) /* could not start: open() reads */
-                pthread_cond_broadcast(&pf->cv);
-        }
+        pf_start_queued(c, pf);
         if (pf->running == 0) {
-            if (!pf->head) /* idle, as between polls: let the spares go */
-                pf_spares_free(pf);
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+            pf_idle(pf);
             continue;
         }
         pthread_mutex_unlock(&pf->mu);
@@ -266,37 +314,7 @@ static void *pf_main(void *arg)
                 continue;
             pf_item *it = NULL;
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
-            CURLcode cc = m->data.result;
-            curl_multi_remove_handle(pf->multi, it->easy);
-            pf->running--;
-            c->host->counter_add(c->host, "requests_in_flight", -1);
-            curl_easy_getinfo(it->easy, CURLINFO_RESPONSE_CODE, &it->r.status);
-            it->ok = cc == CURLE_OK && it->r.status / 100 == 2 &&
-                     (int64_t)it->r.body.len == it->len;
-            int transient = cc != CURLE_OK || it->r.status >= 500 ||
-                            it->r.status == 429 ||
-                            (it->r.status / 100 == 2 && !it->ok);
-            if (it->abandoned) {
-                pf->reserved -= it->len;
-                curl_easy_cleanup(it->easy);
-                it->easy = NULL;
-                pf_spare_put(pf, &it->r.body);
-                item_free(it);
-            } else if (!it->ok && transient && !it->taken &&
-                       it->attempts < c->max_attempts) {
-                /* Queue it again, after a backoff with jitter. */
-                s3_count_retry(c, cc != CURLE_OK, it->r.status);
-                it->retry_at = now_ms() + (int64_t)skippr_backoff_ms(
-                    &pf->backoff, it->attempts);
-                it->state = PF_QUEUED;
-                pf->reserved -= it->len;
-            } else {
-                /* Done, or given up: open() then reads it again itself,
-                 * which counts as a retry. */
-                if (!it->ok && transient)
-                    s3_count_retry(c, cc != CURLE_OK, it->r.status);
-                it->state = PF_FINISHED;
-            }
+            pf_finished(c, pf, it, m->data.result);
             finished = 1;
         }
         /* Waiters want a finished transfer or room in the window: both
