@@ -50,7 +50,6 @@ KNOWN_LONG = {
     "sdk/c/testkit/testkit.c:check_grow": 103,
     "plugins/kafka/kafka_sink.c:load_markers": 100,
     "sdk/c/testkit/testkit.c:check_store": 92,
-    "plugins/mqtt/mqtt.c:mqtt_connect": 88,
     "sdk/c/testkit/testkit.c:check_stages": 86,
     "sdk/c/testkit/testkit.c:check_grow_parts": 81,
 }

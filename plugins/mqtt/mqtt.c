@@ -61,19 +61,10 @@ static void on_log(struct mosquitto *m, void *ud, int level, const char *s)
         snprintf(c->lib_error, sizeof c->lib_error, "%s", s);
 }
 
-int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
-                 void (*set_callbacks)(struct mosquitto *), int timeout_ms)
+/* A client for c (c->mosq), with its credentials and TLS, before it
+ * connects. */
+static int client_new(mqtt_conn *c, int clean, int external_loop)
 {
-    if (parse_broker(c)) {
-        MLOG(c->host, SKIPPR_LOG_ERROR, "broker '%s' is not host:port, "
-             "mqtt://host:port or mqtts://host:port", c->broker);
-        return SKIPPR_INVAL;
-    }
-    if (c->qos < 1 || c->qos > 2) {
-        MLOG(c->host, SKIPPR_LOG_ERROR, "qos must be 1 or 2 (QoS 0 can lose "
-             "messages)");
-        return SKIPPR_INVAL;
-    }
     mosquitto_lib_init();
     c->mosq = mosquitto_new(c->client_id, clean ? true : false, c);
     if (!c->mosq) {
@@ -100,6 +91,46 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
             return SKIPPR_INVAL;
         }
     }
+    return SKIPPR_OK;
+}
+
+/* Until the CONNACK comes or timeout_ms pass: the network loop, on this
+ * thread (external_loop) or mosquitto's own. Its last error. */
+static int await_connack(mqtt_conn *c, int external_loop, int timeout_ms)
+{
+    int rc = MOSQ_ERR_SUCCESS;
+    int64_t end = mqtt_now_ms() + timeout_ms;
+    while (c->connack < 0 && mqtt_now_ms() < end) {
+        if (external_loop) {
+            mosquitto_loop_write(c->mosq, 1);
+            struct pollfd p = {mosquitto_socket(c->mosq), POLLIN, 0};
+            if (poll(&p, 1, 100) > 0)
+                rc = mosquitto_loop_read(c->mosq, 1);
+        } else {
+            rc = mosquitto_loop(c->mosq, 100, 1);
+        }
+        if (rc)
+            break;
+    }
+    return rc;
+}
+
+int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
+                 void (*set_callbacks)(struct mosquitto *), int timeout_ms)
+{
+    if (parse_broker(c)) {
+        MLOG(c->host, SKIPPR_LOG_ERROR, "broker '%s' is not host:port, "
+             "mqtt://host:port or mqtts://host:port", c->broker);
+        return SKIPPR_INVAL;
+    }
+    if (c->qos < 1 || c->qos > 2) {
+        MLOG(c->host, SKIPPR_LOG_ERROR, "qos must be 1 or 2 (QoS 0 can lose "
+             "messages)");
+        return SKIPPR_INVAL;
+    }
+    int rc = client_new(c, clean, external_loop);
+    if (rc)
+        return rc;
     set_callbacks(c->mosq);
     mosquitto_log_callback_set(c->mosq, on_log);
     c->connack = -1;
@@ -115,8 +146,8 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
         MLOG(c->host, SKIPPR_LOG_ERROR, "out of memory");
         return SKIPPR_NOMEM;
     }
-    int rc = mosquitto_connect_bind_v5(c->mosq, c->hostname, c->port, 30,
-                                       NULL, props);
+    rc = mosquitto_connect_bind_v5(c->mosq, c->hostname, c->port, 30, NULL,
+                                   props);
     mosquitto_property_free_all(&props);
     if (rc) {
         MLOG(c->host, SKIPPR_LOG_ERROR, "cannot connect to the MQTT broker "
@@ -126,19 +157,7 @@ int mqtt_connect(mqtt_conn *c, int clean, int external_loop,
              c->lib_error[0] ? " " : "", c->lib_error);
         return SKIPPR_FATAL;
     }
-    int64_t end = mqtt_now_ms() + timeout_ms;
-    while (c->connack < 0 && mqtt_now_ms() < end) {
-        if (external_loop) {
-            mosquitto_loop_write(c->mosq, 1);
-            struct pollfd p = {mosquitto_socket(c->mosq), POLLIN, 0};
-            if (poll(&p, 1, 100) > 0)
-                rc = mosquitto_loop_read(c->mosq, 1);
-        } else {
-            rc = mosquitto_loop(c->mosq, 100, 1);
-        }
-        if (rc)
-            break;
-    }
+    rc = await_connack(c, external_loop, timeout_ms);
     if (c->connack != 0) {
         MLOG(c->host, SKIPPR_LOG_ERROR, "the MQTT broker %s:%d refused the "
              "connection: %s%s%s", c->hostname, c->port,
