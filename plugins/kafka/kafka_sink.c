@@ -384,12 +384,9 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Read the newest markers (read_committed) into c->committed. */
-static int load_markers(ksink *c)
+/* A read_committed consumer for the marker topic, or NULL (logged). */
+static rd_kafka_t *marker_reader(ksink *c)
 {
-    for (size_t i = 0; i < c->ncommitted; i++)
-        free(c->committed[i]);
-    c->ncommitted = 0;
     static const char *const settings[] = {
         "group.id", "skippr-marker-check",
         "enable.auto.commit", "false",
@@ -399,13 +396,18 @@ static int load_markers(ksink *c)
     rd_kafka_conf_t *conf = kafka_conf(c->host, c->brokers, settings,
                                        c->props);
     if (!conf)
-        return SKIPPR_FATAL;
+        return NULL;
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
-    if (!rk) {
+    if (!rk)
         KLOG(c->host, SKIPPR_LOG_ERROR, "marker reader: %s", err);
-        return SKIPPR_FATAL;
-    }
+    return rk;
+}
+
+/* rk assigned the last marker_scan markers of each partition of the
+ * marker topic: *pending partitions hold some. */
+static int assign_tails(ksink *c, rd_kafka_t *rk, int *pending)
+{
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, c->marker_topic, NULL);
     rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md,
@@ -413,37 +415,65 @@ static int load_markers(ksink *c)
     rd_kafka_topic_destroy(rkt);
     if (e || md->topic_cnt != 1 || md->topics[0].err) {
         KLOG(c->host, SKIPPR_LOG_WARN, "cannot read marker topic %s: %s",
-             c->marker_topic,
-             rd_kafka_err2str(e ? e : md->topics[0].err));
+             c->marker_topic, rd_kafka_err2str(e ? e : md->topics[0].err));
         if (md)
             rd_kafka_metadata_destroy(md);
-        rd_kafka_destroy(rk);
         return SKIPPR_RETRY;
     }
-    int parts = md->topics[0].partition_cnt;
+    int parts = md->topics[0].partition_cnt, rc = SKIPPR_OK;
     rd_kafka_topic_partition_list_t *l =
         rd_kafka_topic_partition_list_new(parts);
-    int rc = SKIPPR_OK;
-    int pending = 0;
+    *pending = 0;
     for (int i = 0; i < parts && !rc; i++) {
         int32_t p = md->topics[0].partitions[i].id;
         int64_t low, high;
-        e = rd_kafka_query_watermark_offsets(rk, c->marker_topic, p, &low,
-                                             &high, META_TIMEOUT_MS);
-        if (e) {
+        if (rd_kafka_query_watermark_offsets(rk, c->marker_topic, p, &low,
+                                             &high, META_TIMEOUT_MS))
             rc = SKIPPR_RETRY;
-            break;
+        else if (high > low) {
+            int64_t from = high - c->marker_scan > low ? high - c->marker_scan
+                                                       : low;
+            rd_kafka_topic_partition_list_add(l, c->marker_topic, p)->offset =
+                from;
+            (*pending)++;
         }
-        if (high <= low)
-            continue;
-        int64_t from = high - c->marker_scan > low ? high - c->marker_scan
-                                                   : low;
-        rd_kafka_topic_partition_list_add(l, c->marker_topic, p)->offset = from;
-        pending++;
     }
     rd_kafka_metadata_destroy(md);
-    if (!rc && pending && (e = rd_kafka_assign(rk, l)))
+    if (!rc && *pending && rd_kafka_assign(rk, l))
         rc = SKIPPR_RETRY;
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}
+
+/* A marker's key (a slice id) into c->committed (*cap its room). */
+static int keep_marker(ksink *c, const rd_kafka_message_t *m, size_t *cap)
+{
+    if (!m->key || m->key_len >= 64)
+        return SKIPPR_OK;
+    int rc = skippr_array_grow(&c->committed, c->ncommitted, cap,
+                               sizeof *c->committed, 256);
+    if (rc)
+        return rc;
+    char *id = malloc(m->key_len + 1);
+    if (!id)
+        return SKIPPR_NOMEM;
+    memcpy(id, m->key, m->key_len);
+    id[m->key_len] = '\0';
+    c->committed[c->ncommitted++] = id;
+    return SKIPPR_OK;
+}
+
+/* Read the newest markers (read_committed) into c->committed. */
+static int load_markers(ksink *c)
+{
+    for (size_t i = 0; i < c->ncommitted; i++)
+        free(c->committed[i]);
+    c->ncommitted = 0;
+    rd_kafka_t *rk = marker_reader(c);
+    if (!rk)
+        return SKIPPR_FATAL;
+    int pending = 0;
+    int rc = assign_tails(c, rk, &pending);
     size_t cap = 0;
     while (!rc && pending > 0) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, META_TIMEOUT_MS);
@@ -458,24 +488,11 @@ static int load_markers(ksink *c)
             KLOG(c->host, SKIPPR_LOG_WARN, "reading markers: %s",
                  rd_kafka_message_errstr(m));
             rc = SKIPPR_RETRY;
-        } else if (m->key && m->key_len < 64) {
-            if ((rc = skippr_array_grow(&c->committed, c->ncommitted, &cap,
-                                        sizeof *c->committed, 256))) {
-                rd_kafka_message_destroy(m);
-                break;
-            }
-            char *id = malloc(m->key_len + 1);
-            if (!id) {
-                rc = SKIPPR_NOMEM;
-            } else {
-                memcpy(id, m->key, m->key_len);
-                id[m->key_len] = '\0';
-                c->committed[c->ncommitted++] = id;
-            }
+        } else {
+            rc = keep_marker(c, m, &cap);
         }
         rd_kafka_message_destroy(m);
     }
-    rd_kafka_topic_partition_list_destroy(l);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     if (rc)
