@@ -18,10 +18,9 @@ Includes are resolved whatever their form: relative to the including
 file, then against runtime/, include/, plugins/common/ and the plugin's
 own folder; the layer of an include is the folder of the file it names.
 
-The tree does not yet hold rules 1, 2 and 5 everywhere: KNOWN_* below name
-each exception with its size today. They may shrink, never grow; a new
-one, or one that grew, is a breach, and one that is gone must leave the
-list (so the list only gets shorter).
+The tree holds every rule with no exception (issue 40 cut the last);
+the one file not held to the file limit is the SDK's testkit (sdk/c),
+whose functions are.
 
 Prints each breach and exits 1 if there is any. SKIPPR_LAYOUT_ROOT checks
 another tree (tests/unit/test_check_layout.py does). A function is a line at
@@ -45,22 +44,8 @@ RANKS = {
     "pipeline": 5,
     "cli": 6,
 }
-# Exceptions of today (issue 40 cuts them): path[:function] -> lines.
-KNOWN_LONG = {
-    "sdk/c/testkit/testkit.c:check_grow": 103,
-    "sdk/c/testkit/testkit.c:check_store": 92,
-    "sdk/c/testkit/testkit.c:check_stages": 86,
-    "sdk/c/testkit/testkit.c:check_grow_parts": 81,
-}
-KNOWN_BIG = {
-}
-# Circles of today: the folder and its files (stems), sorted.
-KNOWN_CIRCLES = set()
 ROOT = os.environ.get("SKIPPR_LAYOUT_ROOT") or os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
-# Another tree (the checker's own test) lacks the files the lists name:
-# an exception that is gone is a breach only in this one.
-THIS_TREE = not os.environ.get("SKIPPR_LAYOUT_ROOT")
 INCLUDE = re.compile(r'^\s*#\s*include\s+(["<])([^">]+)[">]')
 ONE_LINE = re.compile(r"^(?!static\b)[A-Za-z_][\w \t*]*?\b(\w+)\s*\([^;{}]*\)"
                       r"\s*\{.*\}\s*$")  # int f(void) { return 0; }
@@ -134,32 +119,15 @@ class Tree:
 
 
 def check_sizes(tree, bad):
-    seen = set()
     for path, lines in tree.lines.items():
         rel = os.path.relpath(path, ROOT)
         for name, at, n, _ in functions(lines):
-            key = "%s:%s" % (rel, name)
-            limit = KNOWN_LONG.get(key, MAX_FUNC)
-            seen.add(key)
-            if n > limit:
+            if n > MAX_FUNC:
                 bad.append("%s:%d: %s() is %d lines (at most %d)"
-                           % (rel, at, name, n, limit))
-            elif key in KNOWN_LONG and n <= MAX_FUNC:
-                bad.append("%s: %s() is %d lines now: take it out of "
-                           "KNOWN_LONG" % (rel, name, n))
-        if rel.startswith("sdk"):
-            continue
-        seen.add(rel)
-        limit = KNOWN_BIG.get(rel, MAX_FILE)
-        if len(lines) - 1 > limit:
+                           % (rel, at, name, n, MAX_FUNC))
+        if not rel.startswith("sdk") and len(lines) - 1 > MAX_FILE:
             bad.append("%s: %d lines (at most %d)"
-                       % (rel, len(lines) - 1, limit))
-        elif rel in KNOWN_BIG and len(lines) - 1 <= MAX_FILE:
-            bad.append("%s: %d lines now: take it out of KNOWN_BIG"
-                       % (rel, len(lines) - 1))
-    for key in sorted((set(KNOWN_LONG) | set(KNOWN_BIG)) - seen
-                      if THIS_TREE else ()):
-        bad.append("%s is gone: take it out of KNOWN_LONG/KNOWN_BIG" % key)
+                       % (rel, len(lines) - 1, MAX_FILE))
 
 
 def check_layers(tree, bad):
@@ -264,11 +232,8 @@ def circles(graph):
 
 
 def check_circles(tree, bad):
-    found = set(circles(needs(tree)))
-    for c in sorted(found - KNOWN_CIRCLES):
+    for c in sorted(set(circles(needs(tree)))):
         bad.append("circle: %s need each other" % c)
-    for c in sorted(KNOWN_CIRCLES - found if THIS_TREE else ()):
-        bad.append("circle %s is cut: take it out of KNOWN_CIRCLES" % c)
 
 
 def main():
@@ -282,11 +247,9 @@ def main():
     if bad:
         print("check_layout: %d breach(es)" % len(bad))
         return 1
-    print("check_layout: ok (functions <= %d lines, files <= %d lines, but "
-          "%d and %d known; layers call downward; plugins use the ABI "
-          "only; no circles in a folder but %d known)"
-          % (MAX_FUNC, MAX_FILE, len(KNOWN_LONG), len(KNOWN_BIG),
-             len(KNOWN_CIRCLES)))
+    print("check_layout: ok (functions <= %d lines, files <= %d lines; "
+          "layers call downward; plugins use the ABI only; no circles in a "
+          "folder)" % (MAX_FUNC, MAX_FILE))
     return 0
 
 

@@ -28,19 +28,6 @@ def run(files):
         return p.returncode, p.stdout
 
 
-def known_long():
-    """One exception of today: (file, function, its listed size), read
-    from the checker, so that cutting any one keeps this test true."""
-    sys.path.insert(0, os.path.dirname(CHECK))
-    import check_layout
-    key, size = sorted(check_layout.KNOWN_LONG.items())[0]
-    path, name = key.rsplit(":", 1)
-    return path, name, size
-
-
-KNOWN_FILE, KNOWN_FN, KNOWN_SIZE = known_long()
-
-
 def function(name, lines):
     return "int %s(void)\n{\n%s    return 0;\n}\n" % (
         name, "    ;\n" * (lines - 4))
@@ -63,13 +50,6 @@ CASES = [
      {"runtime/base/a.c": "\n" * 601}, "601 lines"),
     ("a plugin file of 601 lines",
      {"plugins/x/x.c": "\n" * 601}, "601 lines"),
-    ("a known long function that grew",
-     {KNOWN_FILE: function(KNOWN_FN, KNOWN_SIZE + 1)},
-     "%s() is %d lines (at most %d)" % (KNOWN_FN, KNOWN_SIZE + 1,
-                                        KNOWN_SIZE)),
-    ("a known long function cut short, still listed",
-     {KNOWN_FILE: function(KNOWN_FN, 60)},
-     "take it out of KNOWN_LONG"),
     ("a layer including one above it, by a relative path",
      {"runtime/state/s.c": '#include "../pipeline/engine.h"\n',
       "runtime/pipeline/engine.h": ""},

@@ -948,6 +948,78 @@ static size_t piece_make(const object *o, int k, uint64_t *off,
  * first one twice under different tags (two pieces, not one replaced),
  * all read back byte-equal, then cleared; a piece read after the clear is
  * NOENT, and a second clear (nothing left) is OK. */
+/* Every piece of o put (and piece 0 again, other bytes under tag + 1),
+ * then read back as put. */
+static void stages_put_get(instance *in, object *o,
+                           const skippr_object_info *info)
+{
+    char want[512], got[512], other[512];
+    uint64_t off, tag;
+    int rc = SKIPPR_OK;
+    for (int k = 0; k < g.stage_pieces && rc == SKIPPR_OK; k++) {
+        size_t n = piece_make(o, k, &off, &tag, want);
+        STAGE_TRY(rc, sink->stage_put(in->ctx, info, off, tag, want, n));
+    }
+    size_t n0 = piece_make(o, 0, &off, &tag, want);
+    memset(other, 'z', n0);
+    if (rc == SKIPPR_OK)
+        STAGE_TRY(rc, sink->stage_put(in->ctx, info, off, tag + 1, other,
+                                      n0));
+    if (rc != SKIPPR_OK) {
+        fail("stage_put returned %s", skippr_status_name(rc));
+        return;
+    }
+    for (int k = 0; k < g.stage_pieces; k++) {
+        size_t n = piece_make(o, k, &off, &tag, want);
+        STAGE_TRY(rc, sink->stage_get(in->ctx, info, off, tag, got, n));
+        if (rc != SKIPPR_OK || memcmp(got, want, n) != 0) {
+            fail("stage_get of piece %d (offset %" PRIu64 ") returned %s%s",
+                 k, off, skippr_status_name(rc),
+                 rc == SKIPPR_OK ? " and other bytes than were put" : "");
+            return;
+        }
+    }
+    piece_make(o, 0, &off, &tag, want);
+    STAGE_TRY(rc, sink->stage_get(in->ctx, info, off, tag + 1, got, n0));
+    if (rc != SKIPPR_OK || memcmp(got, other, n0) != 0)
+        fail("a second piece at the same offset with another tag did not "
+             "read back as put (%s)", skippr_status_name(rc));
+}
+
+/* stage_clear removes o's pieces (a read says NOENT), and again is OK. */
+static void stages_clear(instance *in, object *o,
+                         const skippr_object_info *info)
+{
+    char want[512], got[512];
+    uint64_t off, tag;
+    int rc;
+    STAGE_TRY(rc, sink->stage_clear(in->ctx, info));
+    if (rc != SKIPPR_OK) {
+        fail("stage_clear returned %s", skippr_status_name(rc));
+        return;
+    }
+    for (int k = 0; k < g.stage_pieces; k += g.stage_pieces / 8 + 1) {
+        size_t n = piece_make(o, k, &off, &tag, want);
+        STAGE_TRY(rc, sink->stage_get(in->ctx, info, off, tag, got, n));
+        if (rc != SKIPPR_NOENT) {
+            fail("piece %d read after stage_clear returned %s, not NOENT",
+                 k, skippr_status_name(rc));
+            return;
+        }
+    }
+    size_t n = piece_make(o, g.stage_pieces - 1, &off, &tag, want);
+    STAGE_TRY(rc, sink->stage_get(in->ctx, info, off, tag, got, n));
+    if (rc != SKIPPR_NOENT) {
+        fail("the last piece read after stage_clear returned %s, not NOENT",
+             skippr_status_name(rc));
+        return;
+    }
+    STAGE_TRY(rc, sink->stage_clear(in->ctx, info));
+    if (rc != SKIPPR_OK)
+        fail("stage_clear with nothing left returned %s",
+             skippr_status_name(rc));
+}
+
 static void check_stages(void)
 {
     int stages = SKIPPR_OPS_HAS(skippr_sink_ops, sink, flags) &&
@@ -966,71 +1038,13 @@ static void check_stages(void)
         return;
     }
     instance *in = instance_up();
-    if (!in)
-        goto out;
-    object o;
-    object_make(&o, "stages", 1, 100);
-    skippr_object_info info = object_info(&o);
-    char want[512], got[512], other[512];
-    uint64_t off, tag;
-    int rc = SKIPPR_OK;
-    for (int k = 0; k < g.stage_pieces && rc == SKIPPR_OK; k++) {
-        size_t n = piece_make(&o, k, &off, &tag, want);
-        STAGE_TRY(rc, sink->stage_put(in->ctx, &info, off, tag, want, n));
+    if (in) {
+        object o;
+        object_make(&o, "stages", 1, 100);
+        skippr_object_info info = object_info(&o);
+        stages_put_get(in, &o, &info);
+        stages_clear(in, &o, &info); /* whatever was put */
     }
-    /* piece 0 again at its offset, with other bytes and tag */
-    size_t n0 = piece_make(&o, 0, &off, &tag, want);
-    memset(other, 'z', n0);
-    if (rc == SKIPPR_OK)
-        STAGE_TRY(rc, sink->stage_put(in->ctx, &info, off, tag + 1, other,
-                                      n0));
-    if (rc != SKIPPR_OK) {
-        fail("stage_put returned %s", skippr_status_name(rc));
-        goto clear;
-    }
-    for (int k = 0; k < g.stage_pieces; k++) {
-        size_t n = piece_make(&o, k, &off, &tag, want);
-        STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag, got, n));
-        if (rc != SKIPPR_OK || memcmp(got, want, n) != 0) {
-            fail("stage_get of piece %d (offset %" PRIu64 ") returned %s%s",
-                 k, off, skippr_status_name(rc),
-                 rc == SKIPPR_OK ? " and other bytes than were put" : "");
-            goto clear;
-        }
-    }
-    piece_make(&o, 0, &off, &tag, want);
-    STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag + 1, got, n0));
-    if (rc != SKIPPR_OK || memcmp(got, other, n0) != 0)
-        fail("a second piece at the same offset with another tag did not "
-             "read back as put (%s)", skippr_status_name(rc));
-clear:
-    STAGE_TRY(rc, sink->stage_clear(in->ctx, &info));
-    if (rc != SKIPPR_OK) {
-        fail("stage_clear returned %s", skippr_status_name(rc));
-        goto done;
-    }
-    for (int k = 0; k < g.stage_pieces; k += g.stage_pieces / 8 + 1) {
-        size_t n = piece_make(&o, k, &off, &tag, want);
-        STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag, got, n));
-        if (rc != SKIPPR_NOENT) {
-            fail("piece %d read after stage_clear returned %s, not NOENT",
-                 k, skippr_status_name(rc));
-            goto done;
-        }
-    }
-    size_t n = piece_make(&o, g.stage_pieces - 1, &off, &tag, want);
-    STAGE_TRY(rc, sink->stage_get(in->ctx, &info, off, tag, got, n));
-    if (rc != SKIPPR_NOENT)
-        fail("the last piece read after stage_clear returned %s, not NOENT",
-             skippr_status_name(rc));
-    else {
-        STAGE_TRY(rc, sink->stage_clear(in->ctx, &info));
-        if (rc != SKIPPR_OK)
-            fail("stage_clear with nothing left returned %s",
-                 skippr_status_name(rc));
-    }
-done:
-out:
     instance_free(in);
     report("staging pieces: put, read back, cleared");
 }
@@ -1163,65 +1177,19 @@ static int reopen_once(instance *in, void *arg)
  * "crash" that recorded only the first part's note, it is reopened from
  * that note, its second part is written again (replacing the first try's)
  * and it is finished; a discarded one leaves nothing. */
-static void check_grow_parts(void)
+/* A growing object d of one part started, then discarded twice (the
+ * second finds nothing): both OK, and d is gone. */
+static void parts_discard(instance *in, object *d, uint64_t pb, char *notes,
+                          size_t cap)
 {
-    if (!SKIPPR_OPS_HAS(skippr_sink_ops, sink, grow_note) ||
-        !sink->grow_part_bytes || !sink->grow_note) {
-        fail("SKIPPR_SINK_PARTS needs grow_part_bytes and grow_note");
-        report("growing objects by parts");
-        return;
-    }
-    instance *in = instance_up();
-    if (!in)
-        goto out;
-    uint64_t pb = sink->grow_part_bytes(in->ctx);
-    if (pb == 0 || pb > (64u << 20)) {
-        fail("grow_part_bytes returned %" PRIu64 " (1 byte to 64 MiB "
-             "expected here)", pb);
-        goto out;
-    }
-    object o, d;
-    object_make(&o, "parts", 1, (2 * pb + pb / 3) / LINE + 1);
-    object_make(&d, "parts-discard", 2, pb / LINE + 1);
-    skippr_object_info oinfo = object_info(&o), info = oinfo;
-    info.size = 0;
-    info.crc32c = 0;
-    size_t cap = 1 << 16, nl = 0, kept = 0;
-    char *notes = malloc(cap);
-    void *h = NULL;
-    int rc = notes ? sink->grow_open(in->ctx, &info, 0, NULL, 0, &h)
-                   : SKIPPR_NOMEM;
-    if (rc == SKIPPR_OK) {
-        rc = grow_parts(in, h, &o, pb, 0, pb, notes, cap, &nl);
-        kept = nl; /* the commit recorded part 1 only */
-        if (rc == SKIPPR_OK)
-            rc = grow_parts(in, h, &o, pb, pb, 2 * pb, notes, cap, &nl);
-        sink->grow_close(in->ctx, h);
-    }
-    if (rc != SKIPPR_OK) {
-        fail("growing an object by parts returned %s",
-             skippr_status_name(rc));
-        goto done;
-    }
-    reopen_try t = {&o, &info, &oinfo, pb, notes, kept, SKIPPR_OK};
-    rc = finish_retried(in, &oinfo, reopen_once, &t);
-    if (t.reopen_rc != SKIPPR_OK) {
-        fail("reopening it from its first part's note returned %s",
-             skippr_status_name(t.reopen_rc));
-        goto done;
-    }
-    if (rc != SKIPPR_OK) {
-        fail("finishing it returned %s", skippr_status_name(rc));
-        goto done;
-    }
-    expect_stored(in, &o, "growing it by parts across a reopen");
-    skippr_object_info dinfo = object_info(&d);
+    skippr_object_info dinfo = object_info(d);
     dinfo.size = 0;
     dinfo.crc32c = 0;
-    nl = 0;
-    if ((rc = sink->grow_open(in->ctx, &dinfo, 0, NULL, 0, &h)) ==
-        SKIPPR_OK) {
-        rc = grow_parts(in, h, &d, pb, 0, pb, notes, cap, &nl);
+    size_t nl = 0;
+    void *h = NULL;
+    int rc = sink->grow_open(in->ctx, &dinfo, 0, NULL, 0, &h);
+    if (rc == SKIPPR_OK) {
+        rc = grow_parts(in, h, d, pb, 0, pb, notes, cap, &nl);
         sink->grow_close(in->ctx, h);
     }
     for (int k = 0; k < 2 && rc == SKIPPR_OK; k++) {
@@ -1236,10 +1204,73 @@ static void check_grow_parts(void)
     if (rc != SKIPPR_OK)
         fail("starting and discarding a growing object (twice) returned "
              "%s", skippr_status_name(rc));
-    expect_absent(in, &d, "grow_discard");
-done:
+    expect_absent(in, d, "grow_discard");
+}
+
+/* Object o grown by two parts, the commit recording the first only; then
+ * reopened from that part's note and finished: exactly o is stored. 0
+ * when it went as it should. */
+static int parts_reopen(instance *in, object *o, uint64_t pb, char *notes,
+                        size_t cap)
+{
+    skippr_object_info oinfo = object_info(o), info = oinfo;
+    info.size = 0;
+    info.crc32c = 0;
+    size_t nl = 0, kept = 0;
+    void *h = NULL;
+    int rc = sink->grow_open(in->ctx, &info, 0, NULL, 0, &h);
+    if (rc == SKIPPR_OK) {
+        rc = grow_parts(in, h, o, pb, 0, pb, notes, cap, &nl);
+        kept = nl; /* the commit recorded part 1 only */
+        if (rc == SKIPPR_OK)
+            rc = grow_parts(in, h, o, pb, pb, 2 * pb, notes, cap, &nl);
+        sink->grow_close(in->ctx, h);
+    }
+    if (rc != SKIPPR_OK) {
+        fail("growing an object by parts returned %s",
+             skippr_status_name(rc));
+        return -1;
+    }
+    reopen_try t = {o, &info, &oinfo, pb, notes, kept, SKIPPR_OK};
+    rc = finish_retried(in, &oinfo, reopen_once, &t);
+    if (t.reopen_rc != SKIPPR_OK) {
+        fail("reopening it from its first part's note returned %s",
+             skippr_status_name(t.reopen_rc));
+        return -1;
+    }
+    if (rc != SKIPPR_OK) {
+        fail("finishing it returned %s", skippr_status_name(rc));
+        return -1;
+    }
+    expect_stored(in, o, "growing it by parts across a reopen");
+    return 0;
+}
+
+static void check_grow_parts(void)
+{
+    if (!SKIPPR_OPS_HAS(skippr_sink_ops, sink, grow_note) ||
+        !sink->grow_part_bytes || !sink->grow_note) {
+        fail("SKIPPR_SINK_PARTS needs grow_part_bytes and grow_note");
+        report("growing objects by parts");
+        return;
+    }
+    instance *in = instance_up();
+    uint64_t pb = in ? sink->grow_part_bytes(in->ctx) : 0;
+    if (in && (pb == 0 || pb > (64u << 20)))
+        fail("grow_part_bytes returned %" PRIu64 " (1 byte to 64 MiB "
+             "expected here)", pb);
+    size_t cap = 1 << 16;
+    char *notes = in && pb && pb <= (64u << 20) ? malloc(cap) : NULL;
+    if (in && pb && pb <= (64u << 20) && !notes)
+        fail("out of memory for the notes");
+    if (notes) {
+        object o, d;
+        object_make(&o, "parts", 1, (2 * pb + pb / 3) / LINE + 1);
+        object_make(&d, "parts-discard", 2, pb / LINE + 1);
+        if (parts_reopen(in, &o, pb, notes, cap) == 0)
+            parts_discard(in, &d, pb, notes, cap);
+    }
     free(notes);
-out:
     instance_free(in);
     report("growing objects by parts: noted, reopened from notes, "
            "finished, discarded");
@@ -1249,6 +1280,94 @@ out:
  * started, grown, let go, reopened at a shorter length (what a commit
  * recorded; the rest must be cut off), grown to the end and finished; a
  * reopen past what it holds is NOENT; a discarded one leaves nothing. */
+/* A growing object started, cut back by a reopen at fewer bytes (what a
+ * crash leaves past the last commit), grown to its end and committed:
+ * exactly its bytes are stored. 0 when it went as it should. */
+static int grow_reopen_cut(instance *in, object *o)
+{
+    skippr_object_info oinfo = object_info(o); /* finished */
+    skippr_object_info info = oinfo;
+    info.size = 0;
+    info.crc32c = 0;
+    void *h = NULL;
+    /* What a crashed run wrote past its last commit: here, bytes that
+     * are not the object's and reach past its end, so a reopen that does
+     * not cut them off leaves them in it. */
+    uint64_t kept = o->size / 5;
+    int rc = sink->grow_open(in->ctx, &info, 0, NULL, 0, &h);
+    if (rc == SKIPPR_OK)
+        rc = grow_range(in, h, o, 0, kept);
+    static const char junk[4096] = "not the object's bytes";
+    for (uint64_t n = kept; rc == SKIPPR_OK && n < o->size + 8192;
+         n += sizeof junk)
+        rc = sink->grow_write(in->ctx, h, junk, sizeof junk);
+    if (rc == SKIPPR_OK)
+        sink->grow_close(in->ctx, h);
+    if (rc != SKIPPR_OK) {
+        fail("starting a growing object returned %s",
+             skippr_status_name(rc));
+        return -1;
+    }
+    /* A crash after `kept` bytes were recorded: the rest is cut off. */
+    if ((rc = sink->grow_open(in->ctx, &info, kept, NULL, 0, &h))) {
+        fail("reopening it at %" PRIu64 " bytes returned %s", kept,
+             skippr_status_name(rc));
+        return -1;
+    }
+    rc = grow_range(in, h, o, kept, o->size);
+    if (rc == SKIPPR_OK && sink->sync)
+        rc = sink->sync(in->ctx);
+    if (rc != SKIPPR_OK) {
+        sink->grow_close(in->ctx, h);
+        fail("growing it returned %s", skippr_status_name(rc));
+        return -1;
+    }
+    if ((rc = sink->grow_commit(in->ctx, h, &oinfo)) != SKIPPR_OK) {
+        fail("grow_commit returned %s", skippr_status_name(rc));
+        return -1;
+    }
+    if (sink->sync && (rc = sink->sync(in->ctx)) != SKIPPR_OK) {
+        fail("sync after grow_commit returned %s", skippr_status_name(rc));
+        return -1;
+    }
+    expect_stored(in, o, "growing it across a reopen");
+    return 0;
+}
+
+/* Reopening past what a growing object holds says NOENT, not invent;
+ * grow_discard removes it, and again is OK. */
+static void grow_past_and_discard(instance *in, object *d)
+{
+    skippr_object_info dinfo = object_info(d);
+    dinfo.size = 0;
+    dinfo.crc32c = 0;
+    void *h = NULL;
+    int rc = sink->grow_open(in->ctx, &dinfo, 0, NULL, 0, &h);
+    if (rc != SKIPPR_OK) {
+        fail("starting a second growing object returned %s",
+             skippr_status_name(rc));
+        return;
+    }
+    rc = grow_range(in, h, d, 0, d->size / 2);
+    sink->grow_close(in->ctx, h);
+    if (rc == SKIPPR_OK) {
+        rc = sink->grow_open(in->ctx, &dinfo, d->size, NULL, 0, &h);
+        if (rc == SKIPPR_OK) {
+            sink->grow_close(in->ctx, h);
+            fail("reopening a growing object at more bytes than it holds "
+                 "returned OK, expected NOENT");
+        } else if (rc != SKIPPR_NOENT)
+            fail("reopening a growing object at more bytes than it holds "
+                 "returned %s, expected NOENT", skippr_status_name(rc));
+    }
+    if ((rc = sink->grow_discard(in->ctx, &dinfo)) != SKIPPR_OK)
+        fail("grow_discard returned %s", skippr_status_name(rc));
+    else if ((rc = sink->grow_discard(in->ctx, &dinfo)) != SKIPPR_OK)
+        fail("grow_discard of an object already gone returned %s, "
+             "expected OK", skippr_status_name(rc));
+    expect_absent(in, d, "grow_discard");
+}
+
 static void check_grow(void)
 {
     int grows = SKIPPR_OPS_HAS(skippr_sink_ops, sink, flags) &&
@@ -1271,84 +1390,13 @@ static void check_grow(void)
         return;
     }
     instance *in = instance_up();
-    if (!in)
-        goto out;
-    object o, d;
-    object_make(&o, "grow", 1, 3000);
-    object_make(&d, "grow-discard", 2, 10);
-    skippr_object_info oinfo = object_info(&o); /* finished */
-    skippr_object_info info = oinfo;
-    info.size = 0;
-    info.crc32c = 0;
-    void *h = NULL;
-    /* What a crashed run wrote past its last commit: here, bytes that
-     * are not the object's and reach past its end, so a reopen that does
-     * not cut them off leaves them in it. */
-    uint64_t kept = o.size / 5;
-    int rc = sink->grow_open(in->ctx, &info, 0, NULL, 0, &h);
-    if (rc == SKIPPR_OK)
-        rc = grow_range(in, h, &o, 0, kept);
-    static const char junk[4096] = "not the object's bytes";
-    for (uint64_t n = kept; rc == SKIPPR_OK && n < o.size + 8192;
-         n += sizeof junk)
-        rc = sink->grow_write(in->ctx, h, junk, sizeof junk);
-    if (rc == SKIPPR_OK)
-        sink->grow_close(in->ctx, h);
-    if (rc != SKIPPR_OK) {
-        fail("starting a growing object returned %s", skippr_status_name(rc));
-        goto out;
+    if (in) {
+        object o, d;
+        object_make(&o, "grow", 1, 3000);
+        object_make(&d, "grow-discard", 2, 10);
+        if (grow_reopen_cut(in, &o) == 0)
+            grow_past_and_discard(in, &d);
     }
-    /* A crash after `kept` bytes were recorded: the rest is cut off. */
-    if ((rc = sink->grow_open(in->ctx, &info, kept, NULL, 0, &h)) != SKIPPR_OK) {
-        fail("reopening it at %" PRIu64 " bytes returned %s", kept,
-             skippr_status_name(rc));
-        goto out;
-    }
-    rc = grow_range(in, h, &o, kept, o.size);
-    if (rc == SKIPPR_OK && sink->sync)
-        rc = sink->sync(in->ctx);
-    if (rc != SKIPPR_OK) {
-        sink->grow_close(in->ctx, h);
-        fail("growing it returned %s", skippr_status_name(rc));
-        goto out;
-    }
-    if ((rc = sink->grow_commit(in->ctx, h, &oinfo)) != SKIPPR_OK) {
-        fail("grow_commit returned %s", skippr_status_name(rc));
-        goto out;
-    }
-    if (sink->sync && (rc = sink->sync(in->ctx)) != SKIPPR_OK) {
-        fail("sync after grow_commit returned %s", skippr_status_name(rc));
-        goto out;
-    }
-    expect_stored(in, &o, "growing it across a reopen");
-    /* Reopening past what an object holds must say so, not invent. */
-    skippr_object_info dinfo = object_info(&d);
-    dinfo.size = 0;
-    dinfo.crc32c = 0;
-    if ((rc = sink->grow_open(in->ctx, &dinfo, 0, NULL, 0, &h)) != SKIPPR_OK) {
-        fail("starting a second growing object returned %s",
-             skippr_status_name(rc));
-        goto out;
-    }
-    rc = grow_range(in, h, &d, 0, d.size / 2);
-    sink->grow_close(in->ctx, h);
-    if (rc == SKIPPR_OK) {
-        rc = sink->grow_open(in->ctx, &dinfo, d.size, NULL, 0, &h);
-        if (rc == SKIPPR_OK) {
-            sink->grow_close(in->ctx, h);
-            fail("reopening a growing object at more bytes than it holds "
-                 "returned OK, expected NOENT");
-        } else if (rc != SKIPPR_NOENT)
-            fail("reopening a growing object at more bytes than it holds "
-                 "returned %s, expected NOENT", skippr_status_name(rc));
-    }
-    if ((rc = sink->grow_discard(in->ctx, &dinfo)) != SKIPPR_OK)
-        fail("grow_discard returned %s", skippr_status_name(rc));
-    else if ((rc = sink->grow_discard(in->ctx, &dinfo)) != SKIPPR_OK)
-        fail("grow_discard of an object already gone returned %s, "
-             "expected OK", skippr_status_name(rc));
-    expect_absent(in, &d, "grow_discard");
-out:
     instance_free(in);
     report("growing objects: start, reopen cut back, finish, discard");
 }
@@ -1437,6 +1485,96 @@ static int check_store_file(void *x, const char *key)
  * "*" creates only, an ETag condition holds only for the current one, a
  * condition that does not hold is CHANGED, reads are ranged, a listing is
  * in key order, a removal is idempotent. */
+/* Conditional writes of key ka: "*" creates it only, an ETag replaces
+ * only that version. e2 (128 bytes) gets the last write's ETag. 0 when
+ * they behave. */
+static int store_conditional(void *x, const char *ka, char *e2)
+{
+    char e1[128] = "";
+    int rc;
+    if ((rc = sink->store_put(x, ka, "first bytes", 11, "*", e1,
+                              sizeof e1)))
+        fail("store_put of a new key with \"*\" returned %s",
+             skippr_status_name(rc));
+    else if ((rc = sink->store_put(x, ka, "other", 5, "*", NULL, 0)) !=
+             SKIPPR_CHANGED)
+        fail("store_put of an existing key with \"*\" returned %s, not "
+             "CHANGED", skippr_status_name(rc));
+    else if ((rc = sink->store_put(x, ka, "other", 5, "no-such-etag", NULL,
+                                   0)) != SKIPPR_CHANGED)
+        fail("store_put with another ETag as condition returned %s, not "
+             "CHANGED", skippr_status_name(rc));
+    else if ((rc = sink->store_put(x, ka, "second bytes", 12, e1, e2, 128)))
+        fail("store_put with the key's ETag as condition returned %s",
+             skippr_status_name(rc));
+    else if (strcmp(e1, e2) != 0 &&
+             (rc = sink->store_put(x, ka, "x", 1, e1, NULL, 0)) !=
+                 SKIPPR_CHANGED)
+        fail("store_put with the ETag before the last write returned %s, "
+             "not CHANGED", skippr_status_name(rc));
+    else
+        return 0;
+    return -1;
+}
+
+/* Reads of ka ("second bytes", ETag e2): whole, with its ETag, and a
+ * range. 0 when they behave. */
+static int store_reads(void *x, const char *ka, const char *e2)
+{
+    char got[64], et[128];
+    size_t n = 0;
+    uint64_t size = 0;
+    int rc;
+    if ((rc = sink->store_get(x, ka, 0, got, sizeof got, &n, &size, et,
+                              sizeof et)) ||
+        n != 12 || size != 12 || memcmp(got, "second bytes", 12) ||
+        (*e2 && strcmp(et, e2) != 0))
+        fail("store_get after the conditional write: %s, %zu of %" PRIu64
+             " bytes%s", skippr_status_name(rc), n, size,
+             !rc && *e2 && strcmp(et, e2) ? ", another ETag" : "");
+    else if ((rc = sink->store_get(x, ka, 7, got, 3, &n, &size, NULL, 0)) ||
+             n != 3 || size != 12 || memcmp(got, "byt", 3) != 0)
+        fail("store_get of 3 bytes at 7 returned %s, %zu bytes",
+             skippr_status_name(rc), n);
+    else
+        return 0;
+    return -1;
+}
+
+/* An unconditional write of kb, and the listing of pfx: ka then kb. 0
+ * when they behave. */
+static int store_listing(void *x, const char *pfx, const char *ka,
+                         const char *kb)
+{
+    listed l = {0};
+    int rc;
+    if ((rc = sink->store_put(x, kb, "b", 1, NULL, NULL, 0)) ||
+        (rc = sink->store_list(x, pfx, list_one, &l)) || l.n != 2 ||
+        strcmp(l.keys[0], ka) != 0 || strcmp(l.keys[1], kb) != 0) {
+        fail("an unconditional store_put and store_list of the prefix: %s, "
+             "%zu keys listed (want %s then %s)", skippr_status_name(rc),
+             l.n, ka, kb);
+        return -1;
+    }
+    return 0;
+}
+
+/* store_delete of ka, then store_get says NOENT, and store_delete again
+ * is OK. */
+static void store_removal(void *x, const char *ka)
+{
+    char got[1];
+    size_t n = 0;
+    uint64_t size = 0;
+    int rc;
+    if ((rc = sink->store_delete(x, ka)) ||
+        (rc = sink->store_get(x, ka, 0, got, 1, &n, &size, NULL, 0)) !=
+            SKIPPR_NOENT ||
+        (rc = sink->store_delete(x, ka)))
+        fail("store_delete, then store_get (want NOENT), then store_delete "
+             "again: %s", skippr_status_name(rc));
+}
+
 static void check_store(void)
 {
     if (!SKIPPR_OPS_HAS(skippr_sink_ops, sink, flags) ||
@@ -1461,66 +1599,18 @@ static void check_store(void)
         report("state store");
         return;
     }
-    char pfx[64], ka[96], kb[96], e1[128] = "", e2[128] = "", et[128];
-    char got[64];
-    size_t n = 0;
-    uint64_t size = 0;
+    char pfx[64], ka[96], kb[96], e2[128] = "";
     snprintf(pfx, sizeof pfx, "testkit-store-%ld-%ld/", (long)getpid(),
              (long)time(NULL));
     snprintf(ka, sizeof ka, "%sa", pfx);
     snprintf(kb, sizeof kb, "%sb", pfx);
     void *x = in->ctx;
-    listed l = {0};
     int by_file = SKIPPR_OPS_HAS(skippr_sink_ops, sink, store_put_file) &&
                   sink->store_put_file;
-    int rc;
-    if ((rc = sink->store_put(x, ka, "first bytes", 11, "*", e1,
-                              sizeof e1))) {
-        fail("store_put of a new key with \"*\" returned %s",
-             skippr_status_name(rc));
-    } else if ((rc = sink->store_put(x, ka, "other", 5, "*", NULL, 0)) !=
-               SKIPPR_CHANGED) {
-        fail("store_put of an existing key with \"*\" returned %s, not "
-             "CHANGED", skippr_status_name(rc));
-    } else if ((rc = sink->store_put(x, ka, "other", 5, "no-such-etag", NULL,
-                                     0)) != SKIPPR_CHANGED) {
-        fail("store_put with another ETag as condition returned %s, not "
-             "CHANGED", skippr_status_name(rc));
-    } else if ((rc = sink->store_put(x, ka, "second bytes", 12, e1, e2,
-                                     sizeof e2))) {
-        fail("store_put with the key's ETag as condition returned %s",
-             skippr_status_name(rc));
-    } else if (strcmp(e1, e2) != 0 &&
-               (rc = sink->store_put(x, ka, "x", 1, e1, NULL, 0)) !=
-                   SKIPPR_CHANGED) {
-        fail("store_put with the ETag before the last write returned %s, "
-             "not CHANGED", skippr_status_name(rc));
-    } else if ((rc = sink->store_get(x, ka, 0, got, sizeof got, &n, &size,
-                                     et, sizeof et)) ||
-               n != 12 || size != 12 || memcmp(got, "second bytes", 12) ||
-               (*e2 && strcmp(et, e2) != 0)) {
-        fail("store_get after the conditional write: %s, %zu of %" PRIu64
-             " bytes%s", skippr_status_name(rc), n, size,
-             !rc && *e2 && strcmp(et, e2) ? ", another ETag" : "");
-    } else if ((rc = sink->store_get(x, ka, 7, got, 3, &n, &size, NULL, 0)) ||
-               n != 3 || size != 12 || memcmp(got, "byt", 3) != 0) {
-        fail("store_get of 3 bytes at 7 returned %s, %zu bytes",
-             skippr_status_name(rc), n);
-    } else if ((rc = sink->store_put(x, kb, "b", 1, NULL, NULL, 0)) ||
-               (rc = sink->store_list(x, pfx, list_one, &l)) || l.n != 2 ||
-               strcmp(l.keys[0], ka) != 0 || strcmp(l.keys[1], kb) != 0) {
-        fail("an unconditional store_put and store_list of the prefix: %s, "
-             "%zu keys listed (want %s then %s)", skippr_status_name(rc),
-             l.n, ka, kb);
-    } else if (by_file && check_store_file(x, kb) != 0) {
-        /* reported */
-    } else if ((rc = sink->store_delete(x, ka)) ||
-               (rc = sink->store_get(x, ka, 0, got, 1, &n, &size, NULL, 0)) !=
-                   SKIPPR_NOENT ||
-               (rc = sink->store_delete(x, ka))) {
-        fail("store_delete, then store_get (want NOENT), then store_delete "
-             "again: %s", skippr_status_name(rc));
-    }
+    if (store_conditional(x, ka, e2) == 0 && store_reads(x, ka, e2) == 0 &&
+        store_listing(x, pfx, ka, kb) == 0 &&
+        (!by_file || check_store_file(x, kb) == 0))
+        store_removal(x, ka);
     sink->store_delete(x, ka);
     sink->store_delete(x, kb);
     instance_free(in);
