@@ -157,4 +157,26 @@ static inline void skippr_buf_free(skippr_buf *b)
     b->len = b->cap = 0;
 }
 
+/* Room for one more element in a growable array *arrp (the address of the
+ * array pointer, T **: len elements of elem bytes, *cap allocated): the
+ * capacity doubles when full, starts at first when empty. SKIPPR_OK or
+ * SKIPPR_NOMEM; the array is untouched on failure. Allocates as the
+ * buffers do (SKIPPR_BUF_REALLOC). */
+static inline int skippr_array_grow(void *arrp, size_t len, size_t *cap,
+                                    size_t elem, size_t first)
+{
+    if (len < *cap)
+        return SKIPPR_OK;
+    size_t nc = *cap ? *cap * 2 : first;
+    if (nc < len + 1 || nc > SIZE_MAX / elem)
+        return SKIPPR_NOMEM;
+    void **arr = (void **)arrp;
+    void *n = SKIPPR_BUF_REALLOC(*arr, nc * elem);
+    if (!n)
+        return SKIPPR_NOMEM;
+    *arr = n;
+    *cap = nc;
+    return SKIPPR_OK;
+}
+
 #endif

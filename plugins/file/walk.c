@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "array.h"
+#include <skippr/buf.h>
 
 /* Files a helper stats per claim, and the fewest files in a folder for
  * which stats are taken ahead at all. */

@@ -23,7 +23,6 @@
 #include "curl_tls.h"
 #include "curl_trace.h"
 #include <skippr/buf.h>
-#include "array.h"
 
 #define HLOG(host, level, ...) (host)->log((host), (level), __VA_ARGS__)
 #define BUF_CAP (1u << 20) /* bytes held per open stream, at most */

@@ -32,7 +32,6 @@
 
 #include "kafka.h"
 #include <skippr/buf.h>
-#include "array.h"
 
 #define TXN_TIMEOUT_MS 60000
 #define META_TIMEOUT_MS 10000

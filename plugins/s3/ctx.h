@@ -33,7 +33,6 @@
 #include <skippr/buf.h>
 #include <skippr/plugin.h>
 
-#include "array.h"
 #include "creds.h"
 
 #define MAX_BODY (16u << 20) /* bound on any buffered response body */

@@ -73,23 +73,6 @@ char *sk_asprintf(const char *fmt, ...)
     return s;
 }
 
-int sk_array_grow(void *arrp, size_t len, size_t *cap, size_t elem,
-                  size_t first)
-{
-    if (len < *cap)
-        return SKIPPR_OK;
-    size_t nc = *cap ? *cap * 2 : first;
-    if (nc > SIZE_MAX / elem)
-        return SKIPPR_NOMEM;
-    void **arr = arrp;
-    void *n = sk_realloc(*arr, nc * elem);
-    if (!n)
-        return SKIPPR_NOMEM;
-    *arr = n;
-    *cap = nc;
-    return SKIPPR_OK;
-}
-
 void sk_release_free_memory(void)
 {
 #ifdef __GLIBC__

@@ -24,12 +24,6 @@ void *sk_malloc_aligned(size_t align, size_t n);
 char *sk_asprintf(const char *fmt, ...) SKIPPR_PRINTF(1, 2);
 
 
-/* Make room for one more element in a growable array: if *len == *cap,
- * double the capacity (or start at first). *arrp is a pointer to the array
- * pointer. Returns SKIPPR_OK or SKIPPR_NOMEM (the array is then unchanged).
- */
-int sk_array_grow(void *arrp, size_t len, size_t *cap, size_t elem,
-                  size_t first);
 
 
 /* Give memory that malloc holds free back to the system (glibc's

@@ -90,8 +90,8 @@ void sk_bufpool_release(sk_bufpool *p, skippr_buf *b, uint64_t live)
         return;
     int c = class_of(cap);
     if (c < 0 || live + p->idle + cap > p->limit ||
-        sk_array_grow(&p->cls[c].v, p->cls[c].n, &p->cls[c].cap,
-                      sizeof *p->cls[c].v, 16)) {
+        skippr_array_grow(&p->cls[c].v, p->cls[c].n, &p->cls[c].cap,
+                          sizeof *p->cls[c].v, 16)) {
         sk_free(d);
         return;
     }

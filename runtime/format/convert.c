@@ -90,7 +90,7 @@ static int names_add(namelist *l, const uint8_t *name, size_t n)
 {
     if (l->n >= (size_t)1 << 20)
         return SKIPPR_RANGE;
-    if (sk_array_grow(&l->at, l->n, &l->cap, sizeof *l->at, 16))
+    if (skippr_array_grow(&l->at, l->n, &l->cap, sizeof *l->at, 16))
         return SKIPPR_NOMEM;
     if ((l->n + 1) * 2 > l->tab_cap) {
         size_t cap = l->tab_cap ? l->tab_cap * 2 : 64;
@@ -386,7 +386,7 @@ static void csv_field(void *s, size_t n, void *ud)
     sk_conv *c = ud;
     if (c->failed)
         return;
-    if (sk_array_grow(&c->f, c->nf, &c->fcap, sizeof *c->f, 16) ||
+    if (skippr_array_grow(&c->f, c->nf, &c->fcap, sizeof *c->f, 16) ||
         (n && skippr_buf_append(&c->fields, s, n))) {
         c->failed = 1;
         return;

@@ -115,7 +115,7 @@ static void names_add(names *nm, const void *s, size_t n)
     if (nm->failed)
         return;
     if (nm->n >= SK_CSV_MAX_COLUMNS ||
-        sk_array_grow(&nm->at, nm->n, &nm->cap, sizeof *nm->at, 16) ||
+        skippr_array_grow(&nm->at, nm->n, &nm->cap, sizeof *nm->at, 16) ||
         (n && skippr_buf_append(&nm->text, s, n))) {
         nm->failed = 1;
         return;

@@ -16,7 +16,7 @@
 static int push_rec(piece *p, const rec_out *r)
 {
     if (p->nrec >= NO_REC ||
-        sk_array_grow(&p->recs, p->nrec, &p->cap, sizeof *p->recs, 1024))
+        skippr_array_grow(&p->recs, p->nrec, &p->cap, sizeof *p->recs, 1024))
         return SKIPPR_NOMEM;
     p->recs[p->nrec++] = *r;
     return SKIPPR_OK;
@@ -47,8 +47,8 @@ static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len,
 {
     uint32_t idx = (uint32_t)(p->nrec - 1);
     if (id == p->ngroups) {
-        if (sk_array_grow(&p->groups, p->ngroups, &p->gcap, sizeof *p->groups,
-                          64))
+        if (skippr_array_grow(&p->groups, p->ngroups, &p->gcap,
+                              sizeof *p->groups, 64))
             return SKIPPR_NOMEM;
         p->groups[p->ngroups++] = (group){.first = idx, .last = idx};
     } else {

@@ -147,8 +147,8 @@ static int found_one(void *ud, const skippr_unit *u)
         sk_free(name);
         return 0;
     }
-    if (!name || sk_array_grow(&f->names, f->n, &f->cap, sizeof *f->names,
-                               16)) {
+    if (!name || skippr_array_grow(&f->names, f->n, &f->cap, sizeof *f->names,
+                                   16)) {
         sk_free(name);
         f->rc = SKIPPR_NOMEM;
         return 1;

@@ -87,8 +87,8 @@ static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
         return NULL;
     int64_t offset = known ? known->offset : 0;
     *rc = SKIPPR_NOMEM;
-    if (sk_array_grow(&e->stream->units, e->stream->n, &e->stream->cap,
-                      sizeof *e->stream->units, 16))
+    if (skippr_array_grow(&e->stream->units, e->stream->n, &e->stream->cap,
+                          sizeof *e->stream->units, 16))
         return NULL;
     sk_unit_rec *r = sk_ledger_touch(e->st->ledger, id, "", -1);
     if (!r)

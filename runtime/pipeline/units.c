@@ -472,8 +472,8 @@ static int list_cb(void *ud, const skippr_unit *u)
             flags = known->flags;
         }
     }
-    if (sk_array_grow(&e->todo, e->ntodo, &e->todo_cap, sizeof *e->todo,
-                      256)) {
+    if (skippr_array_grow(&e->todo, e->ntodo, &e->todo_cap, sizeof *e->todo,
+                          256)) {
         c->rc = SKIPPR_NOMEM;
         return 1;
     }

@@ -563,8 +563,8 @@ int sk_route_memo_fields(const sk_router *r, sk_memo *m, const sk_field *f,
         h = (h + 1) & (m->tab_cap - 1);
     }
     if (m->n >= UINT32_MAX - 1 ||
-        sk_array_grow(&m->keys_at, m->n, &m->keys_cap, sizeof *m->keys_at,
-                      64))
+        skippr_array_grow(&m->keys_at, m->n, &m->keys_cap, sizeof *m->keys_at,
+                          64))
         return SKIPPR_NOMEM;
     size_t k0 = m->keys.len;
     if ((rc = sk_route_key(r, f, &m->keys)))

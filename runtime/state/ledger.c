@@ -60,7 +60,7 @@ static int by_newest(const void *a, const void *b)
 /* Add the run at path (its footer read) to the list. Takes path. */
 static int add_run(sk_ledger *l, char *path)
 {
-    if (sk_array_grow(&l->runs, l->nruns, &l->cap, sizeof *l->runs, 16)) {
+    if (skippr_array_grow(&l->runs, l->nruns, &l->cap, sizeof *l->runs, 16)) {
         sk_free(path);
         return SKIPPR_NOMEM;
     }
@@ -163,8 +163,8 @@ static int load_runs(sk_ledger *l, int readonly)
             if (!readonly) {
                 unlink(l->runs[i].path);
                 /* kept by name, for the store (sk_ledger_set_remote) */
-                if (sk_array_grow(&l->dropped, l->ndropped, &l->dropped_cap,
-                                  sizeof *l->dropped, 4) == 0) {
+                if (skippr_array_grow(&l->dropped, l->ndropped, &l->dropped_cap,
+                                      sizeof *l->dropped, 4) == 0) {
                     l->dropped[l->ndropped++] = l->runs[i].path;
                     l->runs[i].path = NULL;
                 } else {

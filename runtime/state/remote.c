@@ -422,8 +422,8 @@ int sk_remote_wal(sk_remote *r, uint64_t seg, uint64_t off, const void *p,
     int rc = sk_remote_check(r);
     if (rc)
         return rc;
-    if (sk_array_grow(&r->deltas, r->ndeltas, &r->cap, sizeof *r->deltas,
-                      64))
+    if (skippr_array_grow(&r->deltas, r->ndeltas, &r->cap, sizeof *r->deltas,
+                          64))
         return SKIPPR_NOMEM;
     uint8_t *buf = sk_malloc(DELTA_HEADER + n);
     if (!buf)

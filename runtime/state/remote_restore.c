@@ -31,7 +31,7 @@ static int list_one(void *ud, const skippr_unit *u)
     listing *ls = ud;
     if (strlen(u->id) < ls->skip)
         return 0;
-    if (sk_array_grow(&ls->keys, ls->n, &ls->cap, sizeof *ls->keys, 64) ||
+    if (skippr_array_grow(&ls->keys, ls->n, &ls->cap, sizeof *ls->keys, 64) ||
         !(ls->keys[ls->n] = sk_strdup(u->id + ls->skip))) {
         ls->rc = SKIPPR_NOMEM;
         return 1;
@@ -216,8 +216,8 @@ static int restore_delta(sk_remote *r, const char *rel, const char *waldir,
     if ((rc = restore_bytes(waldir, seg, off, buf + DELTA_HEADER, n)))
         return rc;
     t->at += n;
-    if (sk_array_grow(&r->deltas, r->ndeltas, &r->cap, sizeof *r->deltas,
-                      64))
+    if (skippr_array_grow(&r->deltas, r->ndeltas, &r->cap, sizeof *r->deltas,
+                          64))
         return SKIPPR_NOMEM;
     r->deltas[r->ndeltas++] = (delta){strtoull(rel + 4, NULL, 16), seg};
     if (t->copy > t->first && t->at >= t->reach) {

@@ -30,8 +30,8 @@ int st_pend_drop(replay *r)
             continue;
         sk_slice *s = st_slice_new(q->id, q->key, q->klen, &q->tag,
                                    SK_SLICE_DATA, q->opened_at);
-        if (!s || sk_array_grow(&r->orph, r->norph, &r->orph_cap,
-                                sizeof *r->orph, 8)) {
+        if (!s || skippr_array_grow(&r->orph, r->norph, &r->orph_cap,
+                                    sizeof *r->orph, 8)) {
             st_slice_free(s);
             return SKIPPR_NOMEM;
         }
@@ -49,7 +49,8 @@ int st_pend_streams(replay *r, const uint8_t *p, size_t len)
         (len - 4) % SK_STREAM_ENTRY != 0)
         return SKIPPR_CORRUPT;
     for (const uint8_t *e = p + 4; e < p + len; e += SK_STREAM_ENTRY) {
-        if (sk_array_grow(&r->pst, r->npst, &r->pst_cap, sizeof *r->pst, 64))
+        if (skippr_array_grow(&r->pst, r->npst, &r->pst_cap, sizeof *r->pst,
+                              64))
             return SKIPPR_NOMEM;
         r->pst[r->npst++] = (pend_stream){
             sk_get_u64(e), sk_get_u64(e + 8), sk_get_u64(e + 16),
@@ -63,7 +64,7 @@ int st_pend_tail(replay *r, sk_wal_pos pos, const uint8_t *p, size_t len)
 {
     if (len < 16)
         return SKIPPR_CORRUPT;
-    if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
+    if (skippr_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
         return SKIPPR_NOMEM;
     r->pb[r->npb++] = (pend_block){.id = sk_get_u64(p), .pos = pos,
                                    .bytes = len - 16, .tail = 1,
@@ -76,7 +77,7 @@ int st_pend_note(replay *r, const uint8_t *p, size_t len)
 {
     if (len < 9)
         return SKIPPR_CORRUPT;
-    if (sk_array_grow(&r->pn, r->npn, &r->pn_cap, sizeof *r->pn, 16))
+    if (skippr_array_grow(&r->pn, r->npn, &r->pn_cap, sizeof *r->pn, 16))
         return SKIPPR_NOMEM;
     uint8_t *c = sk_malloc(len - 9 ? len - 9 : 1);
     if (!c)
@@ -120,7 +121,7 @@ int st_pend_slice(replay *r, int type, sk_wal_pos pos, const uint8_t *p,
             st_rd_str(&rp, end, &root, &rl) || rl > SK_SLICE_ROOT_MAX)
             return SKIPPR_CORRUPT;
     }
-    if (sk_array_grow(&r->ps, r->nps, &r->ps_cap, sizeof *r->ps, 16))
+    if (skippr_array_grow(&r->ps, r->nps, &r->ps_cap, sizeof *r->ps, 16))
         return SKIPPR_NOMEM;
     pend_slice *ps = &r->ps[r->nps];
     *ps = (pend_slice){
@@ -152,7 +153,7 @@ int st_pend_stage(replay *r, const uint8_t *p, size_t len)
 {
     if (len != 32)
         return SKIPPR_CORRUPT;
-    if (sk_array_grow(&r->pg, r->npg, &r->pg_cap, sizeof *r->pg, 16))
+    if (skippr_array_grow(&r->pg, r->npg, &r->pg_cap, sizeof *r->pg, 16))
         return SKIPPR_NOMEM;
     r->pg[r->npg++] = (pend_stage){sk_get_u64(p), sk_get_u64(p + 8),
                                    sk_get_u64(p + 16), sk_get_u64(p + 24)};
@@ -174,7 +175,7 @@ int st_pend_block(replay *r, int type, sk_wal_pos pos, const uint8_t *p,
     }
     if (part < 4 * nrec)
         return SKIPPR_CORRUPT;
-    if (sk_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
+    if (skippr_array_grow(&r->pb, r->npb, &r->pb_cap, sizeof *r->pb, 64))
         return SKIPPR_NOMEM;
     r->pb[r->npb++] = (pend_block){.id = sk_get_u64(p), .pos = pos,
                                    .nrec = nrec, .bytes = part - 4 * nrec};

@@ -105,8 +105,8 @@ sk_slice *st_slice_new(uint64_t id, const char *name, size_t nlen,
 
 int st_live_add(sk_state *st, sk_slice *s)
 {
-    if (sk_array_grow(&st->live, st->nlive, &st->live_cap, sizeof *st->live,
-                      64))
+    if (skippr_array_grow(&st->live, st->nlive, &st->live_cap, sizeof *st->live,
+                          64))
         return SKIPPR_NOMEM;
     st->live[st->nlive++] = s;
     return SKIPPR_OK;
@@ -132,8 +132,8 @@ sk_slice *st_live_find(const sk_state *st, uint64_t id)
 
 int st_add_block(sk_slice *s, sk_wal_pos pos)
 {
-    if (sk_array_grow(&s->blocks, s->nblocks, &s->blocks_cap,
-                      sizeof *s->blocks, 8))
+    if (skippr_array_grow(&s->blocks, s->nblocks, &s->blocks_cap,
+                          sizeof *s->blocks, 8))
         return SKIPPR_NOMEM;
     s->blocks[s->nblocks++] = pos;
     if (pos.seg < s->first_seg)

@@ -11,8 +11,8 @@
 
 int st_add_tail(sk_slice *s, sk_wal_pos pos, uint64_t off)
 {
-    if (sk_array_grow(&s->tail_off, s->nblocks, &s->tail_cap,
-                      sizeof *s->tail_off, 8))
+    if (skippr_array_grow(&s->tail_off, s->nblocks, &s->tail_cap,
+                          sizeof *s->tail_off, 8))
         return SKIPPR_NOMEM;
     int rc = st_add_block(s, pos);
     if (!rc)
@@ -99,7 +99,7 @@ int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag)
     size_t cap = s->stage_cap;
     for (size_t k = 0; k < 3; k++) {
         cap = s->stage_cap;
-        if (sk_array_grow(arr[k], s->nstaged, &cap, sizeof(uint64_t), 4))
+        if (skippr_array_grow(arr[k], s->nstaged, &cap, sizeof(uint64_t), 4))
             return SKIPPR_NOMEM;
     }
     s->stage_cap = cap;

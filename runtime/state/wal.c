@@ -55,10 +55,10 @@ static int segs_grow(sk_wal *w)
                  MAX_SEGS);
         return SKIPPR_RANGE;
     }
-    if (sk_array_grow(&w->segs, w->nsegs, &w->segs_cap, sizeof *w->segs,
-                      16) ||
-        sk_array_grow(&w->sizes, w->nsegs, &w->sizes_cap, sizeof *w->sizes,
-                      16))
+    if (skippr_array_grow(&w->segs, w->nsegs, &w->segs_cap, sizeof *w->segs,
+                          16) ||
+        skippr_array_grow(&w->sizes, w->nsegs, &w->sizes_cap, sizeof *w->sizes,
+                          16))
         return SKIPPR_NOMEM;
     return SKIPPR_OK;
 }

@@ -14,7 +14,6 @@
 #include <skippr/plugin.h>
 
 #include <skippr/buf.h>
-#include "array.h"
 
 /* Retry k waits within [w/2, w], w = base << k up to the cap. */
 static void test_backoff_bounds(void **state)
