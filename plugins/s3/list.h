@@ -2,7 +2,6 @@
 #ifndef SK_S3_LIST_H
 #define SK_S3_LIST_H
 
-#include <libxml/tree.h>
 #include <stddef.h>
 
 #include "ctx.h"

@@ -1,6 +1,6 @@
 /* What the engine and the plugins share from the SDK: the retry schedule
- * (skippr/backoff.h) and the bounded buffer (skippr/buf.h); and
- * plugins/common's growable array (array.h). */
+ * (skippr/backoff.h), the bounded buffer and the growable array
+ * (skippr/buf.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
