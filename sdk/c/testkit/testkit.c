@@ -1256,12 +1256,13 @@ static void check_grow_parts(void)
     }
     instance *in = instance_up();
     uint64_t pb = in ? sink->grow_part_bytes(in->ctx) : 0;
-    if (in && (pb == 0 || pb > (64u << 20)))
+    int sized = pb > 0 && pb <= (64u << 20);
+    if (in && !sized)
         fail("grow_part_bytes returned %" PRIu64 " (1 byte to 64 MiB "
              "expected here)", pb);
     size_t cap = 1 << 16;
-    char *notes = in && pb && pb <= (64u << 20) ? malloc(cap) : NULL;
-    if (in && pb && pb <= (64u << 20) && !notes)
+    char *notes = sized ? malloc(cap) : NULL;
+    if (sized && !notes)
         fail("out of memory for the notes");
     if (notes) {
         object o, d;
