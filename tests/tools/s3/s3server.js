@@ -94,6 +94,7 @@ const http = require('http');
 const https = require('https');
 const path = require('path');
 const S3rver = require('s3rver');
+require('./settled_writes'); // PUTs answered once stored (see there)
 
 function arg(name, def) {
   const i = process.argv.indexOf('--' + name);
