@@ -50,6 +50,27 @@ int src_open(void *ctx, const skippr_unit *u, int64_t offset,
     return SKIPPR_OK;
 }
 
+/* Whether the total of an answer's Content-Range ("bytes a-b/TOTAL") is
+ * the listed size. The GET carried If-Match on the listed ETag, so another
+ * total means the listing was not settled when it was taken (a server that
+ * lists an object before its bytes are stored): copying by the listed size
+ * would record the unit done short. Logged; an answer without a total
+ * passes. */
+static int total_is_listed(s3_ctx *c, const s3_stream *s, const char *cr)
+{
+    const char *slash = strrchr(cr, '/');
+    if (s->size < 0 || !slash || slash[1] < '0' || slash[1] > '9')
+        return 1;
+    long long total = strtoll(slash + 1, NULL, 10);
+    if (total == s->size)
+        return 1;
+    LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s has %lld bytes but was listed "
+        "with %lld under the same ETag: the listing was stale; nothing of "
+        "it is recorded, run again to copy it", c->bucket, s->key, total,
+        (long long)s->size);
+    return 0;
+}
+
 /* Fetch the next chunk at s->pos into s->chunk. */
 static int fetch_chunk(s3_ctx *c, s3_stream *s)
 {
@@ -78,6 +99,10 @@ static int fetch_chunk(s3_ctx *c, s3_stream *s)
             return SKIPPR_FATAL;
         }
         rc = s3_verdict(c, rc, &r, "get", s->key);
+        if (rc == SKIPPR_OK && !total_is_listed(c, s, r.content_range)) {
+            skippr_buf_free(&r.body);
+            return SKIPPR_FATAL;
+        }
         /* A short body (connection cut) keeps what arrived: retry the rest
          * from where it stopped, on the next call. */
         if (rc == SKIPPR_OK && r.body.len == 0 && s->pos <= last) {
@@ -116,6 +141,11 @@ int src_read(void *ctx, void *stream, void *out, size_t cap,
         while (it->state != PF_FINISHED)
             pthread_cond_wait(&pf->cv, &pf->mu);
         pthread_mutex_unlock(&pf->mu);
+        if (it->ok && !total_is_listed(c, s, it->r.content_range)) {
+            s3_pf_release(c, it);
+            s->ahead = NULL;
+            return SKIPPR_FATAL;
+        }
         if (it->ok) {
             skippr_buf_free(&s->chunk);
             s->chunk = it->r.body;
