@@ -89,6 +89,7 @@ typedef struct group {
 } group;
 
 typedef struct engine engine;
+typedef struct pl_lister pl_lister;
 typedef struct lane lane;
 
 /* One uploader: a sink instance with its own buffers. Sealed slices are
@@ -158,24 +159,13 @@ struct engine {
     struct lane *lanes; /* units in flight */
     size_t nlanes;
     size_t win_max;
-    /* listing */
-    todo *todo;
-    size_t ntodo, todo_cap;
-    char *list_after;     /* where the next listing round starts; owned */
-    char *list_last;      /* the last unit listed this round; owned */
-    size_t list_last_cap;
+    struct pl_lister *lister; /* the listing (lister.h) */
     struct pl_mark *mark; /* the listing mark (mark.c); NULL until loaded */
-    int list_more;
-    uint64_t skipped_done, skipped_changed;
-    uint64_t recopied_changed; /* changed units copied again
-                                * (changed_units: copy) */
-    uint64_t skipped_shard; /* units of other shards (--shard) */
-    size_t todo_undone;     /* todo[..this) are done (pl_watermark) */
     struct pl_clock *clock; /* event-time sealing's (clock.h) */
     struct pl_retrynews *retry; /* what a failing sink's retries say */
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;
-    uint64_t units_listed, sealed; /* for the metrics */
+    uint64_t sealed; /* for the metrics */
     int run_ended;                 /* the summary has been logged */
     int begun; /* past the checks (preflight, state, claim): a run that
                 * stops earlier said why in one line and has no summary */
@@ -356,7 +346,6 @@ void pl_lane_free(lane *l);
 int pl_lanes_init(engine *e);
 void pl_lanes_free(engine *e);
 int pl_lanes_shed(engine *e);
-void pl_todo_clear(engine *e);
 int pl_copy_pass(engine *e);
 /* claim.c: the state's claim on its sink; SKIPPR_CHANGED (logged) when
  * another state holds it and allow_second_copy is not set. */

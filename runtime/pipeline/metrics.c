@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "pipeline/clock.h"
+#include "pipeline/lister.h"
 
 #define UPDATE_NS 250000000ULL
 
@@ -277,13 +278,14 @@ void pl_metrics_update(engine *e, int force)
     if (!force && now - m->last_ns < UPDATE_NS)
         return;
     m->last_ns = now;
+    pl_list_counts n = pl_lister_counts(e->lister);
     snapshot s = {
-        .units_listed = e->units_listed,
+        .units_listed = n.listed,
         .units_done = e->units_done,
-        .skipped_done = e->skipped_done,
-        .skipped_changed = e->skipped_changed,
-        .skipped_shard = e->skipped_shard,
-        .recopied_changed = e->recopied_changed,
+        .skipped_done = n.done,
+        .skipped_changed = n.changed,
+        .skipped_shard = n.shard,
+        .recopied_changed = n.recopied,
         .records = e->records,
         .bytes_in = e->bytes_in,
         .dead = e->dead,

@@ -17,6 +17,7 @@
 
 #include "base/fence.h"
 #include "pipeline/clock.h"
+#include "pipeline/lister.h"
 #include "pipeline/mark.h"
 #include "pipeline/report.h"
 #include "pipeline/retrynews.h"
@@ -163,7 +164,8 @@ static int engine_begin(engine *e)
     e->report = pl_report_new(e->start_ns);
     e->retry = pl_retrynews_new();
     e->stream = pl_streamer_new(e);
-    if (e->report && e->retry && e->stream)
+    e->lister = pl_lister_new();
+    if (e->report && e->retry && e->stream && e->lister)
         return SKIPPR_OK;
     sk_error("out of memory");
     return SKIPPR_NOMEM;
@@ -180,10 +182,7 @@ static void engine_free(engine *e)
     sk_free(e->csv_cols);
     skippr_buf_free(&e->slice_key);
     skippr_buf_free(&e->compact);
-    pl_todo_clear(e);
-    sk_free(e->todo);
-    sk_free(e->list_after);
-    sk_free(e->list_last);
+    pl_lister_free(e->lister);
     pl_mark_free(e->mark);
     if (e->pool)
         sk_pool_free(e->pool);
@@ -302,13 +301,14 @@ static void summary(engine *e, int rc)
         return; /* stopped by a check, which said why */
     if (e->st) {
         double secs = (double)(sk_now_ns() - e->start_ns) / 1e9;
+        pl_list_counts n = pl_lister_counts(e->lister);
         if (e->streaming)
             sk_info("%s: %" PRIu64 " messages dropped as already copied",
                     e->src->label, pl_streamer_duplicates(e->stream));
         const sk_figure f[] = {
             {"units", (double)e->units_done},
-            {"units_already_done", (double)e->skipped_done},
-            {"units_changed_skipped", (double)e->skipped_changed},
+            {"units_already_done", (double)n.done},
+            {"units_changed_skipped", (double)n.changed},
             {"records", (double)e->records},
             {"dead_lettered", (double)e->dead},
             {"objects_written", (double)e->objects},
@@ -320,24 +320,24 @@ static void summary(engine *e, int rc)
                        "%" PRIu64 " dead-lettered; %" PRIu64 " objects "
                        "written; %.1f MB in %.2f s",
                        rc ? "stopped" : "done", e->units_done,
-                       rc ? "read" : "copied", e->skipped_done,
-                       e->skipped_changed, e->records, e->dead, e->objects,
+                       rc ? "read" : "copied", n.done,
+                       n.changed, e->records, e->dead, e->objects,
                        (double)e->bytes_in / 1e6, secs);
         if (rc)
             what_landed(e, rc);
-        if (e->skipped_changed && e->cfg->changed_units == SK_CHANGED_SKIP)
+        if (n.changed && e->cfg->changed_units == SK_CHANGED_SKIP)
             sk_warn("%" PRIu64 " unit%s changed since copied and not copied "
                     "again (changed_units: skip; each is named above): exit "
-                    "code 4", e->skipped_changed,
-                    e->skipped_changed == 1 ? "" : "s");
-        if (e->recopied_changed)
+                    "code 4", n.changed,
+                    n.changed == 1 ? "" : "s");
+        if (n.recopied)
             sk_info("%" PRIu64 " unit%s changed since copied, copied again "
-                    "whole (changed_units: copy)", e->recopied_changed,
-                    e->recopied_changed == 1 ? "" : "s");
+                    "whole (changed_units: copy)", n.recopied,
+                    n.recopied == 1 ? "" : "s");
         if (e->cfg->shard_count > 1)
             sk_info("shard %u of %u: %" PRIu64 " units listed belong to "
                     "other shards", e->cfg->shard_index,
-                    e->cfg->shard_count, e->skipped_shard);
+                    e->cfg->shard_count, n.shard);
         if (e->clock && pl_clock_late_slices(e->clock))
             sk_info("late records: %" PRIu64 " in %" PRIu64 " objects of "
                     "partitions whose time bucket was already written "
@@ -469,7 +469,7 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
         !(rc = open_state(&e)) && !(rc = start_stages(&e)))
         rc = run_loop(&e);
     summary(&e, rc);
-    if (!rc && e.skipped_changed)
+    if (!rc && pl_lister_counts(e.lister).changed)
         rc = SK_RUN_CHANGED_SKIPPED;
     rc = fenced_end(&e, rc);
     e.run_ended = 1;

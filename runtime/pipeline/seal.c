@@ -17,6 +17,7 @@
 
 #include "base/fault.h"
 #include "pipeline/clock.h"
+#include "pipeline/lister.h"
 
 typedef struct upload_batch {
     sk_slice **slices;
@@ -176,12 +177,9 @@ int64_t pl_watermark(engine *e)
 {
     if (!pl_clock_on(e->clock))
         return INT64_MIN;
-    /* Units only become done, so the first one not done only moves on:
-     * asked after every finished unit, this stays linear in the batch. */
-    while (e->todo_undone < e->ntodo && e->todo[e->todo_undone].done)
-        e->todo_undone++;
-    return e->todo_undone < e->ntodo ? e->todo[e->todo_undone].arrival
-                                     : pl_clock_latest(e->clock);
+    int64_t a;
+    return pl_lister_undone_arrival(e->lister, &a) ? a
+                                                   : pl_clock_latest(e->clock);
 }
 
 /* Bytes of s's object that the WAL holds. */
