@@ -138,19 +138,23 @@ int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
     return rc;
 }
 
-/* The conversion slice s needs for this sink, if any: a CSV slice (its
- * key holds the header's id) to a jsonl sink, or a JSON slice to a csv
- * sink. */
-sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
+/* The conversion a data slice of this form needs for this sink, if any:
+ * a CSV slice (its key holds the header's id) to a jsonl sink, or a JSON
+ * slice to a csv sink; pl_slice_conv: slice s's. */
+sk_conv_kind pl_form_conv(const engine *e, sk_slice_form form)
 {
-    if (s->kind != SK_SLICE_DATA)
-        return SK_CONV_NONE;
     int sink_csv = e->sink->format == SK_FORMAT_CSV;
-    if (s->tag.form == SK_FORM_CSV && !sink_csv)
+    if (form == SK_FORM_CSV && !sink_csv)
         return SK_CONV_CSV_JSONL;
-    if (s->tag.form != SK_FORM_CSV && s->tag.form != SK_FORM_XML && sink_csv)
+    if (form != SK_FORM_CSV && form != SK_FORM_XML && sink_csv)
         return SK_CONV_JSON_CSV;
     return SK_CONV_NONE;
+}
+
+sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
+{
+    return s->kind == SK_SLICE_DATA ? pl_form_conv(e, s->tag.form)
+                                    : SK_CONV_NONE;
 }
 
 /* An XML slice's object ends with its root's close tag, which its tag

@@ -300,6 +300,7 @@ const char *pl_slice_ext(const engine *e, const sk_slice *s);
 int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
                    const uint8_t *rec, size_t len, const char *unit,
                    uint64_t offset, int spans);
+sk_conv_kind pl_form_conv(const engine *e, sk_slice_form form);
 sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s);
 size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap);
 
@@ -310,6 +311,9 @@ int pl_sink_takes_records(const sk_instance *sink);
 int pl_upload_one(uploader *u, sk_slice *s);
 
 /* grow.c: slices that grow in the sink (SKIPPR_SINK_GROWS) */
+/* Whether data slices grow in the sink (a listed source and a sink that
+ * grows objects); pl_grow_init then installs the state's hooks. */
+int pl_grow_on(const engine *e);
 int pl_grow_init(engine *e);
 int pl_grow_finish(engine *e, sk_slice *s);
 int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs);

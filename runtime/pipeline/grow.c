@@ -25,20 +25,28 @@
 
 #include "base/fault.h"
 
-/* Listed sources only (pl_grow_init installs no hooks for a streaming
- * source): its acknowledgements ask for a durable commit every few
- * hundred milliseconds, and with growing objects each would be a sync of
- * the whole output file system (an MQTT broker at its defaults then drops
- * messages while skippr waits); the WAL makes each one small fsync. */
-static int wants(void *ud, const sk_slice *s)
+int pl_grow_on(const engine *e)
 {
-    engine *e = ud;
-    char tail[300];
-    return pl_slice_conv(e, s) == SK_CONV_NONE &&
-           pl_xml_trailer(s, tail, sizeof tail) == 0;
+    return pl_sink_grows(e) && !e->streaming;
 }
 
-
+/* The forms whose slices grow in the sink: those written as they come,
+ * with no conversion (an XML slice with a root the state keeps in the
+ * WAL itself). Listed sources only (pl_grow_init installs no hooks for a
+ * streaming source): its acknowledgements ask for a durable commit every
+ * few hundred milliseconds, and with growing objects each would be a sync
+ * of the whole output file system (an MQTT broker at its defaults then
+ * drops messages while skippr waits); the WAL makes each one small fsync. */
+static uint32_t stream_forms(const engine *e)
+{
+    static const sk_slice_form forms[] = {SK_FORM_LINES, SK_FORM_MULTILINE,
+                                          SK_FORM_CSV, SK_FORM_XML};
+    uint32_t bits = 0;
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
+        if (pl_form_conv(e, forms[i]) == SK_CONV_NONE)
+            bits |= 1u << forms[i];
+    return bits;
+}
 
 static int put(void *ud, sk_slice *s, const void *p, size_t n)
 {
@@ -186,9 +194,9 @@ int pl_grow_init(engine *e)
     int streamed = 0;
     for (size_t i = 0; i < st->nlive; i++)
         streamed |= st->live[i]->streamed;
-    /* Streaming sources keep the WAL path (see wants()), and with it
+    /* Streaming sources keep the WAL path (see stream_forms()), and with it
      * their lazy commits: no hooks at all. */
-    if (!pl_sink_grows(e) || e->streaming) {
+    if (!pl_grow_on(e)) {
         if (streamed || st->norphans) {
             sk_error("%s: the state holds objects growing in a sink that "
                      "grows objects in place, and this sink does not; run "
@@ -198,7 +206,8 @@ int pl_grow_init(engine *e)
         }
         return SKIPPR_OK;
     }
-    st->grow = (sk_grow_hooks){.ud = e, .wants = wants, .put = put,
+    st->grow = (sk_grow_hooks){.ud = e, .stream_forms = stream_forms(e),
+                               .put = put,
                                .sync = sync_sink, .put_all = put_all,
                                .part_bytes = pl_sink_part_bytes(e)};
     if (st->grow.part_bytes && pl_sink_stages(e)) {

@@ -383,7 +383,7 @@ int pl_maybe_commit(engine *e, int force)
     uint64_t now = sk_now_ns();
     int due = force || now - e->last_commit_ns >=
                            (uint64_t)e->cfg->commit_interval_ms * 1000000ULL;
-    if (e->st->grow.wants && !force && e->cfg->commit_interval_ms > 0) {
+    if (pl_grow_on(e) && !force && e->cfg->commit_interval_ms > 0) {
         /* Slices grow in the sink: a commit syncs it, and after each
          * sync the kernel writes again what the next appends touch: the
          * growing objects' inodes and last pages, their folders.

@@ -36,8 +36,9 @@ sk_slice *sk_state_slice(sk_state *st, const char *name, size_t nlen,
     if (!s)
         return NULL;
     s->crc_known = kind == SK_SLICE_DATA;
-    s->streamed = kind == SK_SLICE_DATA && st->grow.wants &&
-                  st->grow.wants(st->grow.ud, s);
+    s->streamed = kind == SK_SLICE_DATA &&
+                  (st->grow.stream_forms >> s->tag.form & 1u) &&
+                  !(s->tag.form == SK_FORM_XML && s->tag.root);
     if (st_live_add(st, s)) {
         st_slice_free(s);
         return NULL;

@@ -122,11 +122,14 @@ typedef struct sk_slice {
 } sk_slice;
 
 /* How streamed slices reach the sink. The pipeline sets these before any
- * append; without them (wants NULL) every slice lives in the WAL. */
+ * append; without them (stream_forms 0) every slice lives in the WAL. */
 typedef struct sk_grow_hooks {
     void *ud;
-    /* Non-zero: the new DATA slice s streams. */
-    int (*wants)(void *ud, const sk_slice *s);
+    /* The forms (bit 1u << SK_FORM_*) whose new DATA slices stream; 0:
+     * none, every slice lives in the WAL. A slice whose tag names an XML
+     * root never streams: its object ends with the root's close tag,
+     * which only sealing writes. */
+    uint32_t stream_forms;
     /* Append n object bytes to s's growing object (made on first use, or
      * reopened at s->durable_len after a restart). */
     int (*put)(void *ud, sk_slice *s, const void *p, size_t n);

@@ -455,13 +455,6 @@ typedef struct fake_sink {
     int puts, syncs;
 } fake_sink;
 
-static int fake_wants(void *ud, const sk_slice *s)
-{
-    (void)ud;
-    (void)s;
-    return 1;
-}
-
 static int fake_put(void *ud, sk_slice *s, const void *p, size_t n)
 {
     fake_sink *f = ud;
@@ -491,7 +484,7 @@ static sk_state *open_streaming(const char *name, fake_sink *f)
 {
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", name, 0, NULL, &st), 0);
-    st->grow = (sk_grow_hooks){.ud = f, .wants = fake_wants,
+    st->grow = (sk_grow_hooks){.ud = f, .stream_forms = 1u << SK_FORM_LINES,
                                .put = fake_put, .sync = fake_sync};
     for (size_t i = 0; i < st->nlive; i++)
         st->live[i]->handle = NULL;
