@@ -58,7 +58,7 @@ int sink_store_get(void *ctx, const char *key, uint64_t offset, void *buf,
     sigv4_kv h[1] = {{"range", range}};
     static const long also[] = {404, 416, 0};
     resp r = {0};
-    int rc = s3_request_retried(c, "read state", full, also, "GET", full,
+    int rc = s3_request_retried(c, "get", full, also, "GET", full,
                                 NULL, 0, NULL, 0, h, 1, &r);
     if (!rc && r.status == 404) {
         rc = SKIPPR_NOENT;
@@ -144,7 +144,7 @@ static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
     char id[512], num[16], sum[32], ptag[128];
     sigv4_kv q[2] = {{"uploads", ""}};
     resp r = {0};
-    int rc = s3_request_retried(c, "write state", full, NULL, "POST", full, q,
+    int rc = s3_request_retried(c, "put", full, NULL, "POST", full, q,
                                 1, NULL, 0, NULL, 0, &r);
     if (!rc)
         s3_xml_value(&r.body, "UploadId", id, sizeof id);
@@ -171,7 +171,7 @@ static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
         snprintf(num, sizeof num, "%" PRIu64, i);
         sigv4_kv h[1] = {s3_body_check(c, p, n, sum)};
         memset(&r, 0, sizeof r);
-        rc = s3_request_retried(c, "write state", full, NULL, "PUT", full, q,
+        rc = s3_request_retried(c, "put", full, NULL, "PUT", full, q,
                                 2, p, n, h, 1, &r);
         snprintf(ptag, sizeof ptag, "%s", r.etag);
         skippr_buf_free(&r.body);
@@ -185,7 +185,7 @@ static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
         rc = skippr_buf_append(&x, "</CompleteMultipartUpload>", 26);
     if (!rc) {
         memset(&r, 0, sizeof r);
-        rc = s3_request_retried(c, "write state", full, NULL, "POST", full,
+        rc = s3_request_retried(c, "put", full, NULL, "POST", full,
                                 q + 1, 1, x.data, x.len, NULL, 0, &r);
         /* S3 may answer 200 and put the failure in the body. */
         if (!rc && r.body.data && strstr((const char *)r.body.data, "<Error>")) {
@@ -201,7 +201,7 @@ static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
     if (rc) {
         memset(&r, 0, sizeof r);
         static const long gone[] = {404, 0};
-        s3_request_retried(c, "abort state upload", full, gone, "DELETE",
+        s3_request_retried(c, "abort upload", full, gone, "DELETE",
                            full, q + 1, 1, NULL, 0, NULL, 0, &r);
         skippr_buf_free(&r.body);
     }
@@ -230,7 +230,7 @@ int sink_store_put(void *ctx, const char *key, const void *buf, size_t len,
     }
     static const long also[] = {409, 412, 404, 0};
     resp r = {0};
-    int rc = s3_request_retried(c, "write state", full, cond ? also : NULL,
+    int rc = s3_request_retried(c, "put", full, cond ? also : NULL,
                                 "PUT", full, NULL, 0, buf, len, h, nh, &r);
     long status = r.status;
     if (!rc && etag)
@@ -254,7 +254,7 @@ int sink_store_delete(void *ctx, const char *key)
         return SKIPPR_INVAL;
     static const long also[] = {404, 0};
     resp r = {0};
-    int rc = s3_request_retried(c, "remove state", full, also, "DELETE",
+    int rc = s3_request_retried(c, "delete", full, also, "DELETE",
                                 full, NULL, 0, NULL, 0, NULL, 0, &r);
     skippr_buf_free(&r.body);
     return rc;
