@@ -24,6 +24,8 @@
 #include "curl_trace.h"
 #include <skippr/buf.h>
 
+#include "reach.h"
+
 #define HLOG(host, level, ...) (host)->log((host), (level), __VA_ARGS__)
 #define BUF_CAP (1u << 20) /* bytes held per open stream, at most */
 #define URL_MAX 4096       /* longest URL taken, with the NUL */
@@ -557,6 +559,21 @@ static void src_close(void *ctx, void *stream)
     stream_free(stream);
 }
 
+/* The preflight: every URL's server answers a connection. */
+static int probe(void *ctx)
+{
+    hpull *c = ctx;
+    char *copy = strdup(c->urls);
+    if (!copy)
+        return SKIPPR_NOMEM;
+    int rc = SKIPPR_OK;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && !rc;
+         t = strtok_r(NULL, ",", &save))
+        rc = http_reach(c->host, t, "urls", c->ca_file, c->timeout_seconds);
+    free(copy);
+    return rc;
+}
+
 static const skippr_source_ops source = {
     .struct_size = sizeof(skippr_source_ops),
     .ctx_size = sizeof(hpull),
@@ -567,6 +584,7 @@ static const skippr_source_ops source = {
     .open = src_open,
     .read = src_read,
     .close = src_close,
+    .probe = probe,
 };
 
 /* --source http[s]://...: the URL to read. */

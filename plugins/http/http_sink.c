@@ -22,6 +22,7 @@
 #include "curl_trace.h"
 #include <skippr/buf.h>
 #include "http.h"
+#include "reach.h"
 
 typedef struct hsink {
     /* options */
@@ -241,6 +242,13 @@ static void sink_abort(void *ctx, void *h)
     free(p);
 }
 
+/* The preflight: the server answers a connection; nothing is POSTed. */
+static int sink_probe(void *ctx)
+{
+    hsink *c = ctx;
+    return http_reach(c->host, c->url, "url", c->ca_file, c->timeout_seconds);
+}
+
 const skippr_sink_ops http_sink_ops = {
     .struct_size = sizeof(skippr_sink_ops),
     .ctx_size = sizeof(hsink),
@@ -252,4 +260,5 @@ const skippr_sink_ops http_sink_ops = {
     .object_commit = sink_commit,
     .object_abort = sink_abort,
     .flags = SKIPPR_SINK_RECORDS,
+    .probe = sink_probe,
 };

@@ -7,7 +7,8 @@ Shows:
   same check alone. A missing folder, a folder that cannot be written, a
   missing bucket and a missing Kafka topic or marker topic are each one
   error line naming the entry (the flag, for a pipeline by flags) and what
-  to do, exit 1, and nothing is read (a wrong secret too, with the S3
+  to do, exit 1, and nothing is read (an HTTP server that is down too,
+  while one that is up sees no request; a wrong secret too, with the S3
   server checking signatures as S3 does); once fixed, the same state copies
   (a state that copied nothing is bound to no definition);
 - a sink that refuses every write mid-run (the bucket deleted) stops the
@@ -19,9 +20,12 @@ Shows:
 - a --once run interrupted by SIGTERM says so on one line and exits 5;
   the next run finishes the copy exactly.
 """
+import http.server
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 
 from kafka_test import Broker
@@ -185,6 +189,61 @@ def test_preflight_kafka_topics():
         ws.cleanup()
 
 
+def dead_port():
+    """A port on 127.0.0.1 that nothing listens on."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_preflight_http_endpoints():
+    """The HTTP sink and HTTPPull connect to their servers and send no
+    request: a server that is down is one line naming the flag; one that
+    is up sees no request from the check."""
+    ws = Workspace("pre-http")
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the library's name
+            seen.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        do_POST = do_HEAD = do_GET  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ws.generate(objects=1, records=5, seed=4)
+        down = "http://127.0.0.1:%d/in" % dead_port()
+        up = "http://127.0.0.1:%d/in" % server.server_address[1]
+        state = ["--state-dir", ws.state]
+        sink_down = ["--source", "file://" + ws.inp, "--sink", down] + state
+        for cmd in (["sync", "--once"], ["validate", "--reach"]):
+            p = run(cmd + sink_down, check_rc=False)
+            one_error(p, "HTTP sink (--sink)", "cannot reach " + down,
+                      "check `url`")
+            nothing_read(p)
+        p = run(["validate", "--reach", "--source", down, "--sink",
+                 "file://" + ws.out] + state, check_rc=False)
+        line = one_error(p, "(--source)", "cannot reach " + down,
+                         "check `urls`")
+        q = run(["validate", "--reach", "--source", "file://" + ws.inp,
+                 "--sink", up] + state)
+        check("both reached" in q.out + q.err and not seen,
+              "a live server: %s, requests %s" % (q.out[-300:], seen))
+        print("  %s; a live server saw %d requests from the check" % (
+            line.split(" error: ")[1], len(seen)))
+    finally:
+        server.shutdown()
+        ws.cleanup()
+
+
 WRITES = ["put", "create_multipart", "upload_part", "complete_multipart"]
 
 
@@ -268,6 +327,7 @@ if __name__ == "__main__":
     main([test_preflight_folders,
           test_preflight_by_flags_names_the_flag,
           test_preflight_kafka_topics,
+          test_preflight_http_endpoints,
           test_bucket_gone_mid_run,
           test_sink_unreachable_mid_run,
           test_interrupted_once_says_so])

@@ -1,0 +1,42 @@
+/* The HTTP plugins' preflight: a connection to the server, no request.
+ * See reach.h.
+ */
+#include "reach.h"
+
+#include <curl/curl.h>
+
+#include "curl_tls.h"
+
+#define REACH_MAX_SECONDS 10
+
+int http_reach(const skippr_host *host, const char *url, const char *opt,
+               const char *ca_file, int64_t timeout_seconds)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURL *e = curl_easy_init();
+    if (!e)
+        return SKIPPR_NOMEM;
+    long wait = timeout_seconds > 0 && timeout_seconds < REACH_MAX_SECONDS
+                    ? (long)timeout_seconds
+                    : REACH_MAX_SECONDS;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, wait);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT, wait);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+    CURLcode rc = curl_easy_perform(e);
+    curl_easy_cleanup(e);
+    if (rc == CURLE_OK)
+        return SKIPPR_OK;
+    if (http_tls_refused(rc))
+        host->log(host, SKIPPR_LOG_ERROR, "cannot reach %s: %s: give the "
+                  "CA of its certificate as ca_file", url,
+                  curl_easy_strerror(rc));
+    else
+        host->log(host, SKIPPR_LOG_ERROR, "cannot reach %s: %s: check `%s` "
+                  "and that the server is up", url, curl_easy_strerror(rc),
+                  opt);
+    return SKIPPR_FATAL;
+}
