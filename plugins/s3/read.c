@@ -21,6 +21,7 @@ typedef struct s3_stream {
     buf chunk;
     size_t chunk_off;
     pf_item *ahead; /* first chunk fetched ahead, if any */
+    int size_checked; /* a unit listed empty: its HEAD agreed */
 } s3_stream;
 
 int src_open(void *ctx, const skippr_unit *u, int64_t offset,
@@ -69,6 +70,34 @@ static int total_is_listed(s3_ctx *c, const s3_stream *s, const char *cr)
         "it is recorded, run again to copy it", c->bucket, s->key, total,
         (long long)s->size);
     return 0;
+}
+
+/* A unit listed with 0 bytes is read with no GET; one HEAD (If-Match on
+ * the listed ETag) checks that it is empty, so that an object listed
+ * before its bytes were stored is not recorded done and empty. */
+static int check_empty(s3_ctx *c, s3_stream *s)
+{
+    char ifm[300];
+    snprintf(ifm, sizeof ifm, "\"%s\"", s->etag);
+    sigv4_kv h[1] = {{"if-match", ifm}};
+    static const long also[] = {412, 0};
+    resp r = {0};
+    int rc = s3_request_retried(c, "head", s->key, also, "HEAD", s->key, NULL,
+                                0, NULL, 0, h, *s->etag ? 1 : 0, &r);
+    skippr_buf_free(&r.body);
+    if (rc)
+        return SKIPPR_FATAL;
+    if (r.status == 412) {
+        LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s changed while it was read "
+            "(ETag is no longer %s)", c->bucket, s->key, s->etag);
+        return SKIPPR_FATAL;
+    }
+    char cr[64];
+    snprintf(cr, sizeof cr, "bytes */%s", r.content_length);
+    if (!total_is_listed(c, s, cr))
+        return SKIPPR_FATAL;
+    s->size_checked = 1;
+    return SKIPPR_OK;
 }
 
 /* Fetch the next chunk at s->pos into s->chunk. */
@@ -156,6 +185,11 @@ int src_read(void *ctx, void *stream, void *out, size_t cap,
         s->ahead = NULL;
     }
     if (s->chunk_off == s->chunk.len) {
+        if (s->size == 0 && !s->size_checked) {
+            int rc = check_empty(c, s);
+            if (rc)
+                return rc;
+        }
         if (s->size >= 0 && s->pos >= s->size)
             return SKIPPR_OK; /* end of unit */
         int rc = fetch_chunk(c, s);

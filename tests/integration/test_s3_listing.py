@@ -33,7 +33,7 @@ def loose_objects(inp):
                 f.write(b'{"event_type":"loose","id":"%d-%d"}\n' % (i, n))
 
 
-def run(ws, s3, mode, start_after, batch=BATCH, args=()):
+def run(ws, s3, mode, start_after, batch=BATCH, args=(), check_rc=True):
     config = os.path.join(ws.root, "skippr-%s.yml" % mode["name"])
     with open(config, "w") as f:
         f.write("""skippr:
@@ -62,10 +62,11 @@ data_sinks:
             mode["list_concurrency"], mode["name"]))
     s3.reset_stats()
     p = s3.sync(config, timeout=300, args=args)
-    check(p.returncode == 0, p.stderr[-2000:])
+    check(p.returncode == 0 or not check_rc, p.stderr[-2000:])
     stats = s3.stats()
     stats["counts"]["connections"] = stats["connections"]
     stats["counts"]["log"] = p.stderr
+    stats["counts"]["rc"] = p.returncode
     return stats["counts"]
 
 
@@ -126,6 +127,36 @@ def test_empty_listings():
         check("0 units copied" in p.err, p.err)
         print("  empty S3 prefix (serial and wide listing) and empty "
               "folder: 0 units, exit 0")
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
+def test_object_listed_before_its_bytes():
+    """An object listed with its final ETag at 0 bytes (s3rver listed one
+    so while its PUT was still writing; S3 never does): the run stops with
+    an error line naming the object and records nothing of it, so the next
+    run, with the listing right, copies every record once."""
+    ws = Workspace("s3early")
+    s3 = S3Server(["src", "dst"])
+    try:
+        ws.generate(objects=6, records=20, seed=13)
+        s3.upload_tree("src", ws.inp)
+        mode = {"name": "wide", "list_concurrency": 8}
+        s3.faults(0, [], listed_empty=True)
+        counts = run(ws, s3, mode, "", check_rc=False)
+        errors = [ln for ln in counts["log"].splitlines()
+                  if " error: " in ln and "but was listed with 0 under "
+                  "the same ETag" in ln]
+        check(counts["rc"] == 1 and errors, "exit %d:\n%s" % (
+            counts["rc"], counts["log"][-2000:]))
+        s3.faults(0, [])
+        run(ws, s3, mode, "")
+        want = expected_records(ws.inp, transform=TRANSFORM)
+        check(dict(want) == dict(s3.records("dst", "wide/")),
+              "the rerun's output is not the records, once each")
+        print("  %s; the rerun: %d records exact" % (
+            errors[0].split(" error: ")[1][:150], sum(want.values())))
     finally:
         s3.close()
         ws.cleanup()
@@ -216,4 +247,5 @@ def test_awkward_keys():
 
 if __name__ == "__main__":
     main([test_listing_in_batches, test_empty_listings, test_awkward_keys,
+          test_object_listed_before_its_bytes,
           test_big_sub_prefixes])

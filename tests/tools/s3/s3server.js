@@ -19,7 +19,10 @@
 //                            connections accepted (this request's included)
 //   POST /__reset            zero the counters
 //   POST /__faults  {rate, kinds, seed, complete_error_rate, only, nth,
-//                   persist, max_put_bytes, body_idle_ms}
+//                   persist, max_put_bytes, body_idle_ms, listed_empty}
+//                   listed_empty: listings show every object at 0
+//                   bytes, with its ETag (an object listed before its
+//                   bytes were stored);
 //                   body_idle_ms: a write whose body stops arriving for
 //                   that long answers 400 RequestTimeout, as S3 does after
 //                   about 20 s (the default); max_put_bytes > 0: a
@@ -427,9 +430,30 @@ async function listWithDelimiter(req, res, port, bucket, params) {
   sendGrouped(res, bucket, prefix, contents, [...prefixes].sort());
 }
 
+// A plain listing from s3rver with every object at 0 bytes (the fault
+// listed_empty; Delimiter listings get it in sendGrouped).
+async function listEmptySizes(req, res, port, u) {
+  let r;
+  try {
+    r = await getText(port, u.pathname + u.search, req.headers);
+  } catch (e) {
+    res.writeHead(500);
+    return res.end();
+  }
+  const body = r.body.replace(/<Size>\d+<\/Size>/g, '<Size>0</Size>');
+  res.writeHead(r.status, { 'content-type': 'application/xml',
+                            'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
 // A whole delimiter listing in one page: contents (its <Contents> XML),
 // then the common prefixes, in order.
 function sendGrouped(res, bucket, prefix, contents, prefixes) {
+  if (faults.listed_empty) {
+    // Each object at 0 bytes with its final ETag, as s3rver listed one
+    // whose PUT was still writing (before settled_writes.js).
+    contents = contents.replace(/<Size>\d+<\/Size>/g, '<Size>0</Size>');
+  }
   let xml = '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>' +
             `<Name>${bucket}</Name><Prefix>${escapeXml(prefix)}</Prefix>` +
             '<IsTruncated>false</IsTruncated>' + contents;
@@ -568,6 +592,10 @@ async function main() {
       // prefix plainly and group the keys here.
       req.resume();
       return listWithDelimiter(req, res, s3port, bucket, u.searchParams);
+    }
+    if (kind === 'list' && faults.listed_empty) {
+      req.resume();
+      return listEmptySizes(req, res, s3port, u);
     }
     if (kind === 'list_uploads') {
       req.resume();
