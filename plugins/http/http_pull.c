@@ -24,6 +24,7 @@
 #include "curl_trace.h"
 #include <skippr/buf.h>
 
+#include "link.h"
 #include "reach.h"
 
 #define HLOG(host, level, ...) (host)->log((host), (level), __VA_ARGS__)
@@ -93,78 +94,14 @@ typedef struct head_info {
     int next_too_long;
 } head_info;
 
-/* Does a Link parameter list (after the <target>) say rel="next"? rel may
- * hold several space-separated relation types, quoted or not. */
-static int rel_next(const char *p, size_t n)
-{
-    for (size_t i = 0; i + 4 <= n; i++) {
-        if (strncasecmp(p + i, "rel", 3) != 0 ||
-            (i && !(p[i - 1] == ';' || isspace((unsigned char)p[i - 1]))))
-            continue;
-        size_t k = i + 3;
-        while (k < n && isspace((unsigned char)p[k]))
-            k++;
-        if (k >= n || p[k] != '=')
-            continue;
-        k++;
-        while (k < n && isspace((unsigned char)p[k]))
-            k++;
-        int quoted = k < n && p[k] == '"';
-        k += quoted;
-        while (k < n && p[k] != ';' && (quoted ? p[k] != '"' : 1)) {
-            while (k < n && isspace((unsigned char)p[k]))
-                k++;
-            size_t w = k;
-            while (w < n && !isspace((unsigned char)p[w]) && p[w] != '"' &&
-                   p[w] != ';')
-                w++;
-            if (w - k == 4 && strncasecmp(p + k, "next", 4) == 0)
-                return 1;
-            if (!quoted)
-                break;
-            k = w;
-        }
-    }
-    return 0;
-}
-
-/* The rel="next" target of a Link header's value (RFC 8288: one or more
- * `<target>; params`, comma-separated). */
-static void link_next(head_info *h, const char *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        const char *lt = memchr(p + i, '<', n - i);
-        if (!lt)
-            return;
-        const char *gt = memchr(lt, '>', (size_t)(p + n - lt));
-        if (!gt)
-            return;
-        size_t pstart = (size_t)(gt - p) + 1, pend = pstart;
-        int inq = 0;
-        while (pend < n && (inq || p[pend] != ',')) {
-            inq ^= p[pend] == '"';
-            pend++;
-        }
-        if (rel_next(p + pstart, pend - pstart)) {
-            size_t tl = (size_t)(gt - lt) - 1;
-            if (tl >= sizeof h->next)
-                h->next_too_long = 1;
-            else
-                snprintf(h->next, sizeof h->next, "%.*s", (int)tl, lt + 1);
-            return;
-        }
-        i = pend + 1;
-    }
-}
-
 /* ETag, else Last-Modified, and Link rel="next", from the headers. */
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     head_info *h = ud;
     size_t len = size * n;
-    if (len > 5 && strncasecmp(p, "Link:", 5) == 0)
-        link_next(h, p + 5, len - 5);
+    if (len > 5 && strncasecmp(p, "Link:", 5) == 0 &&
+        http_link_next(p + 5, len - 5, h->next, sizeof h->next) < 0)
+        h->next_too_long = 1;
     int etag = len > 5 && strncasecmp(p, "ETag:", 5) == 0;
     int lm = len > 14 && strncasecmp(p, "Last-Modified:", 14) == 0;
     if (etag || (lm && !h->version[0])) {
@@ -563,15 +500,8 @@ static void src_close(void *ctx, void *stream)
 static int probe(void *ctx)
 {
     hpull *c = ctx;
-    char *copy = strdup(c->urls);
-    if (!copy)
-        return SKIPPR_NOMEM;
-    int rc = SKIPPR_OK;
-    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && !rc;
-         t = strtok_r(NULL, ",", &save))
-        rc = http_reach(c->host, t, "urls", c->ca_file, c->timeout_seconds);
-    free(copy);
-    return rc;
+    return http_reach_each(c->host, c->urls, "urls", c->ca_file,
+                           c->timeout_seconds);
 }
 
 static const skippr_source_ops source = {

@@ -4,6 +4,8 @@
 #include "reach.h"
 
 #include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "curl_tls.h"
 
@@ -39,4 +41,19 @@ int http_reach(const skippr_host *host, const char *url, const char *opt,
                   "and that the server is up", url, curl_easy_strerror(rc),
                   opt);
     return SKIPPR_FATAL;
+}
+
+int http_reach_each(const skippr_host *host, const char *urls,
+                    const char *opt, const char *ca_file,
+                    int64_t timeout_seconds)
+{
+    char *copy = strdup(urls);
+    if (!copy)
+        return SKIPPR_NOMEM;
+    int rc = SKIPPR_OK;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && !rc;
+         t = strtok_r(NULL, ",", &save))
+        rc = http_reach(host, t, opt, ca_file, timeout_seconds);
+    free(copy);
+    return rc;
 }

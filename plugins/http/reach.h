@@ -17,4 +17,10 @@
 int http_reach(const skippr_host *host, const char *url, const char *opt,
                const char *ca_file, int64_t timeout_seconds);
 
+/* http_reach for each URL of a comma-separated list, up to the first
+ * that fails. */
+int http_reach_each(const skippr_host *host, const char *urls,
+                    const char *opt, const char *ca_file,
+                    int64_t timeout_seconds);
+
 #endif
