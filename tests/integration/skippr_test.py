@@ -16,6 +16,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -194,6 +195,13 @@ class Workspace:
         return run(["sync", "--pipeline", "gdpr_compliant_migration",
                     "--config", self.config, *extra], env=env,
                    timeout=timeout, check_rc=check_rc)
+
+
+def free_port():
+    """A port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run(args, env=None, timeout=300, check_rc=True, cwd=None):

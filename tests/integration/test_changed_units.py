@@ -21,8 +21,8 @@ import subprocess
 import time
 
 from skippr_test import (SKIPPRD, Workspace, check, compare,
-                         expected_records, main, output_records)
-from test_metrics import PIPE, free_port, scrape, value
+                         expected_records, free_port, main, output_records)
+from test_metrics import PIPE, scrape, value
 
 
 def config(ws, policy, port=None):

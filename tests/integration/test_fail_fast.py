@@ -23,7 +23,6 @@ Shows:
 import http.server
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -31,7 +30,7 @@ import time
 from kafka_test import Broker
 from s3_test import S3Server
 from skippr_test import (SKIPPRD, Workspace, assert_exact, check,
-                         expected_records, main, run)
+                         expected_records, free_port, main, run)
 
 SINK_PREFIX = "copy/phew-thats-a-month-and-a-gdpr-fine-saved"
 
@@ -189,15 +188,6 @@ def test_preflight_kafka_topics():
         ws.cleanup()
 
 
-def dead_port():
-    """A port on 127.0.0.1 that nothing listens on."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_preflight_http_endpoints():
     """The HTTP sink and HTTPPull connect to their servers and send no
     request: a server that is down is one line naming the flag; one that
@@ -220,7 +210,7 @@ def test_preflight_http_endpoints():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         ws.generate(objects=1, records=5, seed=4)
-        down = "http://127.0.0.1:%d/in" % dead_port()
+        down = "http://127.0.0.1:%d/in" % free_port()
         up = "http://127.0.0.1:%d/in" % server.server_address[1]
         state = ["--state-dir", ws.state]
         sink_down = ["--source", "file://" + ws.inp, "--sink", down] + state

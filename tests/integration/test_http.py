@@ -29,9 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from skippr_test import (SKIPPRD, SINK_PREFIX, SOURCE_PREFIX, SOURCE_DIR,  # noqa: E402
                          Workspace, check, dead_letters, expected_key,
-                         kill_at_random, main, output_records)
+                         free_port, kill_at_random, main, output_records)
 from test_kafka import kafka_config, make_records  # noqa: E402
-from test_mqtt import free_port  # noqa: E402
 
 RECEIVER = os.path.join(SOURCE_DIR, "tests", "tools", "http_receiver.py")
 KILLS = 10

@@ -12,17 +12,12 @@ import sys
 import time
 import urllib.request
 
-from skippr_test import SKIPPRD, SOURCE_DIR, Workspace, check, main, run
+from skippr_test import (SKIPPRD, SOURCE_DIR, Workspace, check, free_port,
+                         main, run)
 
 PROMTOOL = os.path.join(SOURCE_DIR, "tests", "tools", ".promtool", "usr",
                         "bin", "promtool")
 PIPE = "gdpr_compliant_migration"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port):

@@ -30,20 +30,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from skippr_test import (SINK_PREFIX, SOURCE_PREFIX,  # noqa: E402
-                         Workspace,
-                         check, expected_key, kill_at_random, main,
+                         Workspace, check, expected_key, free_port,
+                         kill_at_random, main,
                          output_records)
 from test_kafka import expected, kafka_config, make_records  # noqa: E402
 
 KILLS = 10
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Mosquitto:
