@@ -50,6 +50,14 @@ void s3_xml_value(const buf *body, const char *name, char *out, size_t cap)
     out[n] = '\0';
 }
 
+int s3_error_in_body(const buf *body, char *code, size_t cap)
+{
+    if (!body->data || !strstr((const char *)body->data, "<Error>"))
+        return 0;
+    s3_error_code(body, code, cap);
+    return 1;
+}
+
 void s3_error_code(const buf *b, char *out, size_t cap)
 {
     out[0] = '\0';

@@ -17,5 +17,9 @@ const char *s3_child_text(xmlNode *n, const char *name, char *out,
 void s3_xml_value(const buf *body, const char *name, char *out, size_t cap);
 /* The <Code> of an S3 error body, or "". */
 void s3_error_code(const buf *b, char *out, size_t cap);
+/* Whether body holds an <Error>: S3 may answer a Complete, an
+ * UploadPartCopy or a multi-object Delete 200 and put its failure in the
+ * body. 1 with the error's <Code> in code (cap bytes, "" when none). */
+int s3_error_in_body(const buf *body, char *code, size_t cap);
 
 #endif

@@ -182,7 +182,8 @@ int sink_stage_copy(void *ctx, void *h, const skippr_object_info *info,
             return copy_by_hand(c, o, info, offset, tag, len);
         }
         rc = s3_verdict(c, rc, &r, "copy staged piece into", o->key);
-        if (rc == SKIPPR_OK && r.body.data && strstr((const char *)r.body.data, "<Error>"))
+        char code[128];
+        if (rc == SKIPPR_OK && s3_error_in_body(&r.body, code, sizeof code))
             rc = SKIPPR_RETRY;
         if (rc != SKIPPR_RETRY)
             break;

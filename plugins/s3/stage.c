@@ -135,9 +135,8 @@ static int delete_batch(clear_walk *w)
     rc = s3_verdict(w->c, s3_request(w->c, "POST", NULL, q, 1, w->body.data,
                                      w->body.len, h, 2, &r),
                     &r, "delete staged pieces", "");
-    if (!rc && r.body.data && strstr((const char *)r.body.data, "<Error>")) {
-        char code[128];
-        s3_error_code(&r.body, code, sizeof code);
+    char code[128];
+    if (!rc && s3_error_in_body(&r.body, code, sizeof code)) {
         LOG(w->c, SKIPPR_LOG_WARN, "delete staged pieces in s3://%s: some "
             "were not deleted (%s)", w->c->bucket, *code ? code : "?");
         rc = SKIPPR_RETRY;

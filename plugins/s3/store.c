@@ -187,8 +187,8 @@ static int put_parts(s3_ctx *c, const char *full, body *b, char *etag,
         memset(&r, 0, sizeof r);
         rc = s3_request_retried(c, "put", full, NULL, "POST", full,
                                 q + 1, 1, x.data, x.len, NULL, 0, &r);
-        /* S3 may answer 200 and put the failure in the body. */
-        if (!rc && r.body.data && strstr((const char *)r.body.data, "<Error>")) {
+        char code[128];
+        if (!rc && s3_error_in_body(&r.body, code, sizeof code)) {
             LOG(c, SKIPPR_LOG_ERROR, "write state %s: the upload did not "
                 "complete", full);
             rc = SKIPPR_FATAL;

@@ -216,10 +216,9 @@ static int complete_special(s3_ctx *c, s3_obj *o, resp *r, int *settled,
 /* S3 may answer a Complete 200 and put the failure in the body: 1 then. */
 static int error_in_body(s3_ctx *c, const s3_obj *o, resp *r)
 {
-    if (!r->body.data || !strstr((const char *)r->body.data, "<Error>"))
-        return 0;
     char code[128];
-    s3_error_code(&r->body, code, sizeof code);
+    if (!s3_error_in_body(&r->body, code, sizeof code))
+        return 0;
     LOG(c, SKIPPR_LOG_WARN, "complete upload s3://%s/%s: 200 with an "
         "error in the body (%s)", c->bucket, o->key, code);
     return 1;
