@@ -51,25 +51,38 @@ int src_open(void *ctx, const skippr_unit *u, int64_t offset,
     return SKIPPR_OK;
 }
 
-/* Whether the total of an answer's Content-Range ("bytes a-b/TOTAL") is
- * the listed size. The GET carried If-Match on the listed ETag, so another
- * total means the listing was not settled when it was taken (a server that
- * lists an object before its bytes are stored): copying by the listed size
- * would record the unit done short. Logged; an answer without a total
- * passes. */
-static int total_is_listed(s3_ctx *c, const s3_stream *s, const char *cr)
+/* The object's size in an answer's Content-Range ("bytes a-b/TOTAL"), or
+ * -1 when it gives none. */
+static long long range_total(const char *cr)
 {
     const char *slash = strrchr(cr, '/');
-    if (s->size < 0 || !slash || slash[1] < '0' || slash[1] > '9')
-        return 1;
-    long long total = strtoll(slash + 1, NULL, 10);
-    if (total == s->size)
+    if (!slash || slash[1] < '0' || slash[1] > '9')
+        return -1;
+    return strtoll(slash + 1, NULL, 10);
+}
+
+/* Whether total, the object's size as an answer gave it (-1: not given),
+ * is the listed size. The request carried If-Match on the listed ETag, so
+ * another size means the listing was not settled when it was taken (a
+ * server that lists an object before its bytes are stored): copying by
+ * the listed size would record the unit done short. Logged. */
+static int total_is_listed(s3_ctx *c, const s3_stream *s, long long total)
+{
+    if (s->size < 0 || total < 0 || total == s->size)
         return 1;
     LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s has %lld bytes but was listed "
         "with %lld under the same ETag: the listing was stale; nothing of "
         "it is recorded, run again to copy it", c->bucket, s->key, total,
         (long long)s->size);
     return 0;
+}
+
+/* A 412 to a request with If-Match on the listed ETag: said, fatal. */
+static int changed_while_read(s3_ctx *c, const s3_stream *s)
+{
+    LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s changed while it was read "
+        "(ETag is no longer %s)", c->bucket, s->key, s->etag);
+    return SKIPPR_FATAL;
 }
 
 /* A unit listed with 0 bytes is read with no GET; one HEAD (If-Match on
@@ -87,14 +100,11 @@ static int check_empty(s3_ctx *c, s3_stream *s)
     skippr_buf_free(&r.body);
     if (rc)
         return SKIPPR_FATAL;
-    if (r.status == 412) {
-        LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s changed while it was read "
-            "(ETag is no longer %s)", c->bucket, s->key, s->etag);
-        return SKIPPR_FATAL;
-    }
-    char cr[64];
-    snprintf(cr, sizeof cr, "bytes */%s", r.content_length);
-    if (!total_is_listed(c, s, cr))
+    if (r.status == 412)
+        return changed_while_read(c, s);
+    long long total = *r.content_length ? strtoll(r.content_length, NULL, 10)
+                                        : -1;
+    if (!total_is_listed(c, s, total))
         return SKIPPR_FATAL;
     s->size_checked = 1;
     return SKIPPR_OK;
@@ -122,13 +132,12 @@ static int fetch_chunk(s3_ctx *c, s3_stream *s)
         }
         rc = s3_request(c, "GET", s->key, NULL, 0, NULL, 0, h, nh, &r);
         if (rc == SKIPPR_OK && r.status == 412) {
-            LOG(c, SKIPPR_LOG_ERROR, "s3://%s/%s changed while it was read "
-                "(ETag is no longer %s)", c->bucket, s->key, s->etag);
             skippr_buf_free(&r.body);
-            return SKIPPR_FATAL;
+            return changed_while_read(c, s);
         }
         rc = s3_verdict(c, rc, &r, "get", s->key);
-        if (rc == SKIPPR_OK && !total_is_listed(c, s, r.content_range)) {
+        if (rc == SKIPPR_OK &&
+            !total_is_listed(c, s, range_total(r.content_range))) {
             skippr_buf_free(&r.body);
             return SKIPPR_FATAL;
         }
@@ -170,7 +179,8 @@ int src_read(void *ctx, void *stream, void *out, size_t cap,
         while (it->state != PF_FINISHED)
             pthread_cond_wait(&pf->cv, &pf->mu);
         pthread_mutex_unlock(&pf->mu);
-        if (it->ok && !total_is_listed(c, s, it->r.content_range)) {
+        if (it->ok &&
+            !total_is_listed(c, s, range_total(it->r.content_range))) {
             s3_pf_release(c, it);
             s->ahead = NULL;
             return SKIPPR_FATAL;
