@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "curl_trace.h"
+#include "fence.h"
 
 char *s3_env(const char *name)
 {
@@ -284,39 +285,6 @@ int s3_transport_failure(s3_ctx *c, CURLcode cc, resp *r)
     }
 }
 
-/* CURLOPT_PREREQFUNCTION of a write: the connection is made and the
- * request is about to go out; not when this process is fenced (its lease
- * lapsed or was taken: another process may be writing by now). Checked
- * here, as late as libcurl allows, and not before the call: a process
- * paused between a check and its request would send it stale. */
-static int prereq_fence(void *ud, char *ip, char *lip, int rport, int lport)
-{
-    (void)ip;
-    (void)lip;
-    (void)rport;
-    (void)lport;
-    const skippr_host *host = ud;
-    return host->fenced(host) ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
-}
-
-/* Non-zero when the engine offers the fence and this process is fenced. */
-static int is_fenced(const s3_ctx *c)
-{
-    return SKIPPR_HOST_HAS(c->host, fenced) && c->host->fenced &&
-           c->host->fenced(c->host);
-}
-
-/* Arm the fence check on h for a request that writes (any but GET and
- * HEAD), when the engine offers one. */
-static void fence_writes(const s3_ctx *c, CURL *h, const char *method)
-{
-    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
-        !SKIPPR_HOST_HAS(c->host, fenced) || !c->host->fenced)
-        return;
-    curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, prereq_fence);
-    curl_easy_setopt(h, CURLOPT_PREREQDATA, (void *)c->host);
-}
-
 /* One signed request on the instance's handle (connection reused).
  * Returns SKIPPR_OK with r->status set when the server answered,
  * SKIPPR_RETRY on a transport failure that may pass, SKIPPR_FATAL on one
@@ -336,22 +304,15 @@ int s3_request(s3_ctx *c, const char *method, const char *key,
         return rc;
     CURL *h = c->curl;
     s3_easy_setup(c, h, url, list, r);
-    if (strcmp(method, "HEAD") == 0) {
+    if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (strcmp(method, "GET") != 0) {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-        if (body || strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
-            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
-            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-                             (curl_off_t)blen);
-        }
-    }
-    fence_writes(c, h, method);
+    s3_fenced_body fb;
+    s3_fence_request(c->host, h, method, body, blen, &fb);
     CURLcode cc = curl_easy_perform(h);
     curl_slist_free_all(list);
-    if (cc == CURLE_ABORTED_BY_CALLBACK && is_fenced(c)) {
+    if (cc == CURLE_ABORTED_BY_CALLBACK && s3_fence_closed(c->host)) {
         if (!c->fenced_told++)
-            LOG(c, SKIPPR_LOG_ERROR, "%s s3://%s/%s not sent, nor any "
+            LOG(c, SKIPPR_LOG_ERROR, "%s s3://%s/%s not made, nor any "
                 "write after it: this process's lease lapsed or was taken, "
                 "and another process may be writing (fenced)", method,
                 c->bucket, key ? key : "");
