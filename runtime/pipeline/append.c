@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/shape.h"
+
 static int json_str_append(skippr_buf *b, const char *s, size_t n)
 {
     int rc = skippr_buf_putc(b, '"');
@@ -80,7 +82,7 @@ const char *pl_slice_ext(const engine *e, const sk_slice *s)
 {
     if (s->kind == SK_SLICE_DEAD)
         return ".bad";
-    return pl_slice_is_multiline(s) ? ".json" : e->ext;
+    return pl_slice_is_multiline(s) ? ".json" : pl_shape_ext(e->shape);
 }
 
 /* A JSON record of partition key[0..klen) (whose .jsonl slice is s) that
@@ -97,17 +99,16 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
         return pl_dead_letter(e, unit, offset, rec, len,
                            "the record spans lines, which a .jsonl object "
                            "cannot hold (multiline_records: dead_letter)");
-    case SK_MULTILINE_COMPACT:
-        skippr_buf_reset(&e->compact);
-        if ((rc = skippr_buf_reserve(&e->compact, len)))
+    case SK_MULTILINE_COMPACT: {
+        const uint8_t *one;
+        size_t n;
+        if ((rc = pl_shape_compact(e->shape, rec, len, &one, &n)) ||
+            (rc = sk_state_append(e->st, s, one, n)))
             return rc;
-        rc = sk_state_append(e->st, s, e->compact.data,
-                             sk_json_compact(rec, len, e->compact.data));
-        if (!rc) {
-            e->multiline_compacted++;
-            e->records++;
-        }
+        pl_shape_count_multiline(e->shape, 1);
+        e->records++;
         return rc;
+    }
     case SK_MULTILINE_JSON:
         break;
     }
@@ -116,7 +117,7 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
     if (!js)
         return SKIPPR_NOMEM;
     if (!(rc = sk_state_append(e->st, js, rec, len))) {
-        e->multiline_json++;
+        pl_shape_count_multiline(e->shape, 0);
         e->records++;
     }
     return rc;
@@ -129,7 +130,7 @@ int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
                    const uint8_t *rec, size_t len, const char *unit,
                    uint64_t offset, int spans)
 {
-    if (e->multiline_check &&
+    if (pl_shape_lines_only(e->shape) &&
         (spans < 0 ? memchr(rec, '\n', len) != NULL : spans))
         return append_multiline(e, s, key, klen, rec, len, unit, offset);
     int rc = sk_state_append(e->st, s, rec, len);

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pipeline/shape.h"
+
 /* The unit cannot be copied at all: a decompression bomb, or a format
  * this pipeline cannot take. SKIPPR_OK if it can. */
 static int lane_refused(const lane *l)
@@ -100,7 +102,7 @@ static int apply_group(lane *l, const piece *p, size_t gi)
                                        SK_SLICE_DATA);
     if (!s)
         return rc;
-    if (e->multiline_check && g->multiline) {
+    if (pl_shape_lines_only(e->shape) && g->multiline) {
         /* Records one by one, their CRC computed as appended. */
         for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next) {
             const rec_out *o = &p->recs[r];

@@ -176,20 +176,7 @@ struct engine {
                                 * TRIM_EVERY_NS while units are copied */
     struct pl_report *report; /* the minute report, the progress line */
     uint64_t seal_checks; /* streaming: free memory is released every 10th */
-    /* formats */
-    const char *const *paths; /* the router's peek paths */
-    size_t npaths;
-    sk_xml_spec *xml_spec;    /* the routing paths for XML; owned */
-    char **csv_cols;          /* the source's csv_columns, split; owned */
-    size_t ncsv_cols;
-    const char *ext;          /* data objects' extension, from the sink */
-    skippr_buf slice_key;         /* a streamed record's partition */
-    /* multiline_records: JSON records with a line feed, when the sink
-     * writes .jsonl objects (one record per line) */
-    int multiline_check;      /* the sink writes .jsonl files */
-    uint64_t multiline_json;  /* such records put in .json objects */
-    uint64_t multiline_compacted; /* such records compacted */
-    skippr_buf compact;           /* a compacted record */
+    struct pl_shape *shape; /* paths, columns, extension (shape.h) */
     /* streaming sources */
     int streaming;            /* the source has poll(), not list() */
     struct pl_streamer *stream; /* stream.c's: its units, the document lane */

@@ -12,6 +12,7 @@
 
 
 #include "base/crc32c.h"
+#include "pipeline/shape.h"
 
 static int push_rec(piece *p, const rec_out *r)
 {
@@ -78,7 +79,9 @@ static int piece_route(piece *p, sk_field *f, const size_t *at, int dec,
         p->ndead++;
         return 0;
     }
-    for (size_t i = 0; i < e->npaths && !dec; i++)
+    size_t npaths;
+    pl_shape_paths(e->shape, &npaths);
+    for (size_t i = 0; i < npaths && !dec; i++)
         if (f[i].kind == SK_FIELD_STRING && !f[i].p)
             f[i].p = p->scratch.data + at[i];
     uint32_t id;
@@ -100,8 +103,10 @@ static void piece_run_csv(piece *p)
     size_t pos = p->from;
     sk_csv_record r;
     int header_utf8 = -1; /* not checked yet */
+    size_t npaths;
+    const char *const *paths = pl_shape_paths(e->shape, &npaths);
     for (;;) {
-        sk_csv_rc rc = sk_csv_next(&fr, e->paths, e->npaths, p->buf, p->len,
+        sk_csv_rc rc = sk_csv_next(&fr, paths, npaths, p->buf, p->len,
                                    &pos, p->final, &r);
         if (rc == SK_CSV_END)
             break;
@@ -138,7 +143,7 @@ static void piece_run_csv(piece *p)
         size_t at[SK_PEEK_MAX_PATHS];
         skippr_buf_reset(&p->scratch);
         int bad = 0;
-        for (size_t i = 0; i < e->npaths && !bad; i++) {
+        for (size_t i = 0; i < npaths && !bad; i++) {
             const sk_csv_cell *c = &r.cells[i];
             f[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};
             if (!c->present || c->len == 0)
@@ -174,8 +179,11 @@ static void piece_run_xml(piece *p)
     sk_xml_framer fr = p->xml_in;
     size_t pos = p->from;
     sk_xml_record r;
+    const sk_xml_spec *spec = pl_shape_xml(e->shape);
+    size_t npaths;
+    pl_shape_paths(e->shape, &npaths);
     for (;;) {
-        sk_xml_rc rc = sk_xml_next(&fr, e->xml_spec, p->buf, p->len, &pos,
+        sk_xml_rc rc = sk_xml_next(&fr, spec, p->buf, p->len, &pos,
                                    p->final, &r);
         if (rc == SK_XML_END)
             break;
@@ -202,7 +210,7 @@ static void piece_run_xml(piece *p)
         size_t at[SK_PEEK_MAX_PATHS];
         skippr_buf_reset(&p->scratch);
         int bad = 0;
-        for (size_t i = 0; i < e->npaths && !bad; i++) {
+        for (size_t i = 0; i < npaths && !bad; i++) {
             f[i] = (sk_field){SK_FIELD_ABSENT, NULL, 0};
             if (!r.values[i].kind)
                 continue;

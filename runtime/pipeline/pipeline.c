@@ -21,6 +21,7 @@
 #include "pipeline/mark.h"
 #include "pipeline/report.h"
 #include "pipeline/retrynews.h"
+#include "pipeline/shape.h"
 #include "pipeline/stream.h"
 
 static int open_endpoints(engine *e, const sk_yaml_doc *doc)
@@ -96,25 +97,15 @@ static int open_endpoints(engine *e, const sk_yaml_doc *doc)
     return SKIPPR_OK;
 }
 
-/* Formats: the routing paths (CSV column names too), the data objects'
- * extension, the source's csv_columns; and the pairs not copied yet. */
+/* Formats: the shape of records (shape.h); and what this source and sink
+ * cannot copy. */
 static int formats_init(engine *e)
 {
-    e->paths = sk_router_paths(e->router, &e->npaths);
-    e->ext = e->sink->format == SK_FORMAT_CSV   ? ".csv"
-             : e->sink->format == SK_FORMAT_XML ? ".xml"
-                                                : ".jsonl";
-    e->multiline_check = strcmp(e->ext, ".jsonl") == 0 &&
-                         !pl_sink_takes_records(e->sink);
-    e->xml_spec = sk_xml_spec_new(e->paths, e->npaths,
-                                  e->src->xml_record_element);
-    if (!e->xml_spec) {
-        sk_error("transform: a path cannot be read in XML (an '@' segment "
-                 "must be the last)");
-        return SKIPPR_INVAL;
-    }
-    skippr_buf_init(&e->slice_key, (size_t)1 << 20);
-    skippr_buf_init(&e->compact, (size_t)e->cfg->max_record_bytes + 1);
+    int rc = pl_shape_new(e->router, e->src, e->sink,
+                          pl_sink_takes_records(e->sink),
+                          (size_t)e->cfg->max_record_bytes, &e->shape);
+    if (rc)
+        return rc;
     const skippr_source_ops *sops = e->src->plugin->source;
     int documents = e->streaming &&
                     SKIPPR_OPS_HAS(skippr_source_ops, sops, flags) &&
@@ -130,28 +121,6 @@ static int formats_init(engine *e)
     if (why) {
         sk_error("%s -> %s: %s", e->src->label, e->sink->label, why);
         return SKIPPR_INVAL;
-    }
-    const char *cols = e->src->csv_columns;
-    if (!cols)
-        return SKIPPR_OK;
-    size_t n = 1;
-    for (const char *c = cols; *c; c++)
-        n += *c == ',';
-    if (n > SK_CSV_MAX_COLUMNS) {
-        sk_error("%s: csv_columns names more than %d columns", e->src->label,
-                 SK_CSV_MAX_COLUMNS);
-        return SKIPPR_INVAL;
-    }
-    if (!(e->csv_cols = sk_calloc(n, sizeof *e->csv_cols)))
-        return SKIPPR_NOMEM;
-    const char *p = cols;
-    for (size_t i = 0; i < n; i++) {
-        const char *c = strchr(p, ',');
-        size_t len = c ? (size_t)(c - p) : strlen(p);
-        if (!(e->csv_cols[i] = sk_strndup(p, len)))
-            return SKIPPR_NOMEM;
-        e->ncsv_cols = i + 1;
-        p = c ? c + 1 : p + len;
     }
     return SKIPPR_OK;
 }
@@ -176,12 +145,7 @@ static void engine_free(engine *e)
     pl_report_free(e->report);
     pl_retrynews_free(e->retry);
     pl_clock_free(e->clock);
-    sk_xml_spec_free(e->xml_spec);
-    for (size_t i = 0; i < e->ncsv_cols; i++)
-        sk_free(e->csv_cols[i]);
-    sk_free(e->csv_cols);
-    skippr_buf_free(&e->slice_key);
-    skippr_buf_free(&e->compact);
+    pl_shape_free(e->shape);
     pl_lister_free(e->lister);
     pl_mark_free(e->mark);
     if (e->pool)
@@ -344,11 +308,13 @@ static void summary(engine *e, int rc)
                     "(allowed_lateness_seconds)",
                     pl_clock_late_records(e->clock),
                     pl_clock_late_slices(e->clock));
-        if (e->multiline_json || e->multiline_compacted)
+        uint64_t ml_json = 0, ml_compacted = 0;
+        if (e->shape)
+            pl_shape_multiline_counts(e->shape, &ml_json, &ml_compacted);
+        if (ml_json || ml_compacted)
             sk_info("records spanning lines: %" PRIu64 " in .json objects "
                     "beside the .jsonl ones, %" PRIu64 " compacted "
-                    "(multiline_records)", e->multiline_json,
-                    e->multiline_compacted);
+                    "(multiline_records)", ml_json, ml_compacted);
     }
     if (e->src)
         sk_instance_log_counters(e->src);

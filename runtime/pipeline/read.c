@@ -17,6 +17,7 @@
 
 #include "base/fault.h"
 #include "pipeline/retrynews.h"
+#include "pipeline/shape.h"
 
 /* Read source bytes into dst until cap or the end of the unit. */
 static int reader_read(reader *r, uint8_t *dst, size_t cap, size_t *n)
@@ -143,10 +144,12 @@ int pl_lane_format_known(lane *l)
 {
     engine *e = l->e;
     l->fmt_error = pl_format_problem(e, l->fmt);
-    if (l->fmt == SK_FORMAT_CSV && e->csv_cols)
-        return sk_csv_framer_set_columns(&l->csv,
-                                         (const char *const *)e->csv_cols,
-                                         e->ncsv_cols, e->paths, e->npaths);
+    size_t ncols, npaths;
+    const char *const *cols = pl_shape_csv_columns(e->shape, &ncols);
+    const char *const *paths = pl_shape_paths(e->shape, &npaths);
+    if (l->fmt == SK_FORMAT_CSV && cols)
+        return sk_csv_framer_set_columns(&l->csv, cols, ncols, paths,
+                                         npaths);
     return SKIPPR_OK;
 }
 

@@ -13,6 +13,7 @@
 
 #include "pipeline/engine.h"
 #include "pipeline/report.h"
+#include "pipeline/shape.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@ struct pl_streamer {
     stream_unit *units;
     size_t n, cap;
     skippr_buf scratch;           /* decoded field values of one message */
+    skippr_buf key;               /* a message's partition */
     uint64_t duplicates;      /* messages dropped as already durable */
     lane *doc_lane;           /* frames documents (SKIPPR_MSG_DOCUMENT) */
     sk_unit_rec doc_rec;      /* the doc lane's scratch unit record */
@@ -50,6 +52,7 @@ pl_streamer *pl_streamer_new(struct engine *e)
                                  .sync = stream_sync,
                                  .ud = e};
     skippr_buf_init(&s->scratch, (size_t)e->cfg->max_record_bytes + 64);
+    skippr_buf_init(&s->key, (size_t)1 << 20);
     return s;
 }
 
@@ -58,6 +61,7 @@ void pl_streamer_free(pl_streamer *s)
     if (!s)
         return;
     skippr_buf_free(&s->scratch);
+    skippr_buf_free(&s->key);
     sk_free(s->units);
     if (s->doc_lane)
         pl_lane_free(s->doc_lane);
@@ -160,16 +164,19 @@ static int stream_record(engine *e, const skippr_message *m)
     int rc = sk_route_json_fields(e->router, buf, r.values, &e->stream->scratch, f);
     if (rc)
         return rc;
-    for (size_t i = 0; i < e->npaths; i++) {
+    size_t npaths;
+    const char *const *paths = pl_shape_paths(e->shape, &npaths);
+    for (size_t i = 0; i < npaths; i++) {
         sk_field mf;
-        if (message_field(m, e->paths[i], &mf))
+        if (message_field(m, paths[i], &mf))
             f[i] = mf;
     }
-    skippr_buf_reset(&e->slice_key);
-    if ((rc = sk_route_key(e->router, f, &e->slice_key)))
+    skippr_buf *kb = &e->stream->key;
+    skippr_buf_reset(kb);
+    if ((rc = sk_route_key(e->router, f, kb)))
         return rc;
-    const char *key = (const char *)e->slice_key.data;
-    size_t klen = e->slice_key.len;
+    const char *key = (const char *)kb->data;
+    size_t klen = kb->len;
     sk_slice *s = sk_state_slice(e->st, key, klen, sk_hash_fast(key, klen),
                                  NULL, SK_SLICE_DATA);
     if (!s)
