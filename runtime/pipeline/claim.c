@@ -54,11 +54,11 @@ static char *claim_text(engine *e)
     struct tm tm;
     if (gmtime_r(&now, &tm))
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(where, sizeof where, "%s:%s", host, e->st->dir);
+    snprintf(where, sizeof where, "%s:%s", host, sk_state_dir(e->st));
     char *def = sk_identity_text(e->doc, e->cfg, SK_ID_SOURCE |
                                  SK_ID_TRANSFORM);
     json_t *j = def ? json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:s}",
-                                "state_id", e->st->state_id, "workspace",
+                                "state_id", sk_state_id(e->st), "workspace",
                                 e->cfg->workspace, "pipeline", e->cfg->name,
                                 "state", where, "state_store",
                                 e->store ? e->store->label : NULL,
@@ -89,14 +89,14 @@ static int other_claim(engine *e, const char *key, const char *buf,
                  "remove it only if nothing else writes this sink",
                  e->sink->label, key);
         rc = SKIPPR_CHANGED;
-    } else if (strcmp(id, e->st->state_id) == 0) {
+    } else if (strcmp(id, sk_state_id(e->st)) == 0) {
         sk_debug("%s: claimed by this state (%s)", e->sink->label, key);
     } else if (e->cfg->allow_second_copy) {
         sk_warn("%s: state %s (pipeline %s, workspace %s, at %s) already "
                 "copies this source here; writing a second copy beside it "
                 "as state %s (allow_second_copy)", e->sink->label, id,
                 pipe ? pipe : "?", ws ? ws : "?", where ? where : "?",
-                e->st->state_id);
+                sk_state_id(e->st));
     } else {
         sk_error("%s: another state already copies this source here: "
                  "state %s (pipeline %s, workspace %s, at %s%s%s; claim "
@@ -107,7 +107,8 @@ static int other_claim(engine *e, const char *key, const char *buf,
                  "(--allow-second-copy true). Nothing was written.",
                  e->sink->label, id, pipe ? pipe : "?", ws ? ws : "?",
                  where ? where : "?", store ? ", kept in " : "",
-                 store ? store : "", key, e->st->state_id, e->st->dir);
+                 store ? store : "", key, sk_state_id(e->st),
+                 sk_state_dir(e->st));
         rc = SKIPPR_CHANGED;
     }
     json_decref(j);
@@ -147,7 +148,7 @@ int pl_claim_sink(engine *e)
         free(text); /* jansson's, from malloc */
         if (rc == SKIPPR_OK) {
             sk_info("%s: claimed for state %s (%s)", e->sink->label,
-                    e->st->state_id, key);
+                    sk_state_id(e->st), key);
             sk_free(buf);
             return SKIPPR_OK;
         }

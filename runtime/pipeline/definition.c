@@ -91,7 +91,7 @@ static void refuse(const engine *e, const char *was, const char *now)
              "definition, give the pipeline another name or workspace (a "
              "state of its own); to go on with the old one, undo the "
              "change. Nothing was read or written.",
-             e->cfg->name, e->st->state_id, e->st->dir,
+             e->cfg->name, sk_state_id(e->st), sk_state_dir(e->st),
              bad ? "?" : (const char *)gone.data,
              bad ? "?" : (const char *)added.data);
     skippr_buf_free(&gone);
@@ -102,7 +102,8 @@ static void refuse(const engine *e, const char *was, const char *now)
  * recorded. */
 static int state_wrote(const engine *e)
 {
-    return e->st->next_slice_id > 1 || sk_ledger_count(e->st->ledger) > 0;
+    return sk_state_made_slices(e->st) ||
+           sk_ledger_count(sk_state_ledger(e->st)) > 0;
 }
 
 /* The partition folders the router would write with each path naming its
@@ -132,7 +133,8 @@ static void refuse_layout(const engine *e, const char *old, const char *now,
              "split every partition over two folder names. To keep the old "
              "names for this state, %s; to copy into the new layout, give "
              "the pipeline a new state and sink prefix. Nothing was read "
-             "or written.", e->cfg->name, e->st->state_id, e->st->dir, old,
+             "or written.", e->cfg->name, sk_state_id(e->st),
+             sk_state_dir(e->st), old,
              (int)now_len, now,
              was_per_path ? "set `batch_partition_naming: per_path` in the "
                             "transform (flag --batch-partition-naming "
@@ -219,7 +221,7 @@ static void refuse_changed(const engine *e, const char *was, const char *now)
 
 int pl_definition_take(engine *e, const char *from_dir)
 {
-    char *mine = sk_asprintf("%s/definition", e->st->dir);
+    char *mine = sk_asprintf("%s/definition", sk_state_dir(e->st));
     char *theirs = sk_asprintf("%s/definition", from_dir);
     char *buf = sk_malloc(DEFINITION_MAX);
     int rc = mine && theirs && buf ? SKIPPR_OK : SKIPPR_NOMEM;
@@ -239,7 +241,7 @@ int pl_definition_check(engine *e)
 {
     char *now = definition_text(e);
     char *was = sk_malloc(DEFINITION_MAX);
-    char *path = sk_asprintf("%s/definition", e->st->dir);
+    char *path = sk_asprintf("%s/definition", sk_state_dir(e->st));
     int rc = now && was && path ? SKIPPR_OK : SKIPPR_NOMEM;
     if (!rc)
         rc = read_definition(path, was, DEFINITION_MAX);

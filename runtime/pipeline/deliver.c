@@ -302,7 +302,7 @@ int pl_upload_one(uploader *u, sk_slice *s)
 {
     engine *e = u->e;
     char slice_id[40];
-    snprintf(slice_id, sizeof slice_id, "%s-%010" PRIu64, e->st->state_id,
+    snprintf(slice_id, sizeof slice_id, "%s-%010" PRIu64, sk_state_id(e->st),
              s->id);
     int rc;
     if (s->kind == SK_SLICE_DEAD) {

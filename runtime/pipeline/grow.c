@@ -175,15 +175,15 @@ static int discard(engine *e, const sk_slice *s)
 static int discard_orphans(engine *e)
 {
     sk_state *st = e->st;
-    for (size_t i = 0; i < st->norphans; i++) {
-        int rc = discard(e, st->orphans[i]);
+    for (size_t i = 0; i < sk_state_norphans(st); i++) {
+        int rc = discard(e, sk_state_orphan_at(st, i));
         if (rc)
             return rc;
     }
-    if (st->norphans)
+    if (sk_state_norphans(st))
         sk_info("recovery: removed %zu unfinished object%s of slices that "
-                "never reached a commit", st->norphans,
-                st->norphans == 1 ? "" : "s");
+                "never reached a commit", sk_state_norphans(st),
+                sk_state_norphans(st) == 1 ? "" : "s");
     sk_state_orphans_clear(st);
     return SKIPPR_OK;
 }
@@ -192,12 +192,12 @@ int pl_grow_init(engine *e)
 {
     sk_state *st = e->st;
     int streamed = 0;
-    for (size_t i = 0; i < st->nlive; i++)
-        streamed |= st->live[i]->streamed;
+    for (size_t i = 0; i < sk_state_nlive(st); i++)
+        streamed |= sk_state_slice_at(st, i)->streamed;
     /* Streaming sources keep the WAL path (see stream_forms()), and with it
      * their lazy commits: no hooks at all. */
     if (!pl_grow_on(e)) {
-        if (streamed || st->norphans) {
+        if (streamed || sk_state_norphans(st)) {
             sk_error("%s: the state holds objects growing in a sink that "
                      "grows objects in place, and this sink does not; run "
                      "the pipeline with its earlier sink to finish them",
@@ -206,33 +206,37 @@ int pl_grow_init(engine *e)
         }
         return SKIPPR_OK;
     }
-    st->grow = (sk_grow_hooks){.ud = e, .stream_forms = stream_forms(e),
-                               .put = put,
-                               .sync = sync_sink, .put_all = put_all,
-                               .part_bytes = pl_sink_part_bytes(e)};
-    if (st->grow.part_bytes && pl_sink_stages(e)) {
-        st->grow.fetch = pl_grow_fetch;
-        st->grow.stage = pl_grow_store;
+    sk_grow_hooks h = {.ud = e, .stream_forms = stream_forms(e),
+                       .put = put, .sync = sync_sink, .put_all = put_all,
+                       .part_bytes = pl_sink_part_bytes(e)};
+    if (h.part_bytes && pl_sink_stages(e)) {
+        h.fetch = pl_grow_fetch;
+        h.stage = pl_grow_store;
         if (pl_sink_copies(e))
-            st->grow.copy = pl_grow_copy;
-        st->grow.wal_budget = (uint64_t)e->cfg->wal_disk_budget;
+            h.copy = pl_grow_copy;
+        h.wal_budget = (uint64_t)e->cfg->wal_disk_budget;
+    }
+    sk_state_set_grow(st, &h);
+    size_t n = sk_state_nlive(st);
+    if (h.stage) {
         /* A piece is put before its STAGE frame is written: a crash in
          * between leaves a piece that the WAL does not name. So every
          * slice a run inherits lists its staging folder when it is done
          * (one listing each), not only those with recorded pieces. */
-        for (size_t i = 0; i < st->nlive; i++)
-            if (st->live[i]->streamed)
-                st->live[i]->staged_ever = 1;
+        for (size_t i = 0; i < n; i++)
+            if (sk_state_slice_at(st, i)->streamed)
+                sk_state_slice_at(st, i)->staged_ever = 1;
     }
-    for (size_t i = 0; i < st->nlive && !st->grow.part_bytes; i++)
-        if (st->live[i]->walled || st->live[i]->notes.len ||
-            st->live[i]->staged_ever) {
+    for (size_t i = 0; i < n && !h.part_bytes; i++) {
+        const sk_slice *s = sk_state_slice_at(st, i);
+        if (s->walled || s->notes.len || s->staged_ever) {
             sk_error("%s: the state holds objects growing by parts (S3), "
                      "and this sink does not grow them so; run the "
                      "pipeline with its earlier sink to finish them",
                      e->sink->label);
             return SKIPPR_INVAL;
         }
+    }
     return discard_orphans(e);
 }
 
@@ -253,8 +257,8 @@ void pl_grow_release(engine *e)
 {
     if (!e->st || !e->up)
         return;
-    for (size_t i = 0; i < e->st->nlive; i++) {
-        sk_slice *s = e->st->live[i];
+    for (size_t i = 0; i < sk_state_nlive(e->st); i++) {
+        sk_slice *s = sk_state_slice_at(e->st, i);
         if (s->handle) {
             pl_grow_ops(e)->grow_close(pl_grow_owner(e, s)->ctx, s->handle);
             s->handle = NULL;

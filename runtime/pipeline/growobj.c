@@ -70,7 +70,7 @@ uint64_t pl_sink_part_bytes(const engine *e)
 void pl_grow_info(engine *e, const sk_slice *s, const char *key,
                   char *slice_id, size_t cap, skippr_object_info *info)
 {
-    snprintf(slice_id, cap, "%s-%010" PRIu64, e->st->state_id, s->id);
+    snprintf(slice_id, cap, "%s-%010" PRIu64, sk_state_id(e->st), s->id);
     *info = (skippr_object_info){.key = key,
                                  .slice_id = slice_id,
                                  .size = s->object_key ? s->object_bytes : 0,
@@ -195,7 +195,7 @@ int pl_grow_note(engine *e, sk_slice *s)
  * the sink's note of each part, which the next commit records. */
 int pl_grow_write(engine *e, sk_slice *s, const uint8_t *p, size_t n)
 {
-    uint64_t pb = e->st->grow.part_bytes;
+    uint64_t pb = sk_state_part_bytes(e->st);
     int rc = SKIPPR_OK;
     for (size_t off = 0; off < n && !rc;) {
         size_t k = pb && n - off > pb ? (size_t)pb : n - off;
@@ -218,7 +218,7 @@ void pl_grow_write_failed(engine *e, const sk_slice *s, int rc)
 {
     char *key = sk_state_object_key(e->st, s, pl_slice_ext(e, s));
     sk_instance *sink = pl_grow_owner(e, s);
-    const char *what = e->st->grow.part_bytes ? "uploading a part of"
+    const char *what = sk_state_part_bytes(e->st) ? "uploading a part of"
                                               : "appending to";
     if (rc == SKIPPR_RETRY)
         pl_sink_gave_up(e->retry, sink,

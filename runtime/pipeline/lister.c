@@ -218,7 +218,7 @@ static int list_name(list_ctx *c, const skippr_unit *u)
         has = 1;
     }
     const sk_unit_rec *known = NULL;
-    int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
+    int rc = sk_ledger_lookup(sk_state_ledger(e->st), u->id, &known);
     if (rc) {
         c->rc = rc;
         return 1;
@@ -271,7 +271,7 @@ static int list_cb(void *ud, const skippr_unit *u)
     if (r >= 0)
         return r;
     const sk_unit_rec *known = NULL;
-    int rc = sk_ledger_lookup(e->st->ledger, u->id, &known);
+    int rc = sk_ledger_lookup(sk_state_ledger(e->st), u->id, &known);
     if (rc) {
         c->rc = rc;
         return 1;

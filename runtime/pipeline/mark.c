@@ -30,7 +30,7 @@ struct pl_mark {
 int pl_mark_load(const sk_state *st, int64_t lateness, pl_mark **out)
 {
     pl_mark *m = sk_calloc(1, sizeof *m);
-    char *path = sk_asprintf("%s/" MARK_FILE, st->dir);
+    char *path = sk_asprintf("%s/" MARK_FILE, sk_state_dir(st));
     if (!m || !path) {
         sk_free(m);
         sk_free(path);
@@ -137,7 +137,7 @@ int pl_mark_save(pl_mark *m, sk_state *st)
         return SKIPPR_OK;
     if (next && m->mark && strcmp(next, m->mark) == 0)
         return SKIPPR_OK;
-    char *path = sk_asprintf("%s/" MARK_FILE, st->dir);
+    char *path = sk_asprintf("%s/" MARK_FILE, sk_state_dir(st));
     int rc = path ? SKIPPR_OK : SKIPPR_NOMEM;
     if (!rc && !next) {
         if (!(rc = sk_io_unlink(path)))

@@ -297,8 +297,8 @@ void pl_metrics_update(engine *e, int force)
         .done = e->run_ended,
     };
     if (e->st) {
-        for (size_t i = 0; i < e->st->nlive; i++) {
-            const sk_slice *sl = e->st->live[i];
+        for (size_t i = 0; i < sk_state_nlive(e->st); i++) {
+            const sk_slice *sl = sk_state_slice_at(e->st, i);
             if (sl->state == SK_SLICE_OPEN) {
                 s.slices_open++;
                 s.bytes_buffered += sl->bytes;
@@ -306,7 +306,8 @@ void pl_metrics_update(engine *e, int force)
                 s.slices_pending++;
             }
         }
-        s.wal_bytes = e->st->wal ? sk_wal_disk_bytes(e->st->wal) : 0;
+        sk_wal *w = sk_state_wal(e->st);
+        s.wal_bytes = w ? sk_wal_disk_bytes(w) : 0;
     }
     if (e->clock && pl_clock_known(e->clock)) {
         int64_t wm = pl_watermark(e);

@@ -181,8 +181,8 @@ static int fenced_end(const engine *e, int rc)
 static int recover_sealed(engine *e)
 {
     size_t pending = 0;
-    for (size_t i = 0; i < e->st->nlive; i++)
-        pending += e->st->live[i]->state == SK_SLICE_SEALED;
+    for (size_t i = 0; i < sk_state_nlive(e->st); i++)
+        pending += sk_state_slice_at(e->st, i)->state == SK_SLICE_SEALED;
     if (pending)
         sk_info("recovery: re-writing %zu sealed slice%s", pending,
                 pending == 1 ? "" : "s");
@@ -242,14 +242,16 @@ static void what_landed(const engine *e, int rc)
         sk_warn("interrupted before the --once run finished: %" PRIu64
                 " %s durable in %s; what was read is saved in the state "
                 "(%s) and the next run goes on from there; exit code 5",
-                e->objects, word, e->sink ? e->sink->label : "the sink", e->st->dir);
+                e->objects, word, e->sink ? e->sink->label : "the sink",
+                sk_state_dir(e->st));
     else
         sk_warn("stopped by the error above: %" PRIu64 " %s durable in %s; "
                 "the records read from %" PRIu64 " units are saved in the "
                 "state (%s) and go out on the next run once the cause is "
                 "fixed; exit code %d", e->objects, word,
                 e->sink ? e->sink->label : "the sink",
-                e->units_done, e->st->dir, rc == SKIPPR_LOCKED ? 3 : 1);
+                e->units_done, sk_state_dir(e->st),
+                rc == SKIPPR_LOCKED ? 3 : 1);
 }
 
 /* The run's last lines: the progress line closed, what was copied, the
@@ -357,9 +359,9 @@ static int open_state(engine *e)
         (rc = pl_definition_check(e)) || (rc = preflight(e)) ||
         (rc = pl_claim_sink(e)))
         return rc;
-    e->st->zstd_level = (int)cfg->wal_zstd_level;
     /* open blocks and the freed buffers kept for them share the budget */
-    e->st->pool.limit = (uint64_t)cfg->memory_budget;
+    sk_state_tune(e->st, (int)cfg->wal_zstd_level,
+                  (uint64_t)cfg->memory_budget);
     return SKIPPR_OK;
 }
 
@@ -380,7 +382,7 @@ static int start_stages(engine *e)
         return SKIPPR_NOMEM;
     sk_info("pipeline %s: %s -> %s, %d thread%s, state %s",
             cfg->name, e->src->label, e->sink->label, e->nthreads,
-            e->nthreads == 1 ? "" : "s", e->st->dir);
+            e->nthreads == 1 ? "" : "s", sk_state_dir(e->st));
     e->begun = 1;
     if ((rc = pl_metrics_start(e)) ||
         (rc = pl_mark_load(e->st, cfg->allowed_lateness_seconds, &e->mark)))
@@ -408,7 +410,7 @@ static int run_loop(engine *e)
         /* Idle until the next poll. */
         if (!e->streaming && (rc = pl_lanes_shed(e)))
             break;
-        sk_bufpool_clear(&e->st->pool);
+        sk_state_release_idle(e->st);
         sk_release_free_memory();
         if ((rc = wait_for_poll(e)) || sk_stop_requested)
             break;

@@ -401,7 +401,7 @@ int pl_lane_open(lane *l, todo *t)
 {
     engine *e = l->e;
     const skippr_source_ops *ops = e->src->plugin->source;
-    sk_unit_rec *u = sk_ledger_touch(e->st->ledger, t->id, t->version,
+    sk_unit_rec *u = sk_ledger_touch(sk_state_ledger(e->st), t->id, t->version,
                                      t->size);
     if (!u)
         return SKIPPR_NOMEM;

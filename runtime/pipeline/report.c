@@ -69,8 +69,8 @@ void pl_progress(engine *e, int force)
     double secs = (double)(now - e->start_ns) / 1e9;
     double mbs = secs > 0 ? (double)e->bytes_in / 1e6 / secs : 0;
     uint64_t buffered = 0;
-    for (size_t i = 0; i < e->st->nlive; i++)
-        buffered += e->st->live[i]->bytes;
+    for (size_t i = 0; i < sk_state_nlive(e->st); i++)
+        buffered += sk_state_slice_at(e->st, i)->bytes;
     fprintf(stderr, "\r\033[Kunits %" PRIu64 " | records %" PRIu64
             " | dead %" PRIu64 " | %.1f MB/s | buffered %.1f MB | "
             "objects %" PRIu64, e->units_done, e->records, e->dead, mbs,
@@ -94,15 +94,15 @@ int sk_pipeline_status(const sk_pipeline_cfg *cfg)
     if (rc)
         return rc;
     char pid[32];
-    int running = sk_state_in_use(st->dir, pid, sizeof pid);
+    int running = sk_state_in_use(sk_state_dir(st), pid, sizeof pid);
     uint64_t done = 0, partial = 0;
     size_t it = 0;
     sk_unit_rec *u;
-    while ((u = sk_ledger_recent_next(st->ledger, &it)))
+    while ((u = sk_ledger_recent_next(sk_state_ledger(st), &it)))
         (u->flags & SK_UNIT_DONE) ? done++ : partial++;
     uint64_t open_n = 0, open_rec = 0, open_bytes = 0, sealed = 0;
-    for (size_t i = 0; i < st->nlive; i++) {
-        sk_slice *s = st->live[i];
+    for (size_t i = 0; i < sk_state_nlive(st); i++) {
+        sk_slice *s = sk_state_slice_at(st, i);
         if (s->state == SK_SLICE_OPEN) {
             open_n++;
             open_rec += s->records;
@@ -112,17 +112,17 @@ int sk_pipeline_status(const sk_pipeline_cfg *cfg)
         }
     }
     printf("pipeline:        %s\n", cfg->name);
-    printf("state:           %s (id %s)\n", st->dir, st->state_id);
+    printf("state:           %s (id %s)\n", sk_state_dir(st), sk_state_id(st));
     printf("running:         %s%s%s\n", running ? "yes, pid " : "no",
            running ? pid : "", "");
     printf("units done:      %" PRIu64 " (compacted ledger) + %" PRIu64
-           " recent\n", sk_ledger_file_done(st->ledger), done);
+           " recent\n", sk_ledger_file_done(sk_state_ledger(st)), done);
     printf("units partial:   %" PRIu64 "\n", partial);
     printf("slices open:     %" PRIu64 " (%" PRIu64 " records, %" PRIu64
            " bytes buffered)\n", open_n, open_rec, open_bytes);
     printf("slices pending:  %" PRIu64 " sealed, awaiting the sink\n", sealed);
     printf("wal:             %" PRIu64 " bytes\n",
-           st->wal ? sk_wal_disk_bytes(st->wal) : 0);
+           sk_state_wal(st) ? sk_wal_disk_bytes(sk_state_wal(st)) : 0);
     sk_state_close(st);
     return SKIPPR_OK;
 }

@@ -212,8 +212,8 @@ static int any_due(engine *e, int64_t now, int64_t wm, int force)
     sk_state *st = e->st;
     int any = 0;
     pl_clock_flush_begin(e->clock);
-    for (size_t i = 0; i < st->nlive; i++) {
-        sk_slice *s = st->live[i];
+    for (size_t i = 0; i < sk_state_nlive(st); i++) {
+        sk_slice *s = sk_state_slice_at(st, i);
         if (s->state != SK_SLICE_OPEN)
             continue;
         if (slice_due(e, s, now, wm, force))
@@ -291,16 +291,16 @@ static int upload_and_rotate(engine *e, sk_slice **list, int force,
 {
     sk_state *st = e->st;
     size_t nsealed = 0;
-    for (size_t i = 0; i < st->nlive; i++)
-        if (st->live[i]->state == SK_SLICE_SEALED)
-            list[nsealed++] = st->live[i];
+    for (size_t i = 0; i < sk_state_nlive(st); i++)
+        if (sk_state_slice_at(st, i)->state == SK_SLICE_SEALED)
+            list[nsealed++] = sk_state_slice_at(st, i);
     int rc = upload_sealed(e, list, nsealed);
     if (!rc)
-        rc = sk_wal_sync(st->wal);
+        rc = sk_wal_sync(sk_state_wal(st));
     uint64_t seg_max = SK_MIN((uint64_t)SEGMENT_BYTES,
                               (uint64_t)e->cfg->wal_disk_budget / 4);
-    if (!rc && (((force || staged) && sk_wal_active_size(st->wal) > 0) ||
-                sk_wal_active_size(st->wal) >= seg_max))
+    uint64_t active = sk_wal_active_size(sk_state_wal(st));
+    if (!rc && (((force || staged) && active > 0) || active >= seg_max))
         rc = sk_state_rotate(st);
     return rc ? rc : sk_state_gc(st);
 }
@@ -311,11 +311,11 @@ int pl_flush_slices(engine *e, int force)
     int64_t now = (int64_t)time(NULL);
     int64_t wm = pl_watermark(e);
     int any = any_due(e, now, wm, force);
-    uint64_t disk = sk_wal_disk_bytes(st->wal);
+    uint64_t disk = sk_wal_disk_bytes(sk_state_wal(st));
     int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
     if (!any && !over_budget && !force) {
-        for (size_t i = 0; i < st->nlive; i++)
-            if (st->live[i]->state == SK_SLICE_SEALED)
+        for (size_t i = 0; i < sk_state_nlive(st); i++)
+            if (sk_state_slice_at(st, i)->state == SK_SLICE_SEALED)
                 any = 1;
         if (!any)
             return SKIPPR_OK;
@@ -333,15 +333,15 @@ int pl_flush_slices(engine *e, int force)
         return rc;
     if (staged && (rc = sk_state_commit(st)))
         return rc;
-    size_t n = st->nlive;
+    size_t n = sk_state_nlive(st);
     sk_slice **list = sk_calloc(n ? n : 1, sizeof *list);
     if (!list)
         return SKIPPR_NOMEM;
-    if (n)
-        memcpy(list, st->live, n * sizeof *list);
+    for (size_t i = 0; i < n; i++)
+        list[i] = sk_state_slice_at(st, i);
     rc = seal_due(e, list, n, now, wm, force, over_budget);
     /* One fsync makes the whole batch of seals durable before any upload. */
-    if (!rc && !(rc = sk_wal_sync(st->wal))) {
+    if (!rc && !(rc = sk_wal_sync(sk_state_wal(st)))) {
         sk_crashpoint("seal");
         rc = upload_and_rotate(e, list, force, staged);
     }
@@ -352,12 +352,13 @@ int pl_flush_slices(engine *e, int force)
 /* Whether the WAL holds more than wal_disk_budget. */
 int pl_wal_over_budget(const engine *e)
 {
-    return sk_wal_disk_bytes(e->st->wal) > (uint64_t)e->cfg->wal_disk_budget;
+    return sk_wal_disk_bytes(sk_state_wal(e->st)) >
+           (uint64_t)e->cfg->wal_disk_budget;
 }
 
 int pl_st_memory_over(const engine *e)
 {
-    return e->st->open_block_cap > (uint64_t)e->cfg->memory_budget;
+    return sk_state_block_memory(e->st) > (uint64_t)e->cfg->memory_budget;
 }
 
 /* Over the memory budget: blocks go to the WAL, growing objects' buffers
@@ -366,7 +367,7 @@ int pl_st_memory_over(const engine *e)
 int pl_relieve_memory(engine *e)
 {
     int rc = sk_state_flush_blocks(e->st, 1);
-    if (rc || !e->st->grow.part_bytes || !pl_st_memory_over(e))
+    if (rc || !sk_state_part_bytes(e->st) || !pl_st_memory_over(e))
         return rc;
     if ((rc = sk_state_commit(e->st)))
         return rc;
@@ -400,15 +401,15 @@ int pl_maybe_commit(engine *e, int force)
          * trusted after a power loss. commit_interval_ms 0 still commits
          * after every window, as asked. */
         uint64_t spacing = SK_MAX((uint64_t)COMMIT_BYTES,
-                                  (uint64_t)e->st->nlive * 32 * 4096);
+                                  (uint64_t)sk_state_nlive(e->st) * 32 * 4096);
         /* Parted slices (S3): each commit writes every tail that no part
          * holds into the WAL; spaced by the memory budget, most bytes
          * reach a part first and never touch the disk. */
-        if (e->st->grow.part_bytes)
+        if (sk_state_part_bytes(e->st))
             spacing = SK_MAX((uint64_t)COMMIT_BYTES,
                              SK_MIN((uint64_t)e->cfg->memory_budget / 2,
-                                    (uint64_t)e->st->nlive *
-                                        e->st->grow.part_bytes));
+                                    (uint64_t)sk_state_nlive(e->st) *
+                                        sk_state_part_bytes(e->st)));
         if (!due || e->bytes_since_commit < spacing)
             return SKIPPR_OK;
     }

@@ -42,14 +42,15 @@ static uint32_t layout_of(const char *entry, const char *name)
 /* Why st cannot be taken over yet, or NULL. */
 static const char *unfinished(sk_state *st)
 {
-    if (st->nlive)
+    if (sk_state_nlive(st))
         return "has slices open or awaiting the sink";
-    if (sk_ledger_runs(st->ledger) == 0 && sk_ledger_file_count(st->ledger))
+    const sk_ledger *l = sk_state_ledger(st);
+    if (sk_ledger_runs(l) == 0 && sk_ledger_file_count(l))
         return "keeps its ledger in an earlier version's format (run it once "
                "with this version to convert it)";
     size_t it = 0;
     sk_unit_rec *u;
-    while ((u = sk_ledger_recent_next(st->ledger, &it)))
+    while ((u = sk_ledger_recent_next(sk_state_ledger(st), &it)))
         if (!(u->flags & SK_UNIT_DONE))
             return "has a unit partly read";
     return NULL;
@@ -83,7 +84,7 @@ static int open_sibling(engine *e, const char *name, siblings *sb)
     const sk_pipeline_cfg *cfg = e->cfg;
     if (sb->n == sb->cap) {
         sk_error("more than %zu state folders of other shard counts "
-                 "beside %s", sb->cap, e->st->dir);
+                 "beside %s", sb->cap, sk_state_dir(e->st));
         return SKIPPR_INVAL;
     }
     char *dir = sk_asprintf("%s/%s/%s", cfg->state_dir, cfg->workspace, name);
@@ -109,7 +110,8 @@ static int open_sibling(engine *e, const char *name, siblings *sb)
         why = unfinished(o);
     sb->sts[i] = o;
     sb->n++; /* closed by the caller, whatever happens next */
-    if (!rc && !why && !o->nlive && !sk_ledger_count(o->ledger)) {
+    if (!rc && !why && !sk_state_nlive(o) &&
+        !sk_ledger_count(sk_state_ledger(o))) {
         sk_state_close(o); /* never copied anything: nothing to take */
         sb->sts[i] = NULL;
     } else if (why) {
@@ -198,7 +200,7 @@ static int open_siblings(engine *e, const char *parent, siblings *sb)
 int pl_shard_check_retired(engine *e)
 {
     char line[64] = "";
-    char *path = sk_asprintf("%s/" TAKEN_OVER, e->st->dir);
+    char *path = sk_asprintf("%s/" TAKEN_OVER, sk_state_dir(e->st));
     if (!path)
         return SKIPPR_NOMEM;
     FILE *f = fopen(path, "r");
@@ -212,7 +214,7 @@ int pl_shard_check_retired(engine *e)
     sk_error("%s was taken over by the pipeline run with %s; this shard "
              "count would copy again what that one did. Run with that "
              "count, or start afresh with a new state_dir and output",
-             e->st->dir, line);
+             sk_state_dir(e->st), line);
     return SKIPPR_INVAL;
 }
 
@@ -225,7 +227,7 @@ static int take_definition(engine *e, const siblings *sb)
     int rc = SKIPPR_NOENT;
     for (size_t i = 0; rc == SKIPPR_NOENT && i < sb->n; i++)
         if (sb->sts[i])
-            rc = pl_definition_take(e, sb->sts[i]->dir);
+            rc = pl_definition_take(e, sk_state_dir(sb->sts[i]));
     return rc == SKIPPR_NOENT ? SKIPPR_OK : rc;
 }
 
@@ -240,7 +242,7 @@ static void mark_taken_over(engine *e, siblings *sb)
     for (size_t i = 0; i < sb->n; i++) {
         if (!sb->sts[i])
             continue;
-        char *path = sk_asprintf("%s/" TAKEN_OVER, sb->sts[i]->dir);
+        char *path = sk_asprintf("%s/" TAKEN_OVER, sk_state_dir(sb->sts[i]));
         FILE *f = path ? fopen(path, "w") : NULL;
         int ok = f && fprintf(f, "%s\n", what) >= 0 && fflush(f) == 0 &&
                  fsync(fileno(f)) == 0;
@@ -249,8 +251,8 @@ static void mark_taken_over(engine *e, siblings *sb)
         if (ok && sb->rfs[i])
             ok = sk_remote_put_file(sb->rfs[i], TAKEN_OVER, path) == 0;
         if (!ok)
-            sk_warn("cannot mark %s: %s", path ? path : sb->sts[i]->dir,
-                    strerror(errno));
+            sk_warn("cannot mark %s: %s",
+                    path ? path : sk_state_dir(sb->sts[i]), strerror(errno));
         sk_free(path);
     }
 }
@@ -260,10 +262,10 @@ int pl_shard_inherit(engine *e)
     sk_state *st = e->st;
     /* Only a new state folder takes over, once; later runs have their
      * own ledger. */
-    char *mark = sk_asprintf("%s/" TOOK_OVER, st->dir);
+    char *mark = sk_asprintf("%s/" TOOK_OVER, sk_state_dir(st));
     if (!mark)
         return SKIPPR_NOMEM;
-    if (sk_ledger_count(st->ledger) || access(mark, F_OK) == 0) {
+    if (sk_ledger_count(sk_state_ledger(st)) || access(mark, F_OK) == 0) {
         sk_free(mark);
         return SKIPPR_OK;
     }
@@ -283,12 +285,12 @@ int pl_shard_inherit(engine *e)
         rc = SKIPPR_NOMEM;
     for (size_t i = 0; !rc && i < sb.n; i++)
         if (sb.sts[i])
-            from[n++] = sb.sts[i]->ledger;
+            from[n++] = sk_state_ledger(sb.sts[i]);
     if (!rc && n) {
         share s = {e->cfg->shard_count > 1 ? e->cfg->shard_index : 0,
                    e->cfg->shard_count > 1 ? e->cfg->shard_count : 1};
         uint64_t got = 0;
-        rc = sk_ledger_import(st->ledger, from, n, in_share, &s, &got);
+        rc = sk_ledger_import(sk_state_ledger(st), from, n, in_share, &s, &got);
         if (!rc) {
             sk_info("took over %" PRIu64 " finished units of this share "
                     "from %zu state folders of another shard count", got,

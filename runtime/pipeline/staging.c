@@ -117,20 +117,20 @@ int pl_grow_stage(engine *e, size_t *n)
 {
     sk_state *st = e->st;
     *n = 0;
-    if (!st->grow.stage)
+    if (!sk_state_stages(st))
         return SKIPPR_OK;
     skippr_buf t, f;
     skippr_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
     skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     int rc = SKIPPR_OK;
-    for (size_t i = 0; i < st->nlive && !rc; i++) {
-        sk_slice *s = st->live[i];
+    for (size_t i = 0; i < sk_state_nlive(st) && !rc; i++) {
+        sk_slice *s = sk_state_slice_at(st, i);
         if (s->state != SK_SLICE_OPEN || !s->streamed || !s->walled)
             continue;
         uint64_t from = s->pushed + s->staged;
         skippr_buf_reset(&t);
         rc = sk_state_read_tail(st, s, from, from + s->walled, &t, &f);
-        uint64_t tag = st->stage_tag++;
+        uint64_t tag = sk_state_next_stage_tag(st);
         if (!rc)
             rc = pl_grow_store(e, s, from, tag, t.data, t.len);
         if (!rc && (rc = sk_state_staged(st, s, tag)) == SKIPPR_OK)
@@ -325,7 +325,7 @@ int pl_grow_finish(engine *e, sk_slice *s)
     sk_instance *sink = pl_grow_owner(e, s);
     const skippr_sink_ops *ops = pl_grow_ops(e);
     int rc = SKIPPR_OK;
-    if (e->st->grow.part_bytes)
+    if (sk_state_part_bytes(e->st))
         return finish_parted(e, s);
     if (!s->handle) {
         rc = pl_grow_attach(e, s, s->object_bytes);

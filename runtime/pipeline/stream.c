@@ -87,14 +87,14 @@ static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
         if (strcmp(e->stream->units[i].rec->id, id) == 0)
             return &e->stream->units[i];
     const sk_unit_rec *known = NULL;
-    if ((*rc = sk_ledger_lookup(e->st->ledger, id, &known)))
+    if ((*rc = sk_ledger_lookup(sk_state_ledger(e->st), id, &known)))
         return NULL;
     int64_t offset = known ? known->offset : 0;
     *rc = SKIPPR_NOMEM;
     if (skippr_array_grow(&e->stream->units, e->stream->n, &e->stream->cap,
                           sizeof *e->stream->units, 16))
         return NULL;
-    sk_unit_rec *r = sk_ledger_touch(e->st->ledger, id, "", -1);
+    sk_unit_rec *r = sk_ledger_touch(sk_state_ledger(e->st), id, "", -1);
     if (!r)
         return NULL;
     if (r->offset < offset)
@@ -383,7 +383,7 @@ int pl_stream_run(engine *e)
                 return rc;
             if (++e->seal_checks % 10 == 0) {
                 /* a stream runs for days: what a burst left goes back */
-                sk_bufpool_clear(&e->st->pool);
+                sk_state_release_idle(e->st);
                 sk_release_free_memory();
             }
         }

@@ -76,7 +76,7 @@ static int after_apply(engine *e, lane *l, int finished)
          * ledger, which otherwise comes only with a seal: bound them.
          * A flush costs what it writes (a run of LEDGER_HELD), and
          * merges rewrite each record once per level. */
-        if (sk_ledger_recent_count(e->st->ledger) >= LEDGER_HELD &&
+        if (sk_ledger_recent_count(sk_state_ledger(e->st)) >= LEDGER_HELD &&
             (rc = sk_state_compact_ledger(e->st)))
             return rc;
     }

@@ -24,6 +24,7 @@
  * Thread: the pipeline thread, like the rest of the state.
  */
 #include "state/grow.h"
+#include "state/state_impl.h"
 
 #include <assert.h>
 #include <inttypes.h>

@@ -4,6 +4,7 @@
  * Thread: the pipeline thread, like the rest of the state.
  */
 #include "state/slice.h"
+#include "state/state_impl.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -80,4 +80,34 @@ typedef int (*sk_record_fn)(void *ud, const uint8_t *rec, size_t len);
 int sk_state_foreach_record(sk_state *st, const sk_slice *s, skippr_buf *scratch,
                             sk_record_fn fn, void *ud);
 
+/* Reading the state (view.c): the layers above read these and never
+ * the struct. Pointers are views, valid while the state is open (a
+ * slice: until it is done). */
+const char *sk_state_dir(const sk_state *st);
+const char *sk_state_id(const sk_state *st); /* 16 hex digits */
+sk_ledger *sk_state_ledger(const sk_state *st);
+sk_wal *sk_state_wal(const sk_state *st);
+/* The OPEN and SEALED slices: n of them, the ith. */
+size_t sk_state_nlive(const sk_state *st);
+sk_slice *sk_state_slice_at(const sk_state *st, size_t i);
+/* Streamed slices a crash left before their first commit (see
+ * sk_state_orphans_clear). */
+size_t sk_state_norphans(const sk_state *st);
+sk_slice *sk_state_orphan_at(const sk_state *st, size_t i);
+/* Non-zero once the state made a slice (it was used). */
+int sk_state_made_slices(const sk_state *st);
+/* Memory held by open blocks, allocated. */
+uint64_t sk_state_block_memory(const sk_state *st);
+/* Settings: WAL blocks compressed at zstd_level (0: plain); buffers kept
+ * for reuse up to memory_budget bytes. */
+void sk_state_tune(sk_state *st, int zstd_level, uint64_t memory_budget);
+/* Give back the idle buffers kept for reuse. */
+void sk_state_release_idle(sk_state *st);
+/* Slices that grow in the sink: the hooks (copied), and what they say. */
+void sk_state_set_grow(sk_state *st, const sk_grow_hooks *h);
+uint64_t sk_state_part_bytes(const sk_state *st); /* 0: not by parts */
+int sk_state_stages(const sk_state *st);  /* tails go to staging pieces */
+/* The tag of the next staging piece (each one new). */
+uint64_t sk_state_next_stage_tag(sk_state *st);
+
 #endif

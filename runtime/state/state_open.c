@@ -2,6 +2,7 @@
  * restore from the bucket and the store of a first run (remote.c), the
  * replay of the WAL (replay.c). The writing is state.c's. */
 #include "state/state.h"
+#include "state/state_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,6 +3,7 @@
  * object offset, and read back for the next part. Below grow.c, which
  * decides when they are written. */
 #include "state/tails.h"
+#include "state/state_impl.h"
 
 #include <inttypes.h>
 #include <string.h>
