@@ -309,6 +309,8 @@ int pl_grow_forget(engine *e, sk_slice *s);
 void pl_grow_release(engine *e);
 
 /* seal.c: group commit, sealing, the upload batch, WAL GC */
+int pl_flush(engine *e, int release);
+int pl_commit(engine *e, int durable);
 int pl_flush_slices(engine *e, int force);
 int64_t pl_watermark(engine *e);
 int pl_st_memory_over(const engine *e);

@@ -2,11 +2,12 @@
  * SKIPPR_SINK_GROWS (the File sink; S3, by parts) while they are open, so
  * that each byte is written once, into the object itself, instead of into
  * the WAL and then again into the object. The state decides when bytes move
- * (state.c: push_block, record_streams); this file is how they reach the
- * sink: the hooks the state calls and recovery of growing objects a crash
- * left. Staging pieces and the finish of sealed ones (the rename, the
- * multipart Complete) are in staging.c; one object's sink calls, which
- * both make, in growobj.c.
+ * (state/grow.h); this file is how they reach the sink: a flush's puts in
+ * parallel and the sink's sync (which seal.c's pl_commit calls between the
+ * state's steps), the hooks the state still calls (a full buffer's put),
+ * and recovery of growing objects a crash left. Staging pieces and the
+ * finish of sealed ones (the rename, the multipart Complete) are in
+ * staging.c; one object's sink calls, which both make, in growobj.c.
  *
  * Owns: each streamed slice's sink handle (s->handle), from its first put
  * to its finish or the engine's teardown.
@@ -62,9 +63,8 @@ static int put(void *ud, sk_slice *s, const void *p, size_t n)
 
 /* Every instance's sync(): those that appended nothing since return at
  * once (the File sink's one syncfs covers the file system). */
-static int sync_sink(void *ud)
+static int sync_sink(engine *e)
 {
-    engine *e = ud;
     const skippr_sink_ops *ops = pl_grow_ops(e);
     if (!ops->sync)
         return SKIPPR_OK;
@@ -140,11 +140,6 @@ int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs)
     return rc;
 }
 
-static int put_all(void *ud, sk_slice **v, size_t n)
-{
-    return pl_grow_parallel(ud, v, n, NULL);
-}
-
 int pl_grow_sync(engine *e)
 {
     return sync_sink(e);
@@ -207,7 +202,7 @@ int pl_grow_init(engine *e)
         return SKIPPR_OK;
     }
     sk_grow_hooks h = {.ud = e, .stream_forms = stream_forms(e),
-                       .put = put, .sync = sync_sink, .put_all = put_all,
+                       .put = put,
                        .part_bytes = pl_sink_part_bytes(e)};
     if (h.part_bytes && pl_sink_stages(e)) {
         h.fetch = pl_grow_fetch;

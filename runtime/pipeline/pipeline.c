@@ -421,7 +421,7 @@ static int run_loop(engine *e)
         return SKIPPR_OK;
     /* Graceful stop: make what was read durable; open slices stay in the
      * WAL for the next run. */
-    rc = sk_state_commit(e->st);
+    rc = pl_commit(e, 1);
     if (!rc)
         sk_info("stopped on request; progress is saved");
     return !rc && e->once ? SKIPPR_STOPPED : rc;

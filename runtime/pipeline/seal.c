@@ -320,7 +320,7 @@ int pl_flush_slices(engine *e, int force)
         if (!any)
             return SKIPPR_OK;
     }
-    int rc = sk_state_commit(st);
+    int rc = pl_commit(e, 1);
     if (rc)
         return rc;
     e->bytes_since_commit = 0;
@@ -331,7 +331,7 @@ int pl_flush_slices(engine *e, int force)
     size_t staged = 0;
     if (over_budget && (rc = pl_grow_stage(e, &staged)))
         return rc;
-    if (staged && (rc = sk_state_commit(st)))
+    if (staged && (rc = pl_commit(e, 1)))
         return rc;
     size_t n = sk_state_nlive(st);
     sk_slice **list = sk_calloc(n ? n : 1, sizeof *list);
@@ -361,15 +361,46 @@ int pl_st_memory_over(const engine *e)
     return sk_state_block_memory(e->st) > (uint64_t)e->cfg->memory_budget;
 }
 
+/* Write what the state holds in memory out: new streamed slices
+ * announced, their due buffers put to the sink (a thread per sink
+ * instance), then the other blocks to the WAL (release: their buffers
+ * given back). The order is the state's (state/grow.h). */
+int pl_flush(engine *e, int release)
+{
+    sk_slice **v = NULL;
+    size_t n = 0;
+    int rc = sk_state_announce(e->st);
+    if (!rc)
+        rc = sk_state_due_puts(e->st, &v, &n);
+    if (!rc && n && !(rc = pl_grow_parallel(e, v, n, NULL)))
+        sk_state_pushed(e->st, v, n);
+    sk_free(v);
+    return rc ? rc : sk_state_flush_blocks(e->st, release);
+}
+
+/* A group commit (durable 0: without waiting for the disk; see
+ * sk_state_commit_as): a flush, the sink synced when it holds puts not
+ * yet durable, then the state records them and the units' progress. */
+int pl_commit(engine *e, int durable)
+{
+    int rc = pl_flush(e, 0);
+    if (!rc && sk_state_sink_unsynced(e->st)) {
+        sk_crashpoint("stream_sync");
+        if (!(rc = pl_grow_sync(e)))
+            sk_state_sink_synced(e->st);
+    }
+    return rc ? rc : sk_state_commit_as(e->st, durable);
+}
+
 /* Over the memory budget: blocks go to the WAL, growing objects' buffers
  * to the sink. Parted slices (S3) put only whole parts, so if that was not
  * enough, a commit writes their tails to the WAL and a spill frees them. */
 int pl_relieve_memory(engine *e)
 {
-    int rc = sk_state_flush_blocks(e->st, 1);
+    int rc = pl_flush(e, 1);
     if (rc || !sk_state_part_bytes(e->st) || !pl_st_memory_over(e))
         return rc;
-    if ((rc = sk_state_commit(e->st)))
+    if ((rc = pl_commit(e, 1)))
         return rc;
     e->bytes_since_commit = 0;
     e->last_commit_ns = sk_now_ns();
@@ -415,7 +446,7 @@ int pl_maybe_commit(engine *e, int force)
     }
     if (!due && e->bytes_since_commit < COMMIT_BYTES)
         return SKIPPR_OK;
-    int rc = sk_state_commit_as(e->st, due);
+    int rc = pl_commit(e, due);
     e->bytes_since_commit = 0;
     if (due)
         e->last_commit_ns = now;

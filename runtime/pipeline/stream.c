@@ -327,7 +327,7 @@ static int stream_position(void *ud, const char *unit, int64_t *next)
 static int stream_sync(void *ud)
 {
     engine *e = ud;
-    int rc = sk_state_commit(e->st);
+    int rc = pl_commit(e, 1);
     if (rc)
         return rc;
     e->bytes_since_commit = 0;
@@ -374,7 +374,7 @@ int pl_stream_run(engine *e)
             if ((rc = stream_sync(e)))
                 return rc;
         } else if (pl_st_memory_over(e) &&
-                   (rc = sk_state_flush_blocks(e->st, 1))) {
+                   (rc = pl_flush(e, 1))) {
             return rc;
         }
         if (now - e->last_seal_check_ns >= 1000000000ULL) {

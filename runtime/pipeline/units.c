@@ -75,9 +75,11 @@ static int after_apply(engine *e, lane *l, int finished)
         /* Finished units wait in memory for the next flush of the
          * ledger, which otherwise comes only with a seal: bound them.
          * A flush costs what it writes (a run of LEDGER_HELD), and
-         * merges rewrite each record once per level. */
+         * merges rewrite each record once per level. The commit first
+         * is the pipeline's, which puts and syncs growing objects. */
         if (sk_ledger_recent_count(sk_state_ledger(e->st)) >= LEDGER_HELD &&
-            (rc = sk_state_compact_ledger(e->st)))
+            ((rc = pl_commit(e, 1)) ||
+             (rc = sk_state_compact_ledger(e->st))))
             return rc;
     }
     if (pl_st_memory_over(e) && (rc = pl_relieve_memory(e)))

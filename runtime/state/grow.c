@@ -5,9 +5,10 @@
  *            a full buffer is put to the sink, once the slice's SLICE
  *            frame is durable (before that the buffer grows)
  *   flush    SLICE frames of new streamed slices, one fsync, then every
- *            buffer is put (st_announce_streams, st_push_block)
- *   commit   the sink's sync(), then a STREAM frame with each grown
- *            slice's length, records and CRC, then the COMMIT
+ *            due buffer is put: by the caller (sk_state_due_puts,
+ *            sk_state_pushed; grow.h gives the order)
+ *   commit   the caller syncs the sink, then a STREAM frame with each
+ *            grown slice's length, records and CRC, then the COMMIT
  *   rotate   each open streamed slice is restated in the new segment, so
  *            that old segments can go
  * Parted slices (hooks.part_bytes > 0: an S3 multipart upload) differ: a
@@ -219,25 +220,18 @@ void st_pushed(sk_state *st, sk_slice *s, int keep)
         st_release_block(st, s);
 }
 
-/* Every streamed slice's buffer to the sink at once (a flush): through
- * grow.put_all when there is one, which may put them in parallel, each
- * slice still from one thread. On failure nothing more is recorded; the
- * run stops and recovery cuts the objects back. */
-int st_push_all(sk_state *st)
+int sk_state_announce(sk_state *st)
 {
-    if (!st->grow.put_all) {
-        for (size_t i = 0; i < st->nlive; i++)
-            if (st->live[i]->streamed) {
-                int rc = st_push_block(st, st->live[i], 0);
-                if (rc)
-                    return rc;
-            }
-        return SKIPPR_OK;
-    }
+    return st_announce_streams(st);
+}
+
+int sk_state_due_puts(sk_state *st, sk_slice ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
     sk_slice **v = sk_calloc(st->nlive ? st->nlive : 1, sizeof *v);
     if (!v)
         return SKIPPR_NOMEM;
-    size_t n = 0;
     for (size_t i = 0; i < st->nlive; i++) {
         sk_slice *s = st->live[i];
         if (s->streamed && due_put(st, s)) {
@@ -246,14 +240,27 @@ int st_push_all(sk_state *st)
                 sk_free(v);
                 return rc;
             }
-            v[n++] = s;
+            v[(*n)++] = s;
         }
     }
-    int rc = n ? st->grow.put_all(st->grow.ud, v, n) : SKIPPR_OK;
-    for (size_t i = 0; i < n && !rc; i++)
+    *out = v;
+    return SKIPPR_OK;
+}
+
+void sk_state_pushed(sk_state *st, sk_slice *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
         st_pushed(st, v[i], 0);
-    sk_free(v);
-    return rc;
+}
+
+int sk_state_sink_unsynced(const sk_state *st)
+{
+    return st->grow_unsynced;
+}
+
+void sk_state_sink_synced(sk_state *st)
+{
+    st->grow_unsynced = 0;
 }
 
 /* A streamed slice buffers object bytes: the record and its newline. A
@@ -466,17 +473,17 @@ int sk_state_staged(sk_state *st, sk_slice *s, uint64_t tag)
     return record_piece(st, s, s->pushed + s->staged, s->walled, tag);
 }
 
-/* What the sink holds of streamed slices is made durable (its sync()),
- * then recorded: a STREAM frame with each grown or restated slice's
- * length, records and CRC, which the COMMIT after it makes count. */
+/* What the sink holds of streamed slices, made durable by the caller's
+ * sync of the sink (sk_state_sink_synced), is recorded: a STREAM frame
+ * with each grown or restated slice's length, records and CRC, which the
+ * COMMIT after it makes count. */
 int st_record_streams(sk_state *st)
 {
     if (st->grow_unsynced) {
-        sk_crashpoint("stream_sync");
-        int rc = st->grow.sync(st->grow.ud);
-        if (rc)
-            return rc;
-        st->grow_unsynced = 0;
+        /* A caller's bug, not a fault: what it did not sync may be lost. */
+        sk_error("state: a commit with puts the sink has not synced "
+                 "(sk_state_sink_synced)");
+        return SKIPPR_INVAL;
     }
     int nrc = record_notes(st);
     if (nrc)

@@ -19,7 +19,6 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
                        size_t len);
 int st_push_block(sk_state *st, sk_slice *s, int keep);
 void st_pushed(sk_state *st, sk_slice *s, int keep);
-int st_push_all(sk_state *st);
 int st_announce_streams(sk_state *st);
 int st_record_streams(sk_state *st);
 /* Parted slices (grow.c): whether s is one. */
@@ -41,10 +40,30 @@ int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len);
 int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
                         size_t len);
 void sk_state_fold_crc(sk_slice *s, uint32_t crc, uint32_t xpow);
+/* A flush of streamed slices is the caller's, in this order (the pipeline's
+ * pl_commit; docs/EXACTLY_ONCE.md):
+ *   sk_state_announce       new streamed slices' SLICE frames, one fsync
+ *   sk_state_due_puts       the slices whose buffers go to the sink now,
+ *                           made whole; *v is the caller's (sk_free)
+ *   (the caller puts sk_state_put_len() bytes of each s->open_block, any
+ *   slice from one thread at a time)
+ *   sk_state_pushed         they are in the sink (only after all went)
+ *   sk_state_flush_blocks   the rest: BLOCK frames
+ *   sk_state_sink_unsynced  non-zero: the sink holds puts not yet synced;
+ *   (the caller syncs the sink)
+ *   sk_state_sink_synced
+ *   sk_state_commit         records what the sink holds, then COMMIT
+ * A commit whose puts were not synced fails (SKIPPR_INVAL). */
+int sk_state_announce(sk_state *st);
+int sk_state_due_puts(sk_state *st, sk_slice ***v, size_t *n);
+void sk_state_pushed(sk_state *st, sk_slice *const *v, size_t n);
+int sk_state_sink_unsynced(const sk_state *st);
+void sk_state_sink_synced(sk_state *st);
 /* Write every open block as a BLOCK frame (not yet durable). release: also
  * give their buffers back (memory pressure); else they are kept for reuse. */
 int sk_state_flush_blocks(sk_state *st, int release);
-/* Group commit: flush blocks, COMMIT frame with dirty units, fsync. */
+/* Group commit: flush blocks, COMMIT frame with dirty units, fsync. With
+ * streamed slices, after the caller's puts and sync (above). */
 int sk_state_commit(sk_state *st);
 /* durable 0: the same frames, but instead of waiting for fsync the disk
  * is only asked to start writing (sk_wal_writeback). Such a commit survives

@@ -160,9 +160,9 @@ int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
 
 int sk_state_flush_blocks(sk_state *st, int release)
 {
+    /* Due buffers of streamed slices went with the caller's puts
+     * (sk_state_due_puts); one it left goes here, through the put hook. */
     int arc = st_announce_streams(st);
-    if (!arc)
-        arc = st_push_all(st);
     if (arc)
         return arc;
     for (size_t i = 0; i < st->nlive; i++) {

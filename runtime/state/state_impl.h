@@ -29,7 +29,8 @@ struct sk_state {
     sk_grow_hooks grow;
     uint64_t stage_tag;        /* the next staging piece's tag: random at
                                 * open, then counting */
-    int grow_unsynced;         /* puts since the last grow.sync() */
+    int grow_unsynced;         /* puts since the caller last synced the
+                                * sink (sk_state_sink_synced) */
     /* Streamed slices whose SLICE frame was durable but never committed
      * (a crash): the pipeline removes their growing objects, then calls
      * sk_state_orphans_clear(). */

@@ -133,12 +133,8 @@ typedef struct sk_grow_hooks {
     /* Append n object bytes to s's growing object (made on first use, or
      * reopened at s->durable_len after a restart). */
     int (*put)(void *ud, sk_slice *s, const void *p, size_t n);
-    /* Make every put so far durable. */
-    int (*sync)(void *ud);
-    /* Optional: put each of the n slices' whole buffer (open_block), as
-     * put() would, perhaps in parallel; the state then marks them put. */
-    int (*put_all)(void *ud, sk_slice **v, size_t n);
-    /* 0: a put is durable at the next sync() (the File sink). Else each
+    /* 0: a put is durable at the caller's next sync of the sink (the
+     * File sink; grow.h, sk_state_sink_synced). Else each
      * put is one part, durable when it returns, of at least this many
      * bytes but the last; put() appends the sink's note of it to
      * s->notes. */
