@@ -33,7 +33,8 @@ int s3_fence_closed(const skippr_host *host)
            host->fenced(host);
 }
 
-/* The test stop: parsed once per process; a stop happens at most once. */
+/* The test stop (installed only when the variable is set): at most one
+ * stop a process. */
 static atomic_int stop_seen, stop_done;
 
 static void maybe_stop_for_test(const char *method)
@@ -50,7 +51,8 @@ static void maybe_stop_for_test(const char *method)
         raise(SIGSTOP);
 }
 
-/* CURLOPT_PREREQFUNCTION: the first check (data is the body, or NULL). */
+/* CURLOPT_PREREQFUNCTION: the first check (ud is the request's body
+ * struct, which names the host). */
 static int prereq_fence(void *ud, char *ip, char *lip, int rport, int lport)
 {
     (void)ip;
