@@ -65,13 +65,15 @@ static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len,
     return SKIPPR_OK;
 }
 
-/* Routes the record just kept, [start, end), by fields f that its values
- * were decoded into: a string field without a pointer lies in scratch at
- * at[i] (scratch may have moved while later values were decoded). dec is
+/* Routes the record just kept, [start, end), by fields f[0..npaths) that
+ * its values were decoded into: a string field without a pointer lies in
+ * scratch at at[i] (scratch may have moved while later values were
+ * decoded). dec is
  * the decoding's result: SKIPPR_CORRUPT dead-letters the record with
  * `undecodable`. Returns -1 when the piece failed, else 0. */
-static int piece_route(piece *p, sk_field *f, const size_t *at, int dec,
-                       size_t start, size_t end, const char *undecodable)
+static int piece_route(piece *p, sk_field *f, size_t npaths,
+                       const size_t *at, int dec, size_t start, size_t end,
+                       const char *undecodable)
 {
     engine *e = p->e;
     if (dec == SKIPPR_CORRUPT) {
@@ -79,8 +81,6 @@ static int piece_route(piece *p, sk_field *f, const size_t *at, int dec,
         p->ndead++;
         return 0;
     }
-    size_t npaths;
-    pl_shape_paths(e->shape, &npaths);
     for (size_t i = 0; i < npaths && !dec; i++)
         if (f[i].kind == SK_FIELD_STRING && !f[i].p)
             f[i].p = p->scratch.data + at[i];
@@ -162,7 +162,7 @@ static void piece_run_csv(piece *p)
             if (!bad && p->scratch.len > at[i])
                 f[i] = (sk_field){SK_FIELD_STRING, NULL, p->scratch.len - at[i]};
         }
-        if (piece_route(p, f, at, bad, r.start, r.end,
+        if (piece_route(p, f, npaths, at, bad, r.start, r.end,
                         "a routing cell cannot be decoded"))
             break;
     }
@@ -219,7 +219,7 @@ static void piece_run_xml(piece *p)
             if (!bad && p->scratch.len > at[i])
                 f[i] = (sk_field){SK_FIELD_STRING, NULL, p->scratch.len - at[i]};
         }
-        if (piece_route(p, f, at, bad, r.start, r.end,
+        if (piece_route(p, f, npaths, at, bad, r.start, r.end,
                         "a routing value cannot be decoded"))
             break;
     }

@@ -63,7 +63,7 @@ static int put(void *ud, sk_slice *s, const void *p, size_t n)
 
 /* Every instance's sync(): those that appended nothing since return at
  * once (the File sink's one syncfs covers the file system). */
-static int sync_sink(engine *e)
+int pl_grow_sync(engine *e)
 {
     const skippr_sink_ops *ops = pl_grow_ops(e);
     if (!ops->sync)
@@ -140,11 +140,6 @@ int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs)
     return rc;
 }
 
-int pl_grow_sync(engine *e)
-{
-    return sync_sink(e);
-}
-
 /* Remove s's growing object, if any (its owner instance's call). */
 static int discard(engine *e, const sk_slice *s)
 {
@@ -170,15 +165,15 @@ static int discard(engine *e, const sk_slice *s)
 static int discard_orphans(engine *e)
 {
     sk_state *st = e->st;
-    for (size_t i = 0; i < sk_state_norphans(st); i++) {
+    size_t n = sk_state_norphans(st);
+    for (size_t i = 0; i < n; i++) {
         int rc = discard(e, sk_state_orphan_at(st, i));
         if (rc)
             return rc;
     }
-    if (sk_state_norphans(st))
+    if (n)
         sk_info("recovery: removed %zu unfinished object%s of slices that "
-                "never reached a commit", sk_state_norphans(st),
-                sk_state_norphans(st) == 1 ? "" : "s");
+                "never reached a commit", n, n == 1 ? "" : "s");
     sk_state_orphans_clear(st);
     return SKIPPR_OK;
 }

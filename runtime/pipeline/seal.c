@@ -255,8 +255,8 @@ static int seal_one(engine *e, sk_slice *s)
     skippr_buf_init(&scratch, SK_WAL_MAX_PAYLOAD + 64);
     int rc = pl_write_converted(e, s, ck, &cw, &scratch);
     skippr_buf_free(&scratch);
-    return rc ? rc : sk_state_seal_as(e->st, s, pl_shape_ext(e->shape), cw.bytes,
-                                          cw.crc);
+    return rc ? rc : sk_state_seal_as(e->st, s, pl_shape_ext(e->shape),
+                                      cw.bytes, cw.crc);
 }
 
 /* Seal what is due among list[0..n) (a copy of the live slices: indexes
