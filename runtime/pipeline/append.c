@@ -2,12 +2,11 @@
  * sink writes .jsonl, where multiline_records says), a dead letter with
  * its metadata, and the slices whose records need their own object (a
  * CSV header's, an XML root's, multi-line JSON), told apart by the slice's
- * tag (state/types.h). Also what a slice's format means for its object:
- * its extension, its conversion for the sink, an XML root's close tag.
+ * tag (state/types.h). What a slice's format means for its object is
+ * slicefmt.c's.
  *
  * Owns: nothing; slices belong to the state (state/state.h).
- * Thread: the pipeline thread; the format helpers are pure and are also
- * called from upload threads.
+ * Thread: the pipeline thread.
  */
 #include "pipeline/engine.h"
 
@@ -72,19 +71,6 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
     return rc;
 }
 
-int pl_slice_is_multiline(const sk_slice *s)
-{
-    return s->kind == SK_SLICE_DATA && s->tag.form == SK_FORM_MULTILINE;
-}
-
-/* The extension of slice s's object. */
-const char *pl_slice_ext(const engine *e, const sk_slice *s)
-{
-    if (s->kind == SK_SLICE_DEAD)
-        return ".bad";
-    return pl_slice_is_multiline(s) ? ".json" : pl_shape_ext(e->shape);
-}
-
 /* A JSON record of partition key[0..klen) (whose .jsonl slice is s) that
  * holds a line feed, so a .jsonl object cannot hold it as one line: put it
  * where multiline_records says. unit and offset name it in a dead letter.
@@ -137,35 +123,4 @@ int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
     if (!rc)
         e->records++;
     return rc;
-}
-
-/* The conversion a data slice of this form needs for this sink, if any:
- * a CSV slice (its key holds the header's id) to a jsonl sink, or a JSON
- * slice to a csv sink; pl_slice_conv: slice s's. */
-sk_conv_kind pl_form_conv(const engine *e, sk_slice_form form)
-{
-    int sink_csv = e->sink->format == SK_FORMAT_CSV;
-    if (form == SK_FORM_CSV && !sink_csv)
-        return SK_CONV_CSV_JSONL;
-    if (form != SK_FORM_CSV && form != SK_FORM_XML && sink_csv)
-        return SK_CONV_JSON_CSV;
-    return SK_CONV_NONE;
-}
-
-sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
-{
-    return s->kind == SK_SLICE_DATA ? pl_form_conv(e, s->tag.form)
-                                    : SK_CONV_NONE;
-}
-
-/* An XML slice's object ends with its root's close tag, which its tag
- * names. 0 if s is none. */
-size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap)
-{
-    if (s->kind != SK_SLICE_DATA || s->tag.form != SK_FORM_XML ||
-        !s->tag.root)
-        return 0;
-    int n = snprintf(out, cap, "</%.*s>\n", (int)s->tag.root_len,
-                     s->tag.root);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

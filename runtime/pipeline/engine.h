@@ -11,7 +11,8 @@
  *   read.c      open a unit, read, decompress         pipeline thread; pool
  *   frame.c     frame, peek and route a window        pool workers
  *   apply.c     append a window's records in order    pipeline thread
- *   append.c    slices: records, dead letters, format pipeline thread
+ *   append.c    slices: records, dead letters         pipeline thread
+ *   slicefmt.c  a slice's extension, conversion       any thread
  *   clock.c     event time: arrivals, watermark, late pipeline thread
  *   seal.c      commit, seal, upload batch, WAL GC    pipeline thread
  *   deliver.c   write one sealed slice to the sink    upload threads
@@ -282,11 +283,13 @@ void pl_piece_task(sk_task *t);
 /* append.c: records into slices, dead letters, a slice's format */
 int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                    const uint8_t *bytes, size_t len, const char *reason);
-int pl_slice_is_multiline(const sk_slice *s);
-const char *pl_slice_ext(const engine *e, const sk_slice *s);
 int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
                    const uint8_t *rec, size_t len, const char *unit,
                    uint64_t offset, int spans);
+
+/* slicefmt.c: what a slice's format means for its object */
+int pl_slice_is_multiline(const sk_slice *s);
+const char *pl_slice_ext(const engine *e, const sk_slice *s);
 sk_conv_kind pl_form_conv(const engine *e, sk_slice_form form);
 sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s);
 size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap);
