@@ -2,7 +2,8 @@
  * sink writes .jsonl, where multiline_records says), a dead letter with
  * its metadata, and the slices whose records need their own object (a
  * CSV header's, an XML root's, multi-line JSON), told apart by the slice's
- * tag (state/types.h). What a slice's format means for its object is
+ * tag (state/types.h); a streamed slice's full buffer put to the sink as
+ * the state asks (grow.c). What a slice's format means for its object is
  * slicefmt.c's.
  *
  * Owns: nothing; slices belong to the state (state/state.h).
@@ -16,6 +17,35 @@
 #include <string.h>
 
 #include "pipeline/shape.h"
+
+/* Append one record to s (raw: without the object CRC, as
+ * sk_state_append_raw), and put a streamed slice's buffer to the sink
+ * when it is full: before the record (SK_STATE_PUT_FIRST) or after it. */
+static int append_one(engine *e, sk_slice *s, const void *rec, size_t len,
+                      int raw)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        int rc = raw ? sk_state_append_raw(e->st, s, rec, len)
+                     : sk_state_append(e->st, s, rec, len);
+        if (rc <= 0) /* appended, or a failure */
+            return rc;
+        int prc = pl_grow_put_one(e, s);
+        if (prc || rc == SK_STATE_PUT_NOW)
+            return prc;
+    }
+    /* a put leaves less than a block, which takes any record */
+    return SKIPPR_INVAL;
+}
+
+int pl_append(engine *e, sk_slice *s, const void *rec, size_t len)
+{
+    return append_one(e, s, rec, len, 0);
+}
+
+int pl_append_raw(engine *e, sk_slice *s, const void *rec, size_t len)
+{
+    return append_one(e, s, rec, len, 1);
+}
 
 static int json_str_append(skippr_buf *b, const char *s, size_t n)
 {
@@ -50,9 +80,9 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
     if (!rc)
         rc = json_str_append(&meta, reason, strlen(reason));
     if (!rc)
-        rc = sk_state_append(e->st, s, meta.data, meta.len);
+        rc = pl_append(e, s, meta.data, meta.len);
     if (!rc)
-        rc = sk_state_append(e->st, s, bytes, len);
+        rc = pl_append(e, s, bytes, len);
     skippr_buf_free(&meta);
     const skippr_message *m = e->doc_msg;
     if (!rc && m && e->doc_dead++ == 0 && m->problem && m->problem_cap) {
@@ -89,7 +119,7 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
         const uint8_t *one;
         size_t n;
         if ((rc = pl_shape_compact(e->shape, rec, len, &one, &n)) ||
-            (rc = sk_state_append(e->st, s, one, n)))
+            (rc = pl_append(e, s, one, n)))
             return rc;
         pl_shape_count_multiline(e->shape, 1);
         e->records++;
@@ -102,7 +132,7 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
     sk_slice *js = sk_state_slice(e->st, key, klen, 0, &ml, SK_SLICE_DATA);
     if (!js)
         return SKIPPR_NOMEM;
-    if (!(rc = sk_state_append(e->st, js, rec, len))) {
+    if (!(rc = pl_append(e, js, rec, len))) {
         pl_shape_count_multiline(e->shape, 0);
         e->records++;
     }
@@ -119,7 +149,7 @@ int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
     if (pl_shape_lines_only(e->shape) &&
         (spans < 0 ? memchr(rec, '\n', len) != NULL : spans))
         return append_multiline(e, s, key, klen, rec, len, unit, offset);
-    int rc = sk_state_append(e->st, s, rec, len);
+    int rc = pl_append(e, s, rec, len);
     if (!rc)
         e->records++;
     return rc;

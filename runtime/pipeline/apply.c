@@ -77,10 +77,10 @@ static sk_slice *tagged_group_slice(engine *e, const piece *p,
         return NULL;
     *rc = SKIPPR_OK;
     if (s->records == 0)
-        *rc = p->csv ? sk_state_append(e->st, s, p->csv_out.hdr.row,
-                                       p->csv_out.hdr.row_len)
-                     : sk_state_append(e->st, s, p->xml_out.head,
-                                       p->xml_out.head_len);
+        *rc = p->csv ? pl_append(e, s, p->csv_out.hdr.row,
+                                 p->csv_out.hdr.row_len)
+                     : pl_append(e, s, p->xml_out.head,
+                                 p->xml_out.head_len);
     return *rc ? NULL : s;
 }
 
@@ -115,8 +115,7 @@ static int apply_group(lane *l, const piece *p, size_t gi)
     }
     for (uint32_t r = g->first; r != NO_REC; r = p->recs[r].next) {
         const rec_out *o = &p->recs[r];
-        if ((rc = sk_state_append_raw(e->st, s, buf + o->start,
-                                      o->end - o->start)))
+        if ((rc = pl_append_raw(e, s, buf + o->start, o->end - o->start)))
             return rc;
     }
     sk_state_fold_crc(s, g->crc, g->xpow);

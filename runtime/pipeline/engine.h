@@ -11,7 +11,7 @@
  *   read.c      open a unit, read, decompress         pipeline thread; pool
  *   frame.c     frame, peek and route a window        pool workers
  *   apply.c     append a window's records in order    pipeline thread
- *   append.c    slices: records, dead letters         pipeline thread
+ *   append.c    slices: records, dead letters, puts   pipeline thread
  *   slicefmt.c  a slice's extension, conversion       any thread
  *   clock.c     event time: arrivals, watermark, late pipeline thread
  *   seal.c      commit, seal, upload batch, WAL GC    pipeline thread
@@ -281,6 +281,10 @@ void pl_piece_run(piece *p);
 void pl_piece_task(sk_task *t);
 
 /* append.c: records into slices, dead letters, a slice's format */
+/* sk_state_append (and _raw) with the put a full streamed buffer asks
+ * for: SKIPPR_OK or a failure. */
+int pl_append(engine *e, sk_slice *s, const void *rec, size_t len);
+int pl_append_raw(engine *e, sk_slice *s, const void *rec, size_t len);
 int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                    const uint8_t *bytes, size_t len, const char *reason);
 int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
@@ -302,12 +306,14 @@ int pl_upload_one(uploader *u, sk_slice *s);
 
 /* grow.c: slices that grow in the sink (SKIPPR_SINK_GROWS) */
 /* Whether data slices grow in the sink (a listed source and a sink that
- * grows objects); pl_grow_init then installs the state's hooks. */
+ * grows objects); pl_grow_init then gives the state its settings. */
 int pl_grow_on(const engine *e);
 int pl_grow_init(engine *e);
 int pl_grow_finish(engine *e, sk_slice *s);
 int pl_grow_parallel(engine *e, sk_slice **v, size_t n, int *rcs);
 int pl_grow_sync(engine *e);
+/* The put of s's full buffer that an append asked for (SK_STATE_PUT_*). */
+int pl_grow_put_one(engine *e, sk_slice *s);
 int pl_grow_forget(engine *e, sk_slice *s);
 void pl_grow_release(engine *e);
 

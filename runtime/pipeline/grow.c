@@ -4,7 +4,7 @@
  * the WAL and then again into the object. The state decides when bytes move
  * (state/grow.h); this file is how they reach the sink: a flush's puts in
  * parallel and the sink's sync (which seal.c's pl_commit calls between the
- * state's steps), the hooks the state still calls (a full buffer's put),
+ * state's steps), the put a full buffer asks for as records are appended,
  * and recovery of growing objects a crash left. Staging pieces and the
  * finish of sealed ones (the rename, the multipart Complete) are in
  * staging.c; one object's sink calls, which both make, in growobj.c.
@@ -33,7 +33,7 @@ int pl_grow_on(const engine *e)
 
 /* The forms whose slices grow in the sink: those written as they come,
  * with no conversion (an XML slice with a root the state keeps in the
- * WAL itself). Listed sources only (pl_grow_init installs no hooks for a
+ * WAL itself). Listed sources only (pl_grow_init sets none for a
  * streaming source): its acknowledgements ask for a durable commit every
  * few hundred milliseconds, and with growing objects each would be a sync
  * of the whole output file system (an MQTT broker at its defaults then
@@ -49,15 +49,27 @@ static uint32_t stream_forms(const engine *e)
     return bits;
 }
 
-static int put(void *ud, sk_slice *s, const void *p, size_t n)
+/* Put s's buffer (sk_state_put_len bytes of it) to its growing object,
+ * made or reopened on first use. */
+static int put(engine *e, sk_slice *s, const void *p, size_t n)
 {
-    engine *e = ud;
     int rc;
     if (!s->handle && (rc = pl_grow_attach(e, s, s->pushed)))
         return rc;
     rc = pl_grow_write(e, s, p, n);
     if (rc)
         pl_grow_write_failed(e, s, rc);
+    return rc;
+}
+
+int pl_grow_put_one(engine *e, sk_slice *s)
+{
+    int rc = pl_grow_unspill(e, s);
+    if (!rc)
+        rc = put(e, s, s->open_block.data,
+                 (size_t)sk_state_put_len(e->st, s));
+    if (!rc)
+        sk_state_pushed_one(e->st, s);
     return rc;
 }
 
@@ -185,7 +197,7 @@ int pl_grow_init(engine *e)
     for (size_t i = 0; i < sk_state_nlive(st); i++)
         streamed |= sk_state_slice_at(st, i)->streamed;
     /* Streaming sources keep the WAL path (see stream_forms()), and with it
-     * their lazy commits: no hooks at all. */
+     * their lazy commits: no slice streams. */
     if (!pl_grow_on(e)) {
         if (streamed || sk_state_norphans(st)) {
             sk_error("%s: the state holds objects growing in a sink that "
@@ -196,19 +208,15 @@ int pl_grow_init(engine *e)
         }
         return SKIPPR_OK;
     }
-    sk_grow_hooks h = {.ud = e, .stream_forms = stream_forms(e),
-                       .put = put,
-                       .part_bytes = pl_sink_part_bytes(e)};
+    sk_grow_config h = {.stream_forms = stream_forms(e),
+                        .part_bytes = pl_sink_part_bytes(e)};
     if (h.part_bytes && pl_sink_stages(e)) {
-        h.fetch = pl_grow_fetch;
-        h.stage = pl_grow_store;
-        if (pl_sink_copies(e))
-            h.copy = pl_grow_copy;
+        h.stages = 1;
         h.wal_budget = (uint64_t)e->cfg->wal_disk_budget;
     }
     sk_state_set_grow(st, &h);
     size_t n = sk_state_nlive(st);
-    if (h.stage) {
+    if (h.stages) {
         /* A piece is put before its STAGE frame is written: a crash in
          * between leaves a piece that the WAL does not name. So every
          * slice a run inherits lists its staging folder when it is done

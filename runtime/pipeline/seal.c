@@ -19,6 +19,7 @@
 #include "pipeline/clock.h"
 #include "pipeline/lister.h"
 #include "pipeline/shape.h"
+#include "pipeline/staging.h"
 
 typedef struct upload_batch {
     sk_slice **slices;
@@ -372,6 +373,8 @@ int pl_flush(engine *e, int release)
     int rc = sk_state_announce(e->st);
     if (!rc)
         rc = sk_state_due_puts(e->st, &v, &n);
+    for (size_t i = 0; i < n && !rc; i++) /* spilled ones made whole */
+        rc = pl_grow_unspill(e, v[i]);
     if (!rc && n && !(rc = pl_grow_parallel(e, v, n, NULL)))
         sk_state_pushed(e->st, v, n);
     sk_free(v);
@@ -389,6 +392,8 @@ int pl_commit(engine *e, int durable)
         if (!(rc = pl_grow_sync(e)))
             sk_state_sink_synced(e->st);
     }
+    if (!rc)
+        rc = pl_grow_stage_tails(e);
     return rc ? rc : sk_state_commit_as(e->st, durable);
 }
 

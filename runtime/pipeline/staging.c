@@ -1,7 +1,8 @@
 /* Staging pieces and the finish of sealed growing objects. When the WAL
  * cannot hold the tails of objects growing by parts (S3), they move into
- * the sink's own storage as staging pieces (the state's fetch, stage and
- * copy hooks); a sealed slice's object is finished from its pieces (made
+ * the sink's own storage as staging pieces (the state says which, and
+ * when a spilled buffer must be read back); a sealed slice's object is
+ * finished from its pieces (made
  * parts inside the sink where they are large enough) and its tail, then
  * made visible, and its pieces are cleared. See grow.c for the rest of
  * the growing objects' life.
@@ -96,18 +97,109 @@ static int piece_io(engine *e, const sk_slice *s, uint64_t off, uint64_t tag,
     return rc;
 }
 
-/* sk_grow_hooks.fetch */
-int pl_grow_fetch(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
-                  void *buf, size_t len)
+/* Append parted slice s's bytes [from, upto) to out: those in staging
+ * pieces read from the sink (through scratch f), the rest from the WAL's
+ * TAIL frames (sk_state_read_tail). */
+int pl_grow_read(engine *e, const sk_slice *s, uint64_t from, uint64_t upto,
+                 skippr_buf *out, skippr_buf *f)
 {
-    return piece_io(ud, s, off, tag, NULL, buf, len);
+    uint64_t at = s->pushed; /* where the next piece starts */
+    int rc = from < at || from > upto ? SKIPPR_CORRUPT : SKIPPR_OK;
+    for (size_t i = 0; i < sk_state_npieces(s) && at < upto && !rc; i++) {
+        sk_stage_piece p = sk_state_piece(s, i);
+        if (p.off != at || p.len > SK_WAL_MAX_PAYLOAD)
+            rc = SKIPPR_CORRUPT;
+        else if (at + p.len > from) {
+            skippr_buf_reset(f);
+            rc = skippr_buf_reserve(f, (size_t)p.len);
+            if (!rc)
+                rc = piece_io(e, s, at, p.tag, NULL, f->data, (size_t)p.len);
+            uint64_t lo = SK_MAX(from, at), hi = SK_MIN(upto, at + p.len);
+            if (!rc && lo < hi)
+                rc = skippr_buf_append(out, f->data + (lo - at),
+                                       (size_t)(hi - lo));
+        }
+        at += p.len;
+    }
+    if (rc == SKIPPR_CORRUPT)
+        sk_error("WAL corrupt: the staging pieces of slice %" PRIu64 " do "
+                 "not make up its bytes %" PRIu64 " to %" PRIu64, s->id,
+                 from, upto);
+    if (!rc && at < upto)
+        rc = sk_state_read_tail(e->st, s, SK_MAX(from, at), upto, out, f);
+    return rc;
 }
 
-/* sk_grow_hooks.stage */
-int pl_grow_store(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
-                  const void *p, size_t n)
+/* Open slice s's first staging piece becomes a part of its growing
+ * object, inside the sink. */
+static int copy_first(engine *e, sk_slice *s)
 {
-    return piece_io(ud, s, off, tag, p, NULL, n);
+    char sid[40];
+    skippr_object_info info;
+    char *key = pl_grow_open_info(e, s, sid, sizeof sid, &info);
+    if (!key)
+        return SKIPPR_NOMEM;
+    int rc = s->handle ? SKIPPR_OK : pl_grow_attach(e, s, s->pushed);
+    if (!rc && (rc = copy_pieces(e, s, &info, 1)))
+        pl_grow_write_failed(e, s, rc);
+    sk_free(key);
+    return rc;
+}
+
+int pl_grow_unspill(engine *e, sk_slice *s)
+{
+    sk_state *st = e->st;
+    sk_stage_piece p;
+    int rc = SKIPPR_OK;
+    /* First the pieces the sink makes parts by itself: their bytes need
+     * not be read back. */
+    while (sk_state_spilled(st, s) && pl_sink_copies(e) &&
+           sk_state_copy_next(s, &p)) {
+        if ((rc = copy_first(e, s)))
+            return rc;
+        sk_state_copied(st, s);
+    }
+    if (!sk_state_spilled(st, s))
+        return SKIPPR_OK;
+    skippr_buf b, f;
+    skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    rc = sk_state_unspill_begin(st, s, &b);
+    if (!rc)
+        rc = pl_grow_read(e, s, s->pushed, s->mem_off, &b, &f);
+    skippr_buf_free(&f);
+    return sk_state_unspill_end(st, s, &b, rc);
+}
+
+/* Slice s's bytes after its staging pieces become a new one. */
+static int stage_unstaged(engine *e, sk_slice *s, skippr_buf *t,
+                          skippr_buf *f)
+{
+    sk_state *st = e->st;
+    uint64_t from = s->pushed + s->staged;
+    skippr_buf_reset(t);
+    int rc = sk_state_read_unstaged(st, s, t, f);
+    uint64_t tag = sk_state_next_stage_tag(st);
+    if (!rc)
+        rc = piece_io(e, s, from, tag, t->data, NULL, t->len);
+    return rc ? rc : sk_state_staged(st, s, tag);
+}
+
+/* Before a commit: the tails that would not fit the WAL's disk budget go
+ * to staging pieces instead of TAIL frames. */
+int pl_grow_stage_tails(engine *e)
+{
+    sk_slice **v = NULL;
+    size_t n = 0;
+    int rc = sk_state_tails_to_stage(e->st, &v, &n);
+    skippr_buf t, f;
+    skippr_buf_init(&t, SK_WAL_MAX_PAYLOAD - 64);
+    skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = stage_unstaged(e, v[i], &t, &f);
+    skippr_buf_free(&t);
+    skippr_buf_free(&f);
+    sk_free(v);
+    return rc;
 }
 
 /* Over the disk budget: every open parted slice's bytes in TAIL frames
@@ -127,34 +219,11 @@ int pl_grow_stage(engine *e, size_t *n)
         sk_slice *s = sk_state_slice_at(st, i);
         if (s->state != SK_SLICE_OPEN || !s->streamed || !s->walled)
             continue;
-        uint64_t from = s->pushed + s->staged;
-        skippr_buf_reset(&t);
-        rc = sk_state_read_tail(st, s, from, from + s->walled, &t, &f);
-        uint64_t tag = sk_state_next_stage_tag(st);
-        if (!rc)
-            rc = pl_grow_store(e, s, from, tag, t.data, t.len);
-        if (!rc && (rc = sk_state_staged(st, s, tag)) == SKIPPR_OK)
+        if ((rc = stage_unstaged(e, s, &t, &f)) == SKIPPR_OK)
             (*n)++;
     }
     skippr_buf_free(&t);
     skippr_buf_free(&f);
-    return rc;
-}
-
-/* sk_grow_hooks.copy: open slice s's first staging piece becomes a part
- * of its growing object. */
-int pl_grow_copy(void *ud, sk_slice *s)
-{
-    engine *e = ud;
-    char sid[40];
-    skippr_object_info info;
-    char *key = pl_grow_open_info(e, s, sid, sizeof sid, &info);
-    if (!key)
-        return SKIPPR_NOMEM;
-    int rc = s->handle ? SKIPPR_OK : pl_grow_attach(e, s, s->pushed);
-    if (!rc && (rc = copy_pieces(e, s, &info, 1)))
-        pl_grow_write_failed(e, s, rc);
-    sk_free(key);
     return rc;
 }
 
@@ -286,8 +355,8 @@ static int finish_parted(engine *e, sk_slice *s)
             tn = s->open_block.len - (size_t)lead;
         }
     } else {
-        rc = sk_state_read_tail(e->st, s, s->pushed + lead,
-                                s->pushed + s->staged + s->walled, &t, &f);
+        rc = pl_grow_read(e, s, s->pushed + lead,
+                          s->pushed + s->staged + s->walled, &t, &f);
         if (!rc && s->pushed + lead + t.len != s->object_bytes)
             rc = SKIPPR_CORRUPT;
         tp = t.data;

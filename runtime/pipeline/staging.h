@@ -1,15 +1,21 @@
 /* Staging pieces (staging.c): the tails of growing objects that the disk
  * cannot hold, kept in the sink, and the finish of sealed parted slices.
- * The state calls the hooks (sk_grow_hooks fetch, stage and copy). */
+ * The state says when (state/grow.h); these move the bytes. */
 #ifndef SKIPPR_PIPELINE_STAGING_H
 #define SKIPPR_PIPELINE_STAGING_H
 
 #include "pipeline/engine.h"
 
-int pl_grow_fetch(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
-                  void *buf, size_t len);
-int pl_grow_store(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
-                  const void *p, size_t n);
-int pl_grow_copy(void *ud, sk_slice *s);
+/* Append parted slice s's bytes [from, upto) (from s->pushed on) to out,
+ * from its staging pieces and TAIL frames; f is scratch. */
+int pl_grow_read(engine *e, const sk_slice *s, uint64_t from, uint64_t upto,
+                 skippr_buf *out, skippr_buf *f);
+/* Make spilled parted slice s's buffer whole before a put: its first
+ * staging pieces copied into parts if the sink can, the rest of its tail
+ * read back (sk_state_spilled). */
+int pl_grow_unspill(engine *e, sk_slice *s);
+/* Before a commit: tails over the WAL's disk budget become staging
+ * pieces (sk_state_tails_to_stage). */
+int pl_grow_stage_tails(engine *e);
 
 #endif

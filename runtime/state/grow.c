@@ -1,9 +1,10 @@
 /* Streamed slices: data slices whose object grows in the sink while they
- * are open (sk_grow_hooks), so the WAL holds their progress and never
+ * are open (sk_grow_config), so the WAL holds their progress and never
  * their bytes. What moves when:
  *   append   object bytes (record, newline) gather in the slice's buffer;
- *            a full buffer is put to the sink, once the slice's SLICE
- *            frame is durable (before that the buffer grows)
+ *            a full buffer is due to go to the sink (the append says so
+ *            and the caller puts it), once the slice's SLICE frame is
+ *            durable (before that the buffer grows)
  *   flush    SLICE frames of new streamed slices, one fsync, then every
  *            due buffer is put: by the caller (sk_state_due_puts,
  *            sk_state_pushed; grow.h gives the order)
@@ -11,7 +12,7 @@
  *            grown slice's length, records and CRC, then the COMMIT
  *   rotate   each open streamed slice is restated in the new segment, so
  *            that old segments can go
- * Parted slices (hooks.part_bytes > 0: an S3 multipart upload) differ: a
+ * Parted slices (part_bytes > 0: an S3 multipart upload) differ: a
  * put is a part, durable when it returns, so bytes wait in memory until
  * there are part_bytes of them; at a commit, whatever no part holds yet
  * goes into TAIL frames after the STREAM frame, and the sink's notes of
@@ -44,60 +45,57 @@ static uint64_t unput(const sk_slice *s)
     return s->mem_off + s->open_block.len - s->pushed;
 }
 
-/* s's first staging pieces that the sink makes parts by itself (each of
- * at least SKIPPR_COPY_MIN_BYTES) go to it so, and memory lets go of any
- * of their bytes it still held. */
-static int copy_pieces(sk_state *st, sk_slice *s)
+int sk_state_spilled(const sk_state *st, const sk_slice *s)
 {
-    while (st->grow.copy && s->nstaged && s->stage_off[0] == s->pushed &&
-           s->stage_len[0] >= SKIPPR_COPY_MIN_BYTES) {
-        int rc = st->grow.copy(st->grow.ud, s);
-        if (rc)
-            return rc;
-        s->pushed += s->stage_len[0];
-        st_drop_stages(s, s->pushed);
-        if (s->mem_off < s->pushed) {
-            size_t k = (size_t)SK_MIN(s->pushed - s->mem_off,
-                                      (uint64_t)s->open_block.len);
-            memmove(s->open_block.data, s->open_block.data + k,
-                    s->open_block.len - k);
-            s->open_block.len -= k;
-            st->open_block_bytes -= k;
-            s->mem_off += k;
-        }
-    }
-    return SKIPPR_OK;
+    return st_parted(st, s) && s->mem_off != s->pushed;
 }
 
-/* Make a spilled parted slice's buffer whole again: its first staging
- * pieces copied into parts if the sink can, the rest of the tail read
- * back from its staging pieces and TAIL frames, then what came since. */
-static int unspill(sk_state *st, sk_slice *s)
+int sk_state_copy_next(const sk_slice *s, sk_stage_piece *p)
 {
-    if (!st_parted(st, s) || s->mem_off == s->pushed)
-        return SKIPPR_OK;
-    int rc = copy_pieces(st, s);
-    if (rc || s->mem_off == s->pushed)
-        return rc;
-    skippr_buf b;
-    skippr_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
-    rc = sk_bufpool_reserve(&st->pool, &b, (size_t)unput(s),
-                            st->open_block_cap);
-    skippr_buf f;
-    skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
-    if (!rc) /* what is not in memory; the rest is */
-        rc = sk_state_read_tail(st, s, s->pushed, s->mem_off, &b, &f);
-    skippr_buf_free(&f);
-    if (!rc)
-        rc = skippr_buf_append(&b, s->open_block.data, s->open_block.len);
+    if (!s->nstaged || s->stage_off[0] != s->pushed ||
+        s->stage_len[0] < SKIPPR_COPY_MIN_BYTES)
+        return 0;
+    *p = (sk_stage_piece){s->stage_off[0], s->stage_len[0], s->stage_tag[0]};
+    return 1;
+}
+
+void sk_state_copied(sk_state *st, sk_slice *s)
+{
+    assert(s->nstaged && s->stage_off[0] == s->pushed);
+    s->pushed += s->stage_len[0];
+    st_drop_stages(s, s->pushed);
+    if (s->mem_off < s->pushed) { /* memory lets go of the piece's bytes */
+        size_t k = (size_t)SK_MIN(s->pushed - s->mem_off,
+                                  (uint64_t)s->open_block.len);
+        memmove(s->open_block.data, s->open_block.data + k,
+                s->open_block.len - k);
+        s->open_block.len -= k;
+        st->open_block_bytes -= k;
+        s->mem_off += k;
+    }
+}
+
+int sk_state_unspill_begin(sk_state *st, const sk_slice *s, skippr_buf *b)
+{
+    skippr_buf_init(b, SK_WAL_MAX_PAYLOAD - 64);
+    return sk_bufpool_reserve(&st->pool, b, (size_t)unput(s),
+                              st->open_block_cap);
+}
+
+int sk_state_unspill_end(sk_state *st, sk_slice *s, skippr_buf *b, int rc)
+{
+    if (!rc && b->len != s->mem_off - s->pushed)
+        rc = SKIPPR_CORRUPT;
+    if (!rc) /* then what memory holds */
+        rc = skippr_buf_append(b, s->open_block.data, s->open_block.len);
     if (rc) {
-        sk_bufpool_release(&st->pool, &b, st->open_block_cap);
+        sk_bufpool_release(&st->pool, b, st->open_block_cap);
         return rc;
     }
-    st->open_block_cap += b.cap;
+    st->open_block_cap += b->cap;
     st->open_block_bytes += s->mem_off - s->pushed;
     st_release_block(st, s);
-    s->open_block = b;
+    s->open_block = *b;
     s->mem_off = s->pushed;
     return SKIPPR_OK;
 }
@@ -135,24 +133,6 @@ int st_announce_streams(sk_state *st)
     for (size_t i = 0; i < st->nlive; i++)
         if (st->live[i]->streamed && st->live[i]->announced)
             st->live[i]->durable_announced = 1;
-    return SKIPPR_OK;
-}
-
-/* Hand a streamed slice's buffered object bytes to the sink (once its
- * SLICE frame is durable; until then they wait in memory). keep: a parted
- * slice that is filling keeps its buffer's size for the next part (see
- * st_pushed). */
-int st_push_block(sk_state *st, sk_slice *s, int keep)
-{
-    if (!due_put(st, s))
-        return SKIPPR_OK;
-    int rc = unspill(st, s);
-    if (!rc)
-        rc = st->grow.put(st->grow.ud, s, s->open_block.data,
-                          (size_t)sk_state_put_len(st, s));
-    if (rc)
-        return rc;
-    st_pushed(st, s, keep);
     return SKIPPR_OK;
 }
 
@@ -234,14 +214,8 @@ int sk_state_due_puts(sk_state *st, sk_slice ***out, size_t *n)
         return SKIPPR_NOMEM;
     for (size_t i = 0; i < st->nlive; i++) {
         sk_slice *s = st->live[i];
-        if (s->streamed && due_put(st, s)) {
-            int rc = unspill(st, s);
-            if (rc) {
-                sk_free(v);
-                return rc;
-            }
+        if (s->streamed && due_put(st, s))
             v[(*n)++] = s;
-        }
     }
     *out = v;
     return SKIPPR_OK;
@@ -251,6 +225,11 @@ void sk_state_pushed(sk_state *st, sk_slice *const *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         st_pushed(st, v[i], 0);
+}
+
+void sk_state_pushed_one(sk_state *st, sk_slice *s)
+{
+    st_pushed(st, s, 1);
 }
 
 int sk_state_sink_unsynced(const sk_state *st)
@@ -264,23 +243,23 @@ void sk_state_sink_synced(sk_state *st)
 }
 
 /* A streamed slice buffers object bytes: the record and its newline. A
- * full block goes to the sink; before the slice's SLICE frame is durable
- * the buffer grows instead (the memory budget bounds it: the pipeline then
- * flushes, which announces and pushes). */
+ * full block is due to go to the sink (the caller puts it: grow.h,
+ * SK_STATE_PUT_*); before the slice's SLICE frame is durable the buffer
+ * grows instead (the memory budget bounds it: the pipeline then flushes,
+ * which announces and puts). */
 int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
                        size_t len)
 {
     skippr_buf *b = &s->open_block;
     int rc;
     int parted = st_parted(st, s);
-    /* A full buffer goes to the sink: a block, or a parted slice's whole
-     * parts (so that it holds at most about a part; flushes under memory
-     * pressure put many slices' parts at once, in parallel). */
+    /* A full buffer goes to the sink first: a block, or a parted slice's
+     * whole parts (so that it holds at most about a part; flushes under
+     * memory pressure put many slices' parts at once, in parallel). */
     uint64_t full = parted ? st->grow.part_bytes : st->block_bytes;
     if (b->len && b->len + len + 1 > b->cap && b->cap >= full &&
-        (!parted || b->len >= full) && s->durable_announced &&
-        (rc = st_push_block(st, s, 1)))
-        return rc;
+        (!parted || b->len >= full) && s->durable_announced)
+        return SK_STATE_PUT_FIRST;
     if (b->cap < b->len + len + 1) {
         /* From a page up to a block by doubling: thousands of slices of
          * a few records each must not hold a block of memory apiece. A
@@ -310,7 +289,7 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
     s->bytes += len;
     st->open_block_bytes += len + 1;
     if (!parted && b->len >= st->block_bytes && s->durable_announced)
-        return st_push_block(st, s, 0);
+        return SK_STATE_PUT_NOW;
     if (parted && b->len >= st->grow.part_bytes) {
         /* A part is ready: it goes now rather than waiting for a flush to
          * announce the slice, so that the buffer stays about a part. One
@@ -321,7 +300,7 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
                 return rc;
             s->durable_announced = 1;
         }
-        return st_push_block(st, s, 1);
+        return SK_STATE_PUT_NOW;
     }
     return SKIPPR_OK;
 }
@@ -349,43 +328,63 @@ static int record_notes(sk_state *st)
     return SKIPPR_OK;
 }
 
-static int record_piece(sk_state *st, sk_slice *s, uint64_t off,
-                        uint64_t len, uint64_t tag);
-
-/* s's bytes after its staging pieces, [pushed + staged, end), become a
- * staging piece: those in TAIL frames read back (if memory no longer has
- * them), then what memory holds. */
-static int stage_tail(sk_state *st, sk_slice *s)
+/* Where parted slice s's bytes after its staging pieces start, and where
+ * its bytes end. */
+static uint64_t unstaged_from(const sk_slice *s)
 {
-    uint64_t from = s->pushed + s->staged;
-    uint64_t end = s->mem_off + s->open_block.len;
-    uint64_t tag = st->stage_tag++;
-    int rc;
-    if (s->mem_off <= from) {
-        rc = st->grow.stage(st->grow.ud, s, from, tag,
-                            s->open_block.data + (from - s->mem_off),
-                            (size_t)(end - from));
-    } else {
-        skippr_buf b;
-        skippr_buf_init(&b, SK_WAL_MAX_PAYLOAD - 64);
-        skippr_buf f;
-        skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
-        rc = skippr_buf_reserve_exact(&b, (size_t)(end - from));
-        if (!rc)
-            rc = sk_state_read_tail(st, s, from, s->mem_off, &b, &f);
-        skippr_buf_free(&f);
-        if (!rc)
-            rc = skippr_buf_append(&b, s->open_block.data, s->open_block.len);
-        if (!rc)
-            rc = st->grow.stage(st->grow.ud, s, from, tag, b.data, b.len);
-        skippr_buf_free(&b);
+    return s->pushed + s->staged;
+}
+
+static uint64_t bytes_end(const sk_slice *s)
+{
+    return s->mem_off + s->open_block.len;
+}
+
+int sk_state_tails_to_stage(sk_state *st, sk_slice ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!st->grow.stages || !st->grow.wal_budget)
+        return SKIPPR_OK;
+    sk_slice **v = sk_calloc(st->nlive ? st->nlive : 1, sizeof *v);
+    if (!v)
+        return SKIPPR_NOMEM;
+    /* Tails get half the disk budget: the rest is for retired frames
+     * until their segment goes, and the ledger. */
+    uint64_t disk = sk_wal_disk_bytes(st->wal);
+    for (size_t i = 0; i < st->nlive; i++) {
+        sk_slice *s = st->live[i];
+        if (!st_parted(st, s) || s->state != SK_SLICE_OPEN)
+            continue;
+        uint64_t need = bytes_end(s) - (unstaged_from(s) + s->walled);
+        if (!need)
+            continue;
+        if (disk + need > st->grow.wal_budget / 2)
+            v[(*n)++] = s;
+        else
+            disk += need;
     }
-    return rc ? rc : record_piece(st, s, from, end - from, tag);
+    *out = v;
+    return SKIPPR_OK;
+}
+
+int sk_state_read_unstaged(sk_state *st, const sk_slice *s, skippr_buf *out,
+                           skippr_buf *scratch)
+{
+    uint64_t from = unstaged_from(s);
+    int rc = SKIPPR_OK;
+    if (s->mem_off > from) /* what memory no longer has */
+        rc = sk_state_read_tail(st, s, from, s->mem_off, out, scratch);
+    uint64_t skip = from > s->mem_off ? from - s->mem_off : 0;
+    if (!rc && skip < s->open_block.len)
+        rc = skippr_buf_append(out, s->open_block.data + skip,
+                               s->open_block.len - (size_t)skip);
+    return rc;
 }
 
 /* TAIL frames: each parted slice's bytes that are in neither a part nor
- * an earlier TAIL frame (or a staging piece, when they would not fit the
- * disk budget). */
+ * an earlier TAIL frame nor a staging piece (those that would not fit the
+ * disk budget the caller staged first: sk_state_tails_to_stage). */
 static int record_tails(sk_state *st)
 {
     for (size_t i = 0; i < st->nlive; i++) {
@@ -396,17 +395,6 @@ static int record_tails(sk_state *st)
         uint64_t end = s->mem_off + s->open_block.len;
         if (end == from)
             continue;
-        if (st->grow.stage && st->grow.wal_budget &&
-            sk_wal_disk_bytes(st->wal) + (end - from) >
-                st->grow.wal_budget / 2) {
-            /* It does not fit the disk budget (of which tails get half:
-             * the rest is for retired frames until their segment goes,
-             * and the ledger): a staging piece. */
-            int rc = stage_tail(st, s);
-            if (rc)
-                return rc;
-            continue;
-        }
         uint8_t h[16];
         sk_put_u64(h, s->id);
         sk_put_u64(h + 8, from);
@@ -469,8 +457,9 @@ static int record_piece(sk_state *st, sk_slice *s, uint64_t off,
 
 int sk_state_staged(sk_state *st, sk_slice *s, uint64_t tag)
 {
-    assert(st_parted(st, s) && s->walled > 0);
-    return record_piece(st, s, s->pushed + s->staged, s->walled, tag);
+    assert(st_parted(st, s) && bytes_end(s) > unstaged_from(s));
+    return record_piece(st, s, unstaged_from(s),
+                        bytes_end(s) - unstaged_from(s), tag);
 }
 
 /* What the sink holds of streamed slices, made durable by the caller's

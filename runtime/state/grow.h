@@ -17,7 +17,6 @@
  * commit. */
 int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
                        size_t len);
-int st_push_block(sk_state *st, sk_slice *s, int keep);
 void st_pushed(sk_state *st, sk_slice *s, int keep);
 int st_announce_streams(sk_state *st);
 int st_record_streams(sk_state *st);
@@ -31,7 +30,14 @@ int st_parted(const sk_state *st, const sk_slice *s);
 sk_slice *sk_state_slice(sk_state *st, const char *name, size_t nlen,
                          uint64_t hash, const sk_slice_tag *tag,
                          uint8_t kind);
-/* Append one record to an OPEN slice. */
+/* Append one record to an OPEN slice: SKIPPR_OK, a failure, or for a
+ * streamed slice whose buffer is full one of these. The caller then puts
+ * the buffer (sk_state_put_len() bytes of s->open_block, after
+ * sk_state_spilled / sk_state_unspill_*) and calls sk_state_pushed_one. */
+enum {
+    SK_STATE_PUT_FIRST = 1, /* not appended: put, then append again */
+    SK_STATE_PUT_NOW = 2    /* appended; put now */
+};
 int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len);
 /* The same without the object CRC: the caller checksummed the records (each
  * followed by a newline) elsewhere and folds that in with
@@ -43,8 +49,9 @@ void sk_state_fold_crc(sk_slice *s, uint32_t crc, uint32_t xpow);
 /* A flush of streamed slices is the caller's, in this order (the pipeline's
  * pl_commit; docs/EXACTLY_ONCE.md):
  *   sk_state_announce       new streamed slices' SLICE frames, one fsync
- *   sk_state_due_puts       the slices whose buffers go to the sink now,
- *                           made whole; *v is the caller's (sk_free)
+ *   sk_state_due_puts       the slices whose buffers go to the sink now;
+ *                           *v is the caller's (sk_free); spilled ones
+ *                           the caller makes whole (below)
  *   (the caller puts sk_state_put_len() bytes of each s->open_block, any
  *   slice from one thread at a time)
  *   sk_state_pushed         they are in the sink (only after all went)
@@ -52,11 +59,15 @@ void sk_state_fold_crc(sk_slice *s, uint32_t crc, uint32_t xpow);
  *   sk_state_sink_unsynced  non-zero: the sink holds puts not yet synced;
  *   (the caller syncs the sink)
  *   sk_state_sink_synced
+ *   sk_state_tails_to_stage tails over the disk budget, which the caller
+ *                           stages (below)
  *   sk_state_commit         records what the sink holds, then COMMIT
  * A commit whose puts were not synced fails (SKIPPR_INVAL). */
 int sk_state_announce(sk_state *st);
 int sk_state_due_puts(sk_state *st, sk_slice ***v, size_t *n);
 void sk_state_pushed(sk_state *st, sk_slice *const *v, size_t n);
+/* One slice's put that an append asked for went to the sink. */
+void sk_state_pushed_one(sk_state *st, sk_slice *s);
 int sk_state_sink_unsynced(const sk_state *st);
 void sk_state_sink_synced(sk_state *st);
 /* Write every open block as a BLOCK frame (not yet durable). release: also
@@ -105,9 +116,29 @@ int sk_state_rotate(sk_state *st);
  * TAIL frames (after a commit); they are read back for the next part. */
 void sk_state_spill(sk_state *st);
 
-/* The bytes of parted slice s in TAIL frames are now a staging piece (the
- * sink stored them, under tag, which st->stage_tag++ gave): a STAGE
- * frame, durable with the next commit; the TAIL frames are retired. */
+/* A spilled parted slice (its buffer no longer starts at s->pushed) is
+ * made whole before a put by the caller: while its first staging piece
+ * can become a part inside the sink (sk_state_copy_next: 1 and *p), the
+ * sink makes it one and sk_state_copied says so; if it is still spilled,
+ * sk_state_unspill_begin gives an empty buffer b, the caller appends the
+ * bytes [s->pushed, s->mem_off) (staging pieces from the sink, then
+ * sk_state_read_tail), and sk_state_unspill_end(rc: the caller's status)
+ * makes b the slice's buffer, or gives it back. */
+int sk_state_spilled(const sk_state *st, const sk_slice *s);
+int sk_state_copy_next(const sk_slice *s, sk_stage_piece *p);
+void sk_state_copied(sk_state *st, sk_slice *s);
+int sk_state_unspill_begin(sk_state *st, const sk_slice *s, skippr_buf *b);
+int sk_state_unspill_end(sk_state *st, sk_slice *s, skippr_buf *b, int rc);
+
+/* Staging pieces. Before a commit, the parted slices whose new tail would
+ * not fit the WAL's disk budget (*v is the caller's, sk_free); their bytes
+ * after their pieces, read into out (sk_state_read_unstaged), go to the
+ * sink as a staging piece under a tag from sk_state_next_stage_tag, and
+ * sk_state_staged records it: a STAGE frame, durable with the next
+ * commit; their TAIL frames are retired. */
+int sk_state_tails_to_stage(sk_state *st, sk_slice ***v, size_t *n);
+int sk_state_read_unstaged(sk_state *st, const sk_slice *s, skippr_buf *out,
+                           skippr_buf *scratch);
 int sk_state_staged(sk_state *st, sk_slice *s, uint64_t tag);
 
 /* How many of s's buffered bytes a put hands over: all of them, or for a

@@ -72,8 +72,15 @@ static size_t compress_block(sk_state *st, const void *p, size_t n)
 static int write_block(sk_state *st, sk_slice *s)
 {
     int rc;
-    if (s->streamed)
-        return st_parted(st, s) ? SKIPPR_OK : st_push_block(st, s, 0);
+    if (s->streamed) {
+        /* Its buffer is the caller's to put (sk_state_due_puts); one left
+         * here would be lost from the object. */
+        if (st_parted(st, s) || !s->open_block.len || !s->durable_announced)
+            return SKIPPR_OK;
+        sk_error("state: a streamed slice's buffer was not put before "
+                 "the flush (sk_state_due_puts)");
+        return SKIPPR_INVAL;
+    }
     if (s->open_nrec == 0)
         return SKIPPR_OK;
     if (!s->announced && (rc = st_announce(st, s)))
@@ -111,7 +118,7 @@ static int write_block(sk_state *st, sk_slice *s)
 int sk_state_append(sk_state *st, sk_slice *s, const void *rec, size_t len)
 {
     int rc = sk_state_append_raw(st, s, rec, len);
-    if (!rc && s->crc_known) {
+    if ((rc == SKIPPR_OK || rc == SK_STATE_PUT_NOW) && s->crc_known) {
         s->out_crc = sk_crc32c(s->out_crc, rec, len);
         s->out_crc = sk_crc32c(s->out_crc, "\n", 1);
     }
@@ -161,7 +168,8 @@ int sk_state_append_raw(sk_state *st, sk_slice *s, const void *rec,
 int sk_state_flush_blocks(sk_state *st, int release)
 {
     /* Due buffers of streamed slices went with the caller's puts
-     * (sk_state_due_puts); one it left goes here, through the put hook. */
+     * (sk_state_due_puts); those not announced yet are now, and must go
+     * at the next flush. */
     int arc = st_announce_streams(st);
     if (arc)
         return arc;

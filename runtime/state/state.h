@@ -103,8 +103,8 @@ uint64_t sk_state_block_memory(const sk_state *st);
 void sk_state_tune(sk_state *st, int zstd_level, uint64_t memory_budget);
 /* Give back the idle buffers kept for reuse. */
 void sk_state_release_idle(sk_state *st);
-/* Slices that grow in the sink: the hooks (copied), and what they say. */
-void sk_state_set_grow(sk_state *st, const sk_grow_hooks *h);
+/* Slices that grow in the sink: the settings (copied), and what they say. */
+void sk_state_set_grow(sk_state *st, const sk_grow_config *g);
 uint64_t sk_state_part_bytes(const sk_state *st); /* 0: not by parts */
 int sk_state_stages(const sk_state *st);  /* tails go to staging pieces */
 /* The tag of the next staging piece (each one new). */

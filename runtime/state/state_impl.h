@@ -26,7 +26,7 @@ struct sk_state {
     struct ZSTD_CCtx_s *zctx;  /* created on first use */
     skippr_buf zbuf;               /* compressed block */
     skippr_buf ident;              /* a tagged slice's map key, to look up */
-    sk_grow_hooks grow;
+    sk_grow_config grow;
     uint64_t stage_tag;        /* the next staging piece's tag: random at
                                 * open, then counting */
     int grow_unsynced;         /* puts since the caller last synced the

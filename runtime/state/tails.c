@@ -36,7 +36,6 @@ void st_drop_tails(sk_slice *s, uint64_t upto)
                               : s->announce_seg;
 }
 
-/* Bytes of parted slice s not in a part yet. */
 /* Append the part of piece [off, off + len) that lies in [from, upto),
  * whose bytes p holds, to out. */
 static int take_range(skippr_buf *out, const uint8_t *p, uint64_t off,
@@ -50,28 +49,10 @@ static int take_range(skippr_buf *out, const uint8_t *p, uint64_t off,
 int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
                        uint64_t upto, skippr_buf *out, skippr_buf *f)
 {
-    uint64_t at = s->pushed; /* where the next piece or frame starts */
-    int rc = from < s->pushed || from > upto ||
-                     upto > s->pushed + s->staged + s->walled
+    uint64_t at = s->pushed + s->staged; /* where the next frame starts */
+    int rc = from < at || from > upto || upto > at + s->walled
                  ? SKIPPR_CORRUPT
                  : SKIPPR_OK;
-    for (size_t i = 0; i < s->nstaged && at < upto && !rc; i++) {
-        uint64_t len = s->stage_len[i];
-        if (s->stage_off[i] != at || len > SK_WAL_MAX_PAYLOAD)
-            rc = SKIPPR_CORRUPT;
-        else if (at + len > from) {
-            skippr_buf_reset(f);
-            rc = skippr_buf_reserve(f, (size_t)len);
-            if (!rc)
-                rc = st->grow.fetch ? st->grow.fetch(st->grow.ud, s, at,
-                                                     s->stage_tag[i], f->data,
-                                                     (size_t)len)
-                                    : SKIPPR_INVAL;
-            if (!rc)
-                rc = take_range(out, f->data, at, len, from, upto);
-        }
-        at += len;
-    }
     for (size_t i = 0; i < s->nblocks && at < upto && !rc; i++) {
         int type = 0;
         rc = sk_wal_read(st->wal, s->blocks[i], f, &type);
@@ -87,11 +68,21 @@ int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
     if (!rc && at < upto)
         rc = SKIPPR_CORRUPT;
     if (rc == SKIPPR_CORRUPT)
-        sk_error("WAL corrupt: the staging pieces and TAIL frames of slice "
-                 "%" PRIu64 " do not make up its bytes %" PRIu64 " to %"
-                 PRIu64 " (%zu pieces, %zu frames)", s->id, from, upto,
-                 s->nstaged, s->nblocks);
+        sk_error("WAL corrupt: the TAIL frames of slice %" PRIu64 " do not "
+                 "make up its bytes %" PRIu64 " to %" PRIu64 " (%zu frames)",
+                 s->id, from, upto, s->nblocks);
     return rc;
+}
+
+size_t sk_state_npieces(const sk_slice *s)
+{
+    return s->nstaged;
+}
+
+sk_stage_piece sk_state_piece(const sk_slice *s, size_t i)
+{
+    return (sk_stage_piece){s->stage_off[i], s->stage_len[i],
+                            s->stage_tag[i]};
 }
 
 int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag)

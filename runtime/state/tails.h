@@ -17,10 +17,15 @@ void st_drop_tails(sk_slice *s, uint64_t upto);
 int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag);
 void st_drop_stages(sk_slice *s, uint64_t upto);
 
-/* Append a parted slice's bytes [from, upto) that are in staging pieces
- * and TAIL frames to out (pushed <= from <= upto <= pushed + staged +
- * walled), reading frames and pieces into scratch. Any thread, for a
- * slice that does not change meanwhile (as sk_state_foreach_record). */
+/* s's staging pieces, in order of object offset from s->pushed. */
+size_t sk_state_npieces(const sk_slice *s);
+sk_stage_piece sk_state_piece(const sk_slice *s, size_t i);
+
+/* Append a parted slice's bytes [from, upto) that are in TAIL frames to
+ * out (pushed + staged <= from <= upto <= pushed + staged + walled; the
+ * staging pieces before them are the sink's to read), reading frames into
+ * scratch. Any thread, for a slice that does not change meanwhile (as
+ * sk_state_foreach_record). */
 int sk_state_read_tail(sk_state *st, const sk_slice *s, uint64_t from,
                        uint64_t upto, skippr_buf *out, skippr_buf *scratch);
 

@@ -1,5 +1,5 @@
 /* The state's structs: a slice (its blocks, tails, staging pieces, growing
- * object), the hooks through which slices grow in a sink, and the state
+ * object), the settings by which slices grow in a sink, and the state
  * itself. Types only; state.h says what each field means to the protocol,
  * slice.c, grow.c, replay.c and state.c fill them. */
 #ifndef SK_STATE_TYPES_H
@@ -78,7 +78,7 @@ typedef struct sk_slice {
     uint32_t open_nrec;
     uint32_t out_crc;   /* CRC32C of the object so far (DATA slices) */
     int crc_known;      /* out_crc covers every record (not after replay) */
-    /* Streamed slices (sk_grow_hooks): the object grows in the sink as
+    /* Streamed slices (sk_grow_config): the object grows in the sink as
      * records come, so the WAL holds none of its bytes; open_block then
      * holds object bytes (each record and its newline) not yet put. */
     int streamed;
@@ -89,7 +89,7 @@ typedef struct sk_slice {
     uint64_t pushed;       /* object bytes handed to the sink */
     uint64_t durable_len;  /* object bytes a COMMIT recorded as durable */
     void *handle;          /* the sink's growing object; the pipeline's */
-    /* Parted slices (sk_grow_hooks.part_bytes > 0: S3 multipart): the
+    /* Parted slices (sk_grow_config.part_bytes > 0: S3 multipart): the
      * object grows a part at a time. Object bytes [0, pushed) are in the
      * sink's parts, the next `staged` in staging pieces (stage_off[i],
      * stage_len[i], contiguous), the next `walled` in TAIL frames
@@ -121,39 +121,32 @@ typedef struct sk_slice {
     uint32_t object_crc;
 } sk_slice;
 
-/* How streamed slices reach the sink. The pipeline sets these before any
- * append; without them (stream_forms 0) every slice lives in the WAL. */
-typedef struct sk_grow_hooks {
-    void *ud;
+/* How slices grow in the sink (sk_state_set_grow): settings the pipeline
+ * gives before any append. The state never calls the sink: it says when
+ * bytes are due (grow.h) and the pipeline moves them. */
+typedef struct sk_grow_config {
     /* The forms (bit 1u << SK_FORM_*) whose new DATA slices stream; 0:
      * none, every slice lives in the WAL. A slice whose tag names an XML
      * root never streams: its object ends with the root's close tag,
      * which only sealing writes. */
     uint32_t stream_forms;
-    /* Append n object bytes to s's growing object (made on first use, or
-     * reopened at s->durable_len after a restart). */
-    int (*put)(void *ud, sk_slice *s, const void *p, size_t n);
     /* 0: a put is durable at the caller's next sync of the sink (the
-     * File sink; grow.h, sk_state_sink_synced). Else each
-     * put is one part, durable when it returns, of at least this many
-     * bytes but the last; put() appends the sink's note of it to
-     * s->notes. */
+     * File sink; grow.h, sk_state_sink_synced). Else each put is one
+     * part, durable when it returns, of at least this many bytes but the
+     * last; the caller appends the sink's note of it to s->notes. */
     uint64_t part_bytes;
-    /* Parted slices' staging pieces: read the len bytes of s's piece at
-     * object offset off into buf (any thread that may use s's sink). */
-    int (*fetch)(void *ud, const sk_slice *s, uint64_t off, uint64_t tag,
-                 void *buf, size_t len);
-    /* ... and store n bytes at off of s's object as a staging piece. */
-    int (*stage)(void *ud, sk_slice *s, uint64_t off, uint64_t tag,
-                 const void *p, size_t n);
-    /* Optional: make s's first staging piece (at s->pushed, of at least
-     * SKIPPR_COPY_MIN_BYTES) its next part inside the sink, without
-     * reading it back; appends the sink's note to s->notes. */
-    int (*copy)(void *ud, sk_slice *s);
-    /* A commit writes a parted slice's tail as a staging piece instead of
-     * TAIL frames when the WAL would grow past this (0: never). */
+    /* Parted slices' tails may be kept as staging pieces in the sink. */
+    int stages;
+    /* With stages: a commit's tails go to staging pieces instead of TAIL
+     * frames when the WAL would grow past half of this (0: never). */
     uint64_t wal_budget;
-} sk_grow_hooks;
+} sk_grow_config;
+
+/* One staging piece of a parted slice: object bytes [off, off + len),
+ * stored in the sink under tag. */
+typedef struct sk_stage_piece {
+    uint64_t off, len, tag;
+} sk_stage_piece;
 
 /* The state (state.h): its fields are the state layer's (state_impl.h);
  * the layers above read it through state.h's functions. */

@@ -68,9 +68,9 @@ void sk_state_release_idle(sk_state *st)
     sk_bufpool_clear(&st->pool);
 }
 
-void sk_state_set_grow(sk_state *st, const sk_grow_hooks *h)
+void sk_state_set_grow(sk_state *st, const sk_grow_config *g)
 {
-    st->grow = *h;
+    st->grow = *g;
 }
 
 uint64_t sk_state_part_bytes(const sk_state *st)
@@ -80,7 +80,7 @@ uint64_t sk_state_part_bytes(const sk_state *st)
 
 int sk_state_stages(const sk_state *st)
 {
-    return st->grow.stage != NULL;
+    return st->grow.stages;
 }
 
 uint64_t sk_state_next_stage_tag(sk_state *st)

@@ -448,7 +448,7 @@ static void test_gc_keeps_recovery_consistent(void **state)
     sk_state_close(st);
 }
 
-/* A fake growing sink for the state's hooks: one object per slice id in
+/* A fake growing sink for streamed slices: one object per slice id in
  * memory; "synced" is what a sync made durable (what a power loss keeps). */
 typedef struct fake_sink {
     char bytes[8][4096];
@@ -510,12 +510,11 @@ static int fake_commit(sk_state *st, fake_sink *f)
     return rc ? rc : sk_state_commit(st);
 }
 
-static sk_state *open_streaming(const char *name, fake_sink *f)
+static sk_state *open_streaming(const char *name)
 {
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", name, 0, NULL, &st), 0);
-    st->grow = (sk_grow_hooks){.ud = f, .stream_forms = 1u << SK_FORM_LINES,
-                               .put = fake_put};
+    st->grow = (sk_grow_config){.stream_forms = 1u << SK_FORM_LINES};
     for (size_t i = 0; i < st->nlive; i++)
         st->live[i]->handle = NULL;
     return st;
@@ -530,7 +529,7 @@ static void test_streamed_slices(void **state)
     (void)state;
     fake_sink f;
     memset(&f, 0, sizeof f);
-    sk_state *st = open_streaming("grow", &f);
+    sk_state *st = open_streaming("grow");
     sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), NULL, 0);
     assert_true(a->streamed);
     assert_int_equal(sk_state_append(st, a, "{\"r\":1}", 7), 0);
@@ -555,7 +554,7 @@ static void test_streamed_slices(void **state)
     sk_state_close(st); /* the crash */
 
     /* No data frames: the WAL holds only metadata. */
-    st = open_streaming("grow", &f);
+    st = open_streaming("grow");
     assert_int_equal(st->nlive, 1);
     a = st->live[0];
     assert_int_equal(a->id, aid);
@@ -581,13 +580,53 @@ static void test_streamed_slices(void **state)
     assert_int_equal(a->object_bytes, 16);
     sk_state_close(st);
 
-    st = open_streaming("grow", &f);
+    st = open_streaming("grow");
     assert_int_equal(st->nlive, 1);
     assert_int_equal(st->live[0]->state, SK_SLICE_SEALED);
     assert_int_equal(st->live[0]->object_bytes, 16);
     assert_int_equal(st->norphans, 0);
     assert_int_equal(sk_state_done(st, st->live[0]), 0);
     assert_int_equal(sk_wal_sync(st->wal), 0);
+    sk_state_close(st);
+}
+
+/* An append that fills a streamed slice's buffer asks the caller to put
+ * it: after the record (SK_STATE_PUT_NOW) or, when the record would not
+ * fit a full buffer, before it (SK_STATE_PUT_FIRST, not appended). A
+ * flush that finds a buffer not put refuses rather than lose it. */
+static void test_streamed_full_buffer(void **state)
+{
+    (void)state;
+    fake_sink f;
+    memset(&f, 0, sizeof f);
+    sk_state *st = open_streaming("full");
+    st->block_bytes = 16;
+    sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), NULL, 0);
+    assert_int_equal(sk_state_append(st, a, "0123456789", 10), 0);
+    assert_int_equal(fake_commit(st, &f), 0); /* announced, then put */
+    assert_int_equal(f.len[a->id], 11);
+    assert_int_equal(sk_state_append(st, a, "abcdefghij", 10), 0);
+    assert_int_equal(sk_state_append(st, a, "ABCDEFGHIJ", 10),
+                     SK_STATE_PUT_NOW);
+    assert_int_equal(a->records, 3);
+    assert_int_equal(sk_state_flush_blocks(st, 0), SKIPPR_INVAL);
+    assert_int_equal(fake_put(&f, a, a->open_block.data,
+                              (size_t)sk_state_put_len(st, a)), 0);
+    sk_state_pushed_one(st, a);
+    assert_int_equal(fake_commit(st, &f), 0);
+    assert_int_equal(a->durable_len, 33);
+    assert_memory_equal(f.bytes[a->id] + 11, "abcdefghij\nABCDEFGHIJ\n", 22);
+
+    /* A full block's buffer that the next record does not fit. */
+    char big[3000];
+    memset(big, 'x', sizeof big);
+    st->block_bytes = 4096;
+    assert_int_equal(sk_state_append(st, a, big, sizeof big), 0);
+    assert_true(a->open_block.cap >= 4096);
+    assert_int_equal(sk_state_append(st, a, big, sizeof big),
+                     SK_STATE_PUT_FIRST);
+    assert_int_equal(a->records, 4); /* the second one waits */
+    assert_int_equal(a->open_block.len, sizeof big + 1);
     sk_state_close(st);
 }
 
@@ -733,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_seal_survives_and_done_forgets),
         cmocka_unit_test(test_gc_keeps_recovery_consistent),
         cmocka_unit_test(test_streamed_slices),
+        cmocka_unit_test(test_streamed_full_buffer),
         cmocka_unit_test(test_typed_tags_survive_reopen),
         cmocka_unit_test(test_v1_tags_read),
         cmocka_unit_test(test_ledger_lookups_past_the_end),
