@@ -365,7 +365,7 @@ int pl_st_memory_over(const engine *e)
 /* Write what the state holds in memory out: new streamed slices
  * announced, their due buffers put to the sink (a thread per sink
  * instance), then the other blocks to the WAL (release: their buffers
- * given back). The order is the state's (state/grow.h). */
+ * given back). The order is the state's (state/streamed.h). */
 int pl_flush(engine *e, int release)
 {
     sk_slice **v = NULL;

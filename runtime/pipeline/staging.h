@@ -1,6 +1,6 @@
 /* Staging pieces (staging.c): the tails of growing objects that the disk
  * cannot hold, kept in the sink, and the finish of sealed parted slices.
- * The state says when (state/grow.h); these move the bytes. */
+ * The state says when (state/streamed.h); these move the bytes. */
 #ifndef SKIPPR_PIPELINE_STAGING_H
 #define SKIPPR_PIPELINE_STAGING_H
 

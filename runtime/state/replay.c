@@ -9,7 +9,7 @@
 #include "state/replay.h"
 #include "state/state_impl.h"
 
-#include "state/grow.h"
+#include "state/streamed.h"
 #include "state/replay_impl.h"
 #include "state/slice.h"
 

@@ -1,6 +1,6 @@
 /* A slice and the live list (slice.c): made, found, freed; its blocks,
  * its open-block buffer through the state's pool, and its SLICE and DONE
- * frames. What writing (state.c, grow.c) and recovery (replay.c) share. */
+ * frames. What writing (state.c, streamed.c) and recovery (replay.c) share. */
 #ifndef SK_STATE_SLICE_H
 #define SK_STATE_SLICE_H
 

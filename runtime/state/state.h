@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
-#include "state/grow.h" /* streamed slices: sk_state_spill, _read_tail, ... */
+#include "state/streamed.h" /* streamed slices: sk_state_spill, _read_tail, ... */
 #include "state/types.h"
 
 /* Whether a process holds the lock of the state folder dir (without taking
@@ -70,7 +70,7 @@ int sk_state_file_changed(sk_state *st, const char *name, int removed);
  * for its finish, goes with it). */
 int sk_state_done(sk_state *st, sk_slice *s);
 /* Durable commit, then move finished units from memory to the ledger
- * file. With streamed slices, commit first the caller's way (grow.h). */
+ * file. With streamed slices, commit first the caller's way (streamed.h). */
 int sk_state_compact_ledger(sk_state *st);
 /* Compact the ledger and delete WAL segments no live slice needs. */
 int sk_state_gc(sk_state *st);

@@ -1,6 +1,6 @@
-/* A parted slice's bytes that no part holds yet (grow.c): the TAIL frames
+/* A parted slice's bytes that no part holds yet (streamed.c): the TAIL frames
  * and staging pieces that hold them, recorded and retired in order of
- * object offset, and read back for the next part. Below grow.c, which
+ * object offset, and read back for the next part. Below streamed.c, which
  * decides when they are written. */
 #include "state/tails.h"
 #include "state/state_impl.h"

@@ -1,7 +1,7 @@
 /* The state's structs: a slice (its blocks, tails, staging pieces, growing
  * object), the settings by which slices grow in a sink, and the state
  * itself. Types only; state.h says what each field means to the protocol,
- * slice.c, grow.c, replay.c and state.c fill them. */
+ * slice.c, streamed.c, replay.c and state.c fill them. */
 #ifndef SK_STATE_TYPES_H
 #define SK_STATE_TYPES_H
 
@@ -123,7 +123,7 @@ typedef struct sk_slice {
 
 /* How slices grow in the sink (sk_state_set_grow): settings the pipeline
  * gives before any append. The state never calls the sink: it says when
- * bytes are due (grow.h) and the pipeline moves them. */
+ * bytes are due (streamed.h) and the pipeline moves them. */
 typedef struct sk_grow_config {
     /* The forms (bit 1u << SK_FORM_*) whose new DATA slices stream; 0:
      * none, every slice lives in the WAL. A slice whose tag names an XML
@@ -131,7 +131,7 @@ typedef struct sk_grow_config {
      * which only sealing writes. */
     uint32_t stream_forms;
     /* 0: a put is durable at the caller's next sync of the sink (the
-     * File sink; grow.h, sk_state_sink_synced). Else each put is one
+     * File sink; streamed.h, sk_state_sink_synced). Else each put is one
      * part, durable when it returns, of at least this many bytes but the
      * last; the caller appends the sink's note of it to s->notes. */
     uint64_t part_bytes;

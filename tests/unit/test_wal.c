@@ -481,7 +481,7 @@ static int fake_sync(void *ud)
     return 0;
 }
 
-/* The caller's half of a flush (state/grow.h; the pipeline's pl_flush):
+/* The caller's half of a flush (state/streamed.h; the pipeline's pl_flush):
  * due buffers put to the fake sink, then the blocks. */
 static int fake_flush(sk_state *st, fake_sink *f)
 {

@@ -1,9 +1,9 @@
-/* Streamed slices (grow.c): slices whose object grows in the sink while
+/* Streamed slices (streamed.c): slices whose object grows in the sink while
  * they are open; parted ones (S3 multipart) with TAIL frames and staging
  * pieces. state.c calls the st_ functions; the pipeline the sk_state_
  * ones (through state.h). */
-#ifndef SK_STATE_GROW_H
-#define SK_STATE_GROW_H
+#ifndef SK_STATE_STREAMED_H
+#define SK_STATE_STREAMED_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -12,7 +12,7 @@
 #include "state/tails.h"
 #include "state/types.h"
 
-/* Streamed slices (grow.c): append object bytes; put the buffer to the
+/* Streamed slices (streamed.c): append object bytes; put the buffer to the
  * sink; make new ones' SLICE frames durable; the STREAM frame of a
  * commit. */
 int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
@@ -20,7 +20,7 @@ int st_append_streamed(sk_state *st, sk_slice *s, const void *rec,
 void st_pushed(sk_state *st, sk_slice *s, int keep);
 int st_announce_streams(sk_state *st);
 int st_record_streams(sk_state *st);
-/* Parted slices (grow.c): whether s is one. */
+/* Parted slices (streamed.c): whether s is one. */
 int st_parted(const sk_state *st, const sk_slice *s);
 
 /* The OPEN slice of partition name[0..nlen), tag (NULL: SK_FORM_LINES)

@@ -7,7 +7,7 @@
  *            durable (before that the buffer grows)
  *   flush    SLICE frames of new streamed slices, one fsync, then every
  *            due buffer is put: by the caller (sk_state_due_puts,
- *            sk_state_pushed; grow.h gives the order)
+ *            sk_state_pushed; streamed.h gives the order)
  *   commit   the caller syncs the sink, then a STREAM frame with each
  *            grown slice's length, records and CRC, then the COMMIT
  *   rotate   each open streamed slice is restated in the new segment, so
@@ -25,7 +25,7 @@
  *
  * Thread: the pipeline thread, like the rest of the state.
  */
-#include "state/grow.h"
+#include "state/streamed.h"
 #include "state/state_impl.h"
 
 #include <assert.h>
@@ -243,7 +243,7 @@ void sk_state_sink_synced(sk_state *st)
 }
 
 /* A streamed slice buffers object bytes: the record and its newline. A
- * full block is due to go to the sink (the caller puts it: grow.h,
+ * full block is due to go to the sink (the caller puts it: streamed.h,
  * SK_STATE_PUT_*); before the slice's SLICE frame is durable the buffer
  * grows instead (the memory budget bounds it: the pipeline then flushes,
  * which announces and puts). */
