@@ -179,8 +179,8 @@ static int apply_no_record(lane *l, size_t *consumed, int *widened)
     const uint8_t *buf = l->win.data;
     size_t len = l->win.len;
     *widened = 0;
-    if (l->target < e->win_max) {
-        l->target = SK_MIN(l->target * 2, e->win_max);
+    if (l->target < l->widest) {
+        l->target = SK_MIN(l->target * 2, l->widest);
         *widened = 1; /* a big record: widen the window */
         return SKIPPR_OK;
     }

@@ -7,6 +7,7 @@
  *
  *   pipeline.c  setup, the run loop, teardown         pipeline thread
  *   units.c     listing in batches; lanes in flight   pipeline thread
+ *   lanes.c     the lanes: made, fed, drained, shed   pipeline thread
  *   mark.c      the listing mark (incremental listing) pipeline thread
  *   read.c      open a unit, read, decompress         pipeline thread; pool
  *   frame.c     frame, peek and route a window        pool workers
@@ -157,9 +158,7 @@ struct engine {
     sk_router *router;
     sk_pool *pool;
     int nthreads;
-    struct lane *lanes; /* units in flight */
-    size_t nlanes;
-    size_t win_max;
+    struct pl_lanes *lanes; /* units in flight (lanes.h) */
     struct pl_lister *lister; /* the listing (lister.h) */
     struct pl_mark *mark; /* the listing mark (mark.c); NULL until loaded */
     struct pl_clock *clock; /* event-time sealing's (clock.h) */
@@ -256,6 +255,7 @@ struct lane {
     reader r;
     skippr_buf win;        /* decompressed bytes not yet consumed */
     size_t target;     /* window fill target */
+    size_t widest;     /* ... widened up to this for a big record */
     uint64_t base;     /* unit offset of win.data[0] */
     int first;         /* a BOM may still lead the window */
     int final;         /* the window holds the unit's last byte */
@@ -342,12 +342,13 @@ void pl_lane_close(lane *l);
 /* apply.c: applying framed windows in order */
 int pl_lane_apply(lane *l, int *finished);
 
-/* units.c: lanes, and listed sources: list in batches, run the units */
+/* lanes.c: one lane's buffers (its window up to win_max bytes; the
+ * streamer's document lane too); pl_lane_free releases them, also after
+ * a failure of pl_lane_init */
 int pl_lane_init(engine *e, lane *l, size_t win_max);
 void pl_lane_free(lane *l);
-int pl_lanes_init(engine *e);
-void pl_lanes_free(engine *e);
-int pl_lanes_shed(engine *e);
+
+/* units.c: listed sources: list in batches, run the units */
 int pl_copy_pass(engine *e);
 /* claim.c: the state's claim on its sink; SKIPPR_CHANGED (logged) when
  * another state holds it and allow_second_copy is not set. */

@@ -17,6 +17,7 @@
 
 #include "base/fence.h"
 #include "pipeline/clock.h"
+#include "pipeline/lanes.h"
 #include "pipeline/lister.h"
 #include "pipeline/mark.h"
 #include "pipeline/report.h"
@@ -150,7 +151,7 @@ static void engine_free(engine *e)
     pl_mark_free(e->mark);
     if (e->pool)
         sk_pool_free(e->pool);
-    pl_lanes_free(e);
+    pl_lanes_free(e->lanes);
     pl_streamer_free(e->stream);
     sk_router_free(e->router);
     pl_grow_release(e);
@@ -373,8 +374,7 @@ static int start_stages(engine *e)
     int rc;
     if ((rc = pl_grow_init(e)))
         return rc;
-    e->win_max = (size_t)cfg->max_record_bytes * 4 + WINDOW_BYTES;
-    if ((rc = pl_lanes_init(e)))
+    if ((rc = pl_lanes_new(e, &e->lanes)))
         return rc;
     /* The pipeline thread frames too when it has nothing to apply, so the
      * pool has one worker fewer than the threads asked for. */
@@ -408,7 +408,7 @@ static int run_loop(engine *e)
         if ((rc = pl_flush_slices(e, 0)))
             break;
         /* Idle until the next poll. */
-        if (!e->streaming && (rc = pl_lanes_shed(e)))
+        if (!e->streaming && (rc = pl_lanes_shed(&e->lanes, e)))
             break;
         sk_state_release_idle(e->st);
         sk_release_free_memory();

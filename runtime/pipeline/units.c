@@ -1,67 +1,18 @@
 /* Units in flight: a copy pass takes each batch the lister (lister.h)
  * lists, hints it to the source's prefetch, and runs its units through the
- * lanes, applying whichever lane finishes first, with commits, seal checks
- * and progress in between. Also makes, frees and sheds the lanes.
+ * lanes (lanes.h), applying whichever lane finishes first, with commits,
+ * seal checks and progress in between.
  *
- * Owns: the lanes (engine.lanes).
+ * Owns: nothing (the lanes are lanes.c's).
  * Thread: the pipeline thread.
  */
 #include "pipeline/engine.h"
 
 #include "pipeline/clock.h"
+#include "pipeline/lanes.h"
 #include "pipeline/lister.h"
 #include "pipeline/mark.h"
 #include "pipeline/report.h"
-
-/* Give every idle lane a unit of todo[*next..ntodo) and every lane its
- * next window. */
-static int feed_lanes(engine *e, todo *todo, size_t ntodo, size_t *next)
-{
-    int rc = SKIPPR_OK;
-    for (size_t i = 0; i < e->nlanes && !rc; i++) {
-        lane *l = &e->lanes[i];
-        if (l->busy)
-            continue;
-        if (!l->t && *next < ntodo && !sk_stop_requested)
-            rc = pl_lane_open(l, &todo[(*next)++]);
-        else if (!l->t)
-            continue;
-        if (!rc && (rc = pl_lane_read_submit(l)))
-            pl_unit_failed(e, l->t->id, l->base, rc);
-    }
-    return rc;
-}
-
-/* A lane whose window is framed, or NULL when no lane is busy (every unit
- * is done). Lanes are looked at round-robin, starting after the one
- * applied last (*turn): the first finished lane in a fixed order would let
- * the low lanes run ahead while a finished high one waits, holding its
- * unit (and the event-time watermark) back. While none is finished, this
- * thread frames a queued window rather than sleep: it is one of the
- * pool's cores. */
-static lane *next_finished(engine *e, size_t *turn)
-{
-    size_t nl = e->nlanes, nw = 0, w = 0;
-    sk_group *waiting[MAX_LANES];
-    size_t widx[MAX_LANES];
-    for (size_t k = 0; k < nl; k++) {
-        size_t i = (*turn + k) % nl;
-        if (e->lanes[i].busy) {
-            widx[nw] = i;
-            waiting[nw++] = &e->lanes[i].g;
-        }
-    }
-    if (nw == 0)
-        return NULL;
-    while (e->pool && !sk_pool_done_any(waiting, nw, &w)) {
-        if (!sk_pool_help(e->pool)) {
-            w = sk_pool_wait_any(e->pool, waiting, nw);
-            break;
-        }
-    }
-    *turn = widx[w] + 1;
-    return &e->lanes[widx[w]];
-}
 
 /* After a window was applied (finished: its unit with it): the ledger's
  * finished units, memory, the group commit, heap trimming, sealing by the
@@ -117,13 +68,13 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
     size_t next = 0, turn = 0;
     int rc = SKIPPR_OK;
     for (;;) {
-        if ((rc = feed_lanes(e, todo, ntodo, &next)))
+        if ((rc = pl_lanes_feed(e->lanes, todo, ntodo, &next)))
             break;
         if (sk_stop_requested) {
             rc = SKIPPR_STOPPED;
             break;
         }
-        lane *l = next_finished(e, &turn);
+        lane *l = pl_lanes_next_finished(e->lanes, &turn);
         if (!l)
             break; /* every unit is done */
         int finished = 0;
@@ -134,100 +85,8 @@ static int run_units(engine *e, todo *todo, size_t ntodo)
         if ((rc = after_apply(e, l, finished)))
             break;
     }
-    /* Tasks point into the lanes: let them finish before anything goes. */
-    for (size_t i = 0; i < e->nlanes; i++) {
-        lane *l = &e->lanes[i];
-        if (l->busy && e->pool)
-            sk_pool_wait(e->pool, &l->g);
-        l->busy = 0;
-        if (l->t)
-            pl_lane_close(l);
-    }
+    pl_lanes_drain(e->lanes);
     return rc;
-}
-
-/* A zeroed lane's buffers; its window holds up to win_max bytes.
- * pl_lane_free() releases them, also after a failure here. */
-int pl_lane_init(engine *e, lane *l, size_t win_max)
-{
-    l->e = e;
-    skippr_buf_init(&l->win, win_max);
-    l->r.raw = sk_malloc(RAW_READ);
-    l->pieces = sk_calloc(MAX_PIECES, sizeof *l->pieces);
-    if (!l->r.raw || !l->pieces)
-        return SKIPPR_NOMEM;
-    for (int k = 0; k < MAX_PIECES; k++) {
-        l->pieces[k].e = e;
-        sk_memo_init(&l->pieces[k].memo, e->win_max);
-        skippr_buf_init(&l->pieces[k].scratch, e->win_max);
-    }
-    return SKIPPR_OK;
-}
-
-void pl_lane_free(lane *l)
-{
-    for (int k = 0; l->pieces && k < MAX_PIECES; k++) {
-        sk_free(l->pieces[k].recs);
-        sk_free(l->pieces[k].groups);
-        sk_memo_free(&l->pieces[k].memo);
-        skippr_buf_free(&l->pieces[k].scratch);
-        sk_csv_decoder_free(l->pieces[k].csvdec);
-    }
-    sk_csv_framer_free(&l->csv);
-    sk_xml_framer_free(&l->xml);
-    sk_free(l->pieces);
-    sk_free(l->r.raw);
-    skippr_buf_free(&l->win);
-}
-
-int pl_lanes_init(engine *e)
-{
-    /* LANES_PER_THREAD per thread plus one, so that workers frame while
-     * the pipeline thread reads and applies; fewer if windows would not
-     * fit the memory budget. */
-    size_t n = e->nthreads > 1
-                   ? SK_MIN((size_t)e->nthreads * LANES_PER_THREAD + 1,
-                            MAX_LANES)
-                   : 1;
-    size_t per = 2 * WINDOW_BYTES + RAW_READ;
-    size_t fit = (size_t)(e->cfg->memory_budget / 2) / per;
-    if (n > fit)
-        n = fit > 2 ? fit : 2;
-    if (e->nthreads == 1)
-        n = 1;
-    e->lanes = sk_calloc(n, sizeof *e->lanes);
-    if (!e->lanes)
-        return SKIPPR_NOMEM;
-    e->nlanes = n;
-    for (size_t i = 0; i < n; i++) {
-        int rc = pl_lane_init(e, &e->lanes[i], e->win_max);
-        if (rc)
-            return rc;
-    }
-    return SKIPPR_OK;
-}
-
-/* Free the lanes of listed units; pl_lanes_init() may make them again. */
-void pl_lanes_free(engine *e)
-{
-    for (size_t i = 0; i < e->nlanes; i++)
-        pl_lane_free(&e->lanes[i]);
-    sk_free(e->lanes);
-    e->lanes = NULL;
-    e->nlanes = 0;
-}
-
-/* Between polls of the continuous mode, when every lane is idle: give
- * back what the lanes' buffers grew to (windows, pieces, framers), so that
- * memory follows the work of the last poll rather than the largest unit
- * seen since the start. The lanes are made anew, their buffers empty. */
-int pl_lanes_shed(engine *e)
-{
-    for (size_t i = 0; i < e->nlanes; i++)
-        if (e->lanes[i].t || e->lanes[i].busy)
-            return SKIPPR_OK;
-    pl_lanes_free(e);
-    return pl_lanes_init(e);
 }
 
 /* Let the source start fetching the whole batch (a hint: a failure only
