@@ -2,8 +2,20 @@
 #include "pipeline/clock.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 #include "base/common.h"
+#include "base/endian.h"
+#include "base/hash.h"
+#include "base/map.h"
+
+/* An open slice's time, once placed; the map's key is id, the slice id's
+ * eight bytes. */
+typedef struct slice_time {
+    uint8_t id[8];
+    int64_t seal_at; /* INT64_MAX: never by event time */
+    int late;        /* opened after its bucket had been passed */
+} slice_time;
 
 struct pl_clock {
     int on;
@@ -15,6 +27,7 @@ struct pl_clock {
     int64_t next_due;     /* the earliest seal_at of slices open at the
                            * last flush */
     uint64_t late_slices, late_records;
+    sk_map slices; /* slice_time of the open slices placed */
 };
 
 pl_clock *pl_clock_new(int on)
@@ -24,11 +37,20 @@ pl_clock *pl_clock_new(int on)
         *c = (pl_clock){.on = on, .arrival_min = INT64_MAX,
                         .arrival_max = INT64_MIN, .wm_prev = INT64_MIN,
                         .next_due = INT64_MIN};
+    if (c)
+        sk_map_init(&c->slices);
     return c;
 }
 
 void pl_clock_free(pl_clock *c)
 {
+    if (!c)
+        return;
+    size_t it = 0;
+    slice_time *t;
+    while ((t = sk_map_next(&c->slices, &it)))
+        sk_free(t);
+    sk_map_free(&c->slices);
     sk_free(c);
 }
 
@@ -83,11 +105,14 @@ int pl_clock_known(const pl_clock *c)
     return c->on && c->arrival_min != INT64_MAX;
 }
 
-void pl_clock_place(pl_clock *c, sk_slice *s, const sk_router *r,
-                    int64_t lateness)
+/* A new slice s's time into t: when its bucket (by router r) and the
+ * lateness make it due, and whether it opened after the watermark passed
+ * that time. */
+static void place(pl_clock *c, const sk_slice *s, const sk_router *r,
+                  int64_t lateness, slice_time *t)
 {
     int64_t from, to;
-    s->seal_at = c->on && sk_route_key_bucket(r, s->key, s->key_len, &from,
+    t->seal_at = c->on && sk_route_key_bucket(r, s->key, s->key_len, &from,
                                               &to)
                      ? to + lateness
                      : INT64_MAX;
@@ -97,10 +122,10 @@ void pl_clock_place(pl_clock *c, sk_slice *s, const sk_router *r,
      * ended before the first unit arrived, or once a record comes for a
      * bucket the watermark passed. */
     const char *why = NULL;
-    if (c->modified && s->seal_at <= c->arrival_min)
+    if (c->modified && t->seal_at <= c->arrival_min)
         why = "ended before the first unit arrived";
-    if (s->seal_at <= c->wm_prev) {
-        s->late = 1;
+    if (t->seal_at <= c->wm_prev) {
+        t->late = 1;
         c->late_slices++;
         if (c->modified)
             why = "was passed by the watermark before this record came";
@@ -112,6 +137,43 @@ void pl_clock_place(pl_clock *c, sk_slice *s, const sk_router *r,
                 why);
         c->on = 0;
     }
+}
+
+/* The map key of slice id into k; its hash. */
+static uint64_t slice_key(uint64_t id, uint8_t k[8])
+{
+    sk_put_u64(k, id);
+    return sk_hash_fast(k, 8);
+}
+
+int pl_clock_seal_at(pl_clock *c, const sk_slice *s, const sk_router *r,
+                     int64_t lateness, int64_t *at)
+{
+    uint8_t k[8];
+    uint64_t h = slice_key(s->id, k);
+    slice_time *t = sk_map_get(&c->slices, (const char *)k, 8, h);
+    if (!t) {
+        if (!(t = sk_calloc(1, sizeof *t)))
+            return SKIPPR_NOMEM;
+        memcpy(t->id, k, 8);
+        if (sk_map_put(&c->slices, (const char *)t->id, 8, h, t)) {
+            sk_free(t);
+            return SKIPPR_NOMEM;
+        }
+        place(c, s, r, lateness, t);
+    }
+    *at = t->seal_at;
+    return SKIPPR_OK;
+}
+
+void pl_clock_closed(pl_clock *c, const sk_slice *s, int sealed)
+{
+    uint8_t k[8];
+    uint64_t h = slice_key(s->id, k);
+    slice_time *t = sk_map_del(&c->slices, (const char *)k, 8, h);
+    if (t && t->late && sealed)
+        c->late_records += s->records;
+    sk_free(t);
 }
 
 void pl_clock_flush_begin(pl_clock *c)
@@ -134,11 +196,6 @@ void pl_clock_flush_end(pl_clock *c, int64_t wm)
 int64_t pl_clock_next_due(const pl_clock *c)
 {
     return c->next_due;
-}
-
-void pl_clock_late_sealed(pl_clock *c, uint64_t n)
-{
-    c->late_records += n;
 }
 
 uint64_t pl_clock_late_records(const pl_clock *c)

@@ -8,7 +8,8 @@
  * buffer_threshold_seconds and max_object_bytes).
  *
  * The listing (units.c) feeds it, sealing (seal.c) asks it, the summary
- * and the metrics read it. Owns: its struct. Thread: the pipeline thread.
+ * and the metrics read it. Owns: its struct, with each open slice's time
+ * once placed. Thread: the pipeline thread.
  */
 #ifndef SK_PIPELINE_CLOCK_H
 #define SK_PIPELINE_CLOCK_H
@@ -40,11 +41,15 @@ int pl_clock_arrival(pl_clock *c, const sk_pipeline_cfg *cfg, const char *id,
 int64_t pl_clock_latest(const pl_clock *c);
 int pl_clock_known(const pl_clock *c);
 
-/* A new slice s's time: when its bucket (by router r) and the lateness
- * make it due (s->seal_at, INT64_MAX when never), and whether it opened
- * after the watermark passed that time (s->late). */
-void pl_clock_place(pl_clock *c, sk_slice *s, const sk_router *r,
-                    int64_t lateness);
+/* Open slice s's time: when its bucket (by router r) and the lateness
+ * make it due (*at; INT64_MAX when never). Placed the first time it is
+ * asked, which also notes whether s opened after the watermark passed
+ * that time (a late slice). SKIPPR_NOMEM when it cannot be kept. */
+int pl_clock_seal_at(pl_clock *c, const sk_slice *s, const sk_router *r,
+                     int64_t lateness, int64_t *at);
+/* Open slice s leaves: sealed (a late one's records count as late), or
+ * forgotten (sealed 0). */
+void pl_clock_closed(pl_clock *c, const sk_slice *s, int sealed);
 
 /* A flush looks at the open slices: pl_clock_flush_begin, then
  * pl_clock_pending for each one not due, then pl_clock_flush_end with
@@ -56,9 +61,7 @@ void pl_clock_flush_end(pl_clock *c, int64_t wm);
  * flush: the first unit finished checks the slices it opened). */
 int64_t pl_clock_next_due(const pl_clock *c);
 
-/* A late slice of n records was sealed; the counts of late records and
- * slices. */
-void pl_clock_late_sealed(pl_clock *c, uint64_t n);
+/* The counts of late records and slices. */
 uint64_t pl_clock_late_records(const pl_clock *c);
 uint64_t pl_clock_late_slices(const pl_clock *c);
 

@@ -190,40 +190,44 @@ static uint64_t wal_held(const sk_slice *s)
     return s->streamed ? s->walled : s->bytes;
 }
 
-/* Whether open slice s is due: forced; open for buffer_threshold_seconds
- * (wall clock); max_object_bytes reached; or its time bucket ended
- * allowed_lateness_seconds before the watermark wm. A slice first seen
- * when its bucket had already been passed holds late records. */
-static int slice_due(engine *e, sk_slice *s, int64_t now, int64_t wm,
-                     int force)
+/* Whether open slice s is due (*due): forced; open for
+ * buffer_threshold_seconds (wall clock); max_object_bytes reached; or its
+ * time bucket ended allowed_lateness_seconds before the watermark wm
+ * (*at: when, from the clock). */
+static int slice_due(engine *e, const sk_slice *s, int64_t now, int64_t wm,
+                     int force, int64_t *at, int *due)
 {
-    if (s->seal_at == 0)
-        pl_clock_place(e->clock, s, e->router,
-                       e->cfg->allowed_lateness_seconds);
-    return force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
+    int rc = pl_clock_seal_at(e->clock, s, e->router,
+                              e->cfg->allowed_lateness_seconds, at);
+    *due = force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
            s->bytes >= (uint64_t)e->cfg->max_object_bytes ||
-           (pl_clock_on(e->clock) && s->seal_at <= wm);
+           (pl_clock_on(e->clock) && *at <= wm);
+    return rc;
 }
 
-/* Seal what is due and upload every sealed slice. force: seal all. */
-/* Whether any open slice is due now (wm: the watermark), noting when the
- * next of the others is. */
-static int any_due(engine *e, int64_t now, int64_t wm, int force)
+/* Whether any open slice is due now (wm: the watermark; *any), noting
+ * when the next of the others is. */
+static int any_due(engine *e, int64_t now, int64_t wm, int force, int *any)
 {
     sk_state *st = e->st;
-    int any = 0;
+    int rc = SKIPPR_OK;
+    *any = 0;
     pl_clock_flush_begin(e->clock);
-    for (size_t i = 0; i < sk_state_nlive(st); i++) {
+    for (size_t i = 0; i < sk_state_nlive(st) && !rc; i++) {
         sk_slice *s = sk_state_slice_at(st, i);
+        int64_t at;
+        int due;
         if (s->state != SK_SLICE_OPEN)
             continue;
-        if (slice_due(e, s, now, wm, force))
-            any = 1;
+        if ((rc = slice_due(e, s, now, wm, force, &at, &due)))
+            break;
+        if (due)
+            *any = 1;
         else
-            pl_clock_pending(e->clock, s->seal_at);
+            pl_clock_pending(e->clock, at);
     }
     pl_clock_flush_end(e->clock, wm);
-    return any;
+    return rc;
 }
 
 /* Over the WAL's budget, a slice not due is sealed anyway when it is the
@@ -242,8 +246,7 @@ static int largest_held(sk_slice *const *list, size_t n, const sk_slice *s)
 /* Seal s: its object's key, size and CRC32C in a SEAL frame. */
 static int seal_one(engine *e, sk_slice *s)
 {
-    if (s->late)
-        pl_clock_late_sealed(e->clock, s->records);
+    pl_clock_closed(e->clock, s, 1);
     e->sealed++;
     sk_conv_kind ck = pl_slice_conv(e, s);
     char tail[300];
@@ -271,13 +274,16 @@ static int seal_due(engine *e, sk_slice **list, size_t n, int64_t now,
         sk_slice *s = list[i];
         if (s->state == SK_SLICE_OPEN && s->records == 0 && s->streamed &&
             force) {
+            pl_clock_closed(e->clock, s, 0);
             rc = pl_grow_forget(e, s);
             continue;
         }
         if (s->state != SK_SLICE_OPEN || s->records == 0)
             continue;
-        if (slice_due(e, s, now, wm, force) ||
-            (over_budget && largest_held(list, n, s)))
+        int64_t at;
+        int due;
+        if (!(rc = slice_due(e, s, now, wm, force, &at, &due)) &&
+            (due || (over_budget && largest_held(list, n, s))))
             rc = seal_one(e, s);
     }
     return rc;
@@ -311,7 +317,10 @@ int pl_flush_slices(engine *e, int force)
     sk_state *st = e->st;
     int64_t now = (int64_t)time(NULL);
     int64_t wm = pl_watermark(e);
-    int any = any_due(e, now, wm, force);
+    int any;
+    int rc = any_due(e, now, wm, force, &any);
+    if (rc)
+        return rc;
     uint64_t disk = sk_wal_disk_bytes(sk_state_wal(st));
     int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
     if (!any && !over_budget && !force) {
@@ -321,7 +330,7 @@ int pl_flush_slices(engine *e, int force)
         if (!any)
             return SKIPPR_OK;
     }
-    int rc = pl_commit(e, 1);
+    rc = pl_commit(e, 1);
     if (rc)
         return rc;
     e->bytes_since_commit = 0;

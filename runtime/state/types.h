@@ -110,11 +110,6 @@ typedef struct sk_slice {
     size_t notes_rec;      /* of which in the WAL */
     int notes_replace;     /* the next NOTE frame restates them all */
     uint64_t announce_seg; /* segment of its latest SLICE frame */
-    /* The pipeline's (pipeline/seal.c): when event time makes the slice
-     * due (0: not yet known; INT64_MAX: never), and whether it opened
-     * after its time bucket had been sealed (late records). */
-    int64_t seal_at;
-    int late;
     /* set when sealed */
     char *object_key;
     uint64_t object_bytes;
