@@ -51,12 +51,13 @@ static uint32_t stream_forms(const engine *e)
 
 /* Put s's buffer (sk_state_put_len bytes of it) to its growing object,
  * made or reopened on first use. */
-static int put(engine *e, sk_slice *s, const void *p, size_t n)
+static int put(engine *e, sk_slice *s)
 {
     int rc;
     if (!s->handle && (rc = pl_grow_attach(e, s, s->pushed)))
         return rc;
-    rc = pl_grow_write(e, s, p, n);
+    rc = pl_grow_write(e, s, s->open_block.data,
+                       (size_t)sk_state_put_len(e->st, s));
     if (rc)
         pl_grow_write_failed(e, s, rc);
     return rc;
@@ -66,8 +67,7 @@ int pl_grow_put_one(engine *e, sk_slice *s)
 {
     int rc = pl_grow_unspill(e, s);
     if (!rc)
-        rc = put(e, s, s->open_block.data,
-                 (size_t)sk_state_put_len(e->st, s));
+        rc = put(e, s);
     if (!rc)
         sk_state_pushed_one(e->st, s);
     return rc;
@@ -112,12 +112,10 @@ static void *grow_job_run(void *arg)
         if (s->id % (uint64_t)j->e->nup != (uint64_t)j->k ||
             (j->rcs && !s->streamed))
             continue;
-        if (j->rcs) {
+        if (j->rcs)
             j->rc = j->rcs[i] = pl_grow_finish(j->e, s);
-        } else {
-            j->rc = put(j->e, s, s->open_block.data,
-                        (size_t)sk_state_put_len(j->e->st, s));
-        }
+        else
+            j->rc = put(j->e, s);
     }
     return NULL;
 }
