@@ -19,6 +19,7 @@
  *   deliver.c   write one sealed slice to the sink    upload threads
  *   grow.c      slices growing in place in the sink   pipeline thread
  *   growobj.c   one growing object's sink calls       caller's
+ *   handles.c   growing objects' handles by slice id  any (a mutex)
  *   staging.c   staging pieces; finishing sealed ones pipeline; sink threads
  *   stream.c    streaming sources: emit, sync, ack    pipeline thread
  *   report.c    progress line, minute report, status  pipeline thread
@@ -163,6 +164,8 @@ struct engine {
     struct pl_mark *mark; /* the listing mark (mark.c); NULL until loaded */
     struct pl_clock *clock; /* event-time sealing's (clock.h) */
     struct pl_retrynews *retry; /* what a failing sink's retries say */
+    struct pl_handles *handles; /* growing objects' (handles.h); NULL
+                                 * while slices do not grow in the sink */
     /* counters */
     uint64_t units_done, records, dead, bytes_in, objects;
     uint64_t sealed; /* for the metrics */

@@ -9,8 +9,8 @@
  * finish of sealed ones (the rename, the multipart Complete) are in
  * staging.c; one object's sink calls, which both make, in growobj.c.
  *
- * Owns: each streamed slice's sink handle (s->handle), from its first put
- * to its finish or the engine's teardown.
+ * Owns: the map of the growing objects' handles (handles.h), made by
+ * pl_grow_init and let go of, with the handles left, by pl_grow_release.
  * Thread: the pipeline thread, and while it waits, one thread per sink
  * instance (a flush's puts, a batch's finishes). Each slice belongs to
  * one instance, uploaders[id % upload_concurrency], which makes and uses
@@ -54,7 +54,7 @@ static uint32_t stream_forms(const engine *e)
 static int put(engine *e, sk_slice *s)
 {
     int rc;
-    if (!s->handle && (rc = pl_grow_attach(e, s, s->pushed)))
+    if (!pl_grow_handle(e, s) && (rc = pl_grow_attach(e, s, s->pushed)))
         return rc;
     rc = pl_grow_write(e, s, s->open_block.data,
                        (size_t)sk_state_put_len(e->st, s));
@@ -206,6 +206,8 @@ int pl_grow_init(engine *e)
         }
         return SKIPPR_OK;
     }
+    if (!(e->handles = pl_handles_new()))
+        return SKIPPR_NOMEM;
     sk_grow_config h = {.stream_forms = stream_forms(e),
                         .part_bytes = pl_sink_part_bytes(e)};
     if (h.part_bytes && pl_sink_stages(e)) {
@@ -240,10 +242,7 @@ int pl_grow_init(engine *e)
  * after a restart): its growing object goes, and so does the slice. */
 int pl_grow_forget(engine *e, sk_slice *s)
 {
-    if (s->handle) {
-        pl_grow_ops(e)->grow_close(pl_grow_owner(e, s)->ctx, s->handle);
-        s->handle = NULL;
-    }
+    pl_grow_close(e, s);
     int rc = discard(e, s);
     return rc ? rc : sk_state_forget(e->st, s);
 }
@@ -251,13 +250,12 @@ int pl_grow_forget(engine *e, sk_slice *s)
 /* Teardown: let go of every handle; the objects stay for the next run. */
 void pl_grow_release(engine *e)
 {
-    if (!e->st || !e->up)
+    if (!e->handles)
         return;
-    for (size_t i = 0; i < sk_state_nlive(e->st); i++) {
-        sk_slice *s = sk_state_slice_at(e->st, i);
-        if (s->handle) {
-            pl_grow_ops(e)->grow_close(pl_grow_owner(e, s)->ctx, s->handle);
-            s->handle = NULL;
-        }
-    }
+    uint64_t id;
+    void *h;
+    while ((h = pl_handle_take_any(e->handles, &id)))
+        pl_grow_ops(e)->grow_close(e->up[id % (uint64_t)e->nup].sink->ctx, h);
+    pl_handles_free(e->handles);
+    e->handles = NULL;
 }

@@ -104,9 +104,10 @@ int pl_grow_attach(engine *e, sk_slice *s, uint64_t length)
     if (!key)
         return SKIPPR_NOMEM;
     sk_instance *sink = pl_grow_owner(e, s);
+    void *h = NULL;
     int rc = pl_grow_ops(e)->grow_open(
         sink->ctx, &info, length, length ? (const char *)s->notes.data : NULL,
-        length ? s->notes.len : 0, &s->handle);
+        length ? s->notes.len : 0, &h);
     if (rc == SKIPPR_NOENT && length > 0)
         sk_error("%s: the growing object of %s lost bytes that were made "
                  "durable (%" PRIu64 "); it was changed outside skippr",
@@ -115,9 +116,30 @@ int pl_grow_attach(engine *e, sk_slice *s, uint64_t length)
         plugin_failed(sink, "%s: opening %s to grow failed: %s", sink->label,
                       key, skippr_status_str(rc));
     sk_free(key);
-    if (rc)
-        s->handle = NULL;
+    if (!rc && (rc = pl_handle_keep(e->handles, s->id, h)))
+        pl_grow_ops(e)->grow_close(sink->ctx, h);
     return rc;
+}
+
+void *pl_grow_handle(const engine *e, const sk_slice *s)
+{
+    return e->handles ? pl_handle_get(e->handles, s->id) : NULL;
+}
+
+void pl_grow_close(engine *e, const sk_slice *s)
+{
+    void *h = e->handles ? pl_handle_take(e->handles, s->id) : NULL;
+    if (h)
+        pl_grow_ops(e)->grow_close(pl_grow_owner(e, s)->ctx, h);
+}
+
+int pl_grow_commit(engine *e, const sk_slice *s,
+                   const skippr_object_info *info)
+{
+    void *h = e->handles ? pl_handle_take(e->handles, s->id) : NULL;
+    if (!h)
+        return SKIPPR_INVAL;
+    return pl_grow_ops(e)->grow_commit(pl_grow_owner(e, s)->ctx, h, info);
 }
 
 /* The uploader whose instance owns slice s (its backoff is that
@@ -173,7 +195,7 @@ static int write_once(engine *e, void *arg)
 {
     const bytes_arg *b = arg;
     return pl_grow_ops(e)->grow_write(pl_grow_owner(e, b->s)->ctx,
-                                      b->s->handle, b->p, b->n);
+                                      pl_grow_handle(e, b->s), b->p, b->n);
 }
 
 /* The sink's note of the part it just added to open slice s's object,
@@ -182,8 +204,9 @@ int pl_grow_note(engine *e, sk_slice *s)
 {
     char note[2048];
     size_t nl = 0;
-    int rc = pl_grow_ops(e)->grow_note(pl_grow_owner(e, s)->ctx, s->handle,
-                                       note, sizeof note, &nl);
+    int rc = pl_grow_ops(e)->grow_note(pl_grow_owner(e, s)->ctx,
+                                       pl_grow_handle(e, s), note,
+                                       sizeof note, &nl);
     if (!rc && nl > sizeof note)
         rc = SKIPPR_RANGE;
     return rc ? rc : skippr_buf_append(&s->notes, note, nl);

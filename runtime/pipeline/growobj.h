@@ -5,6 +5,7 @@
 #define SKIPPR_PIPELINE_GROWOBJ_H
 
 #include "pipeline/engine.h"
+#include "pipeline/handles.h"
 
 /* The sink's ops; the instance that owns slice s's growing object. */
 const skippr_sink_ops *pl_grow_ops(const engine *e);
@@ -24,8 +25,18 @@ void pl_grow_info(engine *e, const sk_slice *s, const char *key,
  * NULL on allocation failure. */
 char *pl_grow_open_info(engine *e, const sk_slice *s, char *sid, size_t cap,
                         skippr_object_info *info);
-/* Open s's growing object: new (length 0), or reopened at length. */
+/* Open s's growing object: new (length 0), or reopened at length; its
+ * handle goes into the map (handles.h) until closed or committed. */
 int pl_grow_attach(engine *e, sk_slice *s, uint64_t length);
+/* s's growing object's handle; NULL while it is not open. */
+void *pl_grow_handle(const engine *e, const sk_slice *s);
+/* Let go of s's growing object (the sink keeps what it holds), if open. */
+void pl_grow_close(engine *e, const sk_slice *s);
+/* Finish s's open growing object as info says (the sink's grow_commit);
+ * open or not, it is no longer open after. SKIPPR_INVAL when it was not
+ * open. */
+int pl_grow_commit(engine *e, const sk_slice *s,
+                   const skippr_object_info *info);
 
 /* One attempt at an operation on a slice's object in the sink, with what
  * it needs (the slice among it) in arg. */

@@ -29,7 +29,8 @@ static int copy_once(engine *e, void *arg)
 {
     const copy_arg *c = arg;
     const sk_slice *s = c->s;
-    return pl_grow_ops(e)->stage_copy(pl_grow_owner(e, s)->ctx, s->handle,
+    return pl_grow_ops(e)->stage_copy(pl_grow_owner(e, s)->ctx,
+                                      pl_grow_handle(e, s),
                                       c->info, s->stage_off[c->k],
                                       s->stage_tag[c->k], s->stage_len[c->k]);
 }
@@ -139,7 +140,8 @@ static int copy_first(engine *e, sk_slice *s)
     char *key = pl_grow_open_info(e, s, sid, sizeof sid, &info);
     if (!key)
         return SKIPPR_NOMEM;
-    int rc = s->handle ? SKIPPR_OK : pl_grow_attach(e, s, s->pushed);
+    int rc = pl_grow_handle(e, s) ? SKIPPR_OK
+                                  : pl_grow_attach(e, s, s->pushed);
     if (!rc && (rc = copy_pieces(e, s, &info, 1)))
         pl_grow_write_failed(e, s, rc);
     sk_free(key);
@@ -265,10 +267,11 @@ static int finish_parted_once(engine *e, void *arg)
     int rc, first = f->tries++ == 0;
     /* Only a retry can find it complete (finish_parted asked for a slice
      * from before a crash already). */
-    if (!s->handle && first) {
+    int open = pl_grow_handle(e, s) != NULL;
+    if (!open && first) {
         if ((rc = pl_grow_attach(e, s, s->pushed)))
             return rc;
-    } else if (!s->handle) {
+    } else if (!open) {
         rc = ops->object_check ? ops->object_check(sink->ctx, info)
                                : SKIPPR_NOENT;
         if (rc == SKIPPR_OK) {
@@ -285,14 +288,11 @@ static int finish_parted_once(engine *e, void *arg)
     if (!rc && f->tn)
         rc = pl_grow_write(e, s, f->tp, f->tn);
     if (rc) {
-        ops->grow_close(sink->ctx, s->handle);
-        s->handle = NULL;
+        pl_grow_close(e, s);
         return rc;
     }
     sk_crashpoint("grow_commit");
-    rc = ops->grow_commit(sink->ctx, s->handle, info);
-    s->handle = NULL;
-    return rc;
+    return pl_grow_commit(e, s, info);
 }
 
 typedef struct clear_arg {
@@ -326,7 +326,7 @@ static int finish_parted(engine *e, sk_slice *s)
     skippr_object_info info;
     pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
     int rc = SKIPPR_OK;
-    if (s->recovered && !s->handle && pl_grow_ops(e)->object_check) {
+    if (s->recovered && !pl_grow_handle(e, s) && pl_grow_ops(e)->object_check) {
         /* A crash after the Complete: then its tail may be gone (its
          * staging pieces deleted), and nothing is written again. */
         rc = pl_grow_ops(e)->object_check(sink->ctx, &info);
@@ -396,7 +396,7 @@ int pl_grow_finish(engine *e, sk_slice *s)
     int rc = SKIPPR_OK;
     if (sk_state_part_bytes(e->st))
         return finish_parted(e, s);
-    if (!s->handle) {
+    if (!pl_grow_handle(e, s)) {
         rc = pl_grow_attach(e, s, s->object_bytes);
         if (rc == SKIPPR_NOENT && ops->object_check) {
             char sid[40];
@@ -420,8 +420,7 @@ int pl_grow_finish(engine *e, sk_slice *s)
     skippr_object_info info;
     pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
     sk_crashpoint("grow_commit");
-    rc = ops->grow_commit(sink->ctx, s->handle, &info);
-    s->handle = NULL;
+    rc = pl_grow_commit(e, s, &info);
     if (rc)
         plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,
                       s->object_key, skippr_status_str(rc));

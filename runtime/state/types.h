@@ -88,7 +88,6 @@ typedef struct sk_slice {
                             * even when unchanged (a new segment) */
     uint64_t pushed;       /* object bytes handed to the sink */
     uint64_t durable_len;  /* object bytes a COMMIT recorded as durable */
-    void *handle;          /* the sink's growing object; the pipeline's */
     /* Parted slices (sk_grow_config.part_bytes > 0: S3 multipart): the
      * object grows a part at a time. Object bytes [0, pushed) are in the
      * sink's parts, the next `staged` in staging pieces (stage_off[i],

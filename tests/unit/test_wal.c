@@ -453,6 +453,7 @@ static void test_gc_keeps_recovery_consistent(void **state)
 typedef struct fake_sink {
     char bytes[8][4096];
     size_t len[8], synced[8];
+    int open[8]; /* the object is open (the pipeline's handle) */
     int puts, syncs;
 } fake_sink;
 
@@ -461,10 +462,10 @@ static int fake_put(void *ud, sk_slice *s, const void *p, size_t n)
     fake_sink *f = ud;
     assert_true(s->id < 8);
     /* a reopen cuts back to what the state recorded */
-    if (!s->handle) {
+    if (!f->open[s->id]) {
         assert_true(f->len[s->id] >= s->pushed);
         f->len[s->id] = s->pushed;
-        s->handle = f;
+        f->open[s->id] = 1;
     }
     assert_true(f->len[s->id] + n <= sizeof f->bytes[0]);
     memcpy(f->bytes[s->id] + f->len[s->id], p, n);
@@ -510,13 +511,14 @@ static int fake_commit(sk_state *st, fake_sink *f)
     return rc ? rc : sk_state_commit(st);
 }
 
-static sk_state *open_streaming(const char *name)
+/* The state of name, reopened with slices that stream into f, whose
+ * objects are then all closed (a new run). */
+static sk_state *open_streaming(const char *name, fake_sink *f)
 {
     sk_state *st;
     assert_int_equal(sk_state_open(dir, "ws", name, 0, NULL, &st), 0);
     st->grow = (sk_grow_config){.stream_forms = 1u << SK_FORM_LINES};
-    for (size_t i = 0; i < st->nlive; i++)
-        st->live[i]->handle = NULL;
+    memset(f->open, 0, sizeof f->open);
     return st;
 }
 
@@ -529,7 +531,7 @@ static void test_streamed_slices(void **state)
     (void)state;
     fake_sink f;
     memset(&f, 0, sizeof f);
-    sk_state *st = open_streaming("grow");
+    sk_state *st = open_streaming("grow", &f);
     sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), NULL, 0);
     assert_true(a->streamed);
     assert_int_equal(sk_state_append(st, a, "{\"r\":1}", 7), 0);
@@ -554,7 +556,7 @@ static void test_streamed_slices(void **state)
     sk_state_close(st); /* the crash */
 
     /* No data frames: the WAL holds only metadata. */
-    st = open_streaming("grow");
+    st = open_streaming("grow", &f);
     assert_int_equal(st->nlive, 1);
     a = st->live[0];
     assert_int_equal(a->id, aid);
@@ -580,7 +582,7 @@ static void test_streamed_slices(void **state)
     assert_int_equal(a->object_bytes, 16);
     sk_state_close(st);
 
-    st = open_streaming("grow");
+    st = open_streaming("grow", &f);
     assert_int_equal(st->nlive, 1);
     assert_int_equal(st->live[0]->state, SK_SLICE_SEALED);
     assert_int_equal(st->live[0]->object_bytes, 16);
@@ -599,7 +601,7 @@ static void test_streamed_full_buffer(void **state)
     (void)state;
     fake_sink f;
     memset(&f, 0, sizeof f);
-    sk_state *st = open_streaming("full");
+    sk_state *st = open_streaming("full", &f);
     st->block_bytes = 16;
     sk_slice *a = sk_state_slice(st, "a", 1, sk_hash_fast("a", 1), NULL, 0);
     assert_int_equal(sk_state_append(st, a, "0123456789", 10), 0);
