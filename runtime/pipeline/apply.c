@@ -76,7 +76,7 @@ static sk_slice *tagged_group_slice(engine *e, const piece *p,
     if (!s)
         return NULL;
     *rc = SKIPPR_OK;
-    if (s->records == 0)
+    if (sk_slice_records(s) == 0)
         *rc = p->csv ? pl_append(e, s, p->csv_out.hdr.row,
                                  p->csv_out.hdr.row_len)
                      : pl_append(e, s, p->xml_out.head,

@@ -112,8 +112,8 @@ static void place(pl_clock *c, const sk_slice *s, const sk_router *r,
                   int64_t lateness, slice_time *t)
 {
     int64_t from, to;
-    t->seal_at = c->on && sk_route_key_bucket(r, s->key, s->key_len, &from,
-                                              &to)
+    t->seal_at = c->on && sk_route_key_bucket(r, sk_slice_key(s),
+                                              sk_slice_key_len(s), &from, &to)
                      ? to + lateness
                      : INT64_MAX;
     /* Modification times that are not arrival times (an archive copied or
@@ -133,8 +133,8 @@ static void place(pl_clock *c, const sk_slice *s, const sk_router *r,
     if (why && c->on) {
         sk_info("event-time sealing is off for the rest of this run: "
                 "units' modification times are not their arrival times "
-                "(the time bucket of %.*s %s)", (int)s->key_len, s->key,
-                why);
+                "(the time bucket of %.*s %s)",
+                (int)sk_slice_key_len(s), sk_slice_key(s), why);
         c->on = 0;
     }
 }
@@ -150,7 +150,7 @@ int pl_clock_seal_at(pl_clock *c, const sk_slice *s, const sk_router *r,
                      int64_t lateness, int64_t *at)
 {
     uint8_t k[8];
-    uint64_t h = slice_key(s->id, k);
+    uint64_t h = slice_key(sk_slice_id(s), k);
     slice_time *t = sk_map_get(&c->slices, (const char *)k, 8, h);
     if (!t) {
         if (!(t = sk_calloc(1, sizeof *t)))
@@ -169,10 +169,10 @@ int pl_clock_seal_at(pl_clock *c, const sk_slice *s, const sk_router *r,
 void pl_clock_closed(pl_clock *c, const sk_slice *s, int sealed)
 {
     uint8_t k[8];
-    uint64_t h = slice_key(s->id, k);
+    uint64_t h = slice_key(sk_slice_id(s), k);
     slice_time *t = sk_map_del(&c->slices, (const char *)k, 8, h);
     if (t && t->late && sealed)
-        c->late_records += s->records;
+        c->late_records += sk_slice_records(s);
     sk_free(t);
 }
 

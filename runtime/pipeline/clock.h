@@ -18,7 +18,7 @@
 
 #include "config/settings.h"
 #include "route/route.h"
-#include "state/types.h"
+#include "state/state.h"
 
 typedef struct pl_clock pl_clock;
 

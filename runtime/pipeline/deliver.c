@@ -162,7 +162,7 @@ int pl_write_converted(engine *e, sk_slice *s, sk_conv_kind kind,
         rc = sk_state_foreach_record(e->st, s, scratch, write_record, w);
     if (rc == SKIPPR_CORRUPT && w->conv_why)
         sk_error("slice %" PRIu64 " (%s): cannot convert it for the sink: %s",
-                 s->id, s->key, w->conv_why);
+                 sk_slice_id(s), sk_slice_key(s), w->conv_why);
     w->conv = NULL;
     w->conv_out = NULL;
     sk_conv_free(c);
@@ -259,12 +259,17 @@ static int put_object(uploader *u, sk_slice *s, const char *key,
     sk_instance *sink = u->sink;
     /* The partition's namespace is its first folder. */
     char ns[SK_SEGMENT_MAX + 1];
-    size_t nsl = strcspn(s->key, "/");
-    snprintf(ns, sizeof ns, "%.*s", (int)SK_MIN(nsl, SK_SEGMENT_MAX), s->key);
-    skippr_object_info info = {.key = key, .slice_id = slice_id,
-                               .size = size, .crc32c = crc,
-                               .content_type = ctype, .partition = s->key,
-                               .namespace_name = ns, .records = s->records};
+    size_t nsl = strcspn(sk_slice_key(s), "/");
+    snprintf(ns, sizeof ns, "%.*s", (int)SK_MIN(nsl, SK_SEGMENT_MAX),
+             sk_slice_key(s));
+    skippr_object_info info = {.key = key,
+                               .slice_id = slice_id,
+                               .size = size,
+                               .crc32c = crc,
+                               .content_type = ctype,
+                               .partition = sk_slice_key(s),
+                               .namespace_name = ns,
+                               .records = sk_slice_records(s)};
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         if (attempt) {
             if (sk_stop_requested)
@@ -303,12 +308,12 @@ int pl_upload_one(uploader *u, sk_slice *s)
     engine *e = u->e;
     char slice_id[40];
     snprintf(slice_id, sizeof slice_id, "%s-%010" PRIu64, sk_state_id(e->st),
-             s->id);
+             sk_slice_id(s));
     int rc;
-    if (s->kind == SK_SLICE_DEAD) {
-        rc = put_object(u, s, s->object_key, slice_id, s->object_bytes,
-                        s->object_crc, WRITE_DEAD_DATA,
-                        "application/octet-stream");
+    if (sk_slice_kind_of(s) == SK_SLICE_DEAD) {
+        rc = put_object(u, s, sk_slice_object_key(s), slice_id,
+                        sk_slice_object_bytes(s), sk_slice_object_crc(s),
+                        WRITE_DEAD_DATA, "application/octet-stream");
         if (rc)
             return rc;
         /* The sidecar: one JSON line per dead letter. */
@@ -316,7 +321,7 @@ int pl_upload_one(uploader *u, sk_slice *s)
         rc = sk_state_foreach_record(e->st, s, &u->scratch, write_record, &w);
         if (rc)
             return rc;
-        char *mkey = sk_asprintf("%s.meta.jsonl", s->object_key);
+        char *mkey = sk_asprintf("%s.meta.jsonl", sk_slice_object_key(s));
         char mid[48];
         snprintf(mid, sizeof mid, "%s-meta", slice_id);
         if (!mkey)
@@ -325,14 +330,13 @@ int pl_upload_one(uploader *u, sk_slice *s)
                         "application/x-ndjson");
         sk_free(mkey);
     } else {
-        rc = put_object(u, s, s->object_key, slice_id, s->object_bytes,
-                        s->object_crc, WRITE_ALL,
-                        e->sink->format == SK_FORMAT_CSV
-                            ? "text/csv"
-                        : e->sink->format == SK_FORMAT_XML
-                            ? "application/xml"
-                        : pl_slice_is_multiline(s) ? "application/json"
-                                                : "application/x-ndjson");
+        rc = put_object(u, s, sk_slice_object_key(s), slice_id,
+                        sk_slice_object_bytes(s), sk_slice_object_crc(s),
+                        WRITE_ALL,
+                        e->sink->format == SK_FORMAT_CSV   ? "text/csv"
+                        : e->sink->format == SK_FORMAT_XML ? "application/xml"
+                        : pl_slice_is_multiline(s)         ? "application/json"
+                                                   : "application/x-ndjson");
     }
     return rc;
 }

@@ -54,9 +54,11 @@ static uint32_t stream_forms(const engine *e)
 static int put(engine *e, sk_slice *s)
 {
     int rc;
-    if (!pl_grow_handle(e, s) && (rc = pl_grow_attach(e, s, s->pushed)))
+    if (!pl_grow_handle(e, s) &&
+        (rc = pl_grow_attach(e, s, sk_slice_pushed(s))))
         return rc;
-    rc = pl_grow_write(e, s, s->open_block.data,
+    size_t held;
+    rc = pl_grow_write(e, s, sk_slice_buffer(s, &held),
                        (size_t)sk_state_put_len(e->st, s));
     if (rc)
         pl_grow_write_failed(e, s, rc);
@@ -109,8 +111,8 @@ static void *grow_job_run(void *arg)
     grow_job *j = arg;
     for (size_t i = 0; i < j->n && !j->rc; i++) {
         sk_slice *s = j->v[i];
-        if (s->id % (uint64_t)j->e->nup != (uint64_t)j->k ||
-            (j->rcs && !s->streamed))
+        if (sk_slice_id(s) % (uint64_t)j->e->nup != (uint64_t)j->k ||
+            (j->rcs && !sk_slice_streamed(s)))
             continue;
         if (j->rcs)
             j->rc = j->rcs[i] = pl_grow_finish(j->e, s);
@@ -193,7 +195,7 @@ int pl_grow_init(engine *e)
     sk_state *st = e->st;
     int streamed = 0;
     for (size_t i = 0; i < sk_state_nlive(st); i++)
-        streamed |= sk_state_slice_at(st, i)->streamed;
+        streamed |= sk_slice_streamed(sk_state_slice_at(st, i));
     /* Streaming sources keep the WAL path (see stream_forms()), and with it
      * their lazy commits: no slice streams. */
     if (!pl_grow_on(e)) {
@@ -221,13 +223,13 @@ int pl_grow_init(engine *e)
          * between leaves a piece that the WAL does not name. So every
          * slice a run inherits lists its staging folder when it is done
          * (one listing each), not only those with recorded pieces. */
-        for (size_t i = 0; i < n; i++)
-            if (sk_state_slice_at(st, i)->streamed)
-                sk_state_slice_at(st, i)->staged_ever = 1;
+        sk_state_assume_pieces(st);
     }
     for (size_t i = 0; i < n && !h.part_bytes; i++) {
         const sk_slice *s = sk_state_slice_at(st, i);
-        if (s->walled || s->notes.len || s->staged_ever) {
+        size_t notes;
+        sk_slice_notes(s, &notes);
+        if (sk_slice_walled(s) || notes || sk_slice_staged_ever(s)) {
             sk_error("%s: the state holds objects growing by parts (S3), "
                      "and this sink does not grow them so; run the "
                      "pipeline with its earlier sink to finish them",

@@ -23,7 +23,7 @@ const skippr_sink_ops *pl_grow_ops(const engine *e)
 /* The instance that owns slice s's growing object. */
 sk_instance *pl_grow_owner(const engine *e, const sk_slice *s)
 {
-    return e->up[s->id % (uint64_t)e->nup].sink;
+    return e->up[sk_slice_id(s) % (uint64_t)e->nup].sink;
 }
 
 /* Non-zero when the sink grows objects in place and the engine may use
@@ -70,17 +70,17 @@ uint64_t pl_sink_part_bytes(const engine *e)
 void pl_grow_info(engine *e, const sk_slice *s, const char *key,
                   char *slice_id, size_t cap, skippr_object_info *info)
 {
-    snprintf(slice_id, cap, "%s-%010" PRIu64, sk_state_id(e->st), s->id);
-    *info = (skippr_object_info){.key = key,
-                                 .slice_id = slice_id,
-                                 .size = s->object_key ? s->object_bytes : 0,
-                                 .crc32c = s->object_key ? s->object_crc : 0,
-                                 .content_type =
-                                     pl_slice_is_multiline(s)
-                                         ? "application/json"
-                                         : "application/x-ndjson",
-                                 .partition = s->key,
-                                 .records = s->records};
+    snprintf(slice_id, cap, "%s-%010" PRIu64, sk_state_id(e->st),
+             sk_slice_id(s));
+    *info = (skippr_object_info){
+        .key = key,
+        .slice_id = slice_id,
+        .size = sk_slice_object_key(s) ? sk_slice_object_bytes(s) : 0,
+        .crc32c = sk_slice_object_key(s) ? sk_slice_object_crc(s) : 0,
+        .content_type = pl_slice_is_multiline(s) ? "application/json"
+                                                 : "application/x-ndjson",
+        .partition = sk_slice_key(s),
+        .records = sk_slice_records(s)};
 }
 
 /* The info of an open slice's growing object, under the key it will get
@@ -105,9 +105,10 @@ int pl_grow_attach(engine *e, sk_slice *s, uint64_t length)
         return SKIPPR_NOMEM;
     sk_instance *sink = pl_grow_owner(e, s);
     void *h = NULL;
+    size_t nn;
+    const char *notes = sk_slice_notes(s, &nn);
     int rc = pl_grow_ops(e)->grow_open(
-        sink->ctx, &info, length, length ? (const char *)s->notes.data : NULL,
-        length ? s->notes.len : 0, &h);
+        sink->ctx, &info, length, length ? notes : NULL, length ? nn : 0, &h);
     if (rc == SKIPPR_NOENT && length > 0)
         sk_error("%s: the growing object of %s lost bytes that were made "
                  "durable (%" PRIu64 "); it was changed outside skippr",
@@ -116,19 +117,19 @@ int pl_grow_attach(engine *e, sk_slice *s, uint64_t length)
         plugin_failed(sink, "%s: opening %s to grow failed: %s", sink->label,
                       key, skippr_status_str(rc));
     sk_free(key);
-    if (!rc && (rc = pl_handle_keep(e->handles, s->id, h)))
+    if (!rc && (rc = pl_handle_keep(e->handles, sk_slice_id(s), h)))
         pl_grow_ops(e)->grow_close(sink->ctx, h);
     return rc;
 }
 
 void *pl_grow_handle(const engine *e, const sk_slice *s)
 {
-    return e->handles ? pl_handle_get(e->handles, s->id) : NULL;
+    return e->handles ? pl_handle_get(e->handles, sk_slice_id(s)) : NULL;
 }
 
 void pl_grow_close(engine *e, const sk_slice *s)
 {
-    void *h = e->handles ? pl_handle_take(e->handles, s->id) : NULL;
+    void *h = e->handles ? pl_handle_take(e->handles, sk_slice_id(s)) : NULL;
     if (h)
         pl_grow_ops(e)->grow_close(pl_grow_owner(e, s)->ctx, h);
 }
@@ -136,7 +137,7 @@ void pl_grow_close(engine *e, const sk_slice *s)
 int pl_grow_commit(engine *e, const sk_slice *s,
                    const skippr_object_info *info)
 {
-    void *h = e->handles ? pl_handle_take(e->handles, s->id) : NULL;
+    void *h = e->handles ? pl_handle_take(e->handles, sk_slice_id(s)) : NULL;
     if (!h)
         return SKIPPR_INVAL;
     return pl_grow_ops(e)->grow_commit(pl_grow_owner(e, s)->ctx, h, info);
@@ -146,7 +147,7 @@ int pl_grow_commit(engine *e, const sk_slice *s,
  * thread's). */
 static uploader *owner_up(const engine *e, const sk_slice *s)
 {
-    return &e->up[s->id % (uint64_t)e->nup];
+    return &e->up[sk_slice_id(s) % (uint64_t)e->nup];
 }
 
 /* fn, tried again after each SKIPPR_RETRY, up to MAX_ATTEMPTS in all, with
@@ -175,8 +176,9 @@ int pl_grow_retries(engine *e, const sk_slice *s, const char *what,
             }
             pl_retry_say(e->retry, a,
                          "%s: %s slice %" PRIu64 " failed (attempt %d of "
-                         "%d); retrying", pl_grow_owner(e, s)->label, what,
-                         s->id, a, MAX_ATTEMPTS);
+                         "%d); retrying",
+                         pl_grow_owner(e, s)->label, what, sk_slice_id(s), a,
+                         MAX_ATTEMPTS);
             skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
         }
         rc = fn(e, arg);
@@ -209,7 +211,7 @@ int pl_grow_note(engine *e, sk_slice *s)
                                        sizeof note, &nl);
     if (!rc && nl > sizeof note)
         rc = SKIPPR_RANGE;
-    return rc ? rc : skippr_buf_append(&s->notes, note, nl);
+    return rc ? rc : sk_state_note(s, note, nl);
 }
 
 /* Write n bytes to s's growing object: for a sink that grows by parts,
@@ -226,7 +228,7 @@ int pl_grow_write(engine *e, sk_slice *s, const uint8_t *p, size_t n)
         rc = pl_grow_retries(e, s, "appending to", write_once,
                              &(bytes_arg){s, p + off, k});
         off += k;
-        if (rc || !pb || s->state != SK_SLICE_OPEN)
+        if (rc || !pb || sk_slice_state_of(s) != SK_SLICE_OPEN)
             continue;
         /* uploaded, not yet recorded */
         sk_crashpoint("part_put");

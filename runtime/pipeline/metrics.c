@@ -299,9 +299,9 @@ void pl_metrics_update(engine *e, int force)
     if (e->st) {
         for (size_t i = 0; i < sk_state_nlive(e->st); i++) {
             const sk_slice *sl = sk_state_slice_at(e->st, i);
-            if (sl->state == SK_SLICE_OPEN) {
+            if (sk_slice_state_of(sl) == SK_SLICE_OPEN) {
                 s.slices_open++;
-                s.bytes_buffered += sl->bytes;
+                s.bytes_buffered += sk_slice_bytes(sl);
             } else {
                 s.slices_pending++;
             }

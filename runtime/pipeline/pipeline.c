@@ -183,7 +183,8 @@ static int recover_sealed(engine *e)
 {
     size_t pending = 0;
     for (size_t i = 0; i < sk_state_nlive(e->st); i++)
-        pending += sk_state_slice_at(e->st, i)->state == SK_SLICE_SEALED;
+        pending +=
+            sk_slice_state_of(sk_state_slice_at(e->st, i)) == SK_SLICE_SEALED;
     if (pending)
         sk_info("recovery: re-writing %zu sealed slice%s", pending,
                 pending == 1 ? "" : "s");

@@ -70,7 +70,7 @@ void pl_progress(engine *e, int force)
     double mbs = secs > 0 ? (double)e->bytes_in / 1e6 / secs : 0;
     uint64_t buffered = 0;
     for (size_t i = 0; i < sk_state_nlive(e->st); i++)
-        buffered += sk_state_slice_at(e->st, i)->bytes;
+        buffered += sk_slice_bytes(sk_state_slice_at(e->st, i));
     fprintf(stderr, "\r\033[Kunits %" PRIu64 " | records %" PRIu64
             " | dead %" PRIu64 " | %.1f MB/s | buffered %.1f MB | "
             "objects %" PRIu64, e->units_done, e->records, e->dead, mbs,
@@ -103,10 +103,10 @@ int sk_pipeline_status(const sk_pipeline_cfg *cfg)
     uint64_t open_n = 0, open_rec = 0, open_bytes = 0, sealed = 0;
     for (size_t i = 0; i < sk_state_nlive(st); i++) {
         sk_slice *s = sk_state_slice_at(st, i);
-        if (s->state == SK_SLICE_OPEN) {
+        if (sk_slice_state_of(s) == SK_SLICE_OPEN) {
             open_n++;
-            open_rec += s->records;
-            open_bytes += s->bytes;
+            open_rec += sk_slice_records(s);
+            open_bytes += sk_slice_bytes(s);
         } else {
             sealed++;
         }

@@ -46,7 +46,7 @@ static void *upload_main(void *arg)
         size_t i = atomic_fetch_add(&b->next, 1);
         if (i >= b->n || atomic_load(&b->failed) || sk_stop_requested)
             break;
-        if (b->slices[i]->streamed)
+        if (sk_slice_streamed(b->slices[i]))
             continue; /* finished by upload_sealed() */
         b->rcs[i] = pl_upload_one(w->u, b->slices[i]);
         if (b->rcs[i])
@@ -68,7 +68,7 @@ static void finish_grown(engine *e, upload_batch *b)
 {
     int grown = 0;
     for (size_t i = 0; i < b->n; i++)
-        grown |= b->slices[i]->streamed;
+        grown |= sk_slice_streamed(b->slices[i]);
     if (!grown)
         return;
     if (!sk_stop_requested &&
@@ -79,7 +79,7 @@ static void finish_grown(engine *e, upload_batch *b)
     sk_crashpoint("sink_commit"); /* renamed, not yet durable */
     int src = pl_grow_sync(e);
     for (size_t i = 0; i < b->n && src; i++)
-        if (b->slices[i]->streamed && b->rcs[i] == SKIPPR_OK)
+        if (sk_slice_streamed(b->slices[i]) && b->rcs[i] == SKIPPR_OK)
             b->rcs[i] = src; /* nothing of it is recorded */
     if (src)
         atomic_store(&b->failed, 1);
@@ -128,7 +128,8 @@ static int record_done(engine *e, upload_batch *b)
         sk_slice *s = b->slices[i];
         e->objects++;
         sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
-                 s->object_key, s->records, s->object_bytes);
+                 sk_slice_object_key(s), sk_slice_records(s),
+                 sk_slice_object_bytes(s));
         int drc = sk_state_done(e->st, s);
         if (drc)
             return drc;
@@ -187,7 +188,7 @@ int64_t pl_watermark(engine *e)
 /* Bytes of s's object that the WAL holds. */
 static uint64_t wal_held(const sk_slice *s)
 {
-    return s->streamed ? s->walled : s->bytes;
+    return sk_slice_streamed(s) ? sk_slice_walled(s) : sk_slice_bytes(s);
 }
 
 /* Whether open slice s is due (*due): forced; open for
@@ -199,8 +200,9 @@ static int slice_due(engine *e, const sk_slice *s, int64_t now, int64_t wm,
 {
     int rc = pl_clock_seal_at(e->clock, s, e->router,
                               e->cfg->allowed_lateness_seconds, at);
-    *due = force || now - s->opened_at >= e->cfg->buffer_threshold_seconds ||
-           s->bytes >= (uint64_t)e->cfg->max_object_bytes ||
+    *due = force ||
+           now - sk_slice_opened_at(s) >= e->cfg->buffer_threshold_seconds ||
+           sk_slice_bytes(s) >= (uint64_t)e->cfg->max_object_bytes ||
            (pl_clock_on(e->clock) && *at <= wm);
     return rc;
 }
@@ -217,7 +219,7 @@ static int any_due(engine *e, int64_t now, int64_t wm, int force, int *any)
         sk_slice *s = sk_state_slice_at(st, i);
         int64_t at;
         int due;
-        if (s->state != SK_SLICE_OPEN)
+        if (sk_slice_state_of(s) != SK_SLICE_OPEN)
             continue;
         if ((rc = slice_due(e, s, now, wm, force, &at, &due)))
             break;
@@ -237,7 +239,8 @@ static int largest_held(sk_slice *const *list, size_t n, const sk_slice *s)
 {
     const sk_slice *big = NULL;
     for (size_t k = 0; k < n; k++)
-        if (list[k]->state == SK_SLICE_OPEN && wal_held(list[k]) > 0 &&
+        if (sk_slice_state_of(list[k]) == SK_SLICE_OPEN &&
+            wal_held(list[k]) > 0 &&
             (!big || wal_held(list[k]) > wal_held(big)))
             big = list[k];
     return big == s;
@@ -272,13 +275,13 @@ static int seal_due(engine *e, sk_slice **list, size_t n, int64_t now,
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < n && !rc; i++) {
         sk_slice *s = list[i];
-        if (s->state == SK_SLICE_OPEN && s->records == 0 && s->streamed &&
-            force) {
+        if (sk_slice_state_of(s) == SK_SLICE_OPEN && sk_slice_records(s) == 0 &&
+            sk_slice_streamed(s) && force) {
             pl_clock_closed(e->clock, s, 0);
             rc = pl_grow_forget(e, s);
             continue;
         }
-        if (s->state != SK_SLICE_OPEN || s->records == 0)
+        if (sk_slice_state_of(s) != SK_SLICE_OPEN || sk_slice_records(s) == 0)
             continue;
         int64_t at;
         int due;
@@ -299,7 +302,7 @@ static int upload_and_rotate(engine *e, sk_slice **list, int force,
     sk_state *st = e->st;
     size_t nsealed = 0;
     for (size_t i = 0; i < sk_state_nlive(st); i++)
-        if (sk_state_slice_at(st, i)->state == SK_SLICE_SEALED)
+        if (sk_slice_state_of(sk_state_slice_at(st, i)) == SK_SLICE_SEALED)
             list[nsealed++] = sk_state_slice_at(st, i);
     int rc = upload_sealed(e, list, nsealed);
     if (!rc)
@@ -325,7 +328,7 @@ int pl_flush_slices(engine *e, int force)
     int over_budget = disk > (uint64_t)e->cfg->wal_disk_budget;
     if (!any && !over_budget && !force) {
         for (size_t i = 0; i < sk_state_nlive(st); i++)
-            if (sk_state_slice_at(st, i)->state == SK_SLICE_SEALED)
+            if (sk_slice_state_of(sk_state_slice_at(st, i)) == SK_SLICE_SEALED)
                 any = 1;
         if (!any)
             return SKIPPR_OK;

@@ -12,13 +12,14 @@
 
 int pl_slice_is_multiline(const sk_slice *s)
 {
-    return s->kind == SK_SLICE_DATA && s->tag.form == SK_FORM_MULTILINE;
+    return sk_slice_kind_of(s) == SK_SLICE_DATA &&
+           sk_slice_tag_of(s)->form == SK_FORM_MULTILINE;
 }
 
 /* The extension of slice s's object. */
 const char *pl_slice_ext(const engine *e, const sk_slice *s)
 {
-    if (s->kind == SK_SLICE_DEAD)
+    if (sk_slice_kind_of(s) == SK_SLICE_DEAD)
         return ".bad";
     return pl_slice_is_multiline(s) ? ".json" : pl_shape_ext(e->shape);
 }
@@ -38,18 +39,19 @@ sk_conv_kind pl_form_conv(const engine *e, sk_slice_form form)
 
 sk_conv_kind pl_slice_conv(const engine *e, const sk_slice *s)
 {
-    return s->kind == SK_SLICE_DATA ? pl_form_conv(e, s->tag.form)
-                                    : SK_CONV_NONE;
+    return sk_slice_kind_of(s) == SK_SLICE_DATA
+               ? pl_form_conv(e, sk_slice_tag_of(s)->form)
+               : SK_CONV_NONE;
 }
 
 /* An XML slice's object ends with its root's close tag, which its tag
  * names. 0 if s is none. */
 size_t pl_xml_trailer(const sk_slice *s, char *out, size_t cap)
 {
-    if (s->kind != SK_SLICE_DATA || s->tag.form != SK_FORM_XML ||
-        !s->tag.root)
+    const sk_slice_tag *t = sk_slice_tag_of(s);
+    if (sk_slice_kind_of(s) != SK_SLICE_DATA || t->form != SK_FORM_XML ||
+        !t->root)
         return 0;
-    int n = snprintf(out, cap, "</%.*s>\n", (int)s->tag.root_len,
-                     s->tag.root);
+    int n = snprintf(out, cap, "</%.*s>\n", (int)t->root_len, t->root);
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

@@ -29,10 +29,10 @@ static int copy_once(engine *e, void *arg)
 {
     const copy_arg *c = arg;
     const sk_slice *s = c->s;
+    sk_stage_piece p = sk_state_piece(s, c->k);
     return pl_grow_ops(e)->stage_copy(pl_grow_owner(e, s)->ctx,
-                                      pl_grow_handle(e, s),
-                                      c->info, s->stage_off[c->k],
-                                      s->stage_tag[c->k], s->stage_len[c->k]);
+                                      pl_grow_handle(e, s), c->info, p.off,
+                                      p.tag, p.len);
 }
 
 /* s's first n staging pieces become its next parts, inside the sink
@@ -46,7 +46,7 @@ static int copy_pieces(engine *e, sk_slice *s, const skippr_object_info *info,
         sk_crashpoint("stage_copy");
         rc = pl_grow_retries(e, s, "copying a staging piece into", copy_once,
                              &(copy_arg){s, info, k});
-        if (!rc && s->state == SK_SLICE_OPEN)
+        if (!rc && sk_slice_state_of(s) == SK_SLICE_OPEN)
             rc = pl_grow_note(e, s);
     }
     return rc;
@@ -104,7 +104,7 @@ static int piece_io(engine *e, const sk_slice *s, uint64_t off, uint64_t tag,
 int pl_grow_read(engine *e, const sk_slice *s, uint64_t from, uint64_t upto,
                  skippr_buf *out, skippr_buf *f)
 {
-    uint64_t at = s->pushed; /* where the next piece starts */
+    uint64_t at = sk_slice_pushed(s); /* where the next piece starts */
     int rc = from < at || from > upto ? SKIPPR_CORRUPT : SKIPPR_OK;
     for (size_t i = 0; i < sk_state_npieces(s) && at < upto && !rc; i++) {
         sk_stage_piece p = sk_state_piece(s, i);
@@ -124,8 +124,8 @@ int pl_grow_read(engine *e, const sk_slice *s, uint64_t from, uint64_t upto,
     }
     if (rc == SKIPPR_CORRUPT)
         sk_error("WAL corrupt: the staging pieces of slice %" PRIu64 " do "
-                 "not make up its bytes %" PRIu64 " to %" PRIu64, s->id,
-                 from, upto);
+                 "not make up its bytes %" PRIu64 " to %" PRIu64,
+                 sk_slice_id(s), from, upto);
     if (!rc && at < upto)
         rc = sk_state_read_tail(e->st, s, SK_MAX(from, at), upto, out, f);
     return rc;
@@ -141,7 +141,7 @@ static int copy_first(engine *e, sk_slice *s)
     if (!key)
         return SKIPPR_NOMEM;
     int rc = pl_grow_handle(e, s) ? SKIPPR_OK
-                                  : pl_grow_attach(e, s, s->pushed);
+                                  : pl_grow_attach(e, s, sk_slice_pushed(s));
     if (!rc && (rc = copy_pieces(e, s, &info, 1)))
         pl_grow_write_failed(e, s, rc);
     sk_free(key);
@@ -167,7 +167,8 @@ int pl_grow_unspill(engine *e, sk_slice *s)
     skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     rc = sk_state_unspill_begin(st, s, &b);
     if (!rc)
-        rc = pl_grow_read(e, s, s->pushed, s->mem_off, &b, &f);
+        rc = pl_grow_read(e, s, sk_slice_pushed(s), sk_slice_buffer_at(s), &b,
+                          &f);
     skippr_buf_free(&f);
     return sk_state_unspill_end(st, s, &b, rc);
 }
@@ -177,7 +178,7 @@ static int stage_unstaged(engine *e, sk_slice *s, skippr_buf *t,
                           skippr_buf *f)
 {
     sk_state *st = e->st;
-    uint64_t from = s->pushed + s->staged;
+    uint64_t from = sk_slice_pushed(s) + sk_slice_staged(s);
     skippr_buf_reset(t);
     int rc = sk_state_read_unstaged(st, s, t, f);
     uint64_t tag = sk_state_next_stage_tag(st);
@@ -219,7 +220,8 @@ int pl_grow_stage(engine *e, size_t *n)
     int rc = SKIPPR_OK;
     for (size_t i = 0; i < sk_state_nlive(st) && !rc; i++) {
         sk_slice *s = sk_state_slice_at(st, i);
-        if (s->state != SK_SLICE_OPEN || !s->streamed || !s->walled)
+        if (sk_slice_state_of(s) != SK_SLICE_OPEN || !sk_slice_streamed(s) ||
+            !sk_slice_walled(s))
             continue;
         if ((rc = stage_unstaged(e, s, &t, &f)) == SKIPPR_OK)
             (*n)++;
@@ -235,12 +237,15 @@ int pl_grow_stage(engine *e, size_t *n)
  * read back into the last part). Their bytes in *bytes. */
 static size_t copyable(const engine *e, const sk_slice *s, uint64_t *bytes)
 {
-    uint64_t at = s->pushed;
+    uint64_t at = sk_slice_pushed(s);
     size_t k = 0;
-    while (pl_sink_copies(e) && k < s->nstaged && s->stage_off[k] == at &&
-           s->stage_len[k] >= SKIPPR_COPY_MIN_BYTES)
-        at += s->stage_len[k++];
-    *bytes = at - s->pushed;
+    for (; pl_sink_copies(e) && k < sk_state_npieces(s); k++) {
+        sk_stage_piece p = sk_state_piece(s, k);
+        if (p.off != at || p.len < SKIPPR_COPY_MIN_BYTES)
+            break;
+        at += p.len;
+    }
+    *bytes = at - sk_slice_pushed(s);
     return k;
 }
 
@@ -269,19 +274,19 @@ static int finish_parted_once(engine *e, void *arg)
      * from before a crash already). */
     int open = pl_grow_handle(e, s) != NULL;
     if (!open && first) {
-        if ((rc = pl_grow_attach(e, s, s->pushed)))
+        if ((rc = pl_grow_attach(e, s, sk_slice_pushed(s))))
             return rc;
     } else if (!open) {
         rc = ops->object_check ? ops->object_check(sink->ctx, info)
                                : SKIPPR_NOENT;
         if (rc == SKIPPR_OK) {
-            sk_info("object %s already complete (slice %s)", s->object_key,
-                    info->slice_id);
+            sk_info("object %s already complete (slice %s)",
+                    sk_slice_object_key(s), info->slice_id);
             return SKIPPR_OK;
         }
         if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
             return rc;
-        if ((rc = pl_grow_attach(e, s, s->pushed)))
+        if ((rc = pl_grow_attach(e, s, sk_slice_pushed(s))))
             return rc;
     }
     rc = copy_pieces(e, s, info, f->ncopy);
@@ -310,7 +315,7 @@ static int clear_once(engine *e, void *arg)
  * clears them again). */
 static int clear_pieces(engine *e, sk_slice *s, const skippr_object_info *info)
 {
-    if (!s->staged_ever)
+    if (!sk_slice_staged_ever(s))
         return SKIPPR_OK;
     return pl_grow_retries(e, s, "clearing the staging pieces of", clear_once,
                            &(clear_arg){s, info});
@@ -324,15 +329,16 @@ static int finish_parted(engine *e, sk_slice *s)
     sk_instance *sink = pl_grow_owner(e, s);
     char sid[40];
     skippr_object_info info;
-    pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+    pl_grow_info(e, s, sk_slice_object_key(s), sid, sizeof sid, &info);
     int rc = SKIPPR_OK;
-    if (s->recovered && !pl_grow_handle(e, s) && pl_grow_ops(e)->object_check) {
+    if (sk_slice_recovered(s) && !pl_grow_handle(e, s) &&
+        pl_grow_ops(e)->object_check) {
         /* A crash after the Complete: then its tail may be gone (its
          * staging pieces deleted), and nothing is written again. */
         rc = pl_grow_ops(e)->object_check(sink->ctx, &info);
         if (rc == SKIPPR_OK) {
-            sk_info("object %s already complete (slice %s)", s->object_key,
-                    sid);
+            sk_info("object %s already complete (slice %s)",
+                    sk_slice_object_key(s), sid);
             return clear_pieces(e, s, &info);
         }
         if (rc != SKIPPR_NOENT && rc != SKIPPR_CHANGED)
@@ -348,16 +354,22 @@ static int finish_parted(engine *e, sk_slice *s)
     skippr_buf_init(&f, SK_WAL_MAX_PAYLOAD + 64);
     const uint8_t *tp = NULL;
     size_t tn = 0;
-    if (s->mem_off == s->pushed &&
-        s->pushed + s->open_block.len == s->object_bytes) {
-        if (lead < s->open_block.len) {
-            tp = s->open_block.data + lead;
-            tn = s->open_block.len - (size_t)lead;
+    size_t held;
+    const uint8_t *mem = sk_slice_buffer(s, &held);
+    uint64_t pushed = sk_slice_pushed(s);
+    if (sk_slice_buffer_at(s) == pushed &&
+        pushed + held == sk_slice_object_bytes(s)) {
+        if (lead < held) {
+            tp = mem + lead;
+            tn = held - (size_t)lead;
         }
     } else {
-        rc = pl_grow_read(e, s, s->pushed + lead,
-                          s->pushed + s->staged + s->walled, &t, &f);
-        if (!rc && s->pushed + lead + t.len != s->object_bytes)
+        rc = pl_grow_read(e, s, sk_slice_pushed(s) + lead,
+                          sk_slice_pushed(s) + sk_slice_staged(s) +
+                              sk_slice_walled(s),
+                          &t, &f);
+        if (!rc &&
+            sk_slice_pushed(s) + lead + t.len != sk_slice_object_bytes(s))
             rc = SKIPPR_CORRUPT;
         tp = t.data;
         tn = t.len;
@@ -378,10 +390,11 @@ static int finish_parted(engine *e, sk_slice *s)
     if (rc == SKIPPR_RETRY)
         pl_sink_gave_up(e->retry, sink,
                         "%s: finishing %s failed %d times; giving up",
-                        sink->label, s->object_key, MAX_ATTEMPTS);
+                        sink->label, sk_slice_object_key(s), MAX_ATTEMPTS);
     else if (rc)
         pl_sink_gave_up(e->retry, sink, "%s: finishing %s failed: %s",
-                        sink->label, s->object_key, skippr_status_str(rc));
+                        sink->label, sk_slice_object_key(s),
+                        skippr_status_str(rc));
     return rc;
 }
 
@@ -397,20 +410,21 @@ int pl_grow_finish(engine *e, sk_slice *s)
     if (sk_state_part_bytes(e->st))
         return finish_parted(e, s);
     if (!pl_grow_handle(e, s)) {
-        rc = pl_grow_attach(e, s, s->object_bytes);
+        rc = pl_grow_attach(e, s, sk_slice_object_bytes(s));
         if (rc == SKIPPR_NOENT && ops->object_check) {
             char sid[40];
             skippr_object_info info;
-            pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+            pl_grow_info(e, s, sk_slice_object_key(s), sid, sizeof sid, &info);
             rc = ops->object_check(sink->ctx, &info);
             if (rc == SKIPPR_OK) {
-                sk_info("object %s already complete (slice %s)", s->object_key,
-                        sid);
+                sk_info("object %s already complete (slice %s)",
+                        sk_slice_object_key(s), sid);
                 return SKIPPR_OK;
             }
             sk_error("%s: slice %s was sealed but neither its growing "
                      "object nor %s is there whole (%s)",
-                     sink->label, sid, s->object_key, skippr_status_str(rc));
+                     sink->label, sid, sk_slice_object_key(s),
+                     skippr_status_str(rc));
             return SKIPPR_CORRUPT;
         }
         if (rc)
@@ -418,11 +432,11 @@ int pl_grow_finish(engine *e, sk_slice *s)
     }
     char sid[40];
     skippr_object_info info;
-    pl_grow_info(e, s, s->object_key, sid, sizeof sid, &info);
+    pl_grow_info(e, s, sk_slice_object_key(s), sid, sizeof sid, &info);
     sk_crashpoint("grow_commit");
     rc = pl_grow_commit(e, s, &info);
     if (rc)
         plugin_failed(sink, "%s: finishing %s failed: %s", sink->label,
-                      s->object_key, skippr_status_str(rc));
+                      sk_slice_object_key(s), skippr_status_str(rc));
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "state/replay_impl.h"
+#include "state/state_impl.h"
 #include "state/slice.h"
 
 void st_pend_clear(replay *r)

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "state/sliceview.h" /* reading a slice: sk_slice_id, ... */
 #include "state/streamed.h" /* streamed slices: sk_state_spill, _read_tail, ... */
 #include "state/types.h"
 

@@ -118,3 +118,17 @@ void st_drop_stages(sk_slice *s, uint64_t upto)
             (s->nstaged - k) * sizeof *s->stage_tag);
     s->nstaged -= k;
 }
+
+int sk_state_note(sk_slice *s, const char *note, size_t n)
+{
+    if (n > SK_NOTES_MAX - s->notes.len)
+        return SKIPPR_RANGE;
+    return skippr_buf_append(&s->notes, note, n);
+}
+
+void sk_state_assume_pieces(sk_state *st)
+{
+    for (size_t i = 0; i < st->nlive; i++)
+        if (st->live[i]->streamed)
+            st->live[i]->staged_ever = 1;
+}

@@ -1,4 +1,5 @@
-/* A parted slice's TAIL frames and staging pieces (tails.c). */
+/* A parted slice's TAIL frames, staging pieces and the sink's notes of
+ * its parts (tails.c). */
 #ifndef SK_STATE_TAILS_H
 #define SK_STATE_TAILS_H
 
@@ -16,6 +17,14 @@ void st_drop_tails(sk_slice *s, uint64_t upto);
  * before upto. */
 int st_add_stage(sk_slice *s, uint64_t off, uint64_t len, uint64_t tag);
 void st_drop_stages(sk_slice *s, uint64_t upto);
+
+/* Keep the sink's note of the part it just added to open slice s's
+ * object (the next commit records it); SKIPPR_RANGE past SK_NOTES_MAX. */
+int sk_state_note(sk_slice *s, const char *note, size_t n);
+/* Every streamed slice live now may have staging pieces the WAL does not
+ * name (a piece is put before its STAGE frame): each lists its staging
+ * folder when it is done. */
+void sk_state_assume_pieces(sk_state *st);
 
 /* s's staging pieces, in order of object offset from s->pushed. */
 size_t sk_state_npieces(const sk_slice *s);
