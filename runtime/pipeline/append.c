@@ -94,7 +94,7 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                  "line %zu (byte %" PRIu64 "): %s", line, offset, reason);
     }
     if (!rc) {
-        e->dead++;
+        e->tally.dead++;
         sk_debug("dead letter: %s at offset %" PRIu64 " (%zu bytes): %s",
                  unit, offset, len, reason);
     }
@@ -104,7 +104,7 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
 /* A JSON record of partition key[0..klen) (whose .jsonl slice is s) that
  * holds a line feed, so a .jsonl object cannot hold it as one line: put it
  * where multiline_records says. unit and offset name it in a dead letter.
- * Counts it in e->records (or e->dead). */
+ * Counts it in e->tally.records (or e->tally.dead). */
 static int append_multiline(engine *e, sk_slice *s, const char *key,
                             size_t klen, const uint8_t *rec, size_t len,
                             const char *unit, uint64_t offset)
@@ -122,7 +122,7 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
             (rc = pl_append(e, s, one, n)))
             return rc;
         pl_shape_count_multiline(e->shape, 1);
-        e->records++;
+        e->tally.records++;
         return rc;
     }
     case SK_MULTILINE_JSON:
@@ -134,7 +134,7 @@ static int append_multiline(engine *e, sk_slice *s, const char *key,
         return SKIPPR_NOMEM;
     if (!(rc = pl_append(e, js, rec, len))) {
         pl_shape_count_multiline(e->shape, 0);
-        e->records++;
+        e->tally.records++;
     }
     return rc;
 }
@@ -151,6 +151,6 @@ int pl_append_json(engine *e, sk_slice *s, const char *key, size_t klen,
         return append_multiline(e, s, key, klen, rec, len, unit, offset);
     int rc = pl_append(e, s, rec, len);
     if (!rc)
-        e->records++;
+        e->tally.records++;
     return rc;
 }

@@ -119,7 +119,7 @@ static int apply_group(lane *l, const piece *p, size_t gi)
             return rc;
     }
     sk_state_fold_crc(s, g->crc, g->xpow);
-    e->records += g->nrec;
+    e->tally.records += g->nrec;
     return SKIPPR_OK;
 }
 
@@ -253,7 +253,7 @@ static int lane_finish(lane *l, int need_more, int cut_noted, int *finished)
     u->flags |= SK_UNIT_DONE;
     u->dirty = 1;
     if (!l->doc)
-        e->units_done++;
+        e->tally.units++;
     *finished = 1;
     return SKIPPR_OK;
 }
@@ -267,7 +267,7 @@ int pl_lane_apply(lane *l, int *finished)
         sk_pool_wait(e->pool, &l->g);
     l->busy = 0;
     *finished = 0;
-    e->bytes_in += l->made;
+    e->tally.bytes_in += l->made;
     e->bytes_since_commit += l->made;
     int rc = lane_refused(l);
     if (rc)

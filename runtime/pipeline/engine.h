@@ -48,6 +48,7 @@
 #include "sched/pool.h"
 #include "state/remote.h"
 #include "state/state.h"
+#include "pipeline/tally.h"
 
 #define WINDOW_BYTES (8u << 20)   /* decompressed bytes framed per round */
 #define PIECE_BYTES (1u << 20)    /* a large window is cut into tasks this big */
@@ -166,9 +167,7 @@ struct engine {
     struct pl_retrynews *retry; /* what a failing sink's retries say */
     struct pl_handles *handles; /* growing objects' (handles.h); NULL
                                  * while slices do not grow in the sink */
-    /* counters */
-    uint64_t units_done, records, dead, bytes_in, objects;
-    uint64_t sealed; /* for the metrics */
+    pl_tally tally; /* the run's counts (tally.h) */
     int run_ended;                 /* the summary has been logged */
     int begun; /* past the checks (preflight, state, claim): a run that
                 * stops earlier said why in one line and has no summary */

@@ -244,15 +244,15 @@ static void what_landed(const engine *e, int rc)
         sk_warn("interrupted before the --once run finished: %" PRIu64
                 " %s durable in %s; what was read is saved in the state "
                 "(%s) and the next run goes on from there; exit code 5",
-                e->objects, word, e->sink ? e->sink->label : "the sink",
+                e->tally.objects, word, e->sink ? e->sink->label : "the sink",
                 sk_state_dir(e->st));
     else
         sk_warn("stopped by the error above: %" PRIu64 " %s durable in %s; "
                 "the records read from %" PRIu64 " units are saved in the "
                 "state (%s) and go out on the next run once the cause is "
-                "fixed; exit code %d", e->objects, word,
+                "fixed; exit code %d", e->tally.objects, word,
                 e->sink ? e->sink->label : "the sink",
-                e->units_done, sk_state_dir(e->st),
+                e->tally.units, sk_state_dir(e->st),
                 rc == SKIPPR_LOCKED ? 3 : 1);
 }
 
@@ -274,23 +274,23 @@ static void summary(engine *e, int rc)
             sk_info("%s: %" PRIu64 " messages dropped as already copied",
                     e->src->label, pl_streamer_duplicates(e->stream));
         const sk_figure f[] = {
-            {"units", (double)e->units_done},
+            {"units", (double)e->tally.units},
             {"units_already_done", (double)n.done},
             {"units_changed_skipped", (double)n.changed},
-            {"records", (double)e->records},
-            {"dead_lettered", (double)e->dead},
-            {"objects_written", (double)e->objects},
-            {"bytes_read", (double)e->bytes_in},
+            {"records", (double)e->tally.records},
+            {"dead_lettered", (double)e->tally.dead},
+            {"objects_written", (double)e->tally.objects},
+            {"bytes_read", (double)e->tally.bytes_in},
             {"seconds", secs}};
         sk_log_figures(SKIPPR_LOG_INFO, f, sizeof f / sizeof *f,
                        "%s: %" PRIu64 " units %s, %" PRIu64 " already done, "
                        "%" PRIu64 " changed and skipped; %" PRIu64 " records, "
                        "%" PRIu64 " dead-lettered; %" PRIu64 " objects "
                        "written; %.1f MB in %.2f s",
-                       rc ? "stopped" : "done", e->units_done,
+                       rc ? "stopped" : "done", e->tally.units,
                        rc ? "read" : "copied", n.done,
-                       n.changed, e->records, e->dead, e->objects,
-                       (double)e->bytes_in / 1e6, secs);
+                       n.changed, e->tally.records, e->tally.dead, e->tally.objects,
+                       (double)e->tally.bytes_in / 1e6, secs);
         if (rc)
             what_landed(e, rc);
         if (n.changed && e->cfg->changed_units == SK_CHANGED_SKIP)

@@ -48,12 +48,12 @@ static void minute_report(engine *e, uint64_t now)
     sk_info("last minute: %" PRIu64 " units, %" PRIu64 " records, %" PRIu64
             " objects written; memory: heap in use %.1f MiB, malloc holds "
             "%.1f MiB, resident %.1f MiB",
-            e->units_done - e->report->units, e->records - e->report->records,
-            e->objects - e->report->objects, (double)m.heap_used / 1048576.0,
+            e->tally.units - e->report->units, e->tally.records - e->report->records,
+            e->tally.objects - e->report->objects, (double)m.heap_used / 1048576.0,
             (double)m.heap_held / 1048576.0, (double)m.rss / 1048576.0);
-    e->report->units = e->units_done;
-    e->report->records = e->records;
-    e->report->objects = e->objects;
+    e->report->units = e->tally.units;
+    e->report->records = e->tally.records;
+    e->report->objects = e->tally.objects;
 }
 
 void pl_progress(engine *e, int force)
@@ -67,14 +67,14 @@ void pl_progress(engine *e, int force)
         return;
     e->report->progress_ns = now;
     double secs = (double)(now - e->start_ns) / 1e9;
-    double mbs = secs > 0 ? (double)e->bytes_in / 1e6 / secs : 0;
+    double mbs = secs > 0 ? (double)e->tally.bytes_in / 1e6 / secs : 0;
     uint64_t buffered = 0;
     for (size_t i = 0; i < sk_state_nlive(e->st); i++)
         buffered += sk_slice_bytes(sk_state_slice_at(e->st, i));
     fprintf(stderr, "\r\033[Kunits %" PRIu64 " | records %" PRIu64
             " | dead %" PRIu64 " | %.1f MB/s | buffered %.1f MB | "
-            "objects %" PRIu64, e->units_done, e->records, e->dead, mbs,
-            (double)buffered / 1e6, e->objects);
+            "objects %" PRIu64, e->tally.units, e->tally.records, e->tally.dead, mbs,
+            (double)buffered / 1e6, e->tally.objects);
     fflush(stderr);
     sk_log_progress_active = 1;
 }

@@ -126,7 +126,7 @@ static int record_done(engine *e, upload_batch *b)
             continue;
         }
         sk_slice *s = b->slices[i];
-        e->objects++;
+        e->tally.objects++;
         sk_debug("wrote %s (%" PRIu64 " records, %" PRIu64 " bytes)",
                  sk_slice_object_key(s), sk_slice_records(s),
                  sk_slice_object_bytes(s));
@@ -250,7 +250,7 @@ static int largest_held(sk_slice *const *list, size_t n, const sk_slice *s)
 static int seal_one(engine *e, sk_slice *s)
 {
     pl_clock_closed(e->clock, s, 1);
-    e->sealed++;
+    e->tally.sealed++;
     sk_conv_kind ck = pl_slice_conv(e, s);
     char tail[300];
     size_t tl = pl_xml_trailer(s, tail, sizeof tail);

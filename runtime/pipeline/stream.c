@@ -258,7 +258,7 @@ static int stream_document(engine *e, const skippr_message *m)
     if (l->fmt_error) {
         /* The sender's mistake (CSV for a Kafka sink, say), not the
          * pipeline's: the document is set aside whole. */
-        e->bytes_in += m->len;
+        e->tally.bytes_in += m->len;
         e->bytes_since_commit += m->len;
         rc = pl_dead_letter(e, id, 0, m->data, m->len, l->fmt_error);
         finished = 1;
@@ -302,7 +302,7 @@ static int stream_emit(void *ud, const skippr_message *m)
     u->rec->offset = m->position + 1;
     u->rec->dirty = 1;
     if (!doc) { /* a document's bytes were counted by pl_lane_apply */
-        e->bytes_in += m->len;
+        e->tally.bytes_in += m->len;
         e->bytes_since_commit += m->len;
     }
     return SKIPPR_OK;
