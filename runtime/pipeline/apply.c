@@ -206,18 +206,14 @@ static void lane_advance(lane *l, size_t consumed)
     l->base += consumed;
     if (l->target > WINDOW_BYTES && l->win.len < WINDOW_BYTES)
         l->target = WINDOW_BYTES;
-    sk_unit_rec *u = l->u;
     /* Unit progress as of the end of the last whole record. */
-    u->offset = (int64_t)SK_MAX(l->base, l->skip_until);
-    if (l->fr.in_array)
-        u->flags |= SK_UNIT_IN_ARRAY;
-    else
-        u->flags &= ~SK_UNIT_IN_ARRAY;
+    uint32_t set = l->fr.in_array ? SK_UNIT_IN_ARRAY : 0;
     if (l->fmt == SK_FORMAT_CSV)
-        u->flags |= SK_UNIT_CSV;
+        set |= SK_UNIT_CSV;
     if (l->fmt == SK_FORMAT_XML)
-        u->flags |= SK_UNIT_XML;
-    u->dirty = 1;
+        set |= SK_UNIT_XML;
+    sk_unit_progress(l->u, (int64_t)SK_MAX(l->base, l->skip_until), set,
+                     SK_UNIT_IN_ARRAY);
 }
 
 /* The window held the unit's last byte: a record cut off at the very end
@@ -237,7 +233,7 @@ static int lane_finish(lane *l, int need_more, int cut_noted, int *finished)
         cut_noted = l->r.error != NULL;
         l->base += l->win.len;
         l->win.len = 0;
-        u->offset = (int64_t)l->base;
+        sk_unit_progress(u, (int64_t)l->base, 0, 0);
     }
     if (l->r.error && l->win.len == 0 && !cut_noted) {
         /* The stream broke between records: the rest cannot be read.
@@ -250,8 +246,7 @@ static int lane_finish(lane *l, int need_more, int cut_noted, int *finished)
                                  l->r.error)))
             return rc;
     }
-    u->flags |= SK_UNIT_DONE;
-    u->dirty = 1;
+    sk_unit_progress(u, sk_unit_offset(u), SK_UNIT_DONE, 0);
     if (!l->doc)
         e->tally.units++;
     *finished = 1;

@@ -223,7 +223,7 @@ static int list_name(list_ctx *c, const skippr_unit *u)
         c->rc = rc;
         return 1;
     }
-    if (!known || !(known->flags & SK_UNIT_DONE))
+    if (!known || !(sk_unit_flags(known) & SK_UNIT_DONE))
         return SKIPPR_UNIT_DESCRIBE;
     int r = list_enter(c, u, has ? &a : NULL);
     if (r >= 0)
@@ -247,8 +247,9 @@ static int list_changed(list_ctx *c, const skippr_unit *u,
     int policy = e->cfg->changed_units;
     sk_log(policy == SK_CHANGED_FAIL ? SKIPPR_LOG_ERROR : SKIPPR_LOG_WARN,
            "%s: unit %s changed since it was copied (version %s, %" PRId64
-           " bytes; now %s, %" PRId64 " bytes): %s", e->src->label, u->id,
-           known->version, known->size, ver, u->size, what[policy]);
+           " bytes; now %s, %" PRId64 " bytes): %s",
+           e->src->label, u->id, sk_unit_version(known), sk_unit_size(known),
+           ver, u->size, what[policy]);
     if (policy == SK_CHANGED_COPY) {
         e->lister->count.recopied++;
         return 0;
@@ -280,12 +281,13 @@ static int list_cb(void *ud, const skippr_unit *u)
     int64_t offset = 0;
     uint32_t flags = 0;
     if (known) {
-        int same = strcmp(known->version, ver) == 0 && known->size == u->size;
-        if ((known->flags & SK_UNIT_DONE) && same) {
+        int same = strcmp(sk_unit_version(known), ver) == 0 &&
+                   sk_unit_size(known) == u->size;
+        if ((sk_unit_flags(known) & SK_UNIT_DONE) && same) {
             e->lister->count.done++;
             return 0;
         }
-        if (known->flags & SK_UNIT_DONE) {
+        if (sk_unit_flags(known) & SK_UNIT_DONE) {
             int r = list_changed(c, u, known);
             if (r)
                 return r > 0 ? 0 : 1;
@@ -293,17 +295,14 @@ static int list_cb(void *ud, const skippr_unit *u)
         }
     }
     if (known) {
-        int same = strcmp(known->version, ver) == 0 && known->size == u->size;
-        if (same) {
-            offset = known->offset;
-            flags = known->flags;
-        } else {
+        /* A partly copied unit resumes where it stood, changed or not. */
+        offset = sk_unit_offset(known);
+        flags = sk_unit_flags(known);
+        if (strcmp(sk_unit_version(known), ver) != 0 ||
+            sk_unit_size(known) != u->size)
             sk_warn("%s: unit %s changed while partly copied; records up to "
                     "offset %" PRId64 " are kept and reading resumes there",
-                    e->src->label, u->id, known->offset);
-            offset = known->offset;
-            flags = known->flags;
-        }
+                    e->src->label, u->id, offset);
     }
     if (skippr_array_grow(&e->lister->todo, e->lister->n, &e->lister->cap, sizeof *e->lister->todo,
                           256)) {

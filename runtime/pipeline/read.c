@@ -376,7 +376,7 @@ static int detect_compression(reader *r, sk_unit_rec *u)
     if (r->comp != SK_COMP_NONE) {
         if (!(r->dec = sk_decomp_new(r->comp)))
             return SKIPPR_NOMEM;
-        u->flags |= SK_UNIT_INFLATED;
+        sk_unit_set(u, sk_unit_offset(u), sk_unit_flags(u) | SK_UNIT_INFLATED);
     }
     return SKIPPR_OK;
 }
@@ -405,8 +405,7 @@ int pl_lane_open(lane *l, todo *t)
                                      t->size);
     if (!u)
         return SKIPPR_NOMEM;
-    u->offset = t->offset;
-    u->flags = t->flags & ~SK_UNIT_DONE;
+    sk_unit_set(u, t->offset, t->flags & ~SK_UNIT_DONE);
     l->t = t;
     l->u = u;
     reader *r = &l->r;

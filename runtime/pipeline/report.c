@@ -99,7 +99,7 @@ int sk_pipeline_status(const sk_pipeline_cfg *cfg)
     size_t it = 0;
     sk_unit_rec *u;
     while ((u = sk_ledger_recent_next(sk_state_ledger(st), &it)))
-        (u->flags & SK_UNIT_DONE) ? done++ : partial++;
+        (sk_unit_flags(u) & SK_UNIT_DONE) ? done++ : partial++;
     uint64_t open_n = 0, open_rec = 0, open_bytes = 0, sealed = 0;
     for (size_t i = 0; i < sk_state_nlive(st); i++) {
         sk_slice *s = sk_state_slice_at(st, i);

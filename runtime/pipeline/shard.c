@@ -51,7 +51,7 @@ static const char *unfinished(sk_state *st)
     size_t it = 0;
     sk_unit_rec *u;
     while ((u = sk_ledger_recent_next(sk_state_ledger(st), &it)))
-        if (!(u->flags & SK_UNIT_DONE))
+        if (!(sk_unit_flags(u) & SK_UNIT_DONE))
             return "has a unit partly read";
     return NULL;
 }
@@ -63,7 +63,7 @@ typedef struct share {
 static int in_share(const sk_unit_rec *r, void *ud)
 {
     const share *s = ud;
-    return sk_shard_of(r->id, s->count) == s->index;
+    return sk_shard_of(sk_unit_id(r), s->count) == s->index;
 }
 
 /* The state folders of other layouts being taken over: each open

@@ -35,7 +35,7 @@ struct pl_streamer {
     skippr_buf key;               /* a message's partition */
     uint64_t duplicates;      /* messages dropped as already durable */
     lane *doc_lane;           /* frames documents (SKIPPR_MSG_DOCUMENT) */
-    sk_unit_rec doc_rec;      /* the doc lane's scratch unit record */
+    sk_unit_rec *doc_rec;     /* the doc lane's scratch unit record */
 };
 
 static int stream_emit(void *ud, const skippr_message *m);
@@ -51,6 +51,10 @@ pl_streamer *pl_streamer_new(struct engine *e)
                                  .position = stream_position,
                                  .sync = stream_sync,
                                  .ud = e};
+    if (!(s->doc_rec = sk_unit_new())) {
+        sk_free(s);
+        return NULL;
+    }
     skippr_buf_init(&s->scratch, (size_t)e->cfg->max_record_bytes + 64);
     skippr_buf_init(&s->key, (size_t)1 << 20);
     return s;
@@ -66,6 +70,7 @@ void pl_streamer_free(pl_streamer *s)
     if (s->doc_lane)
         pl_lane_free(s->doc_lane);
     sk_free(s->doc_lane);
+    sk_unit_free(s->doc_rec);
     sk_free(s);
 }
 
@@ -84,12 +89,12 @@ uint64_t pl_streamer_duplicates(const pl_streamer *s)
 static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
 {
     for (size_t i = 0; i < e->stream->n; i++)
-        if (strcmp(e->stream->units[i].rec->id, id) == 0)
+        if (strcmp(sk_unit_id(e->stream->units[i].rec), id) == 0)
             return &e->stream->units[i];
     const sk_unit_rec *known = NULL;
     if ((*rc = sk_ledger_lookup(sk_state_ledger(e->st), id, &known)))
         return NULL;
-    int64_t offset = known ? known->offset : 0;
+    int64_t offset = known ? sk_unit_offset(known) : 0;
     *rc = SKIPPR_NOMEM;
     if (skippr_array_grow(&e->stream->units, e->stream->n, &e->stream->cap,
                           sizeof *e->stream->units, 16))
@@ -97,10 +102,10 @@ static stream_unit *stream_unit_get(engine *e, const char *id, int *rc)
     sk_unit_rec *r = sk_ledger_touch(sk_state_ledger(e->st), id, "", -1);
     if (!r)
         return NULL;
-    if (r->offset < offset)
-        r->offset = offset;
+    if (sk_unit_offset(r) < offset)
+        sk_unit_set(r, offset, sk_unit_flags(r));
     stream_unit *u = &e->stream->units[e->stream->n++];
-    *u = (stream_unit){r, r->offset};
+    *u = (stream_unit){r, sk_unit_offset(r)};
     *rc = SKIPPR_OK;
     return u;
 }
@@ -237,9 +242,9 @@ static int stream_document(engine *e, const skippr_message *m)
     int rc = fmt == SK_FORMAT_AUTO ? SKIPPR_OK : pl_lane_format_known(l);
     if (rc)
         return rc;
-    e->stream->doc_rec = (sk_unit_rec){0};
+    sk_unit_set(e->stream->doc_rec, 0, 0);
     l->t = &t;
-    l->u = &e->stream->doc_rec;
+    l->u = e->stream->doc_rec;
     skippr_buf_reset(&l->win);
     if ((rc = skippr_buf_append(&l->win, m->data, m->len)))
         return rc;
@@ -293,14 +298,13 @@ static int stream_emit(void *ud, const skippr_message *m)
               (m->flags & SKIPPR_MSG_DOCUMENT);
     if (doc && m->problem && m->problem_cap)
         m->problem[0] = '\0';
-    if (m->position < u->rec->offset) {
+    if (m->position < sk_unit_offset(u->rec)) {
         e->stream->duplicates++;
         return SKIPPR_OK;
     }
     if ((rc = doc ? stream_document(e, m) : stream_record(e, m)))
         return rc;
-    u->rec->offset = m->position + 1;
-    u->rec->dirty = 1;
+    sk_unit_progress(u->rec, m->position + 1, 0, 0);
     if (!doc) { /* a document's bytes were counted by pl_lane_apply */
         e->tally.bytes_in += m->len;
         e->bytes_since_commit += m->len;
@@ -317,9 +321,9 @@ static int stream_position(void *ud, const char *unit, int64_t *next)
         return rc;
     /* Durable or not yet: a message emitted in this run is not wanted
      * again either. */
-    if (u->rec->offset == 0)
+    if (sk_unit_offset(u->rec) == 0)
         return SKIPPR_NOENT;
-    *next = u->rec->offset;
+    *next = sk_unit_offset(u->rec);
     return SKIPPR_OK;
 }
 
@@ -335,14 +339,15 @@ static int stream_sync(void *ud)
     const skippr_source_ops *ops = e->src->plugin->source;
     for (size_t i = 0; i < e->stream->n; i++) {
         stream_unit *u = &e->stream->units[i];
-        if (u->rec->offset <= u->acked)
+        int64_t next = sk_unit_offset(u->rec);
+        if (next <= u->acked)
             continue;
-        if ((rc = ops->ack(e->src->ctx, u->rec->id, u->rec->offset - 1))) {
+        if ((rc = ops->ack(e->src->ctx, sk_unit_id(u->rec), next - 1))) {
             plugin_failed(e->src, "%s: ack of %s failed: %s", e->src->label,
-                          u->rec->id, skippr_status_str(rc));
+                          sk_unit_id(u->rec), skippr_status_str(rc));
             return rc;
         }
-        u->acked = u->rec->offset;
+        u->acked = next;
     }
     return SKIPPR_OK;
 }

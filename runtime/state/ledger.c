@@ -1,4 +1,5 @@
 #include "state/ledger.h"
+#include "state/unitrec_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

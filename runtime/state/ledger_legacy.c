@@ -2,6 +2,7 @@
  * header read and its records streamed into a run, which ledger.c's
  * conversion at open makes the first run. */
 #include "state/ledger_legacy.h"
+#include "state/unitrec_impl.h"
 
 #include <errno.h>
 #include <string.h>

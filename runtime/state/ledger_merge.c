@@ -2,6 +2,7 @@
  * and the k-way merge of sorted runs into one (ledger.c chooses the runs
  * and replaces them). */
 #include "state/ledger_merge.h"
+#include "state/unitrec_impl.h"
 
 #include <string.h>
 

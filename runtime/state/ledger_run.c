@@ -1,4 +1,5 @@
 #include "state/ledger_run.h"
+#include "state/unitrec_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

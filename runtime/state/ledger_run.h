@@ -43,7 +43,7 @@
 #include <zstd.h>
 
 #include "base/common.h"
-#include "state/unitrec.h"
+#include "state/unitrec_impl.h"
 
 #define SK_RUN_ID_MAX 65535u
 

@@ -7,6 +7,7 @@
  * Thread: the opening thread, before anything else uses the state.
  */
 #include "state/replay.h"
+#include "state/unitrec_impl.h"
 #include "state/state_impl.h"
 
 #include "state/streamed.h"

@@ -1,4 +1,5 @@
 #include "state/state.h"
+#include "state/unitrec_impl.h"
 #include "state/state_impl.h"
 
 #include <assert.h>

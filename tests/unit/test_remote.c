@@ -20,6 +20,7 @@
 
 #include "base/common.h"
 #include "state/ledger.h"
+#include "state/unitrec_impl.h"
 #include "state/remote.h"
 #include "state/wal.h"
 

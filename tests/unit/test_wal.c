@@ -16,6 +16,7 @@
 #include "state/slice.h"
 #include "state/state.h"
 #include "state/state_impl.h"
+#include "state/unitrec_impl.h"
 #include "base/fault.h"
 #include "state/wal.h"
 
