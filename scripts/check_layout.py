@@ -38,7 +38,7 @@ MAX_FILE = 600
 RANKS = {
     "base": 0,
     "sched": 1, "format": 1, "state": 1,
-    "route": 2,
+    "route": 2, "verify": 2,
     "config": 3,
     "plugin": 4,
     "pipeline": 5,

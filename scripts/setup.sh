@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config python3 zstd
-          libyaml-dev libjansson-dev libcmocka-dev libzstd-dev zlib1g-dev
+          libyaml-dev libjansson-dev libcmocka-dev libzstd-dev libxxhash-dev zlib1g-dev
           libcurl4-openssl-dev libssl-dev libxml2-dev libcsv-dev python3-boto3
           openssl clang libclang-rt-14-dev libxml2-utils
           librdkafka-dev kcat libmosquitto-dev mosquitto mosquitto-clients

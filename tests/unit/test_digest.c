@@ -1,0 +1,220 @@
+/* Multiset digests (verify/digest.c), one side's partitions
+ * (verify/partitions.c) and their comparison (verify/compare.c): order
+ * does not matter, every kind of difference a verify must find changes
+ * the digest, pairing walks both sides' partitions in key order, and each
+ * partition gets its verdict. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "verify/compare.h"
+#include "verify/digest.h"
+#include "verify/partitions.h"
+
+static const char *const recs[] = {
+    "{\"event_type\":\"a\",\"n\":1}", "{\"event_type\":\"a\",\"n\":2}",
+    "{\"event_type\":\"b\",\"n\":3}", "{\"event_type\":\"b\",\"n\":4}",
+    "{\"event_type\":\"c\",\"n\":5}"};
+#define NREC (sizeof recs / sizeof *recs)
+
+static void add(sk_digest *d, const char *r)
+{
+    sk_digest_add(d, sk_record_hash_of(r, strlen(r)), strlen(r));
+}
+
+/* The digest of recs in the order idx gives (n of them). */
+static sk_digest digest_of(const size_t *idx, size_t n)
+{
+    sk_digest d = {0};
+    for (size_t i = 0; i < n; i++)
+        add(&d, recs[idx[i]]);
+    return d;
+}
+
+static void test_order_and_split_do_not_matter(void **state)
+{
+    (void)state;
+    static const size_t fwd[] = {0, 1, 2, 3, 4}, rev[] = {4, 3, 2, 1, 0};
+    sk_digest a = digest_of(fwd, NREC), b = digest_of(rev, NREC);
+    assert_true(sk_digest_equal(&a, &b));
+    assert_int_equal(a.records, NREC);
+    /* two halves read apart (two threads, two objects), merged */
+    sk_digest h1 = digest_of(fwd, 2), h2 = digest_of(fwd + 2, 3);
+    sk_digest_merge(&h1, &h2);
+    assert_true(sk_digest_equal(&a, &h1));
+}
+
+static void test_every_difference_shows(void **state)
+{
+    (void)state;
+    static const size_t all[] = {0, 1, 2, 3, 4};
+    sk_digest want = digest_of(all, NREC);
+    /* a record missing */
+    sk_digest d = digest_of(all, NREC - 1);
+    assert_false(sk_digest_equal(&want, &d));
+    /* a record twice */
+    d = digest_of(all, NREC);
+    add(&d, recs[2]);
+    assert_false(sk_digest_equal(&want, &d));
+    /* one byte changed: same count, same bytes, another sum */
+    d = digest_of(all, NREC - 1);
+    char changed[64];
+    snprintf(changed, sizeof changed, "%s", recs[4]);
+    changed[strlen(changed) - 2] = '6';
+    add(&d, changed);
+    assert_int_equal(d.records, want.records);
+    assert_int_equal(d.bytes, want.bytes);
+    assert_false(sk_digest_equal(&want, &d));
+    /* one record swapped for a duplicate of another of the same length */
+    static const size_t dup[] = {0, 1, 2, 3, 3};
+    d = digest_of(dup, NREC);
+    assert_int_equal(d.bytes, want.bytes);
+    assert_false(sk_digest_equal(&want, &d));
+}
+
+/* The sum carries from its low word into its high one. */
+static void test_sum_carries(void **state)
+{
+    (void)state;
+    sk_digest d = {.lo = UINT64_MAX, .hi = 7};
+    sk_digest_add(&d, (sk_record_hash){.lo = 2, .hi = 1}, 1);
+    assert_int_equal(d.lo, 1);
+    assert_int_equal(d.hi, 9);
+    sk_digest w = {.lo = UINT64_MAX, .hi = UINT64_MAX};
+    sk_digest o = {.lo = 1};
+    sk_digest_merge(&w, &o);
+    assert_int_equal(w.lo, 0);
+    assert_int_equal(w.hi, 0);
+}
+
+typedef struct seen {
+    char keys[8][32];
+    int side[8]; /* 1: only a, 2: only b, 3: both */
+    int equal[8];
+    int n;
+} seen;
+
+static int note(const char *key, size_t klen, const sk_digest *a,
+                const sk_digest *b, void *ud)
+{
+    seen *s = ud;
+    assert_true(s->n < 8 && klen < 32);
+    memcpy(s->keys[s->n], key, klen);
+    s->side[s->n] = (a ? 1 : 0) | (b ? 2 : 0);
+    s->equal[s->n] = a && b && sk_digest_equal(a, b);
+    s->n++;
+    return 0;
+}
+
+static void test_partitions_pair_in_key_order(void **state)
+{
+    (void)state;
+    sk_partitions *a = sk_partitions_new(), *b = sk_partitions_new();
+    assert_non_null(a);
+    assert_non_null(b);
+    /* a: x/1 {0,1}, x/2 {2}, z {4}; b: x/1 {1,0}, x/2 {3}, y {2} */
+    add(sk_partitions_at(a, "x/1", 3), recs[0]);
+    add(sk_partitions_at(a, "x/1", 3), recs[1]);
+    add(sk_partitions_at(a, "x/2", 3), recs[2]);
+    add(sk_partitions_at(a, "z", 1), recs[4]);
+    add(sk_partitions_at(b, "x/1", 3), recs[1]);
+    add(sk_partitions_at(b, "x/1", 3), recs[0]);
+    add(sk_partitions_at(b, "x/2", 3), recs[3]);
+    add(sk_partitions_at(b, "y", 1), recs[2]);
+    assert_int_equal(sk_partitions_count(a), 3);
+    seen s = {0};
+    assert_int_equal(sk_partitions_pair(a, b, note, &s), 0);
+    assert_int_equal(s.n, 4);
+    assert_string_equal(s.keys[0], "x/1");
+    assert_int_equal(s.side[0], 3);
+    assert_true(s.equal[0]);
+    assert_string_equal(s.keys[1], "x/2");
+    assert_int_equal(s.side[1], 3);
+    assert_false(s.equal[1]);
+    assert_string_equal(s.keys[2], "y");
+    assert_int_equal(s.side[2], 2);
+    assert_string_equal(s.keys[3], "z");
+    assert_int_equal(s.side[3], 1);
+    /* merged, a holds both sides' records: its total is the sum */
+    sk_digest ta, tb, tm;
+    sk_partitions_total(a, &ta);
+    sk_partitions_total(b, &tb);
+    assert_int_equal(sk_partitions_merge(a, b), 0);
+    sk_partitions_total(a, &tm);
+    sk_digest_merge(&ta, &tb);
+    assert_true(sk_digest_equal(&ta, &tm));
+    assert_int_equal(sk_partitions_count(a), 4);
+    sk_partitions_free(a);
+    sk_partitions_free(b);
+}
+
+/* The verdict of each partition, the totals, and the list of those that
+ * do not match, cut at keep. */
+static void test_compare(void **state)
+{
+    (void)state;
+    sk_partitions *src = sk_partitions_new(), *dst = sk_partitions_new();
+    assert_non_null(src);
+    assert_non_null(dst);
+    /* match: m; differ: d (one record changed); missing: gone;
+     * extra: new */
+    add(sk_partitions_at(src, "m", 1), recs[0]);
+    add(sk_partitions_at(dst, "m", 1), recs[0]);
+    add(sk_partitions_at(src, "d", 1), recs[1]);
+    add(sk_partitions_at(dst, "d", 1), recs[2]);
+    add(sk_partitions_at(src, "gone", 4), recs[3]);
+    add(sk_partitions_at(dst, "new", 3), recs[4]);
+    add(sk_partitions_at(dst, "new", 3), recs[4]);
+    sk_verify_result r;
+    assert_int_equal(sk_verify_compare(src, dst, 8, &r), 0);
+    assert_false(sk_verify_clean(&r));
+    assert_int_equal(r.partitions, 4);
+    assert_int_equal(r.by_verdict[SK_VERIFY_MATCH], 1);
+    assert_int_equal(r.by_verdict[SK_VERIFY_DIFFER], 1);
+    assert_int_equal(r.by_verdict[SK_VERIFY_MISSING], 1);
+    assert_int_equal(r.by_verdict[SK_VERIFY_EXTRA], 1);
+    assert_int_equal(r.want.records, 3);
+    assert_int_equal(r.got.records, 4);
+    assert_int_equal(r.nparts, 3); /* by key: d, gone, new */
+    assert_string_equal(r.parts[0].key, "d");
+    assert_string_equal(sk_verify_verdict_name(r.parts[0].verdict),
+                        "differ");
+    assert_string_equal(r.parts[1].key, "gone");
+    assert_int_equal(r.parts[1].verdict, SK_VERIFY_MISSING);
+    assert_int_equal(r.parts[1].want.records, 1);
+    assert_int_equal(r.parts[1].got.records, 0);
+    assert_string_equal(r.parts[2].key, "new");
+    assert_int_equal(r.parts[2].verdict, SK_VERIFY_EXTRA);
+    assert_int_equal(r.parts[2].got.records, 2);
+    sk_verify_result_free(&r);
+    /* keep cuts the list, not the counts */
+    assert_int_equal(sk_verify_compare(src, dst, 1, &r), 0);
+    assert_int_equal(r.nparts, 1);
+    assert_int_equal(r.by_verdict[SK_VERIFY_EXTRA], 1);
+    sk_verify_result_free(&r);
+    /* a side compared with itself is clean */
+    assert_int_equal(sk_verify_compare(src, src, 0, &r), 0);
+    assert_true(sk_verify_clean(&r));
+    assert_int_equal(r.partitions, 3);
+    sk_verify_result_free(&r);
+    sk_partitions_free(src);
+    sk_partitions_free(dst);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_order_and_split_do_not_matter),
+        cmocka_unit_test(test_every_difference_shows),
+        cmocka_unit_test(test_sum_carries),
+        cmocka_unit_test(test_partitions_pair_in_key_order),
+        cmocka_unit_test(test_compare),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
