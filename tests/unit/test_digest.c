@@ -1,8 +1,9 @@
 /* Multiset digests (verify/digest.c), one side's partitions
  * (verify/partitions.c) and their comparison (verify/compare.c): order
  * does not matter, every kind of difference a verify must find changes
- * the digest, pairing walks both sides' partitions in key order, and each
- * partition gets its verdict. */
+ * the digest, pairing walks both sides' partitions in key order, each
+ * partition gets its verdict, and a sink's key says what its object is
+ * (verify/objkey.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 
 #include "verify/compare.h"
 #include "verify/digest.h"
+#include "verify/objkey.h"
 #include "verify/partitions.h"
 
 static const char *const recs[] = {
@@ -207,6 +209,56 @@ static void test_compare(void **state)
     sk_partitions_free(dst);
 }
 
+/* kind and partition of key under prefix "copy/p" and staging
+ * "skippr-staging" */
+static sk_obj_kind kind(const char *prefix, const char *key, char *part)
+{
+    const char *p;
+    size_t n;
+    sk_obj_kind k = sk_obj_classify(prefix, "skippr-staging", key, &p, &n);
+    part[0] = '\0';
+    if (p) {
+        memcpy(part, p, n);
+        part[n] = '\0';
+    }
+    return k;
+}
+
+static void test_object_kinds(void **state)
+{
+    (void)state;
+    char part[128];
+    assert_int_equal(kind("copy/p", "copy/p/telemetry/p_tenant=t1/p_year="
+                          "2021/p_month=10/p_day=03/apply-0123456789abcdef-"
+                          "0000000001.jsonl", part), SK_OBJ_DATA);
+    assert_string_equal(part, "telemetry/p_tenant=t1/p_year=2021/p_month=10"
+                              "/p_day=03");
+    /* a trailing slash on the prefix; an object of one folder */
+    assert_int_equal(kind("copy/p/", "copy/p/ns/x.jsonl", part),
+                     SK_OBJ_DATA);
+    assert_string_equal(part, "ns");
+    /* no prefix: the whole namespace */
+    assert_int_equal(kind("", "ns/a/x.csv", part), SK_OBJ_DATA);
+    assert_string_equal(part, "ns/a");
+    assert_int_equal(kind("copy/p", "copy/p/_errors/apply-1.bad", part),
+                     SK_OBJ_DEAD);
+    assert_int_equal(kind("copy/p", "copy/p/_skippr/claims/0a.json", part),
+                     SK_OBJ_OWN);
+    assert_int_equal(kind("", "skippr-staging/abc-0000000001/00-01", part),
+                     SK_OBJ_OWN);
+    assert_int_equal(kind("copy/p", "copy/p/ns/.apply-1.jsonl.tmp-abc",
+                          part), SK_OBJ_PARTIAL);
+    /* outside: another prefix that starts alike, the prefix's own level,
+     * a folder named like skippr's but deeper */
+    assert_int_equal(kind("copy/p", "copy/px/ns/a.jsonl", part),
+                     SK_OBJ_OUTSIDE);
+    assert_int_equal(kind("copy/p", "copy/p/stray.jsonl", part),
+                     SK_OBJ_OUTSIDE);
+    assert_int_equal(kind("copy/p", "copy/p/ns/_skippr/a.jsonl", part),
+                     SK_OBJ_DATA);
+    assert_string_equal(part, "ns/_skippr");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_sum_carries),
         cmocka_unit_test(test_partitions_pair_in_key_order),
         cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_object_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
