@@ -506,6 +506,15 @@ typedef struct skippr_sink_ops {
      * probe object under the prefix and removing it (nothing may stay),
      * with the same error contract. */
     int (*probe)(void *ctx);
+
+    /* Appended within ABI 2; optional (test with SKIPPR_OPS_HAS, may be
+     * NULL). How `skipprd verify` reads the sink's objects back: through
+     * this plugin's source, made from the sink's own options (those the
+     * source also has), whose listing gives each object's key or path
+     * with the sink's prefix in front. readback_prefix names the option,
+     * in both tables, that holds that prefix (objects are PREFIX/KEY, or
+     * KEY when it is empty). NULL: the sink cannot be read back. */
+    const char *readback_prefix;
 } skippr_sink_ops;
 
 /* The smallest staging piece the engine asks stage_copy() to make a part

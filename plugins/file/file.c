@@ -113,6 +113,7 @@ static const skippr_source_ops source = {
 
 static const skippr_sink_ops sink = {
     .probe = file_sink_probe,
+    .readback_prefix = "prefix",
     .struct_size = sizeof(skippr_sink_ops),
     .ctx_size = sizeof(file_ctx),
     .options = sink_options,

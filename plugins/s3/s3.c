@@ -339,6 +339,7 @@ static const skippr_sink_ops sink = {
     .probe = sink_probe,
     .store_delete = sink_store_delete,
     .store_list = sink_store_list,
+    .readback_prefix = "s3_prefix",
 };
 
 /* --source and --sink: s3://BUCKET[/PREFIX]. */

@@ -30,6 +30,11 @@ static const char usage[] =
     "                                  --reach: also reach each source, sink\n"
     "                                  and state store with its credentials\n"
     "                                  (the preflight sync runs first)\n"
+    "  verify --pipeline NAME [--json] read the source as sync does and the\n"
+    "                                  sink's objects, and report whether\n"
+    "                                  every record is in the sink once,\n"
+    "                                  byte for byte, under its partition\n"
+    "                                  (exit 0: clean; 6: not clean)\n"
     "  status --pipeline NAME          show units done, slices buffered and\n"
     "                                  pending, and whether it is running\n"
     "  plugins [--json]                list the plugins found and their\n"
@@ -353,7 +358,18 @@ static int load_doc(cli_args *a, sk_yaml_doc **doc)
     return -1;
 }
 
-/* `status` or `sync` of a->pipeline in doc. Returns the exit code. */
+/* `verify` of cfg: 0 clean, 6 not clean, 1 the verify could not run. */
+static int run_verify(const cli_args *a, const sk_yaml_doc *doc,
+                      const sk_pipeline_cfg *cfg)
+{
+    signal(SIGPIPE, SIG_IGN);
+    sk_verify_opts o = {.as_json = a->as_json, .keep = 20};
+    int rc = sk_pipeline_verify(doc, cfg, &o);
+    return rc == SKIPPR_OK ? 0 : rc == SKIPPR_CHANGED ? 6 : 1;
+}
+
+/* `status`, `verify` or `sync` of a->pipeline in doc. Returns the exit
+ * code. */
 static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
 {
     if (!a->pipeline) {
@@ -374,6 +390,8 @@ static int run_pipeline(const cli_args *a, const sk_yaml_doc *doc)
     cfg.shard_count = (uint32_t)a->shard_count;
     if (strcmp(a->cmd, "status") == 0)
         return sk_pipeline_status(&cfg) ? 1 : 0;
+    if (strcmp(a->cmd, "verify") == 0)
+        return run_verify(a, doc, &cfg);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -424,7 +442,7 @@ int main(int argc, char **argv)
         return rc;
     }
     if (strcmp(a.cmd, "sync") != 0 && strcmp(a.cmd, "validate") != 0 &&
-        strcmp(a.cmd, "status") != 0) {
+        strcmp(a.cmd, "status") != 0 && strcmp(a.cmd, "verify") != 0) {
         fprintf(stderr, "skipprd: error: unknown command '%s'\n\n%s", a.cmd,
                 usage);
         return 2;

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/verify.h"
+
 #include "pipeline/shape.h"
 
 /* Append one record to s (raw: without the object CRC, as
@@ -65,6 +67,8 @@ static int json_str_append(skippr_buf *b, const char *s, size_t n)
 int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                        const uint8_t *bytes, size_t len, const char *reason)
 {
+    if (e->verify)
+        return pl_verify_dead(e->verify, unit, bytes, len);
     sk_slice *s = sk_state_slice(e->st, "_errors", 7, 0, NULL,
                                  SK_SLICE_DEAD);
     if (!s)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pipeline/shape.h"
+#include "pipeline/verify.h"
 
 /* The unit cannot be copied at all: a decompression bomb, or a format
  * this pipeline cannot take. SKIPPR_OK if it can. */
@@ -95,6 +96,9 @@ static int apply_group(lane *l, const piece *p, size_t gi)
     const sk_memo_key *k = &p->memo.keys_at[gi];
     const char *key = (const char *)p->memo.keys.data + k->key_off;
     size_t klen = k->key_len;
+    if (e->verify)
+        return pl_verify_group(e->verify, l->t->id, key, klen, buf, p->recs,
+                               g);
     int rc = SKIPPR_NOMEM;
     sk_slice *s = p->csv || p->xml
                       ? tagged_group_slice(e, p, key, klen, &rc)

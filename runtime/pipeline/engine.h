@@ -22,6 +22,8 @@
  *   handles.c   growing objects' handles by slice id  any (a mutex)
  *   staging.c   staging pieces; finishing sealed ones pipeline; sink threads
  *   stream.c    streaming sources: emit, sync, ack    pipeline thread
+ *   verify.c    skipprd verify: both sides' digests   pipeline thread
+ *   verifyrun.c skipprd verify: the run and its report pipeline thread
  *   report.c    progress line, minute report, status  pipeline thread
  *   shard.c     shards: units owned, state name, takeover pipeline thread
  *   lease.c     the state in a bucket: store and lease pipeline thread
@@ -165,6 +167,8 @@ struct engine {
     struct pl_mark *mark; /* the listing mark (mark.c); NULL until loaded */
     struct pl_clock *clock; /* event-time sealing's (clock.h) */
     struct pl_retrynews *retry; /* what a failing sink's retries say */
+    struct pl_verify *verify; /* skipprd verify's (verify.h); NULL for a
+                               * copy, which then reads into the state */
     struct pl_handles *handles; /* growing objects' (handles.h); NULL
                                  * while slices do not grow in the sink */
     pl_tally tally; /* the run's counts (tally.h) */
@@ -276,6 +280,8 @@ struct lane {
     sk_group g;
     int busy;          /* submitted, not yet applied */
     int doc;           /* frames streaming documents: u is no ledger's */
+    sk_unit_rec *scratch; /* a verify's unit record (no ledger's), made
+                           * on first use */
 };
 
 /* frame.c: framing tasks (pool workers) */

@@ -54,6 +54,7 @@ void pl_lane_free(lane *l)
     sk_free(l->pieces);
     sk_free(l->r.raw);
     skippr_buf_free(&l->win);
+    sk_unit_free(l->scratch);
 }
 
 int pl_lanes_new(engine *e, pl_lanes **out)

@@ -16,6 +16,7 @@
 #include "pipeline/clock.h"
 #include "pipeline/mark.h"
 #include "pipeline/shard.h"
+#include "pipeline/verify.h"
 
 struct pl_lister {
     todo *todo;        /* the batch */
@@ -121,7 +122,7 @@ static int key_arrival(const engine *e, const char *id, int64_t *a)
  * key's arrival time when the caller has it already, else NULL. */
 static void mark_note(engine *e, const skippr_unit *u, const int64_t *known)
 {
-    if (pl_mark_frozen(e->mark))
+    if (!e->mark || pl_mark_frozen(e->mark))
         return;
     int64_t a = known ? *known : 0;
     const skippr_source_ops *ops = e->src->plugin->source;
@@ -138,12 +139,13 @@ int pl_lister_pass(engine *e)
 {
     pl_lister *l = e->lister;
     const skippr_source_ops *ops = e->src->plugin->source;
-    l->names_first = !e->cfg->verify_done_units &&
+    l->names_first = !e->verify && !e->cfg->verify_done_units &&
                      SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
                      (ops->flags & SKIPPR_SOURCE_NAMES_FIRST);
     sk_free(l->after);
     l->after = NULL;
-    return pl_mark_pass(e->mark, e->cfg, e->once, &l->after);
+    return e->mark ? pl_mark_pass(e->mark, e->cfg, e->once, &l->after)
+                   : SKIPPR_OK;
 }
 
 typedef struct list_ctx {
@@ -212,7 +214,7 @@ static int list_name(list_ctx *c, const skippr_unit *u)
     engine *e = c->e;
     int64_t a;
     int has = 0;
-    if (!pl_mark_frozen(e->mark)) {
+    if (e->mark && !pl_mark_frozen(e->mark)) {
         if (!key_arrival(e, u->id, &a))
             return SKIPPR_UNIT_DESCRIBE; /* the mark needs its mtime */
         has = 1;
@@ -262,6 +264,43 @@ static int list_changed(list_ctx *c, const skippr_unit *u,
     return 1;
 }
 
+/* Unit u into the batch, to be read from offset with flags (SK_UNIT_*):
+ * what list() gets back (1 when the batch is full or on failure, c->rc
+ * set). */
+static int batch_add(list_ctx *c, const skippr_unit *u, int64_t offset,
+                     uint32_t flags)
+{
+    engine *e = c->e;
+    const char *ver = u->version ? u->version : "";
+    if (skippr_array_grow(&e->lister->todo, e->lister->n, &e->lister->cap, sizeof *e->lister->todo,
+                          256)) {
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    todo *t = &e->lister->todo[e->lister->n];
+    t->id = sk_strdup(u->id);
+    t->version = sk_strdup(ver);
+    if (!t->id || !t->version) {
+        sk_free(t->id);
+        sk_free(t->version);
+        c->rc = SKIPPR_NOMEM;
+        return 1;
+    }
+    t->size = u->size;
+    t->offset = offset;
+    t->flags = flags;
+    t->done = 0;
+    t->arrival = INT64_MIN;
+    const skippr_source_ops *ops = e->src->plugin->source;
+    note_arrival(e, t,
+                 SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
+                         (ops->flags & SKIPPR_SOURCE_MODIFIED)
+                     ? u->modified
+                     : 0);
+    e->lister->n++;
+    return e->lister->n >= (size_t)e->cfg->list_batch; /* process in batches */
+}
+
 static int list_cb(void *ud, const skippr_unit *u)
 {
     list_ctx *c = ud;
@@ -271,6 +310,9 @@ static int list_cb(void *ud, const skippr_unit *u)
     int r = list_enter(c, u, NULL);
     if (r >= 0)
         return r;
+    if (e->verify) /* every unit, read whole; the ledger is not asked */
+        return pl_verify_listed(e->verify, u->id) ? batch_add(c, u, 0, 0)
+                                                  : 0;
     const sk_unit_rec *known = NULL;
     int rc = sk_ledger_lookup(sk_state_ledger(e->st), u->id, &known);
     if (rc) {
@@ -304,33 +346,7 @@ static int list_cb(void *ud, const skippr_unit *u)
                     "offset %" PRId64 " are kept and reading resumes there",
                     e->src->label, u->id, offset);
     }
-    if (skippr_array_grow(&e->lister->todo, e->lister->n, &e->lister->cap, sizeof *e->lister->todo,
-                          256)) {
-        c->rc = SKIPPR_NOMEM;
-        return 1;
-    }
-    todo *t = &e->lister->todo[e->lister->n];
-    t->id = sk_strdup(u->id);
-    t->version = sk_strdup(ver);
-    if (!t->id || !t->version) {
-        sk_free(t->id);
-        sk_free(t->version);
-        c->rc = SKIPPR_NOMEM;
-        return 1;
-    }
-    t->size = u->size;
-    t->offset = offset;
-    t->flags = flags;
-    t->done = 0;
-    t->arrival = INT64_MIN;
-    const skippr_source_ops *ops = e->src->plugin->source;
-    note_arrival(e, t,
-                 SKIPPR_OPS_HAS(skippr_source_ops, ops, flags) &&
-                         (ops->flags & SKIPPR_SOURCE_MODIFIED)
-                     ? u->modified
-                     : 0);
-    e->lister->n++;
-    return e->lister->n >= (size_t)e->cfg->list_batch; /* process in batches */
+    return batch_add(c, u, offset, flags);
 }
 
 /* One listing round after l->after, into the batch; the plugin reads

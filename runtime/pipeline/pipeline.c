@@ -24,6 +24,7 @@
 #include "pipeline/retrynews.h"
 #include "pipeline/shape.h"
 #include "pipeline/stream.h"
+#include "pipeline/verify.h"
 
 static int open_endpoints(engine *e, const sk_yaml_doc *doc)
 {
@@ -149,6 +150,7 @@ static void engine_free(engine *e)
     pl_shape_free(e->shape);
     pl_lister_free(e->lister);
     pl_mark_free(e->mark);
+    pl_verify_free(e->verify);
     if (e->pool)
         sk_pool_free(e->pool);
     pl_lanes_free(e->lanes);
@@ -426,6 +428,26 @@ static int run_loop(engine *e)
     if (!rc)
         sk_info("stopped on request; progress is saved");
     return !rc && e->once ? SKIPPR_STOPPED : rc;
+}
+
+int sk_pipeline_verify(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
+                       const sk_verify_opts *o)
+{
+    engine e = {.cfg = cfg, .doc = doc, .once = 1};
+    int rc = engine_begin(&e);
+    if (!rc && !(rc = open_endpoints(&e, doc)) && !(rc = routing_init(&e))) {
+        if (e.streaming) {
+            sk_error("%s: verify reads a listed source again; a streaming "
+                     "source's messages cannot be read twice",
+                     e.src->label);
+            rc = SKIPPR_INVAL;
+        } else {
+            rc = pl_verify_run(&e, o->as_json, o->keep);
+        }
+    }
+    e.run_ended = 1;
+    engine_free(&e);
+    return rc;
 }
 
 int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,

@@ -27,6 +27,19 @@ typedef struct sk_run_opts {
 int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                     const sk_run_opts *opts);
 
+/* skipprd verify: read the source as the pipeline does and the sink's
+ * objects, and report on stdout whether every record of the source is in
+ * the sink once, byte for byte, under its partition (per partition:
+ * records expected and found). Reads only; needs no state. */
+typedef struct sk_verify_opts {
+    int as_json; /* the report as one JSON object */
+    size_t keep; /* partitions that do not match, listed at most */
+} sk_verify_opts;
+/* SKIPPR_OK when clean, SKIPPR_CHANGED when the sink differs, else a
+ * negative status after logging the cause. */
+int sk_pipeline_verify(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
+                       const sk_verify_opts *o);
+
 /* Print the pipeline's durable state to stdout without taking its lock. */
 int sk_pipeline_status(const sk_pipeline_cfg *cfg);
 

@@ -401,8 +401,12 @@ int pl_lane_open(lane *l, todo *t)
 {
     engine *e = l->e;
     const skippr_source_ops *ops = e->src->plugin->source;
-    sk_unit_rec *u = sk_ledger_touch(sk_state_ledger(e->st), t->id, t->version,
-                                     t->size);
+    sk_unit_rec *u;
+    if (e->verify) /* read whole, recorded nowhere */
+        u = l->scratch ? l->scratch : (l->scratch = sk_unit_new());
+    else
+        u = sk_ledger_touch(sk_state_ledger(e->st), t->id, t->version,
+                            t->size);
     if (!u)
         return SKIPPR_NOMEM;
     sk_unit_set(u, t->offset, t->flags & ~SK_UNIT_DONE);

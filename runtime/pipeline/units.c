@@ -20,6 +20,13 @@
 static int after_apply(engine *e, lane *l, int finished)
 {
     int rc;
+    if (e->verify) { /* nothing to commit or seal */
+        if (finished) {
+            l->t->done = 1;
+            pl_lane_close(l);
+        }
+        return SKIPPR_OK;
+    }
     if (finished) {
         l->t->done = 1;
         pl_lane_close(l);
@@ -121,7 +128,7 @@ int pl_copy_pass(engine *e)
         v = pl_lister_batch(e->lister, &n);
         if ((rc = prefetch_batch(e, v, n)) || (rc = run_units(e, v, n)))
             break;
-        if (!more)
+        if (!more && e->mark)
             pl_mark_pass_done(e->mark); /* saved after a commit */
     }
     return rc;

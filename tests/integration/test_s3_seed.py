@@ -7,8 +7,11 @@ the seed's batch_time_fields (time, system_datetime or date). The output is read
 the oracle: every record byte-equal and under its partition. A second
 --once issues no GET of a committed object and writes nothing (the proxy
 counts requests); one new object dropped in is the only one read.
+skipprd verify then finds the copy clean without writing to S3, and finds
+an object deleted from the sink.
 """
 import collections
+import json
 import os
 import re
 import subprocess
@@ -53,6 +56,42 @@ def output_records(s3):
         for raw, _ in frame(data):
             got[(folder, raw)] += 1
     return got
+
+
+def verify(ws, s3):
+    env = dict(os.environ)
+    env.update(s3.env())
+    p = subprocess.run([SKIPPRD, "verify", "--pipeline",
+                        "gdpr_compliant_migration", "--json"], cwd=ws.root,
+                       env=env, capture_output=True, text=True, timeout=600)
+    return p, json.loads(p.stdout) if p.stdout.strip() else None
+
+
+def verify_walkthrough(ws, s3, n):
+    """skipprd verify of the walkthrough: clean, read-only; then one
+    object deleted from the sink is found."""
+    s3.reset_stats()
+    p, j = verify(ws, s3)
+    st = s3.stats()["counts"]
+    check(p.returncode == 0 and j and j["clean"], "verify: %s%s" % (
+        p.stdout, p.stderr[-2000:]))
+    check(j["source"]["records"]["records"] == n ==
+          j["sink"]["records"]["records"], "records: %s, %d" % (j, n))
+    reads = ("get", "head", "list", "list_v1", "list_uploads", "claim_get",
+             "claim_head")
+    writes = {k: v for k, v in st.items() if k not in reads}
+    check(not writes, "verify wrote to S3: %s" % st)
+    key = sorted(k for k in s3.objects("your-output-bucket", SINK_PREFIX)
+                 if k.endswith(".jsonl"))[0]
+    s3.client.delete_object(Bucket="your-output-bucket", Key=key)
+    p, j = verify(ws, s3)
+    part = key[len(SINK_PREFIX):].rsplit("/", 1)[0]
+    found = [d for d in j["differences"] if d["partition"] == part]
+    check(p.returncode == 6 and not j["clean"] and len(found) == 1 and
+          found[0]["found_records"] < found[0]["expected_records"],
+          "verify after a deletion: %s" % p.stdout)
+    print("  verify: clean with %d records; a deleted object is found "
+          "(%s: %s)" % (n, part, found[0]["verdict"]))
 
 
 def test_seed_walkthrough_bucket_to_bucket():
@@ -125,6 +164,7 @@ def test_seed_walkthrough_bucket_to_bucket():
               "new records differ")
         print("  re-run: %s; new object: %s" % (dict(sorted(again.items())),
                                                  dict(sorted(third.items()))))
+        verify_walkthrough(ws, s3, sum(want.values()) + sum(added.values()))
     finally:
         s3.close()
         ws.cleanup()

@@ -1,0 +1,68 @@
+/* `skipprd verify`'s side of the pipeline (verify.c, verifyrun.c): the
+ * copy's read path (listing, lanes, framing, peeking, routing) run once
+ * over the source and once over the sink's objects, with each record
+ * counted into a digest of its partition (verify/) instead of appended to
+ * a slice. The source's records go under the partition routing gives
+ * them, the sink's under the folders of the object that holds them; the
+ * two sides are then compared partition by partition. Nothing is written
+ * to the source, the sink or the state.
+ *
+ * Owns: its struct and both sides' partitions. Thread: the pipeline
+ * thread (records are hashed as they are applied).
+ */
+#ifndef SK_PIPELINE_VERIFY_H
+#define SK_PIPELINE_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/engine.h"
+#include "verify/compare.h"
+
+typedef struct pl_verify pl_verify;
+
+/* Which side is read. */
+enum { PL_VERIFY_SOURCE = 0, PL_VERIFY_SINK = 1 };
+
+/* A verify of a sink whose objects are under prefix (copied); NULL on
+ * allocation failure. Free with pl_verify_free. */
+pl_verify *pl_verify_new(const char *prefix);
+void pl_verify_free(pl_verify *v);
+/* The side read from now on. */
+void pl_verify_side(pl_verify *v, int side);
+
+/* A listed unit: whether to read it. Every source unit is read; of the
+ * sink's objects, those that hold records (objkey.h), the others
+ * counted by kind. */
+int pl_verify_listed(pl_verify *v, const char *id);
+/* The records of group g of a piece of unit (its bytes in buf, its
+ * records in recs), which routing put under key[0..klen). */
+int pl_verify_group(pl_verify *v, const char *unit, const char *key,
+                    size_t klen, const uint8_t *buf, const rec_out *recs,
+                    const group *g);
+/* A record of unit that the copy would dead-letter (len bytes). */
+int pl_verify_dead(pl_verify *v, const char *unit, const uint8_t *rec,
+                   size_t len);
+
+/* What the sink held besides records: objects of dead letters, of
+ * skippr's own, growing objects not finished, objects in no partition
+ * folder; and the objects read. */
+typedef struct pl_verify_objects {
+    uint64_t data, dead, own, partial, outside;
+} pl_verify_objects;
+pl_verify_objects pl_verify_sink_objects(const pl_verify *v);
+/* The source's records that would be dead letters. */
+sk_digest pl_verify_dead_letters(const pl_verify *v);
+/* Units read on the source side. */
+uint64_t pl_verify_units(const pl_verify *v);
+/* Compare the two sides (sk_verify_compare), listing at most keep
+ * partitions that do not match. */
+int pl_verify_compare(const pl_verify *v, size_t keep, sk_verify_result *r);
+
+/* verifyrun.c: the run, on an engine with its endpoints and routing set
+ * up (pipeline.c): both sides read, compared, reported on stdout (as
+ * JSON with as_json), listing at most keep partitions that do not match.
+ * SKIPPR_OK when clean, SKIPPR_CHANGED when not, else a failure (logged). */
+int pl_verify_run(engine *e, int as_json, size_t keep);
+
+#endif

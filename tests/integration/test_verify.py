@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""skipprd verify on files: a clean copy verifies (exit 0); each kind of
+tampering with the sink is found in the partition it touched, with the
+records expected and found (exit 6); verify reads only, and needs no
+state; a sink that cannot be read back is refused (exit 1)."""
+import glob
+import json
+import os
+
+from skippr_test import Workspace, assert_exact, check, main, run
+
+
+def verify(ws, *extra):
+    return run(["verify", "--pipeline", "gdpr_compliant_migration",
+                "--config", ws.config, *extra], check_rc=False)
+
+
+def copied(name):
+    ws = Workspace(name)
+    ws.generate(objects=12, records=150, seed=11)
+    ws.write_config()
+    ws.sync("--once")
+    return ws
+
+
+def report(ws, rc):
+    p = verify(ws, "--json")
+    check(p.returncode == rc, "verify exited %d, not %d\n%s%s" % (
+        p.returncode, rc, p.out, p.err))
+    return json.loads(p.out)
+
+
+def test_clean_copy_verifies():
+    ws = copied("verify-clean")
+    try:
+        n = assert_exact(ws)
+        j = report(ws, 0)
+        check(j["clean"] is True, j)
+        check(j["source"]["records"]["records"] == n and
+              j["sink"]["records"]["records"] == n,
+              "records: %s, the oracle %d" % (j, n))
+        check(j["source"]["units"] == 12, j["source"])
+        parts = j["partitions"]
+        check(parts["total"] == parts["match"] > 10, parts)
+        check(j["differences"] == [], j["differences"])
+        # the text report says so too
+        p = verify(ws)
+        check(p.returncode == 0 and "CLEAN: every record" in p.out, p.out)
+    finally:
+        ws.cleanup()
+
+
+def lines(path):
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")[:-1]
+
+
+def put_lines(path, ls):
+    with open(path, "wb") as f:
+        f.write(b"".join(x + b"\n" for x in ls))
+
+
+def partition(ws, path):
+    return os.path.dirname(os.path.relpath(path, ws.sink_root))
+
+
+def tamper(ws):
+    """Six changes, each in a partition of its own (one object each):
+    what each partition's entry must then say, by partition."""
+    objs = sorted(glob.glob(os.path.join(ws.sink_root, "**", "*"),
+                            recursive=True))
+    by_part = {}
+    for o in objs:
+        if os.path.isfile(o) and "_skippr" not in o:
+            by_part.setdefault(partition(ws, o), []).append(o)
+    # (a partition may also hold a .json object of records that span
+    # lines: those with one .jsonl object alone are tampered with)
+    single = [v[0] for _, v in sorted(by_part.items())
+              if len(v) == 1 and v[0].endswith(".jsonl") and
+              len(lines(v[0])) >= 3]
+    check(len(single) >= 7, "too few partitions to tamper with")
+    want = {}
+
+    def expect(o, verdict, delta):
+        n = len(lines(o))
+        want[partition(ws, o)] = (verdict, n, n + delta)
+
+    a, b, c, d, e, f, g = single[:7]
+    expect(a, "differ", -1)  # a record deleted
+    put_lines(a, lines(a)[1:])
+    expect(b, "differ", +1)  # a record duplicated
+    put_lines(b, lines(b) + lines(b)[:1])
+    expect(c, "differ", 0)  # one byte changed inside a record
+    ls = lines(c)
+    ls[1] = ls[1].replace(b'"', b"'", 1)
+    put_lines(c, ls)
+    expect(d, "differ", -1)  # a record moved to another partition
+    expect(e, "differ", +1)
+    moved = lines(d)
+    put_lines(d, moved[1:])
+    put_lines(e, lines(e) + moved[:1])
+    expect(f, "missing", -len(lines(f)))  # a whole object deleted
+    os.remove(f)
+    expect(g, "differ", +1)  # an extra object added
+    put_lines(os.path.join(os.path.dirname(g), "extra.jsonl"), lines(g)[:1])
+    return want
+
+
+def test_tampering_is_reported():
+    ws = copied("verify-tamper")
+    try:
+        want = tamper(ws)
+        j = report(ws, 6)
+        check(j["clean"] is False, j)
+        got = {x["partition"]: (x["verdict"], x["expected_records"],
+                                x["found_records"])
+               for x in j["differences"]}
+        check(got == want, "reported %s\nwanted %s" % (
+            json.dumps(got, indent=1), json.dumps(want, indent=1)))
+        parts = j["partitions"]
+        check(parts["differ"] == 6 and parts["missing"] == 1 and
+              parts["extra"] == 0, parts)
+        check(parts["match"] == parts["total"] - 7, parts)
+        p = verify(ws)
+        check(p.returncode == 6 and "NOT CLEAN" in p.out and
+              "missing " in p.out, p.out)
+    finally:
+        ws.cleanup()
+
+
+def snapshot(*roots):
+    """Every file under roots, with its size and modification time."""
+    out = {}
+    for r in roots:
+        for d, _, fs in os.walk(r):
+            for n in fs:
+                st = os.stat(os.path.join(d, n))
+                out[os.path.join(d, n)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_reads_only_and_needs_no_state():
+    ws = copied("verify-ro")
+    try:
+        before = snapshot(ws.inp, ws.out, ws.state)
+        report(ws, 0)
+        check(snapshot(ws.inp, ws.out, ws.state) == before,
+              "verify changed a file")
+        # without the state, and before any copy: nothing is in the sink
+        os.rename(ws.out, ws.out + ".away")
+        os.makedirs(ws.out)
+        os.rename(ws.state, ws.state + ".away")
+        j = report(ws, 6)
+        parts = j["partitions"]
+        check(parts["missing"] == parts["total"] > 10 and
+              j["sink"]["records"]["records"] == 0, parts)
+        check(not os.path.exists(ws.state), "verify made a state")
+    finally:
+        ws.cleanup()
+
+
+def test_sink_that_cannot_be_read_back():
+    ws = Workspace("verify-stdout")
+    try:
+        ws.generate(objects=1, records=5, seed=1)
+        ws.write_config()
+        with open(ws.config) as f:
+            text = f.read()
+        i = text.index("data_sinks:")
+        with open(ws.config, "w") as f:
+            f.write(text[:i] + "data_sinks:\n  tenant_layout:\n    Stdout: {}\n")
+        p = verify(ws)
+        check(p.returncode == 1 and "cannot" in p.err, p.err)
+    finally:
+        ws.cleanup()
+
+
+if __name__ == "__main__":
+    main([test_clean_copy_verifies, test_tampering_is_reported,
+          test_reads_only_and_needs_no_state,
+          test_sink_that_cannot_be_read_back])
