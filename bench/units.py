@@ -15,7 +15,8 @@ keys "YYYY/MM/DD/HH/stream-1-...", 1,000 an hour):
               are 32 (an S3 ETag's length), so the ledger cannot compress
               them away.
 
-For each: the first `--once` (units/s, peak RSS), a re-run with nothing new
+For each: the first `--once` (units/s, peak RSS), `skipprd verify` of
+it (both sides read again: wall time next to the copy's, peak RSS), a re-run with nothing new
 (units/s skipped, peak RSS; the median of five runs; for files also "by
 name", with `verify_done_units: false`, which skips done files without a
 stat), the ledger's bytes
@@ -114,6 +115,20 @@ def run(cfg, threads, verbose=False, env=None):
     return float(wall), int(rss) / 1024, p.stderr
 
 
+def verify(cfg, threads):
+    """skipprd verify of the pipeline: (wall s, peak RSS MiB, clean)."""
+    with tempfile.NamedTemporaryFile("r") as t:
+        p = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", t.name,
+                            SKIPPRD, "verify", "-p", "p", "-q", "-t",
+                            str(threads), "-c", cfg],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        if p.returncode not in (0, 6):
+            sys.exit("skipprd verify failed:\n" + p.stderr[-2000:])
+        wall, rss = t.read().split()[-2:]
+    return float(wall), int(rss) / 1024, p.returncode == 0
+
+
 def units_listed(err):
     """Units the run listed, from its summary: copied + already done."""
     m = re.search(r"done: (\d+) units copied, (\d+) already done", err)
@@ -139,6 +154,11 @@ def case(label, n, work, source_for, add_new, threads, by_name=False):
     wall, rss, _ = run(cfg, threads)
     print("%-22s first run   %9.1f s %9.0f units/s %6.0f MiB RSS" % (
         label, wall, n / wall, rss), flush=True)
+    vwall, vrss, clean = verify(cfg, threads)
+    print("%-22s verify      %9.1f s %9.0f units/s %6.0f MiB RSS, %s "
+          "(%.2f x the first run's time)" % (
+              label, vwall, n / vwall, vrss, "clean" if clean else
+              "NOT CLEAN", vwall / wall), flush=True)
     # The re-run is short and the machine shared: the median of five.
     rerun(label, "re-run", n, cfg, threads)
     if by_name:

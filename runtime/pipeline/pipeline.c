@@ -441,6 +441,11 @@ int sk_pipeline_verify(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                      "source's messages cannot be read twice",
                      e.src->label);
             rc = SKIPPR_INVAL;
+        } else if (cfg->shard_count > 1) {
+            sk_error("verify reads the whole source and the whole sink "
+                     "(the shards' objects share partitions); run it "
+                     "without --shard");
+            rc = SKIPPR_INVAL;
         } else {
             rc = pl_verify_run(&e, o->as_json, o->keep);
         }

@@ -2,7 +2,8 @@
 """skipprd verify on files: a clean copy verifies (exit 0); each kind of
 tampering with the sink is found in the partition it touched, with the
 records expected and found (exit 6); verify reads only, and needs no
-state; a sink that cannot be read back is refused (exit 1)."""
+state; a sink that cannot be read back, and --shard, are refused (exit
+1)."""
 import glob
 import json
 import os
@@ -159,7 +160,7 @@ def test_reads_only_and_needs_no_state():
         ws.cleanup()
 
 
-def test_sink_that_cannot_be_read_back():
+def test_what_it_refuses():
     ws = Workspace("verify-stdout")
     try:
         ws.generate(objects=1, records=5, seed=1)
@@ -171,6 +172,9 @@ def test_sink_that_cannot_be_read_back():
             f.write(text[:i] + "data_sinks:\n  tenant_layout:\n    Stdout: {}\n")
         p = verify(ws)
         check(p.returncode == 1 and "cannot" in p.err, p.err)
+        ws.write_config()
+        p = verify(ws, "--shard", "0/2")
+        check(p.returncode == 1 and "without --shard" in p.err, p.err)
     finally:
         ws.cleanup()
 
@@ -178,4 +182,4 @@ def test_sink_that_cannot_be_read_back():
 if __name__ == "__main__":
     main([test_clean_copy_verifies, test_tampering_is_reported,
           test_reads_only_and_needs_no_state,
-          test_sink_that_cannot_be_read_back])
+          test_what_it_refuses])
