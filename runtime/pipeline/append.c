@@ -68,7 +68,7 @@ int pl_dead_letter(engine *e, const char *unit, uint64_t offset,
                        const uint8_t *bytes, size_t len, const char *reason)
 {
     if (e->verify)
-        return pl_verify_dead(e->verify, unit, bytes, len);
+        return pl_verify_dead(e->verify, unit, offset, bytes, len);
     sk_slice *s = sk_state_slice(e->st, "_errors", 7, 0, NULL,
                                  SK_SLICE_DEAD);
     if (!s)

@@ -97,8 +97,8 @@ static int apply_group(lane *l, const piece *p, size_t gi)
     const char *key = (const char *)p->memo.keys.data + k->key_off;
     size_t klen = k->key_len;
     if (e->verify)
-        return pl_verify_group(e->verify, l->t->id, key, klen, buf, p->recs,
-                               g);
+        return pl_verify_group(e->verify, l->t->id, l->base, key, klen, buf,
+                               p->recs, g);
     int rc = SKIPPR_NOMEM;
     sk_slice *s = p->csv || p->xml
                       ? tagged_group_slice(e, p, key, klen, &rc)

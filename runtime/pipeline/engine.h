@@ -23,7 +23,8 @@
  *   staging.c   staging pieces; finishing sealed ones pipeline; sink threads
  *   stream.c    streaming sources: emit, sync, ack    pipeline thread
  *   verify.c    skipprd verify: both sides' digests   pipeline thread
- *   verifyrun.c skipprd verify: the run and its report pipeline thread
+ *   verifyrun.c skipprd verify: the passes           pipeline thread
+ *   verifyreport.c skipprd verify: the report         pipeline thread
  *   report.c    progress line, minute report, status  pipeline thread
  *   shard.c     shards: units owned, state name, takeover pipeline thread
  *   lease.c     the state in a bucket: store and lease pipeline thread

@@ -10,6 +10,8 @@ struct pl_verify {
     int side;               /* PL_VERIFY_SOURCE or _SINK */
     sk_partitions *parts[2]; /* each side's, by partition */
     sk_digest dead;         /* the source's records dead-lettered */
+    sk_partitions *drill;   /* drilling: the partitions that differ */
+    sk_recset *recs;        /* ... and their records, one by one */
     uint64_t units;         /* source units listed */
     pl_verify_objects objects;
 };
@@ -35,6 +37,8 @@ void pl_verify_free(pl_verify *v)
         return;
     sk_partitions_free(v->parts[0]);
     sk_partitions_free(v->parts[1]);
+    sk_partitions_free(v->drill);
+    sk_recset_free(v->recs);
     sk_free(v->prefix);
     sk_free(v);
 }
@@ -46,78 +50,85 @@ void pl_verify_side(pl_verify *v, int side)
 
 int pl_verify_listed(pl_verify *v, const char *id)
 {
+    int counting = !v->recs; /* drilling reads them all again */
     if (v->side == PL_VERIFY_SOURCE) {
-        v->units++;
+        v->units += counting;
         return 1;
     }
     const char *part;
     size_t plen;
-    switch (sk_obj_classify(v->prefix, NULL, id, &part, &plen)) {
-    case SK_OBJ_DATA:
-        v->objects.data++;
-        return 1;
-    case SK_OBJ_DEAD:
-        v->objects.dead++;
-        return 0;
-    case SK_OBJ_OWN:
-        v->objects.own++;
-        return 0;
-    case SK_OBJ_PARTIAL:
-        v->objects.partial++;
-        return 0;
-    case SK_OBJ_OUTSIDE:
-        break;
-    }
-    v->objects.outside++;
-    return 1; /* its records count, under no partition */
+    uint64_t *n = &v->objects.outside; /* read: under no partition */
+    sk_obj_kind k = sk_obj_classify(v->prefix, NULL, id, &part, &plen);
+    if (k == SK_OBJ_DATA)
+        n = &v->objects.data;
+    else if (k == SK_OBJ_DEAD)
+        n = &v->objects.dead;
+    else if (k == SK_OBJ_OWN)
+        n = &v->objects.own;
+    else if (k == SK_OBJ_PARTIAL)
+        n = &v->objects.partial;
+    *n += counting;
+    return k == SK_OBJ_DATA || k == SK_OBJ_OUTSIDE;
 }
 
-/* The digest records of unit go into on this side: the source's under
- * the partition routing gave (key), the sink's under their object's
- * folders ("" for an object in none). NULL on allocation failure. */
-static sk_digest *digest_for(pl_verify *v, const char *unit,
-                             const char *key, size_t klen)
+/* The partition records of unit go into on this side: the source's
+ * under the one routing gave (key), the sink's under their object's
+ * folders ("" for an object in none). */
+static void partition_of(const pl_verify *v, const char *unit,
+                         const char **key, size_t *klen)
 {
-    if (v->side == PL_VERIFY_SINK) {
-        key = "";
-        klen = 0;
-        sk_obj_classify(v->prefix, NULL, unit, &key, &klen);
-        if (!key) {
-            key = "";
-            klen = 0;
-        }
+    if (v->side == PL_VERIFY_SOURCE)
+        return;
+    sk_obj_classify(v->prefix, NULL, unit, key, klen);
+    if (!*key) {
+        *key = "";
+        *klen = 0;
     }
-    return sk_partitions_at(v->parts[v->side], key, klen);
 }
 
-int pl_verify_group(pl_verify *v, const char *unit, const char *key,
-                    size_t klen, const uint8_t *buf, const rec_out *recs,
-                    const group *g)
+/* One record of unit at offset, in partition key[0..klen): into its
+ * partition's digest, or, drilling, kept when its partition differs. */
+static int one(pl_verify *v, const char *unit, uint64_t offset,
+               const char *key, size_t klen, const uint8_t *rec, size_t n)
 {
-    sk_digest *d = digest_for(v, unit, key, klen);
+    sk_record_hash h = sk_record_hash_of(rec, n);
+    if (v->recs) {
+        if (!sk_partitions_get(v->drill, key, klen))
+            return SKIPPR_OK;
+        return sk_recset_add(v->recs, v->side, h, key, klen, unit, offset);
+    }
+    sk_digest *d = sk_partitions_at(v->parts[v->side], key, klen);
     if (!d)
         return SKIPPR_NOMEM;
-    for (uint32_t r = g->first; r != NO_REC; r = recs[r].next) {
-        size_t n = recs[r].end - recs[r].start;
-        sk_digest_add(d, sk_record_hash_of(buf + recs[r].start, n), n);
-    }
+    sk_digest_add(d, h, n);
     return SKIPPR_OK;
 }
 
-int pl_verify_dead(pl_verify *v, const char *unit, const uint8_t *rec,
-                   size_t len)
+int pl_verify_group(pl_verify *v, const char *unit, uint64_t base,
+                    const char *key, size_t klen, const uint8_t *buf,
+                    const rec_out *recs, const group *g)
 {
-    sk_record_hash h = sk_record_hash_of(rec, len);
+    partition_of(v, unit, &key, &klen);
+    int rc = SKIPPR_OK;
+    for (uint32_t r = g->first; !rc && r != NO_REC; r = recs[r].next)
+        rc = one(v, unit, base + recs[r].start, key, klen,
+                 buf + recs[r].start, recs[r].end - recs[r].start);
+    return rc;
+}
+
+int pl_verify_dead(pl_verify *v, const char *unit, uint64_t offset,
+                   const uint8_t *rec, size_t len)
+{
     if (v->side == PL_VERIFY_SOURCE) {
-        sk_digest_add(&v->dead, h, len);
+        if (!v->recs)
+            sk_digest_add(&v->dead, sk_record_hash_of(rec, len), len);
         return SKIPPR_OK;
     }
     /* In the sink, a record the framer refuses is still a record there. */
-    sk_digest *d = digest_for(v, unit, NULL, 0);
-    if (!d)
-        return SKIPPR_NOMEM;
-    sk_digest_add(d, h, len);
-    return SKIPPR_OK;
+    const char *key = NULL;
+    size_t klen = 0;
+    partition_of(v, unit, &key, &klen);
+    return one(v, unit, offset, key, klen, rec, len);
 }
 
 pl_verify_objects pl_verify_sink_objects(const pl_verify *v)
@@ -138,4 +149,26 @@ uint64_t pl_verify_units(const pl_verify *v)
 int pl_verify_compare(const pl_verify *v, size_t keep, sk_verify_result *r)
 {
     return sk_verify_compare(v->parts[0], v->parts[1], keep, r);
+}
+
+/* The partitions that do not match, into v->drill (sk_partitions_fn). */
+static int differing(const char *key, size_t klen, const sk_digest *a,
+                     const sk_digest *b, void *ud)
+{
+    pl_verify *v = ud;
+    if (a && b && sk_digest_equal(a, b))
+        return SKIPPR_OK;
+    return sk_partitions_at(v->drill, key, klen) ? SKIPPR_OK : SKIPPR_NOMEM;
+}
+
+int pl_verify_drill(pl_verify *v, size_t max)
+{
+    if (!(v->drill = sk_partitions_new()) || !(v->recs = sk_recset_new(max)))
+        return SKIPPR_NOMEM;
+    return sk_partitions_pair(v->parts[0], v->parts[1], differing, v);
+}
+
+int pl_verify_records(pl_verify *v, size_t keep, sk_rec_report *r)
+{
+    return sk_recset_compare(v->recs, keep, r);
 }

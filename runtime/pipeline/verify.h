@@ -15,9 +15,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pipeline/engine.h"
 #include "verify/compare.h"
+#include "verify/records.h"
 
 typedef struct pl_verify pl_verify;
 
@@ -35,14 +37,16 @@ void pl_verify_side(pl_verify *v, int side);
  * sink's objects, those that hold records (objkey.h), the others
  * counted by kind. */
 int pl_verify_listed(pl_verify *v, const char *id);
-/* The records of group g of a piece of unit (its bytes in buf, its
- * records in recs), which routing put under key[0..klen). */
-int pl_verify_group(pl_verify *v, const char *unit, const char *key,
-                    size_t klen, const uint8_t *buf, const rec_out *recs,
-                    const group *g);
-/* A record of unit that the copy would dead-letter (len bytes). */
-int pl_verify_dead(pl_verify *v, const char *unit, const uint8_t *rec,
-                   size_t len);
+/* The records of group g of a piece of unit (its bytes in buf, which
+ * starts at unit offset base; its records in recs), which routing put
+ * under key[0..klen). */
+int pl_verify_group(pl_verify *v, const char *unit, uint64_t base,
+                    const char *key, size_t klen, const uint8_t *buf,
+                    const rec_out *recs, const group *g);
+/* A record of unit at offset that the copy would dead-letter (len
+ * bytes). */
+int pl_verify_dead(pl_verify *v, const char *unit, uint64_t offset,
+                   const uint8_t *rec, size_t len);
 
 /* What the sink held besides records: objects of dead letters, of
  * skippr's own, growing objects not finished, objects in no partition
@@ -58,6 +62,18 @@ uint64_t pl_verify_units(const pl_verify *v);
 /* Compare the two sides (sk_verify_compare), listing at most keep
  * partitions that do not match. */
 int pl_verify_compare(const pl_verify *v, size_t keep, sk_verify_result *r);
+/* The records one by one: from now on, reading a side keeps each record
+ * of a partition that does not match (at most max a side: records.h)
+ * instead of adding it to the digests. */
+int pl_verify_drill(pl_verify *v, size_t max);
+/* Match the records kept (sk_recset_compare), naming at most keep. */
+int pl_verify_records(pl_verify *v, size_t keep, sk_rec_report *r);
+
+/* verifyreport.c: the report on f: the digests' verdicts (r) and, when
+ * partitions differ, their records (rr; NULL when clean), as text or as
+ * one JSON document. SKIPPR_OK, or SKIPPR_NOMEM / SKIPPR_IO. */
+int pl_verify_report(const engine *e, const sk_verify_result *r,
+                     const sk_rec_report *rr, int as_json, FILE *f);
 
 /* verifyrun.c: the run, on an engine with its endpoints and routing set
  * up (pipeline.c): both sides read, compared, reported on stdout (as

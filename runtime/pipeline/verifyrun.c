@@ -1,5 +1,5 @@
-/* `skipprd verify`'s run: the sink's reader, the two passes and the
- * report (see verify.h). pipeline.c sets the engine up as for a copy
+/* `skipprd verify`'s run: the sink's reader, the two passes, and when
+ * partitions differ two more for their records (see verify.h). pipeline.c sets the engine up as for a copy
  * (endpoints, routing), without the state, and calls pl_verify_run.
  */
 #include "pipeline/verify.h"
@@ -7,8 +7,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <jansson.h>
 
 #include "config/yaml.h"
 #include "pipeline/clock.h"
@@ -90,109 +88,52 @@ static int read_side(engine *e, int side)
     return rc;
 }
 
-static json_t *digest_json(const sk_digest *d)
+/* Both sides, read whole (the sink through reader). */
+static int both_sides(engine *e, sk_instance *reader)
 {
-    return json_pack("{s:I,s:I}", "records", (json_int_t)d->records,
-                     "bytes", (json_int_t)d->bytes);
-}
-
-/* The report as one JSON object (the caller's); NULL on allocation
- * failure. */
-static json_t *report_json(const engine *e, const sk_verify_result *r)
-{
-    pl_verify_objects o = pl_verify_sink_objects(e->verify);
-    sk_digest dead = pl_verify_dead_letters(e->verify);
-    json_t *diffs = json_array();
-    for (size_t i = 0; diffs && i < r->nparts; i++) {
-        const sk_verify_part *p = &r->parts[i];
-        json_array_append_new(
-            diffs, json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "partition", p->key,
-                             "verdict", sk_verify_verdict_name(p->verdict),
-                             "expected_records", (json_int_t)p->want.records,
-                             "found_records", (json_int_t)p->got.records,
-                             "expected_bytes", (json_int_t)p->want.bytes,
-                             "found_bytes", (json_int_t)p->got.bytes));
+    int rc = read_side(e, PL_VERIFY_SOURCE);
+    if (!rc) {
+        sk_instance *src = e->src;
+        e->src = reader;
+        rc = read_side(e, PL_VERIFY_SINK);
+        e->src = src;
     }
-    uint64_t bad = r->partitions - r->by_verdict[SK_VERIFY_MATCH];
-    return json_pack(
-        "{s:b,s:s,s:{s:o,s:I,s:o},s:{s:o,s:{s:I,s:I,s:I,s:I,s:I}},"
-        "s:{s:I,s:I,s:I,s:I,s:I},s:o,s:I}",
-        "clean", sk_verify_clean(r), "pipeline", e->cfg->name,
-        "source", "records", digest_json(&r->want), "units",
-        (json_int_t)pl_verify_units(e->verify), "dead_letters",
-        digest_json(&dead),
-        "sink", "records", digest_json(&r->got), "objects", "data",
-        (json_int_t)o.data, "dead_letters", (json_int_t)o.dead, "skippr",
-        (json_int_t)o.own, "unfinished", (json_int_t)o.partial,
-        "outside_partitions", (json_int_t)o.outside,
-        "partitions", "total", (json_int_t)r->partitions, "match",
-        (json_int_t)r->by_verdict[SK_VERIFY_MATCH], "differ",
-        (json_int_t)r->by_verdict[SK_VERIFY_DIFFER], "missing",
-        (json_int_t)r->by_verdict[SK_VERIFY_MISSING], "extra",
-        (json_int_t)r->by_verdict[SK_VERIFY_EXTRA],
-        "differences", diffs ? diffs : json_array(), "differences_not_listed",
-        (json_int_t)(bad - r->nparts));
+    return rc;
 }
 
-/* The report for a person. */
-static void report_text(const engine *e, const sk_verify_result *r, FILE *f)
+/* Records kept a side while drilling: 32 bytes each, within a quarter
+ * of the memory budget for both. */
+static size_t drill_max(const engine *e)
 {
-    pl_verify_objects o = pl_verify_sink_objects(e->verify);
-    sk_digest dead = pl_verify_dead_letters(e->verify);
-    fprintf(f, "verify %s\n", e->cfg->name);
-    fprintf(f, "  source: %" PRIu64 " records (%" PRIu64 " bytes) in %" PRIu64
-               " units; %" PRIu64 " dead letters, not expected among them\n",
-            r->want.records, r->want.bytes, pl_verify_units(e->verify),
-            dead.records);
-    fprintf(f, "  sink:   %" PRIu64 " records (%" PRIu64 " bytes) in %" PRIu64
-               " objects; besides: %" PRIu64 " of dead letters, %" PRIu64
-               " of skippr's, %" PRIu64 " unfinished\n",
-            r->got.records, r->got.bytes, o.data + o.outside, o.dead, o.own,
-            o.partial);
-    fprintf(f, "  partitions: %" PRIu64 ", %" PRIu64 " match, %" PRIu64
-               " differ, %" PRIu64 " missing from the sink, %" PRIu64
-               " only in the sink\n",
-            r->partitions, r->by_verdict[SK_VERIFY_MATCH],
-            r->by_verdict[SK_VERIFY_DIFFER], r->by_verdict[SK_VERIFY_MISSING],
-            r->by_verdict[SK_VERIFY_EXTRA]);
-    for (size_t i = 0; i < r->nparts; i++) {
-        const sk_verify_part *p = &r->parts[i];
-        fprintf(f, "  %-7s %s: expected %" PRIu64 " records (%" PRIu64
-                   " bytes), found %" PRIu64 " (%" PRIu64 " bytes)\n",
-                sk_verify_verdict_name(p->verdict), *p->key ? p->key : "(none)",
-                p->want.records, p->want.bytes, p->got.records,
-                p->got.bytes);
-    }
-    uint64_t bad = r->partitions - r->by_verdict[SK_VERIFY_MATCH];
-    if (bad > r->nparts)
-        fprintf(f, "  ... and %" PRIu64 " more\n", bad - r->nparts);
-    fputs(sk_verify_clean(r)
-              ? "CLEAN: every record of the source is in the sink once, "
-                "byte for byte, under its partition\n"
-              : "NOT CLEAN: the sink does not hold the source's records as "
-                "the pipeline lays them out\n",
-          f);
+    uint64_t m = (uint64_t)e->cfg->memory_budget / 8 / 32;
+    return (size_t)(m < 1024 ? 1024 : m);
 }
 
-/* Compare and report; SKIPPR_OK when clean, SKIPPR_CHANGED when not. */
-static int report(engine *e, int as_json, size_t keep)
+/* Compare, and when not clean read both sides again for the records of
+ * the partitions that differ; report. SKIPPR_OK when clean,
+ * SKIPPR_CHANGED when not. */
+static int compare_and_report(engine *e, sk_instance *reader, int as_json,
+                              size_t keep)
 {
     sk_verify_result r;
+    sk_rec_report rr = {0};
     int rc = pl_verify_compare(e->verify, keep, &r);
     if (rc)
         return rc;
-    if (as_json) {
-        json_t *j = report_json(e, &r);
-        if (!j || json_dumpf(j, stdout, JSON_INDENT(2)) ||
-            fputc('\n', stdout) == EOF)
-            rc = SKIPPR_NOMEM;
-        json_decref(j);
-    } else {
-        report_text(e, &r, stdout);
+    int clean = sk_verify_clean(&r);
+    if (!clean) {
+        sk_info("verify: %" PRIu64 " partitions differ; reading both sides "
+                "again for their records",
+                r.partitions - r.by_verdict[SK_VERIFY_MATCH]);
+        if (!(rc = pl_verify_drill(e->verify, drill_max(e))) &&
+            !(rc = both_sides(e, reader)))
+            rc = pl_verify_records(e->verify, keep, &rr);
     }
-    fflush(stdout);
-    if (!rc && !sk_verify_clean(&r))
+    if (!rc)
+        rc = pl_verify_report(e, &r, clean ? NULL : &rr, as_json, stdout);
+    if (!rc && !clean)
         rc = SKIPPR_CHANGED;
+    sk_rec_report_free(&rr);
     sk_verify_result_free(&r);
     return rc;
 }
@@ -214,15 +155,9 @@ int pl_verify_run(engine *e, int as_json, size_t keep)
                                                           1024)))
         rc = SKIPPR_NOMEM;
     if (!rc)
-        rc = read_side(e, PL_VERIFY_SOURCE);
-    if (!rc) {
-        sk_instance *src = e->src;
-        e->src = reader;
-        rc = read_side(e, PL_VERIFY_SINK);
-        e->src = src;
-    }
+        rc = both_sides(e, reader);
     if (!rc)
-        rc = report(e, as_json, keep);
+        rc = compare_and_report(e, reader, as_json, keep);
     sk_instance_free(reader);
     return rc;
 }

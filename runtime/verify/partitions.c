@@ -57,6 +57,13 @@ sk_digest *sk_partitions_at(sk_partitions *p, const char *key, size_t klen)
     return &x->d;
 }
 
+const sk_digest *sk_partitions_get(const sk_partitions *p, const char *key,
+                                   size_t klen)
+{
+    const entry *x = sk_map_get(&p->map, key, klen, sk_hash_fast(key, klen));
+    return x ? &x->d : NULL;
+}
+
 int sk_partitions_merge(sk_partitions *into, const sk_partitions *from)
 {
     size_t it = 0;

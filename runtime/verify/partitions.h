@@ -27,6 +27,9 @@ void sk_partitions_free(sk_partitions *p);
  * on allocation failure. The pointer stays valid until the set is
  * freed. */
 sk_digest *sk_partitions_at(sk_partitions *p, const char *key, size_t klen);
+/* Partition key's digest, or NULL when it has none. */
+const sk_digest *sk_partitions_get(const sk_partitions *p, const char *key,
+                                   size_t klen);
 /* Add every partition of from to into: SKIPPR_OK or SKIPPR_NOMEM. */
 int sk_partitions_merge(sk_partitions *into, const sk_partitions *from);
 size_t sk_partitions_count(const sk_partitions *p);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """skipprd verify on files: a clean copy verifies (exit 0); each kind of
 tampering with the sink is found in the partition it touched, with the
-records expected and found (exit 6); verify reads only, and needs no
+records expected and found, and record by record (missing, moved,
+duplicated, unexpected, with where each side has it) (exit 6); verify reads only, and needs no
 state; a sink that cannot be read back, and --shard, are refused (exit
 1)."""
 import glob
@@ -86,31 +87,44 @@ def tamper(ws):
         n = len(lines(o))
         want[partition(ws, o)] = (verdict, n, n + delta)
 
-    a, b, c, d, e, f, g = single[:7]
+    a, b, c, d, e, g = single[:6]
+    f = min(single[6:], key=lambda o: len(lines(o)))  # the listing holds 20
+    rel = lambda o: os.path.relpath(o, ws.out)  # noqa: E731
+    recs = []  # (kind, partition, sink object or None, sink offset)
     expect(a, "differ", -1)  # a record deleted
     put_lines(a, lines(a)[1:])
+    recs.append(("missing", partition(ws, a), None, None))
     expect(b, "differ", +1)  # a record duplicated
+    n = sum(len(x) + 1 for x in lines(b))
     put_lines(b, lines(b) + lines(b)[:1])
+    recs.append(("duplicated", partition(ws, b), rel(b), n))
     expect(c, "differ", 0)  # one byte changed inside a record
     ls = lines(c)
     ls[1] = ls[1].replace(b'"', b"'", 1)
     put_lines(c, ls)
+    recs.append(("missing", partition(ws, c), None, None))
+    recs.append(("unexpected", partition(ws, c), rel(c), len(ls[0]) + 1))
     expect(d, "differ", -1)  # a record moved to another partition
     expect(e, "differ", +1)
     moved = lines(d)
+    n = sum(len(x) + 1 for x in lines(e))
     put_lines(d, moved[1:])
     put_lines(e, lines(e) + moved[:1])
+    recs.append(("moved", partition(ws, d), rel(e), n))
     expect(f, "missing", -len(lines(f)))  # a whole object deleted
+    recs += [("missing", partition(ws, f), None, None)] * len(lines(f))
     os.remove(f)
-    expect(g, "differ", +1)  # an extra object added
-    put_lines(os.path.join(os.path.dirname(g), "extra.jsonl"), lines(g)[:1])
-    return want
+    expect(g, "differ", +1)  # an extra object added (a record twice)
+    extra = os.path.join(os.path.dirname(g), "extra.jsonl")
+    put_lines(extra, lines(g)[:1])
+    recs.append(("duplicated", partition(ws, g), rel(extra), 0))
+    return want, recs
 
 
 def test_tampering_is_reported():
     ws = copied("verify-tamper")
     try:
-        want = tamper(ws)
+        want, recs = tamper(ws)
         j = report(ws, 6)
         check(j["clean"] is False, j)
         got = {x["partition"]: (x["verdict"], x["expected_records"],
@@ -121,6 +135,28 @@ def test_tampering_is_reported():
         parts = j["partitions"]
         check(parts["differ"] == 6 and parts["missing"] == 1 and
               parts["extra"] == 0, parts)
+        # record by record: each named, with where the sink has it (a
+        # duplicate: either copy, so only its object is checked)
+        r = j["records"]
+        listed = sorted((x["kind"], x["partition"],
+                         x["sink"] and x["sink"]["object"],
+                         x["sink"] and x["sink"]["offset"])
+                        for x in r["listed"])
+        check(len(listed) == len(recs) and not r["partial"],
+              "listed %s" % json.dumps(r, indent=1))
+        for k, part, obj, off in sorted(recs, key=str):
+            hit = [x for x in listed if x[0] == k and x[1] == part and
+                   (obj is None or x[2] == obj or k == "duplicated")]
+            check(hit and (off is None or k == "duplicated" or
+                           hit[0][3] == off),
+                  "%s %s %s %s not in %s" % (k, part, obj, off, listed))
+        counts = {k: sum(1 for x in recs if x[0] == k)
+                  for k in ("missing", "moved", "duplicated", "unexpected")}
+        check({k: r[k] for k in counts} == counts, "%s, wanted %s" % (
+            {k: r[k] for k in counts}, counts))
+        for x in r["listed"]:  # the source's place of what it lost
+            check(x["kind"] in ("duplicated", "unexpected") or
+                  x["source"]["unit"].startswith("ill-just-dump"), x)
         check(parts["match"] == parts["total"] - 7, parts)
         p = verify(ws)
         check(p.returncode == 6 and "NOT CLEAN" in p.out and

@@ -17,6 +17,7 @@
 #include "verify/compare.h"
 #include "verify/digest.h"
 #include "verify/objkey.h"
+#include "verify/records.h"
 #include "verify/partitions.h"
 
 static const char *const recs[] = {
@@ -259,6 +260,104 @@ static void test_object_kinds(void **state)
     assert_string_equal(part, "ns/_skippr");
 }
 
+static void keep(sk_recset *s, int side, const char *rec, const char *part,
+                 const char *where, uint64_t off)
+{
+    assert_int_equal(sk_recset_add(s, side, sk_record_hash_of(rec,
+                                                              strlen(rec)),
+                                   part, strlen(part), where, off), 0);
+}
+
+/* Each record without a twin in its partition is named once, by kind,
+ * with where each side has it. */
+static void test_records_matched(void **state)
+{
+    (void)state;
+    sk_recset *s = sk_recset_new(100);
+    assert_non_null(s);
+    /* twins in one partition, in other objects: a match */
+    keep(s, 0, recs[0], "p", "src/u1", 0);
+    keep(s, 1, recs[0], "p", "out/p/o2", 40);
+    /* missing */
+    keep(s, 0, recs[1], "p", "src/u1", 30);
+    /* duplicated: once in the source, twice in the sink */
+    keep(s, 0, recs[2], "q", "src/u2", 0);
+    keep(s, 1, recs[2], "q", "out/q/o1", 0);
+    keep(s, 1, recs[2], "q", "out/q/o1", 31);
+    /* moved: in the sink under another partition */
+    keep(s, 0, recs[3], "q", "src/u2", 31);
+    keep(s, 1, recs[3], "r", "out/r/o1", 0);
+    /* unexpected */
+    keep(s, 1, recs[4], "r", "out/r/extra", 0);
+    sk_rec_report r;
+    assert_int_equal(sk_recset_compare(s, 10, &r), 0);
+    assert_false(r.partial);
+    assert_int_equal(r.counts[SK_REC_MISSING], 1);
+    assert_int_equal(r.counts[SK_REC_DUPLICATED], 1);
+    assert_int_equal(r.counts[SK_REC_MOVED], 1);
+    assert_int_equal(r.counts[SK_REC_UNEXPECTED], 1);
+    assert_int_equal(r.nfirst, 4);
+    int seen = 0;
+    for (size_t i = 0; i < r.nfirst; i++) {
+        const sk_rec_diff *d = &r.first[i];
+        seen |= 1 << d->kind;
+        switch (d->kind) {
+        case SK_REC_MISSING:
+            assert_string_equal(d->partition, "p");
+            assert_string_equal(d->src_where, "src/u1");
+            assert_int_equal(d->src_offset, 30);
+            assert_null(d->sink_where);
+            break;
+        case SK_REC_DUPLICATED:
+            assert_string_equal(d->partition, "q");
+            assert_null(d->src_where);
+            assert_string_equal(d->sink_where, "out/q/o1");
+            break;
+        case SK_REC_MOVED:
+            assert_string_equal(d->partition, "q");
+            assert_string_equal(d->sink_partition, "r");
+            assert_string_equal(d->src_where, "src/u2");
+            assert_int_equal(d->src_offset, 31);
+            assert_string_equal(d->sink_where, "out/r/o1");
+            break;
+        case SK_REC_UNEXPECTED:
+            assert_string_equal(d->partition, "r");
+            assert_string_equal(d->sink_where, "out/r/extra");
+            break;
+        }
+    }
+    assert_int_equal(seen, 15);
+    assert_string_equal(sk_rec_kind_name(SK_REC_MOVED), "moved");
+    sk_rec_report_free(&r);
+    /* keep cuts the names, not the counts */
+    assert_int_equal(sk_recset_compare(s, 1, &r), 0);
+    assert_int_equal(r.nfirst, 1);
+    assert_int_equal(r.counts[SK_REC_UNEXPECTED], 1);
+    sk_rec_report_free(&r);
+    sk_recset_free(s);
+}
+
+/* Past its limit a side counts records without keeping them, and the
+ * report says it is partial; a changed record is one missing and one
+ * unexpected. */
+static void test_records_limit_and_change(void **state)
+{
+    (void)state;
+    sk_recset *s = sk_recset_new(1);
+    assert_non_null(s);
+    keep(s, 0, recs[0], "p", "u", 0);
+    keep(s, 1, recs[1], "p", "o", 0);
+    keep(s, 1, recs[2], "p", "o", 30); /* past the limit */
+    sk_rec_report r;
+    assert_int_equal(sk_recset_compare(s, 4, &r), 0);
+    assert_true(r.partial);
+    assert_int_equal(r.counts[SK_REC_MISSING], 1);
+    assert_int_equal(r.counts[SK_REC_UNEXPECTED], 1);
+    assert_int_equal(r.counts[SK_REC_MOVED], 0);
+    sk_rec_report_free(&r);
+    sk_recset_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +367,8 @@ int main(void)
         cmocka_unit_test(test_partitions_pair_in_key_order),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_object_kinds),
+        cmocka_unit_test(test_records_matched),
+        cmocka_unit_test(test_records_limit_and_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
