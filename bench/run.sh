@@ -29,6 +29,9 @@
 #    folder's peak, objects per partition-day; the same volume again in 42
 #    partition-days of about 7 MB; then file -> S3 (s3rver): bytes skipprd
 #    writes to local disk per input byte.
+#    6c. bench/verify.py: skipprd verify next to the sync --once it checks
+#    (1 GB; --quick: 256 MB), clean and with one record deleted; and
+#    bench/units.py (run apart) prints verify after each first run.
 # 7. tests/integration/test_crash_points.py at four times the suite's
 #    input: a kill at each crash point's first, middle and last hit on
 #    file->file, file->S3, S3->S3 and file->Kafka (--quick skips it).
@@ -165,6 +168,10 @@ python3 bench/buffer.py --mb 300 --days 2 --tenants 3 --runs 3
 echo
 echo "== 6b. buffer v2: file -> S3 (s3rver), partitions mostly over a part"
 python3 bench/buffer.py --mb 300 --days 2 --tenants 3 --runs 3 --sink s3
+
+echo
+echo "== 6c. skipprd verify next to the copy it checks, file -> file"
+python3 bench/verify.py --mb "$([ "$QUICK" = 1 ] && echo 256 || echo 1024)"
 
 if [ "$QUICK" = 0 ]; then
     echo

@@ -85,6 +85,29 @@ static sk_slice *tagged_group_slice(engine *e, const piece *p,
     return *rc ? NULL : s;
 }
 
+/* skipprd verify: the group's records into their partition's digest. It
+ * compares bytes, so a source whose records the sink gets converted
+ * (JSON to CSV, CSV to JSON lines) cannot be verified. */
+static int verify_group(lane *l, const piece *p, const char *key,
+                        size_t klen, const group *g)
+{
+    engine *e = l->e;
+    sk_slice_form form = p->csv   ? SK_FORM_CSV
+                         : p->xml ? SK_FORM_XML
+                                  : SK_FORM_LINES;
+    if (pl_verify_side_of(e->verify) == PL_VERIFY_SOURCE &&
+        pl_form_conv(e, form) != SK_CONV_NONE) {
+        sk_error("verify compares records byte for byte, and this "
+                 "pipeline converts %s's records (%s) for %s",
+                 l->t->id, form == SK_FORM_CSV ? "CSV to JSON lines"
+                                               : "JSON to CSV",
+                 e->sink->label);
+        return SKIPPR_INVAL;
+    }
+    return pl_verify_group(e->verify, l->t->id, l->base, key, klen,
+                           l->win.data, p->recs, g);
+}
+
 /* Append the records of group gi of piece p to their slice: copied bytes
  * and the group's CRC folded in; or, when a JSON record spans lines and
  * the sink writes .jsonl, one by one (pl_append_json). */
@@ -97,8 +120,7 @@ static int apply_group(lane *l, const piece *p, size_t gi)
     const char *key = (const char *)p->memo.keys.data + k->key_off;
     size_t klen = k->key_len;
     if (e->verify)
-        return pl_verify_group(e->verify, l->t->id, l->base, key, klen, buf,
-                               p->recs, g);
+        return verify_group(l, p, key, klen, g);
     int rc = SKIPPR_NOMEM;
     sk_slice *s = p->csv || p->xml
                       ? tagged_group_slice(e, p, key, klen, &rc)

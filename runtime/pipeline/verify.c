@@ -48,6 +48,11 @@ void pl_verify_side(pl_verify *v, int side)
     v->side = side;
 }
 
+int pl_verify_side_of(const pl_verify *v)
+{
+    return v->side;
+}
+
 int pl_verify_listed(pl_verify *v, const char *id)
 {
     int counting = !v->recs; /* drilling reads them all again */

@@ -30,8 +30,9 @@ enum { PL_VERIFY_SOURCE = 0, PL_VERIFY_SINK = 1 };
  * allocation failure. Free with pl_verify_free. */
 pl_verify *pl_verify_new(const char *prefix);
 void pl_verify_free(pl_verify *v);
-/* The side read from now on. */
+/* The side read from now on; the side being read. */
 void pl_verify_side(pl_verify *v, int side);
+int pl_verify_side_of(const pl_verify *v);
 
 /* A listed unit: whether to read it. Every source unit is read; of the
  * sink's objects, those that hold records (objkey.h), the others

@@ -3,8 +3,8 @@
 tampering with the sink is found in the partition it touched, with the
 records expected and found, and record by record (missing, moved,
 duplicated, unexpected, with where each side has it) (exit 6); verify reads only, and needs no
-state; a sink that cannot be read back, and --shard, are refused (exit
-1)."""
+state; a sink that cannot be read back, --shard and a pipeline that
+converts records are refused (exit 1)."""
 import glob
 import json
 import os
@@ -211,6 +211,10 @@ def test_what_it_refuses():
         ws.write_config()
         p = verify(ws, "--shard", "0/2")
         check(p.returncode == 1 and "without --shard" in p.err, p.err)
+        ws.write_config(sink_format="csv")  # JSON converted to CSV
+        p = verify(ws)
+        check(p.returncode == 1 and "byte for byte" in p.err and
+              "JSON to CSV" in p.err, p.err)
     finally:
         ws.cleanup()
 
