@@ -73,7 +73,16 @@ int pl_verify_listed(pl_verify *v, const char *id)
     else if (k == SK_OBJ_PARTIAL)
         n = &v->objects.partial;
     *n += counting;
-    return k == SK_OBJ_DATA || k == SK_OBJ_OUTSIDE;
+    if (k != SK_OBJ_DATA && k != SK_OBJ_OUTSIDE)
+        return 0;
+    if (!v->recs)
+        return 1;
+    /* drilling: only the objects of the partitions that differ */
+    if (!part) {
+        part = "";
+        plen = 0;
+    }
+    return sk_partitions_get(v->drill, part, plen) != NULL;
 }
 
 /* The partition records of unit go into on this side: the source's
