@@ -64,6 +64,8 @@ int pl_verify_listed(pl_verify *v, const char *id)
     size_t plen;
     uint64_t *n = &v->objects.outside; /* read: under no partition */
     sk_obj_kind k = sk_obj_classify(v->prefix, NULL, id, &part, &plen);
+    if (k == SK_OBJ_OUTSIDE)
+        return 0; /* not the sink's: listed as it starts alike */
     if (k == SK_OBJ_DATA)
         n = &v->objects.data;
     else if (k == SK_OBJ_DEAD)
@@ -73,7 +75,7 @@ int pl_verify_listed(pl_verify *v, const char *id)
     else if (k == SK_OBJ_PARTIAL)
         n = &v->objects.partial;
     *n += counting;
-    if (k != SK_OBJ_DATA && k != SK_OBJ_OUTSIDE)
+    if (k != SK_OBJ_DATA && k != SK_OBJ_LOOSE)
         return 0;
     if (!v->recs)
         return 1;

@@ -41,7 +41,7 @@ sk_obj_kind sk_obj_classify(const char *prefix, const char *staging,
         return SK_OBJ_DEAD;
     const char *slash = strrchr(rel, '/');
     if (!slash || slash == rel)
-        return SK_OBJ_OUTSIDE; /* no partition folder */
+        return SK_OBJ_LOOSE; /* no partition folder */
     const char *name = slash + 1;
     if (name[0] == '.' && strstr(name, ".tmp-"))
         return SK_OBJ_PARTIAL;

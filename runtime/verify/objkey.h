@@ -18,7 +18,8 @@ typedef enum sk_obj_kind {
     SK_OBJ_DEAD,    /* dead letters, or their .meta.jsonl sidecar */
     SK_OBJ_OWN,     /* skippr's own: a claim, a probe, a staging piece */
     SK_OBJ_PARTIAL, /* a growing object's temporary file (.NAME.tmp-ID) */
-    SK_OBJ_OUTSIDE  /* not under the prefix, or in no partition folder */
+    SK_OBJ_LOOSE,   /* under the prefix, in no partition folder */
+    SK_OBJ_OUTSIDE  /* not under the prefix (a sibling that starts alike) */
 } sk_obj_kind;
 
 /* The kind of the object at key, for a sink whose objects are under

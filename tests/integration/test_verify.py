@@ -36,6 +36,11 @@ def test_clean_copy_verifies():
     ws = copied("verify-clean")
     try:
         n = assert_exact(ws)
+        # a sibling folder whose name starts like the sink's prefix is not
+        # the sink's (the source plugins list by prefix text)
+        sib = os.path.join(ws.sink_root + "-old", "ns", "x.jsonl")
+        os.makedirs(os.path.dirname(sib))
+        put_lines(sib, [b'{"event_type":"old"}'])
         j = report(ws, 0)
         check(j["clean"] is True, j)
         check(j["source"]["records"]["records"] == n and

@@ -254,7 +254,7 @@ static void test_object_kinds(void **state)
     assert_int_equal(kind("copy/p", "copy/px/ns/a.jsonl", part),
                      SK_OBJ_OUTSIDE);
     assert_int_equal(kind("copy/p", "copy/p/stray.jsonl", part),
-                     SK_OBJ_OUTSIDE);
+                     SK_OBJ_LOOSE);
     assert_int_equal(kind("copy/p", "copy/p/ns/_skippr/a.jsonl", part),
                      SK_OBJ_DATA);
     assert_string_equal(part, "ns/_skippr");
