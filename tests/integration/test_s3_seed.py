@@ -26,12 +26,19 @@ from skippr_test import (SKIPPRD, Workspace, check, expected_records, frame,
 SINK_PREFIX = "copy/phew-thats-a-month-and-a-gdpr-fine-saved/"
 
 
-def sync(ws, s3):
+def skipprd(ws, s3, *args):
+    """skipprd ARGS --pipeline gdpr_compliant_migration in the workspace,
+    with the S3 server's endpoint and credentials."""
     env = dict(os.environ)
     env.update(s3.env())
-    p = subprocess.run([SKIPPRD, "sync", "--pipeline",
-                        "gdpr_compliant_migration", "--once"], cwd=ws.root,
-                       env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([SKIPPRD, *args, "--pipeline",
+                           "gdpr_compliant_migration"], cwd=ws.root,
+                          env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def sync(ws, s3):
+    p = skipprd(ws, s3, "sync", "--once")
     check(p.returncode == 0, "skipprd failed: %s" % p.stderr[-3000:])
     return p
 
@@ -59,11 +66,7 @@ def output_records(s3):
 
 
 def verify(ws, s3):
-    env = dict(os.environ)
-    env.update(s3.env())
-    p = subprocess.run([SKIPPRD, "verify", "--pipeline",
-                        "gdpr_compliant_migration", "--json"], cwd=ws.root,
-                       env=env, capture_output=True, text=True, timeout=600)
+    p = skipprd(ws, s3, "verify", "--json")
     return p, json.loads(p.stdout) if p.stdout.strip() else None
 
 
