@@ -198,8 +198,10 @@ int sk_recset_compare(sk_recset *s, size_t keep, sk_rec_report *r)
     if (keep && !(r->first = sk_calloc(keep, sizeof *r->first)))
         return SKIPPR_NOMEM;
     const side *a = &s->sides[0], *b = &s->sides[1];
-    qsort(a->v, a->n, sizeof *a->v, by_hash);
-    qsort(b->v, b->n, sizeof *b->v, by_hash);
+    if (a->n) /* (a side with no record has no array) */
+        qsort(a->v, a->n, sizeof *a->v, by_hash);
+    if (b->n)
+        qsort(b->v, b->n, sizeof *b->v, by_hash);
     match m = {.s = s, .r = r};
     size_t i = 0, j = 0;
     int rc = SKIPPR_OK;
@@ -211,7 +213,9 @@ int sk_recset_compare(sk_recset *s, size_t keep, sk_rec_report *r)
             i2++;
         while (j2 < b->n && hash_cmp(&b->v[j2], x) == 0)
             j2++;
-        rc = one_hash(&m, a->v + i, i2 - i, b->v + j, j2 - j);
+        /* (a side out of records may have no array at all) */
+        rc = one_hash(&m, i2 > i ? &a->v[i] : NULL, i2 - i,
+                      j2 > j ? &b->v[j] : NULL, j2 - j);
         i = i2;
         j = j2;
     }

@@ -356,6 +356,15 @@ static void test_records_limit_and_change(void **state)
     assert_int_equal(r.counts[SK_REC_MOVED], 0);
     sk_rec_report_free(&r);
     sk_recset_free(s);
+    /* a side with no record at all (an empty sink) */
+    s = sk_recset_new(8);
+    assert_non_null(s);
+    keep(s, 0, recs[0], "p", "u", 0);
+    assert_int_equal(sk_recset_compare(s, 4, &r), 0);
+    assert_int_equal(r.counts[SK_REC_MISSING], 1);
+    assert_int_equal(r.nfirst, 1);
+    sk_rec_report_free(&r);
+    sk_recset_free(s);
 }
 
 int main(void)
