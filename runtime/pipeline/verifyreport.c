@@ -52,7 +52,6 @@ static json_t *report_json(const engine *e, const sk_verify_result *r)
         (json_int_t)(bad - r->nparts));
 }
 
-
 /* One named record difference as JSON. */
 static json_t *diff_json(const sk_rec_diff *d)
 {

@@ -1,30 +1,21 @@
 /* `skipprd verify`'s run: the sink's reader, the two passes, and when
- * partitions differ two more for their records (see verify.h). pipeline.c sets the engine up as for a copy
- * (endpoints, routing), without the state, and calls pl_verify_run.
+ * partitions differ two more for their records (see verify.h).
+ * pipeline.c sets the engine up as for a copy (endpoints, routing),
+ * without the state, and calls pl_verify_run.
  */
 #include "pipeline/verify.h"
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "config/yaml.h"
 #include "pipeline/clock.h"
 #include "pipeline/lanes.h"
 
-/* The option of the sink's table named name. */
-static const skippr_option *option(const skippr_option *t, const char *name)
-{
-    for (; t && t->name; t++)
-        if (strcmp(t->name, name) == 0)
-            return t;
-    return NULL;
-}
-
-/* The sink's options that its plugin's source also has, as a map of
+/* The sink's options that plugin p's source also has, as a map of
  * their own (the caller frees keys and items, which point into the
- * config). NULL on allocation failure. */
-static int source_options(const sk_ynode *opts, const skippr_option *table,
+ * config). SKIPPR_OK or SKIPPR_NOMEM. */
+static int source_options(const sk_ynode *opts, const skippr_plugin *p,
                           sk_ynode *out)
 {
     *out = (sk_ynode){.kind = SK_Y_MAP};
@@ -34,7 +25,7 @@ static int source_options(const sk_ynode *opts, const skippr_option *table,
     if (!out->keys || !out->items)
         return SKIPPR_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        if (!option(table, opts->keys[i]->value))
+        if (!sk_plugin_option(p, 0, opts->keys[i]->value))
             continue;
         out->keys[out->n] = opts->keys[i];
         out->items[out->n++] = opts->items[i];
@@ -57,11 +48,11 @@ static int open_reader(engine *e, sk_instance **reader, const char **prefix)
     }
     const sk_ynode *opts = e->cfg->sink.options;
     const sk_ynode *v = opts ? sk_ymap_get(opts, so->readback_prefix) : NULL;
-    const skippr_option *o = option(so->options, so->readback_prefix);
+    const skippr_option *o = sk_plugin_option(p, 1, so->readback_prefix);
     *prefix = v && v->value ? v->value
               : o && o->default_value ? o->default_value : "";
     sk_ynode map;
-    int rc = source_options(opts, p->source->options, &map);
+    int rc = source_options(opts, p, &map);
     sk_endpoint_cfg ep = e->cfg->sink;
     ep.options = &map;
     sk_cfg_err err;
