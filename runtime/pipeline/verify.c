@@ -53,6 +53,25 @@ int pl_verify_side_of(const pl_verify *v)
     return v->side;
 }
 
+/* What the sink's object id is, and the partition its records go under
+ * (*part, *plen: its folders, or "" for an object in none). */
+static sk_obj_kind sink_partition(const pl_verify *v, const char *id,
+                                  const char **part, size_t *plen)
+{
+    sk_obj_kind k = sk_obj_classify(v->prefix, NULL, id, part, plen);
+    if (!*part) {
+        *part = "";
+        *plen = 0;
+    }
+    return k;
+}
+
+/* Drilling: whether partition key[0..klen) is one that differs. */
+static int drilled(const pl_verify *v, const char *key, size_t klen)
+{
+    return sk_partitions_get(v->drill, key, klen) != NULL;
+}
+
 int pl_verify_listed(pl_verify *v, const char *id)
 {
     int counting = !v->recs; /* drilling reads them all again */
@@ -63,7 +82,7 @@ int pl_verify_listed(pl_verify *v, const char *id)
     const char *part;
     size_t plen;
     uint64_t *n = &v->objects.outside; /* read: under no partition */
-    sk_obj_kind k = sk_obj_classify(v->prefix, NULL, id, &part, &plen);
+    sk_obj_kind k = sink_partition(v, id, &part, &plen);
     if (k == SK_OBJ_OUTSIDE)
         return 0; /* not the sink's: listed as it starts alike */
     if (k == SK_OBJ_DATA)
@@ -77,42 +96,19 @@ int pl_verify_listed(pl_verify *v, const char *id)
     *n += counting;
     if (k != SK_OBJ_DATA && k != SK_OBJ_LOOSE)
         return 0;
-    if (!v->recs)
-        return 1;
     /* drilling: only the objects of the partitions that differ */
-    if (!part) {
-        part = "";
-        plen = 0;
-    }
-    return sk_partitions_get(v->drill, part, plen) != NULL;
+    return !v->recs || drilled(v, part, plen);
 }
 
-/* The partition records of unit go into on this side: the source's
- * under the one routing gave (key), the sink's under their object's
- * folders ("" for an object in none). */
-static void partition_of(const pl_verify *v, const char *unit,
-                         const char **key, size_t *klen)
-{
-    if (v->side == PL_VERIFY_SOURCE)
-        return;
-    sk_obj_classify(v->prefix, NULL, unit, key, klen);
-    if (!*key) {
-        *key = "";
-        *klen = 0;
-    }
-}
-
-/* One record of unit at offset, in partition key[0..klen): into its
- * partition's digest, or, drilling, kept when its partition differs. */
+/* One record of unit at offset, in partition key[0..klen), whose
+ * partition the caller has checked when drilling: kept, or into the
+ * partition's digest. */
 static int one(pl_verify *v, const char *unit, uint64_t offset,
                const char *key, size_t klen, const uint8_t *rec, size_t n)
 {
     sk_record_hash h = sk_record_hash_of(rec, n);
-    if (v->recs) {
-        if (!sk_partitions_get(v->drill, key, klen))
-            return SKIPPR_OK;
+    if (v->recs)
         return sk_recset_add(v->recs, v->side, h, key, klen, unit, offset);
-    }
     sk_digest *d = sk_partitions_at(v->parts[v->side], key, klen);
     if (!d)
         return SKIPPR_NOMEM;
@@ -124,7 +120,12 @@ int pl_verify_group(pl_verify *v, const char *unit, uint64_t base,
                     const char *key, size_t klen, const uint8_t *buf,
                     const rec_out *recs, const group *g)
 {
-    partition_of(v, unit, &key, &klen);
+    /* the source's under the partition routing gave (key), the sink's
+     * under their object's folders */
+    if (v->side == PL_VERIFY_SINK)
+        sink_partition(v, unit, &key, &klen);
+    if (v->recs && !drilled(v, key, klen))
+        return SKIPPR_OK;
     int rc = SKIPPR_OK;
     for (uint32_t r = g->first; !rc && r != NO_REC; r = recs[r].next)
         rc = one(v, unit, base + recs[r].start, key, klen,
@@ -141,9 +142,11 @@ int pl_verify_dead(pl_verify *v, const char *unit, uint64_t offset,
         return SKIPPR_OK;
     }
     /* In the sink, a record the framer refuses is still a record there. */
-    const char *key = NULL;
-    size_t klen = 0;
-    partition_of(v, unit, &key, &klen);
+    const char *key;
+    size_t klen;
+    sink_partition(v, unit, &key, &klen);
+    if (v->recs && !drilled(v, key, klen))
+        return SKIPPR_OK;
     return one(v, unit, offset, key, klen, rec, len);
 }
 
