@@ -111,7 +111,7 @@ static void *grow_job_run(void *arg)
     grow_job *j = arg;
     for (size_t i = 0; i < j->n && !j->rc; i++) {
         sk_slice *s = j->v[i];
-        if (sk_slice_id(s) % (uint64_t)j->e->nup != (uint64_t)j->k ||
+        if (pl_grow_owner_up(j->e, sk_slice_id(s)) != &j->e->up[j->k] ||
             (j->rcs && !sk_slice_streamed(s)))
             continue;
         if (j->rcs)
@@ -257,7 +257,7 @@ void pl_grow_release(engine *e)
     uint64_t id;
     void *h;
     while ((h = pl_handle_take_any(e->handles, &id)))
-        pl_grow_ops(e)->grow_close(e->up[id % (uint64_t)e->nup].sink->ctx, h);
+        pl_grow_ops(e)->grow_close(pl_grow_owner_up(e, id)->sink->ctx, h);
     pl_handles_free(e->handles);
     e->handles = NULL;
 }

@@ -20,10 +20,15 @@ const skippr_sink_ops *pl_grow_ops(const engine *e)
     return e->up[0].sink->plugin->sink;
 }
 
+uploader *pl_grow_owner_up(const engine *e, uint64_t id)
+{
+    return &e->up[id % (uint64_t)e->nup];
+}
+
 /* The instance that owns slice s's growing object. */
 sk_instance *pl_grow_owner(const engine *e, const sk_slice *s)
 {
-    return e->up[sk_slice_id(s) % (uint64_t)e->nup].sink;
+    return pl_grow_owner_up(e, sk_slice_id(s))->sink;
 }
 
 /* Non-zero when the sink grows objects in place and the engine may use
@@ -143,13 +148,6 @@ int pl_grow_commit(engine *e, const sk_slice *s,
     return pl_grow_ops(e)->grow_commit(pl_grow_owner(e, s)->ctx, h, info);
 }
 
-/* The uploader whose instance owns slice s (its backoff is that
- * thread's). */
-static uploader *owner_up(const engine *e, const sk_slice *s)
-{
-    return &e->up[sk_slice_id(s) % (uint64_t)e->nup];
-}
-
 /* fn, tried again after each SKIPPR_RETRY, up to MAX_ATTEMPTS in all, with
  * the backoff of the uploader that owns s; each retry is logged as "<what>
  * slice <id> failed". SKIPPR_STOPPED when a stop is asked for between
@@ -179,7 +177,8 @@ int pl_grow_retries(engine *e, const sk_slice *s, const char *what,
                          "%d); retrying",
                          pl_grow_owner(e, s)->label, what, sk_slice_id(s), a,
                          MAX_ATTEMPTS);
-            skippr_backoff_sleep(&owner_up(e, s)->backoff, a);
+            skippr_backoff_sleep(
+                &pl_grow_owner_up(e, sk_slice_id(s))->backoff, a);
         }
         rc = fn(e, arg);
     }

@@ -7,9 +7,12 @@
 #include "pipeline/engine.h"
 #include "pipeline/handles.h"
 
-/* The sink's ops; the instance that owns slice s's growing object. */
+/* The sink's ops; the instance that owns slice s's growing object; the
+ * uploader (its instance and backoff) that owns slice id's: one rule,
+ * uploaders[id % upload_concurrency]. */
 const skippr_sink_ops *pl_grow_ops(const engine *e);
 sk_instance *pl_grow_owner(const engine *e, const sk_slice *s);
+uploader *pl_grow_owner_up(const engine *e, uint64_t id);
 /* What the sink can do: grow objects (SKIPPR_SINK_GROWS), keep staging
  * pieces, make staging pieces parts itself; its part size (0: none). */
 int pl_sink_grows(const engine *e);
