@@ -30,11 +30,14 @@ static const char usage[] =
     "                                  --reach: also reach each source, sink\n"
     "                                  and state store with its credentials\n"
     "                                  (the preflight sync runs first)\n"
-    "  verify --pipeline NAME [--json] read the source as sync does and the\n"
+    "  verify --pipeline NAME [--json] [--since-state]\n"
+    "                                  read the source as sync does and the\n"
     "                                  sink's objects, and report whether\n"
     "                                  every record is in the sink once,\n"
     "                                  byte for byte, under its partition\n"
-    "                                  (exit 0: clean; 6: not clean)\n"
+    "                                  (exit 0: clean; 6: not clean);\n"
+    "                                  --since-state: only what the copy\n"
+    "                                  finished since the last such verify\n"
     "  status --pipeline NAME          show units done, slices buffered and\n"
     "                                  pending, and whether it is running\n"
     "  plugins [--json]                list the plugins found and their\n"
@@ -98,7 +101,7 @@ typedef struct cli_args {
     int config_given;
     const char *pipeline;
     const char *cmd;
-    int once, threads, no_progress, as_json, reach;
+    int once, threads, no_progress, as_json, reach, since_state;
     long shard_index, shard_count; /* count 0: unsharded */
     const char *metrics_listen;
 } cli_args;
@@ -107,6 +110,7 @@ enum {
     OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
     OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
     OPT_SHARD, OPT_SHARDS, OPT_LOG_FORMAT, OPT_METRICS_LISTEN, OPT_REACH,
+    OPT_SINCE_STATE,
     OPT_KEY = 2000 /* + index in keyflags */
 };
 
@@ -116,6 +120,7 @@ static const struct option fixed_opts[] = {
     {"threads", required_argument, NULL, 't'},
     {"once", no_argument, NULL, OPT_ONCE},
     {"reach", no_argument, NULL, OPT_REACH},
+    {"since-state", no_argument, NULL, OPT_SINCE_STATE},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -268,6 +273,7 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
         break;
     case OPT_ONCE: a->once = 1; break;
     case OPT_REACH: a->reach = 1; break;
+    case OPT_SINCE_STATE: a->since_state = 1; break;
     case OPT_SHARD:
     case OPT_SHARDS: return parse_shard(a, c == OPT_SHARD, optarg);
     case 'v': sk_log_level++; break;
@@ -363,7 +369,8 @@ static int run_verify(const cli_args *a, const sk_yaml_doc *doc,
                       const sk_pipeline_cfg *cfg)
 {
     signal(SIGPIPE, SIG_IGN);
-    sk_verify_opts o = {.as_json = a->as_json, .keep = 20};
+    sk_verify_opts o = {.as_json = a->as_json, .keep = 20,
+                        .since_state = a->since_state};
     int rc = sk_pipeline_verify(doc, cfg, &o);
     return rc == SKIPPR_OK ? 0 : rc == SKIPPR_CHANGED ? 6 : 1;
 }
@@ -445,6 +452,11 @@ int main(int argc, char **argv)
         strcmp(a.cmd, "status") != 0 && strcmp(a.cmd, "verify") != 0) {
         fprintf(stderr, "skipprd: error: unknown command '%s'\n\n%s", a.cmd,
                 usage);
+        return 2;
+    }
+    if (a.since_state && strcmp(a.cmd, "verify") != 0) {
+        fprintf(stderr, "skipprd: error: --since-state is an option of "
+                        "verify\n");
         return 2;
     }
     sk_yaml_doc *doc;

@@ -310,9 +310,10 @@ static int list_cb(void *ud, const skippr_unit *u)
     int r = list_enter(c, u, NULL);
     if (r >= 0)
         return r;
-    if (e->verify) /* every unit, read whole; the ledger is not asked */
-        return pl_verify_listed(e->verify, u->id) ? batch_add(c, u, 0, 0)
-                                                  : 0;
+    if (e->verify) { /* read whole; the copy's ledger is not asked */
+        int read = pl_verify_listed(e->verify, u, &c->rc);
+        return c->rc ? 1 : read ? batch_add(c, u, 0, 0) : 0;
+    }
     const sk_unit_rec *known = NULL;
     int rc = sk_ledger_lookup(sk_state_ledger(e->st), u->id, &known);
     if (rc) {

@@ -447,7 +447,7 @@ int sk_pipeline_verify(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                      "without --shard");
             rc = SKIPPR_INVAL;
         } else {
-            rc = pl_verify_run(&e, o->as_json, o->keep);
+            rc = pl_verify_run(&e, o->as_json, o->since_state, o->keep);
         }
     }
     e.run_ended = 1;

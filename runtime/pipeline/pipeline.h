@@ -34,6 +34,8 @@ int sk_pipeline_run(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
 typedef struct sk_verify_opts {
     int as_json; /* the report as one JSON object */
     size_t keep; /* partitions that do not match, listed at most */
+    int since_state; /* read only what is new since the last such verify
+                      * (the copy's state; pipeline/verifysince.h) */
 } sk_verify_opts;
 /* SKIPPR_OK when clean, SKIPPR_CHANGED when the sink differs, else a
  * negative status after logging the cause. */

@@ -5,6 +5,8 @@
 
 #include "verify/objkey.h"
 
+#define SINCE_FLUSH 262144 /* mark records held in memory, at most */
+
 struct pl_verify {
     char *prefix;           /* the sink's objects are under it */
     int side;               /* PL_VERIFY_SOURCE or _SINK */
@@ -14,6 +16,10 @@ struct pl_verify {
     sk_recset *recs;        /* ... and their records, one by one */
     uint64_t units;         /* source units listed */
     pl_verify_objects objects;
+    /* incremental: pl_verify_since */
+    sk_ledger *copied, *seen[2];
+    const sk_partitions *open;
+    pl_verify_since_counts since;
 };
 
 pl_verify *pl_verify_new(const char *prefix)
@@ -72,17 +78,66 @@ static int drilled(const pl_verify *v, const char *key, size_t klen)
     return sk_partitions_get(v->drill, key, klen) != NULL;
 }
 
-int pl_verify_listed(pl_verify *v, const char *id)
+/* Whether ledger l holds u as listed (id, version and size). */
+static int same_unit(const sk_unit_rec *r, const skippr_unit *u)
+{
+    return r && strcmp(sk_unit_version(r), u->version ? u->version : "") ==
+                    0 && sk_unit_size(r) == u->size;
+}
+
+/* Incremental, side s: whether to read u, which it records as read in
+ * the mark; drilling, whether the mark holds it. */
+static int since_listed(pl_verify *v, int s, const skippr_unit *u, int *rc)
+{
+    const sk_unit_rec *r = NULL;
+    if (s == PL_VERIFY_SOURCE && !v->recs) {
+        if ((*rc = sk_ledger_lookup(v->copied, u->id, &r)))
+            return 0;
+        if (!r || !(sk_unit_flags(r) & SK_UNIT_DONE) || !same_unit(r, u)) {
+            v->since.waiting++; /* the copy has not finished it */
+            return 0;
+        }
+    }
+    if ((*rc = sk_ledger_lookup(v->seen[s], u->id, &r)))
+        return 0;
+    if (v->recs) /* drilling: what the digests hold */
+        return same_unit(r, u);
+    if (same_unit(r, u)) {
+        v->since.before[s]++;
+        return 0;
+    }
+    v->since.changed[s] += r != NULL;
+    if (r && s == PL_VERIFY_SINK)
+        return 0; /* its records were counted as they were */
+    sk_unit_rec *w = sk_ledger_touch(v->seen[s], u->id,
+                                     u->version ? u->version : "", u->size);
+    if (!w) {
+        *rc = SKIPPR_NOMEM;
+        return 0;
+    }
+    sk_unit_progress(w, u->size, SK_UNIT_DONE, 0);
+    /* a first verify of a large archive: the mark's records go to its
+     * runs now and then, not all held in memory */
+    v->units += s == PL_VERIFY_SOURCE;
+    if (++v->since.fresh[s] % SINCE_FLUSH == 0)
+        *rc = sk_ledger_compact(v->seen[s], 0);
+    return !*rc;
+}
+
+int pl_verify_listed(pl_verify *v, const skippr_unit *u, int *rc)
 {
     int counting = !v->recs; /* drilling reads them all again */
+    *rc = SKIPPR_OK;
     if (v->side == PL_VERIFY_SOURCE) {
+        if (v->seen[0])
+            return since_listed(v, PL_VERIFY_SOURCE, u, rc);
         v->units += counting;
         return 1;
     }
     const char *part;
     size_t plen;
     uint64_t *n = &v->objects.outside; /* read: under no partition */
-    sk_obj_kind k = sink_partition(v, id, &part, &plen);
+    sk_obj_kind k = sink_partition(v, u->id, &part, &plen);
     if (k == SK_OBJ_OUTSIDE)
         return 0; /* not the sink's: listed as it starts alike */
     if (k == SK_OBJ_DATA)
@@ -97,7 +152,28 @@ int pl_verify_listed(pl_verify *v, const char *id)
     if (k != SK_OBJ_DATA && k != SK_OBJ_LOOSE)
         return 0;
     /* drilling: only the objects of the partitions that differ */
-    return !v->recs || drilled(v, part, plen);
+    if (v->recs && !drilled(v, part, plen))
+        return 0;
+    return v->seen[1] ? since_listed(v, PL_VERIFY_SINK, u, rc) : 1;
+}
+
+void pl_verify_since(pl_verify *v, sk_ledger *copied, sk_ledger *seen[2],
+                     const sk_partitions *open)
+{
+    v->copied = copied;
+    v->seen[0] = seen[0];
+    v->seen[1] = seen[1];
+    v->open = open;
+}
+
+pl_verify_since_counts pl_verify_since_counts_of(const pl_verify *v)
+{
+    return v->since;
+}
+
+sk_partitions *pl_verify_parts(pl_verify *v, int side)
+{
+    return v->parts[side ? 1 : 0];
 }
 
 /* One record of unit at offset, in partition key[0..klen), whose
@@ -167,7 +243,7 @@ uint64_t pl_verify_units(const pl_verify *v)
 
 int pl_verify_compare(const pl_verify *v, size_t keep, sk_verify_result *r)
 {
-    return sk_verify_compare(v->parts[0], v->parts[1], keep, r);
+    return sk_verify_compare(v->parts[0], v->parts[1], v->open, keep, r);
 }
 
 /* The partitions that do not match, into v->drill (sk_partitions_fn). */
@@ -175,8 +251,9 @@ static int differing(const char *key, size_t klen, const sk_digest *a,
                      const sk_digest *b, void *ud)
 {
     pl_verify *v = ud;
-    if (a && b && sk_digest_equal(a, b))
-        return SKIPPR_OK;
+    if ((a && b && sk_digest_equal(a, b)) ||
+        (v->open && sk_partitions_get(v->open, key, klen)))
+        return SKIPPR_OK; /* matches, or is judged once it has landed */
     return sk_partitions_at(v->drill, key, klen) ? SKIPPR_OK : SKIPPR_NOMEM;
 }
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "pipeline/engine.h"
+#include "state/ledger.h"
 #include "verify/compare.h"
 #include "verify/records.h"
 
@@ -36,8 +37,31 @@ int pl_verify_side_of(const pl_verify *v);
 
 /* A listed unit: whether to read it. Every source unit is read; of the
  * sink's objects, those that hold records (objkey.h), the others
- * counted by kind. */
-int pl_verify_listed(pl_verify *v, const char *id);
+ * counted by kind. Incremental (pl_verify_since), only what no verify
+ * has read before, of the source only the units the copy has finished;
+ * drilling, only what the mark holds. *rc: a ledger's failure. */
+int pl_verify_listed(pl_verify *v, const skippr_unit *u, int *rc);
+
+/* What an incremental verify found as it listed: source units (side 0)
+ * and sink objects (1) read by an earlier verify and listed unchanged
+ * (before), read now for the first time (fresh), listed with another
+ * version than the one read before (changed: a source unit the copy
+ * copied again is read again; a sink object is not, and is a fault);
+ * and source units the copy has not finished (waiting, read later). */
+typedef struct pl_verify_since_counts {
+    uint64_t before[2], fresh[2], changed[2];
+    uint64_t waiting;
+} pl_verify_since_counts;
+/* Verify incrementally: copied is the copy's ledger (read only), seen
+ * the mark's of each side (verify/mark.h: what earlier verifies read;
+ * what is read now is added), open the partitions the copy still has
+ * records of on their way (judged later). None is owned; all outlive v.
+ * The mark's digests go into pl_verify_parts before the passes. */
+void pl_verify_since(pl_verify *v, sk_ledger *copied, sk_ledger *seen[2],
+                     const sk_partitions *open);
+pl_verify_since_counts pl_verify_since_counts_of(const pl_verify *v);
+/* A side's digests (PL_VERIFY_SOURCE or _SINK), owned by v. */
+sk_partitions *pl_verify_parts(pl_verify *v, int side);
 /* The records of group g of a piece of unit (its bytes in buf, which
  * starts at unit offset base; its records in recs), which routing put
  * under key[0..klen). */
@@ -71,15 +95,19 @@ int pl_verify_drill(pl_verify *v, size_t max);
 int pl_verify_records(pl_verify *v, size_t keep, sk_rec_report *r);
 
 /* verifyreport.c: the report on f: the digests' verdicts (r) and, when
- * partitions differ, their records (rr; NULL when clean), as text or as
+ * partitions differ, their records (rr; NULL when clean), and for an
+ * incremental verify what it read (since; NULL otherwise), as text or as
  * one JSON document. SKIPPR_OK, or SKIPPR_NOMEM / SKIPPR_IO. */
+struct pl_since;
 int pl_verify_report(const engine *e, const sk_verify_result *r,
-                     const sk_rec_report *rr, int as_json, FILE *f);
+                     const sk_rec_report *rr, const struct pl_since *since,
+                     int as_json, FILE *f);
 
 /* verifyrun.c: the run, on an engine with its endpoints and routing set
- * up (pipeline.c): both sides read, compared, reported on stdout (as
- * JSON with as_json), listing at most keep partitions that do not match.
- * SKIPPR_OK when clean, SKIPPR_CHANGED when not, else a failure (logged). */
-int pl_verify_run(engine *e, int as_json, size_t keep);
+ * up (pipeline.c): both sides read (with since_state, incrementally:
+ * verifysince.h), compared, reported on stdout (as JSON with as_json),
+ * listing at most keep partitions that do not match. SKIPPR_OK when
+ * clean, SKIPPR_CHANGED when not, else a failure (logged). */
+int pl_verify_run(engine *e, int as_json, int since_state, size_t keep);
 
 #endif

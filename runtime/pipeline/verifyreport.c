@@ -8,6 +8,65 @@
 
 #include <jansson.h>
 
+#include "pipeline/verifysince.h"
+
+/* Whether the verify found nothing wrong. */
+static int all_clean(const engine *e, const sk_verify_result *r,
+                     const pl_since *since)
+{
+    return sk_verify_clean(r) && !(since && pl_since_faults(e, since));
+}
+
+/* The source units the digests hold: read now, or by every verify up to
+ * this one. */
+static uint64_t units_of(const engine *e, const pl_since *since)
+{
+    if (!since)
+        return pl_verify_units(e->verify);
+    return pl_since_prior(since).units +
+           pl_verify_since_counts_of(e->verify).fresh[PL_VERIFY_SOURCE];
+}
+
+/* What an incremental verify read, as JSON (the caller's). */
+static json_t *since_json(const engine *e, const pl_since *s)
+{
+    pl_verify_since_counts n = pl_verify_since_counts_of(e->verify);
+    sk_vmark_totals t = pl_since_prior(s);
+    return json_pack(
+        "{s:I,s:{s:I,s:I,s:I,s:I},s:{s:I,s:I,s:I,s:I},s:I}", "previous",
+        (json_int_t)t.at, "source", "read", (json_int_t)n.fresh[0],
+        "before", (json_int_t)n.before[0], "changed",
+        (json_int_t)n.changed[0], "waiting", (json_int_t)n.waiting, "sink",
+        "read", (json_int_t)n.fresh[1], "before", (json_int_t)n.before[1],
+        "changed", (json_int_t)n.changed[1], "gone",
+        (json_int_t)pl_since_gone(e, s), "open_partitions",
+        (json_int_t)pl_since_open_count(s));
+}
+
+/* What an incremental verify read, for a person. */
+static void since_text(const engine *e, const pl_since *s, FILE *f)
+{
+    pl_verify_since_counts n = pl_verify_since_counts_of(e->verify);
+    sk_vmark_totals t = pl_since_prior(s);
+    if (t.at)
+        fprintf(f, "  since the verify of unix time %" PRId64
+                   " (%" PRIu64 " units, %" PRIu64 " objects):\n",
+                t.at, t.units, t.objects);
+    else
+        fputs("  first incremental verify: every finished unit is new\n", f);
+    fprintf(f, "  source: %" PRIu64 " units read now, %" PRIu64
+               " read before; %" PRIu64 " changed and copied again, read "
+               "again; %" PRIu64 " not finished by the copy, left for later\n",
+            n.fresh[0], n.before[0], n.changed[0], n.waiting);
+    fprintf(f, "  sink:   %" PRIu64 " objects read now, %" PRIu64
+               " read before; %" PRIu64 " changed since read and %" PRIu64
+               " gone (faults: a full verify names their records)\n",
+            n.fresh[1], n.before[1], n.changed[1], pl_since_gone(e, s));
+    if (pl_since_open_count(s))
+        fprintf(f, "  %zu partitions still have records on their way in the "
+                   "copy: judged once they land\n", pl_since_open_count(s));
+}
+
 static json_t *digest_json(const sk_digest *d)
 {
     return json_pack("{s:I,s:I}", "records", (json_int_t)d->records,
@@ -16,7 +75,8 @@ static json_t *digest_json(const sk_digest *d)
 
 /* The report as one JSON object (the caller's); NULL on allocation
  * failure. */
-static json_t *report_json(const engine *e, const sk_verify_result *r)
+static json_t *report_json(const engine *e, const sk_verify_result *r,
+                           const pl_since *since)
 {
     pl_verify_objects o = pl_verify_sink_objects(e->verify);
     sk_digest dead = pl_verify_dead_letters(e->verify);
@@ -31,13 +91,14 @@ static json_t *report_json(const engine *e, const sk_verify_result *r)
                              "expected_bytes", (json_int_t)p->want.bytes,
                              "found_bytes", (json_int_t)p->got.bytes));
     }
-    uint64_t bad = r->partitions - r->by_verdict[SK_VERIFY_MATCH];
+    uint64_t bad = r->partitions - r->by_verdict[SK_VERIFY_MATCH] -
+                   r->by_verdict[SK_VERIFY_OPEN];
     return json_pack(
         "{s:b,s:s,s:{s:o,s:I,s:o},s:{s:o,s:{s:I,s:I,s:I,s:I,s:I}},"
-        "s:{s:I,s:I,s:I,s:I,s:I},s:o,s:I}",
-        "clean", sk_verify_clean(r), "pipeline", e->cfg->name,
+        "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:I}",
+        "clean", all_clean(e, r, since), "pipeline", e->cfg->name,
         "source", "records", digest_json(&r->want), "units",
-        (json_int_t)pl_verify_units(e->verify), "dead_letters",
+        (json_int_t)units_of(e, since), "dead_letters",
         digest_json(&dead),
         "sink", "records", digest_json(&r->got), "objects", "data",
         (json_int_t)o.data, "dead_letters", (json_int_t)o.dead, "skippr",
@@ -47,8 +108,8 @@ static json_t *report_json(const engine *e, const sk_verify_result *r)
         (json_int_t)r->by_verdict[SK_VERIFY_MATCH], "differ",
         (json_int_t)r->by_verdict[SK_VERIFY_DIFFER], "missing",
         (json_int_t)r->by_verdict[SK_VERIFY_MISSING], "extra",
-        (json_int_t)r->by_verdict[SK_VERIFY_EXTRA],
-        "differences", diffs ? diffs : json_array(), "differences_not_listed",
+        (json_int_t)r->by_verdict[SK_VERIFY_EXTRA], "open",
+        (json_int_t)r->by_verdict[SK_VERIFY_OPEN], "differences", diffs ? diffs : json_array(), "differences_not_listed",
         (json_int_t)(bad - r->nparts));
 }
 
@@ -110,14 +171,15 @@ static void records_text(const sk_rec_report *rr, FILE *f)
 
 /* The report for a person. */
 static void report_text(const engine *e, const sk_verify_result *r,
-                        const sk_rec_report *rr, FILE *f)
+                        const sk_rec_report *rr, const pl_since *since,
+                        FILE *f)
 {
     pl_verify_objects o = pl_verify_sink_objects(e->verify);
     sk_digest dead = pl_verify_dead_letters(e->verify);
     fprintf(f, "verify %s\n", e->cfg->name);
     fprintf(f, "  source: %" PRIu64 " records (%" PRIu64 " bytes) in %" PRIu64
                " units; %" PRIu64 " dead letters, not expected among them\n",
-            r->want.records, r->want.bytes, pl_verify_units(e->verify),
+            r->want.records, r->want.bytes, units_of(e, since),
             dead.records);
     fprintf(f, "  sink:   %" PRIu64 " records (%" PRIu64 " bytes) in %" PRIu64
                " objects; besides: %" PRIu64 " of dead letters, %" PRIu64
@@ -130,6 +192,8 @@ static void report_text(const engine *e, const sk_verify_result *r,
             r->partitions, r->by_verdict[SK_VERIFY_MATCH],
             r->by_verdict[SK_VERIFY_DIFFER], r->by_verdict[SK_VERIFY_MISSING],
             r->by_verdict[SK_VERIFY_EXTRA]);
+    if (since)
+        since_text(e, since, f);
     for (size_t i = 0; i < r->nparts; i++) {
         const sk_verify_part *p = &r->parts[i];
         fprintf(f, "  %-7s %s: expected %" PRIu64 " records (%" PRIu64
@@ -138,12 +202,13 @@ static void report_text(const engine *e, const sk_verify_result *r,
                 p->want.records, p->want.bytes, p->got.records,
                 p->got.bytes);
     }
-    uint64_t bad = r->partitions - r->by_verdict[SK_VERIFY_MATCH];
+    uint64_t bad = r->partitions - r->by_verdict[SK_VERIFY_MATCH] -
+                   r->by_verdict[SK_VERIFY_OPEN];
     if (bad > r->nparts)
         fprintf(f, "  ... and %" PRIu64 " more\n", bad - r->nparts);
     if (rr)
         records_text(rr, f);
-    fputs(sk_verify_clean(r)
+    fputs(all_clean(e, r, since)
               ? "CLEAN: every record of the source is in the sink once, "
                 "byte for byte, under its partition\n"
               : "NOT CLEAN: the sink does not hold the source's records as "
@@ -152,15 +217,18 @@ static void report_text(const engine *e, const sk_verify_result *r,
 }
 
 int pl_verify_report(const engine *e, const sk_verify_result *r,
-                     const sk_rec_report *rr, int as_json, FILE *f)
+                     const sk_rec_report *rr, const pl_since *since,
+                     int as_json, FILE *f)
 {
     if (!as_json) {
-        report_text(e, r, rr, f);
+        report_text(e, r, rr, since, f);
         return fflush(f) ? SKIPPR_IO : SKIPPR_OK;
     }
-    json_t *j = report_json(e, r);
+    json_t *j = report_json(e, r, since);
     if (j && rr)
         json_object_set_new(j, "records", records_json(rr));
+    if (j && since)
+        json_object_set_new(j, "since_state", since_json(e, since));
     int rc = !j || json_dumpf(j, f, JSON_INDENT(2)) || fputc('\n', f) == EOF
                  ? SKIPPR_NOMEM
                  : SKIPPR_OK;

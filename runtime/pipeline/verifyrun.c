@@ -11,6 +11,7 @@
 #include "config/yaml.h"
 #include "pipeline/clock.h"
 #include "pipeline/lanes.h"
+#include "pipeline/verifysince.h"
 
 /* The sink's options that plugin p's source also has, as a map of
  * their own (the caller frees keys and items, which point into the
@@ -103,7 +104,8 @@ static size_t drill_max(const engine *e)
 /* Compare, and when not clean read both sides again for the records of
  * the partitions that differ; report. SKIPPR_OK when clean,
  * SKIPPR_CHANGED when not. */
-static int compare_and_report(engine *e, sk_instance *reader, int as_json,
+static int compare_and_report(engine *e, sk_instance *reader,
+                              const pl_since *since, int as_json,
                               size_t keep)
 {
     sk_verify_result r;
@@ -121,17 +123,42 @@ static int compare_and_report(engine *e, sk_instance *reader, int as_json,
             rc = pl_verify_records(e->verify, keep, &rr);
     }
     if (!rc)
-        rc = pl_verify_report(e, &r, clean ? NULL : &rr, as_json, stdout);
-    if (!rc && !clean)
+        rc = pl_verify_report(e, &r, clean ? NULL : &rr, since, as_json,
+                              stdout);
+    if (!rc && (!clean || (since && pl_since_faults(e, since))))
         rc = SKIPPR_CHANGED;
     sk_rec_report_free(&rr);
     sk_verify_result_free(&r);
     return rc;
 }
 
-int pl_verify_run(engine *e, int as_json, size_t keep)
+/* The passes, the comparison and the report; with since, the passes
+ * read what is new and the mark records them. */
+static int verify(engine *e, sk_instance *reader, pl_since *since,
+                  int as_json, size_t keep)
+{
+    int rc = both_sides(e, reader);
+    if (!rc && since)
+        rc = pl_since_settle(e, since);
+    if (!rc)
+        rc = compare_and_report(e, reader, since, as_json, keep);
+    if (since && (!rc || rc == SKIPPR_CHANGED)) {
+        /* whole passes: what they read is the mark, clean or not (a
+         * difference stays in its digests until explained) */
+        int crc = pl_since_commit(e, since);
+        if (crc) {
+            sk_error("verify: recording the mark failed: %s",
+                     skippr_status_str(crc));
+            rc = crc;
+        }
+    }
+    return rc;
+}
+
+int pl_verify_run(engine *e, int as_json, int since_state, size_t keep)
 {
     sk_instance *reader = NULL;
+    pl_since *since = NULL;
     const char *prefix;
     int rc = open_reader(e, &reader, &prefix);
     if (rc)
@@ -140,15 +167,16 @@ int pl_verify_run(engine *e, int as_json, size_t keep)
     if (!(e->clock = pl_clock_new(0)) ||
         !(e->verify = pl_verify_new(prefix)))
         rc = SKIPPR_NOMEM;
+    if (!rc && since_state)
+        rc = pl_since_open(e, &since);
     if (!rc)
         rc = pl_lanes_new(e, &e->lanes);
     if (!rc && e->nthreads > 1 && !(e->pool = sk_pool_new(e->nthreads - 1,
                                                           1024)))
         rc = SKIPPR_NOMEM;
     if (!rc)
-        rc = both_sides(e, reader);
-    if (!rc)
-        rc = compare_and_report(e, reader, as_json, keep);
+        rc = verify(e, reader, since, as_json, keep);
+    pl_since_close(since);
     sk_instance_free(reader);
     return rc;
 }

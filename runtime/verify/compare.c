@@ -8,7 +8,7 @@
 const char *sk_verify_verdict_name(sk_verify_verdict v)
 {
     static const char *const names[] = {"match", "differ", "missing",
-                                        "extra"};
+                                        "extra", "open"};
     return (unsigned)v < sizeof names / sizeof *names ? names[v] : "?";
 }
 
@@ -21,19 +21,29 @@ static sk_verify_verdict verdict_of(const sk_digest *a, const sk_digest *b)
     return sk_digest_equal(a, b) ? SK_VERIFY_MATCH : SK_VERIFY_DIFFER;
 }
 
+/* A comparison under way: its result, the partitions still open. */
+typedef struct cmp {
+    sk_verify_result *r;
+    const sk_partitions *open;
+} cmp;
+
 /* One key of the pairing (sk_partitions_fn). */
 static int one(const char *key, size_t klen, const sk_digest *a,
                const sk_digest *b, void *ud)
 {
-    sk_verify_result *r = ud;
+    const cmp *c = ud;
+    sk_verify_result *r = c->r;
     sk_verify_verdict v = verdict_of(a, b);
+    if (v != SK_VERIFY_MATCH && c->open &&
+        sk_partitions_get(c->open, key, klen))
+        v = SK_VERIFY_OPEN;
     r->partitions++;
     r->by_verdict[v]++;
     if (a)
         sk_digest_merge(&r->want, a);
     if (b)
         sk_digest_merge(&r->got, b);
-    if (v == SK_VERIFY_MATCH || r->nparts == r->keep)
+    if (v == SK_VERIFY_MATCH || v == SK_VERIFY_OPEN || r->nparts == r->keep)
         return SKIPPR_OK;
     sk_verify_part *p = &r->parts[r->nparts];
     if (!(p->key = sk_malloc(klen + 1)))
@@ -48,12 +58,14 @@ static int one(const char *key, size_t klen, const sk_digest *a,
 }
 
 int sk_verify_compare(const sk_partitions *src, const sk_partitions *dst,
-                      size_t keep, sk_verify_result *out)
+                      const sk_partitions *open, size_t keep,
+                      sk_verify_result *out)
 {
+    cmp c = {.r = out, .open = open};
     *out = (sk_verify_result){.keep = keep};
     if (keep && !(out->parts = sk_calloc(keep, sizeof *out->parts)))
         return SKIPPR_NOMEM;
-    int rc = sk_partitions_pair(src, dst, one, out);
+    int rc = sk_partitions_pair(src, dst, one, &c);
     if (rc)
         sk_verify_result_free(out);
     return rc;
@@ -69,5 +81,6 @@ void sk_verify_result_free(sk_verify_result *r)
 
 int sk_verify_clean(const sk_verify_result *r)
 {
-    return r->by_verdict[SK_VERIFY_MATCH] == r->partitions;
+    return r->by_verdict[SK_VERIFY_MATCH] + r->by_verdict[SK_VERIFY_OPEN] ==
+           r->partitions;
 }

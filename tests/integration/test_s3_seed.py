@@ -65,8 +65,8 @@ def output_records(s3):
     return got
 
 
-def verify(ws, s3):
-    p = skipprd(ws, s3, "verify", "--json")
+def verify(ws, s3, *extra):
+    p = skipprd(ws, s3, "verify", "--json", *extra)
     return p, json.loads(p.stdout) if p.stdout.strip() else None
 
 
@@ -84,6 +84,20 @@ def verify_walkthrough(ws, s3, n):
              "claim_head")
     writes = {k: v for k, v in st.items() if k not in reads}
     check(not writes, "verify wrote to S3: %s" % st)
+    # incremental: the first reads every finished unit and object, the
+    # second nothing (S3's ETags name what was read), both clean
+    p, j = verify(ws, s3, "--since-state")
+    check(p.returncode == 0 and j["since_state"]["sink"]["read"] > 0 and
+          j["sink"]["records"]["records"] == n, "since: %s%s" % (
+              p.stdout, p.stderr[-2000:]))
+    s3.reset_stats()
+    p, j = verify(ws, s3, "--since-state")
+    s = j and j["since_state"]
+    gets = s3.stats()["counts"].get("get", 0)
+    check(p.returncode == 0 and s["source"]["read"] == 0 and
+          s["sink"]["read"] == 0 and gets == 0 and
+          j["sink"]["records"]["records"] == n,
+          "since, again: %s, %d GETs" % (p.stdout, gets))
     key = sorted(k for k in s3.objects("your-output-bucket", SINK_PREFIX)
                  if k.endswith(".jsonl"))[0]
     s3.client.delete_object(Bucket="your-output-bucket", Key=key)
@@ -93,8 +107,14 @@ def verify_walkthrough(ws, s3, n):
     check(p.returncode == 6 and not j["clean"] and len(found) == 1 and
           found[0]["found_records"] < found[0]["expected_records"],
           "verify after a deletion: %s" % p.stdout)
+    s3.reset_stats()
+    p, j = verify(ws, s3, "--since-state")
+    check(p.returncode == 6 and j["since_state"]["sink"]["gone"] == 1 and
+          not s3.stats()["counts"].get("get"),
+          "since, after a deletion: %s" % p.stdout)
     print("  verify: clean with %d records; a deleted object is found "
-          "(%s: %s)" % (n, part, found[0]["verdict"]))
+          "(%s: %s), and by --since-state without a GET" % (
+              n, part, found[0]["verdict"]))
 
 
 def test_seed_walkthrough_bucket_to_bucket():

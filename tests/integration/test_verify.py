@@ -8,8 +8,13 @@ converts records are refused (exit 1)."""
 import glob
 import json
 import os
+import re
+import signal
+import subprocess
+import time
 
-from skippr_test import Workspace, assert_exact, check, main, run
+from skippr_test import (SKIPPRD, Workspace, assert_exact, check, main,
+                         run)
 
 
 def verify(ws, *extra):
@@ -201,6 +206,148 @@ def test_reads_only_and_needs_no_state():
         ws.cleanup()
 
 
+def since(ws, rc):
+    p = verify(ws, "--json", "--since-state")
+    check(p.returncode == rc, "verify --since-state exited %d, not %d\n%s%s"
+          % (p.returncode, rc, p.out, p.err))
+    return json.loads(p.out)
+
+
+def test_since_state_reads_only_what_is_new():
+    ws = copied("verify-since")
+    try:
+        n = assert_exact(ws)
+        # no mark yet: every unit the copy finished is read, and marked
+        j = since(ws, 0)
+        s = j["since_state"]
+        check(s["previous"] == 0 and s["source"]["read"] == 12 and
+              s["source"]["before"] == 0 and s["sink"]["before"] == 0 and
+              s["sink"]["read"] == j["sink"]["objects"]["data"] > 10, s)
+        check(j["source"]["records"]["records"] == n, j["source"])
+        check(glob.glob(os.path.join(ws.state, "*", "*.verify", "current")),
+              "no mark beside the state in %s" % ws.state)
+        objects = s["sink"]["read"]
+        # again: nothing is new, nothing is read, and all still compares
+        j = since(ws, 0)
+        s = j["since_state"]
+        check(s["previous"] > 0 and s["source"]["read"] == 0 and
+              s["source"]["before"] == 12 and s["sink"]["read"] == 0 and
+              s["sink"]["before"] == objects, s)
+        check(j["source"]["records"]["records"] == n and
+              j["sink"]["records"]["records"] == n, j)
+        # new source objects: listed but not copied yet, they wait
+        ws.generate(objects=5, records=100, seed=12, first_id=100000)
+        s = since(ws, 0)["since_state"]
+        check(s["source"]["waiting"] == 5 and s["source"]["read"] == 0, s)
+        # copied: only they and the objects they made are read
+        ws.sync("--once")
+        n2 = assert_exact(ws)
+        j = since(ws, 0)
+        s = j["since_state"]
+        check(s["source"]["read"] == 5 and s["source"]["before"] == 12 and
+              s["source"]["waiting"] == 0 and s["sink"]["read"] > 0, s)
+        check(j["source"]["records"]["records"] == n2 > n, j["source"])
+        # an object added: read as new, and its record named
+        objs = sorted(glob.glob(os.path.join(ws.sink_root, "**", "*.jsonl"),
+                                recursive=True))
+        extra = os.path.join(os.path.dirname(objs[-1]), "extra.jsonl")
+        put_lines(extra, lines(objs[-1])[:1])
+        j = since(ws, 6)
+        check(j["since_state"]["sink"]["read"] == 1 and
+              j["records"]["duplicated"] == 1 and
+              j["records"]["missing"] == 0, j)
+        check(since(ws, 6)["partitions"]["differ"] == 1, "not kept")
+        os.remove(extra)
+        # a verified object deleted from the sink: found without reading
+        # anything, and it stays found
+        victim = objs[0]
+        os.remove(victim)
+        for _ in range(2):
+            j = since(ws, 6)
+            s = j["since_state"]
+            check(s["sink"]["gone"] == 2 and s["source"]["read"] == 0 and
+                  j["clean"] is False, s)
+        # the plain verify names the records the deletion lost
+        check(report(ws, 6)["partitions"]["missing"] +
+              report(ws, 6)["partitions"]["differ"] >= 1, "not found")
+    finally:
+        ws.cleanup()
+
+
+def stopped_with_slices_open(ws, units):
+    """A continuous copy, stopped (SIGTERM) once it has finished every
+    unit: its open slices stay in its state. Returns their records."""
+    p = subprocess.Popen([SKIPPRD, "sync", "--pipeline",
+                          "gdpr_compliant_migration", "--config", ws.config,
+                          "--no-progress"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        while True:
+            check(time.time() < deadline, "the copy never finished")
+            time.sleep(0.2)
+            out = run(["status", "--pipeline", "gdpr_compliant_migration",
+                       "--config", ws.config]).out
+            m = re.search(r"units done: +(\d+) .*\+ (\d+) recent", out)
+            if m and int(m.group(1)) + int(m.group(2)) == units:
+                break
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = run(["status", "--pipeline", "gdpr_compliant_migration",
+               "--config", ws.config]).out
+    return int(re.search(r"slices open: +\d+ \((\d+) records", out).group(1))
+
+
+def test_since_state_waits_for_records_on_their_way():
+    ws = Workspace("verify-open")
+    try:
+        ws.generate(objects=12, records=150, seed=11)
+        ws.write_config()
+        held = stopped_with_slices_open(ws, 12)
+        check(held > 0, "no slice left open")
+        # the plain verify finds the records still in the copy's buffer
+        # missing; the incremental one leaves their partitions for later
+        check(report(ws, 6)["partitions"]["missing"] > 0, "nothing missing")
+        j = since(ws, 0)
+        check(j["partitions"]["open"] == j["since_state"]["open_partitions"]
+              > 0, j["partitions"])
+        check(j["source"]["records"]["records"] -
+              j["sink"]["records"]["records"] == held, j)
+        # a fault outside them is still found
+        objs = [o for o in glob.glob(os.path.join(ws.sink_root, "**",
+                                                  "*.jsonl"), recursive=True)]
+        os.remove(objs[0])
+        check(since(ws, 6)["since_state"]["sink"]["gone"] == 1, "not found")
+        put_lines(objs[0], [])  # back, but empty: changed since read
+        check(since(ws, 6)["since_state"]["sink"]["changed"] == 1,
+              "not found")
+    finally:
+        ws.cleanup()
+
+
+def test_since_state_judges_partitions_once_landed():
+    ws = Workspace("verify-landed")
+    try:
+        ws.generate(objects=12, records=150, seed=11)
+        ws.write_config()
+        stopped_with_slices_open(ws, 12)
+        j = since(ws, 0)
+        check(j["partitions"]["open"] > 0, j["partitions"])
+        ws.sync("--once")  # the open slices land
+        n = assert_exact(ws)
+        j = since(ws, 0)
+        check(j["partitions"]["open"] == 0 and j["partitions"]["match"] ==
+              j["partitions"]["total"], j["partitions"])
+        check(j["since_state"]["source"]["read"] == 0 and
+              j["since_state"]["sink"]["read"] > 0, j["since_state"])
+        check(j["sink"]["records"]["records"] == n, j["sink"])
+    finally:
+        ws.cleanup()
+
+
 def test_what_it_refuses():
     ws = Workspace("verify-stdout")
     try:
@@ -227,4 +374,7 @@ def test_what_it_refuses():
 if __name__ == "__main__":
     main([test_clean_copy_verifies, test_tampering_is_reported,
           test_reads_only_and_needs_no_state,
+          test_since_state_reads_only_what_is_new,
+          test_since_state_waits_for_records_on_their_way,
+          test_since_state_judges_partitions_once_landed,
           test_what_it_refuses])

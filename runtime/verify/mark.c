@@ -1,0 +1,399 @@
+/* The verify mark's files: see mark.h. */
+#include "verify/mark.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/common.h"
+#include "base/crc32c.h"
+#include "base/endian.h"
+#include "base/fsio.h"
+
+#define MAGIC "SKVMRK01"
+#define MAGIC_LEN 8
+#define FILE_MAX ((size_t)1 << 30) /* partitions file: about 10M keys */
+#define TREE_DEPTH 4               /* gen-N/sink.d/run: two levels */
+
+struct sk_vmark {
+    char *dir;
+    int lock_fd;
+    uint64_t gen;      /* the generation worked on */
+    char *gen_dir;     /* dir/gen-<gen> */
+    sk_ledger *seen[2];
+    sk_vmark_totals prior;
+    int committed;
+};
+
+/* rm -rf path (depth at most TREE_DEPTH); ENOENT is no error. */
+static int remove_tree(const char *path, int depth)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? SKIPPR_OK : SKIPPR_IO;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(path) == 0 || errno == ENOENT ? SKIPPR_OK : SKIPPR_IO;
+    if (depth <= 0)
+        return SKIPPR_INVAL;
+    DIR *d = opendir(path);
+    if (!d)
+        return SKIPPR_IO;
+    int rc = SKIPPR_OK;
+    struct dirent *de;
+    while (!rc && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *sub = sk_asprintf("%s/%s", path, de->d_name);
+        rc = sub ? remove_tree(sub, depth - 1) : SKIPPR_NOMEM;
+        sk_free(sub);
+    }
+    closedir(d);
+    if (!rc && rmdir(path) != 0 && errno != ENOENT)
+        rc = SKIPPR_IO;
+    return rc;
+}
+
+/* to made a copy of folder from whose files are hard links to from's. */
+static int link_tree(const char *from, const char *to, int depth)
+{
+    if (depth <= 0)
+        return SKIPPR_INVAL;
+    int rc = sk_io_mkdir_p(to, 0755);
+    DIR *d = rc ? NULL : opendir(from);
+    if (!rc && !d)
+        rc = SKIPPR_IO;
+    struct dirent *de;
+    while (!rc && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *a = sk_asprintf("%s/%s", from, de->d_name);
+        char *b = sk_asprintf("%s/%s", to, de->d_name);
+        struct stat st;
+        if (!a || !b)
+            rc = SKIPPR_NOMEM;
+        else if (lstat(a, &st) != 0)
+            rc = SKIPPR_IO;
+        else if (S_ISDIR(st.st_mode))
+            rc = link_tree(a, b, depth - 1);
+        else if (link(a, b) != 0)
+            rc = SKIPPR_IO;
+        if (rc == SKIPPR_IO)
+            sk_error("verify mark: %s -> %s: %s", a, b, strerror(errno));
+        sk_free(a);
+        sk_free(b);
+    }
+    if (d)
+        closedir(d);
+    return rc ? rc : sk_io_fsync_dir(to);
+}
+
+/* The generation in dir/current; 0 when there is none. */
+static int read_current(const char *dir, uint64_t *gen)
+{
+    char *path = sk_asprintf("%s/current", dir);
+    FILE *f = path ? fopen(path, "r") : NULL;
+    sk_free(path);
+    *gen = 0;
+    if (!f)
+        return errno == ENOENT ? SKIPPR_OK : SKIPPR_IO;
+    int ok = fscanf(f, "%" SCNu64, gen) == 1 && *gen > 0;
+    fclose(f);
+    if (!ok)
+        sk_error("verify mark: %s/current does not name a generation", dir);
+    return ok ? SKIPPR_OK : SKIPPR_CORRUPT;
+}
+
+/* Remove every generation of dir but keep's (0: all). */
+static int prune(const char *dir, uint64_t keep)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return SKIPPR_IO;
+    int rc = SKIPPR_OK;
+    struct dirent *de;
+    while (!rc && (de = readdir(d))) {
+        uint64_t g;
+        char tail;
+        if (sscanf(de->d_name, "gen-%" SCNu64 "%c", &g, &tail) != 1 ||
+            g == keep)
+            continue;
+        char *sub = sk_asprintf("%s/%s", dir, de->d_name);
+        rc = sub ? remove_tree(sub, TREE_DEPTH) : SKIPPR_NOMEM;
+        sk_free(sub);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The partitions file being made: its bytes, its entries. */
+typedef struct writer {
+    skippr_buf *out;
+    uint64_t n;
+} writer;
+
+/* Append a partition's entry to the file's bytes (sk_partitions_fn). */
+static int put_entry(const char *key, size_t klen, const sk_digest *a,
+                     const sk_digest *b, void *ud)
+{
+    writer *w = ud;
+    skippr_buf *out = w->out;
+    uint8_t head[5];
+    if (klen > UINT32_MAX)
+        return SKIPPR_INVAL;
+    sk_put_u32(head, (uint32_t)klen);
+    head[4] = (uint8_t)((a ? 1 : 0) | (b ? 2 : 0));
+    int rc = skippr_buf_append(out, head, sizeof head);
+    if (!rc)
+        rc = skippr_buf_append(out, key, klen);
+    const sk_digest *d[2] = {a, b};
+    for (int s = 0; !rc && s < 2; s++) {
+        if (!d[s])
+            continue;
+        uint8_t v[32];
+        sk_put_u64(v, d[s]->records);
+        sk_put_u64(v + 8, d[s]->bytes);
+        sk_put_u64(v + 16, d[s]->lo);
+        sk_put_u64(v + 24, d[s]->hi);
+        rc = skippr_buf_append(out, v, sizeof v);
+    }
+    w->n++;
+    return rc ? SKIPPR_NOMEM : SKIPPR_OK;
+}
+
+/* The partitions file's bytes for src, dst and t, into *out (the
+ * caller frees out->data). */
+static int encode(const sk_partitions *src, const sk_partitions *dst,
+                  sk_vmark_totals t, skippr_buf *out)
+{
+    skippr_buf_init(out, FILE_MAX);
+    uint8_t head[MAGIC_LEN + 32];
+    memcpy(head, MAGIC, MAGIC_LEN);
+    sk_put_u64(head + 8, (uint64_t)t.at);
+    sk_put_u64(head + 16, t.units);
+    sk_put_u64(head + 24, t.objects);
+    sk_put_u64(head + 32, 0); /* entries: filled in below */
+    if (skippr_buf_append(out, head, sizeof head))
+        return SKIPPR_NOMEM;
+    writer w = {.out = out};
+    int rc = sk_partitions_pair(src, dst, put_entry, &w);
+    if (rc)
+        return rc;
+    sk_put_u64(out->data + 32, w.n);
+    uint8_t crc[4];
+    sk_put_u32(crc, sk_crc32c(0, out->data + MAGIC_LEN,
+                              out->len - MAGIC_LEN));
+    return skippr_buf_append(out, crc, sizeof crc) ? SKIPPR_NOMEM : SKIPPR_OK;
+}
+
+/* One side's digest at p (32 bytes) into the partition key of set. */
+static int take(sk_partitions *set, const char *key, size_t klen,
+                const uint8_t *p)
+{
+    sk_digest *d = sk_partitions_at(set, key, klen);
+    if (!d)
+        return SKIPPR_NOMEM;
+    sk_digest o = {.records = sk_get_u64(p), .bytes = sk_get_u64(p + 8),
+                   .lo = sk_get_u64(p + 16), .hi = sk_get_u64(p + 24)};
+    sk_digest_merge(d, &o);
+    return SKIPPR_OK;
+}
+
+/* The partitions file's bytes p[0..n) into src, dst and *t. */
+static int decode(const uint8_t *p, size_t n, sk_partitions *src,
+                  sk_partitions *dst, sk_vmark_totals *t)
+{
+    if (n < MAGIC_LEN + 36 || memcmp(p, MAGIC, MAGIC_LEN) ||
+        sk_get_u32(p + n - 4) != sk_crc32c(0, p + MAGIC_LEN,
+                                            n - 4 - MAGIC_LEN))
+        return SKIPPR_CORRUPT;
+    *t = (sk_vmark_totals){.at = (int64_t)sk_get_u64(p + 8),
+                           .units = sk_get_u64(p + 16),
+                           .objects = sk_get_u64(p + 24)};
+    uint64_t entries = sk_get_u64(p + 32);
+    size_t at = MAGIC_LEN + 32, end = n - 4;
+    sk_partitions *side[2] = {src, dst};
+    int rc = SKIPPR_OK;
+    for (uint64_t i = 0; !rc && i < entries; i++) {
+        if (end - at < 5)
+            return SKIPPR_CORRUPT;
+        size_t klen = sk_get_u32(p + at);
+        uint8_t sides = p[at + 4];
+        at += 5;
+        if (end - at < klen)
+            return SKIPPR_CORRUPT;
+        const char *key = (const char *)p + at;
+        at += klen;
+        for (int s = 0; !rc && s < 2; s++) {
+            if (!(sides & (1u << s)))
+                continue;
+            if (end - at < 32)
+                return SKIPPR_CORRUPT;
+            rc = take(side[s], key, klen, p + at);
+            at += 32;
+        }
+    }
+    return rc ? rc : at == end ? SKIPPR_OK : SKIPPR_CORRUPT;
+}
+
+/* Read path whole (at most FILE_MAX bytes) and decode it. */
+static int load(const char *path, sk_partitions *src, sk_partitions *dst,
+                sk_vmark_totals *t)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        sk_error("verify mark: %s: %s", path, strerror(errno));
+        return SKIPPR_CORRUPT;
+    }
+    skippr_buf b;
+    skippr_buf_init(&b, FILE_MAX);
+    int rc = SKIPPR_OK;
+    uint8_t chunk[65536];
+    size_t got;
+    while (!rc && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = skippr_buf_append(&b, chunk, got) ? SKIPPR_NOMEM : SKIPPR_OK;
+    if (!rc && ferror(f))
+        rc = SKIPPR_IO;
+    fclose(f);
+    if (!rc)
+        rc = decode(b.data, b.len, src, dst, t);
+    if (rc == SKIPPR_CORRUPT)
+        sk_error("verify mark: %s does not read back whole; remove the "
+                 "mark's folder to verify everything afresh", path);
+    skippr_buf_free(&b);
+    return rc;
+}
+
+/* The lock on dir/lock, held until close. */
+static int take_lock(sk_vmark *m)
+{
+    char *path = sk_asprintf("%s/lock", m->dir);
+    int rc = path ? sk_io_open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644,
+                               &m->lock_fd)
+                  : SKIPPR_NOMEM;
+    sk_free(path);
+    if (!rc && flock(m->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        sk_error("verify mark %s: another verify of this pipeline is "
+                 "running", m->dir);
+        rc = SKIPPR_LOCKED;
+    }
+    return rc;
+}
+
+/* The generation to work on, from the last one (cur, 0: none). */
+static int new_generation(sk_vmark *m, uint64_t cur, sk_partitions *src,
+                          sk_partitions *dst)
+{
+    m->gen = cur + 1;
+    if (!(m->gen_dir = sk_asprintf("%s/gen-%" PRIu64, m->dir, m->gen)))
+        return SKIPPR_NOMEM;
+    int rc = SKIPPR_OK;
+    if (cur) {
+        char *old = sk_asprintf("%s/gen-%" PRIu64, m->dir, cur);
+        char *parts = sk_asprintf("%s/partitions", old ? old : "");
+        rc = !old || !parts ? SKIPPR_NOMEM
+                            : load(parts, src, dst, &m->prior);
+        if (!rc)
+            rc = link_tree(old, m->gen_dir, TREE_DEPTH);
+        sk_free(old);
+        sk_free(parts);
+    } else {
+        rc = sk_io_mkdir_p(m->gen_dir, 0755);
+    }
+    static const char *const names[2] = {"source", "sink"};
+    for (int s = 0; !rc && s < 2; s++) {
+        char *path = sk_asprintf("%s/%s", m->gen_dir, names[s]);
+        rc = path ? sk_ledger_open(path, 0, &m->seen[s]) : SKIPPR_NOMEM;
+        sk_free(path);
+    }
+    return rc;
+}
+
+int sk_vmark_open(const char *dir, sk_partitions *src, sk_partitions *dst,
+                  sk_vmark **out)
+{
+    *out = NULL;
+    sk_vmark *m = sk_calloc(1, sizeof *m);
+    if (!m)
+        return SKIPPR_NOMEM;
+    m->lock_fd = -1;
+    uint64_t cur = 0;
+    int rc = (m->dir = sk_strdup(dir)) ? sk_io_mkdir_p(dir, 0755)
+                                       : SKIPPR_NOMEM;
+    if (!rc)
+        rc = take_lock(m);
+    if (!rc)
+        rc = read_current(dir, &cur);
+    if (!rc)
+        rc = prune(dir, cur);
+    if (!rc)
+        rc = new_generation(m, cur, src, dst);
+    if (rc) {
+        sk_vmark_close(m);
+        return rc;
+    }
+    *out = m;
+    return SKIPPR_OK;
+}
+
+sk_vmark_totals sk_vmark_prior(const sk_vmark *m)
+{
+    return m->prior;
+}
+
+sk_ledger *sk_vmark_ledger(sk_vmark *m, int side)
+{
+    return m->seen[side ? 1 : 0];
+}
+
+int sk_vmark_commit(sk_vmark *m, const sk_partitions *src,
+                    const sk_partitions *dst, sk_vmark_totals t)
+{
+    int rc = SKIPPR_OK;
+    for (int s = 0; !rc && s < 2; s++)
+        rc = sk_ledger_compact(m->seen[s], 0);
+    skippr_buf b = {0};
+    char *parts = sk_asprintf("%s/partitions", m->gen_dir);
+    char *cur = sk_asprintf("%s/current", m->dir);
+    char num[24];
+    int len = snprintf(num, sizeof num, "%" PRIu64 "\n", m->gen);
+    if (!rc && (!parts || !cur))
+        rc = SKIPPR_NOMEM;
+    if (!rc)
+        rc = encode(src, dst, t, &b);
+    if (!rc)
+        rc = sk_io_replace_file(parts, b.data, b.len);
+    if (!rc)
+        rc = sk_io_fsync_dir(m->gen_dir);
+    if (!rc)
+        rc = sk_io_replace_file(cur, num, (size_t)len);
+    if (!rc) {
+        m->committed = 1;
+        rc = prune(m->dir, m->gen); /* the generation before */
+    }
+    skippr_buf_free(&b);
+    sk_free(parts);
+    sk_free(cur);
+    return rc;
+}
+
+void sk_vmark_close(sk_vmark *m)
+{
+    if (!m)
+        return;
+    for (int s = 0; s < 2; s++)
+        sk_ledger_close(m->seen[s]);
+    if (m->gen_dir && !m->committed)
+        remove_tree(m->gen_dir, TREE_DEPTH);
+    if (m->lock_fd >= 0)
+        close(m->lock_fd); /* releases the flock */
+    sk_free(m->gen_dir);
+    sk_free(m->dir);
+    sk_free(m);
+}
