@@ -3,7 +3,8 @@
 same server, same run. Prints CPU-seconds per GB of source data (user +
 system of the copying process, from wait4), wall time, minor page faults
 and peak RSS, the median of RUNS runs each, and the ratio of each run's
-pair (one skipprd, then one rclone). Figures only; it asserts nothing.
+pair (one skipprd, then one rclone). Then `skipprd verify` of the last
+copy, full and `--since-state`. Figures only; it asserts nothing.
 
     bench/s3_vs_rclone.py [--tls] [--plain] [OBJECTS] [RECORDS_PER_OBJECT]
                           [RUNS]
@@ -67,6 +68,23 @@ def setup():
                        check=True, stdout=subprocess.DEVNULL)
     subprocess.run([os.path.join(ROOT, "scripts", "setup.sh"), "build"],
                    check=True, stdout=subprocess.DEVNULL)
+
+
+def verify_figures(cfg, env, copies):
+    """skipprd verify of the last run's copy (both buckets read back), and
+    verify --since-state: the first (everything), then one with nothing
+    new; next to the copy's median wall time and peak RSS."""
+    wall = statistics.median(r[0] for r in copies)
+    rss = statistics.median(r[3] for r in copies)
+    for label, extra in (("verify", []),
+                         ("verify --since-state, first", ["--since-state"]),
+                         ("verify --since-state, nothing new",
+                          ["--since-state"])):
+        w, cpu, _, r = timed([SKIPPRD, "verify", "-p", "p", "-q", "-c", cfg]
+                             + extra, env)
+        print("%-34s %.2f s wall (%.2fx the copy's), %.2f CPU-s, peak RSS "
+              "%.0f MiB (the copy's %.0f), clean" % (label, w, w / wall,
+                                                     cpu, r, rss))
 
 
 def main():
@@ -170,6 +188,7 @@ data_sinks:
                                                     results["rclone"]))
         print("paired, run by run: median %.2fx (%.2fx to %.2fx)" %
               (statistics.median(pairs), pairs[0], pairs[-1]))
+        verify_figures(cfg, sk_env, results["skipprd"])
     finally:
         s3.close()
         shutil.rmtree(work, ignore_errors=True)

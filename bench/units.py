@@ -16,7 +16,9 @@ keys "YYYY/MM/DD/HH/stream-1-...", 1,000 an hour):
               them away.
 
 For each: the first `--once` (units/s, peak RSS), `skipprd verify` of
-it (both sides read again: wall time next to the copy's, peak RSS), a re-run with nothing new
+it (both sides read again: wall time next to the copy's, peak RSS), then
+`verify --since-state` twice (the first reads everything, the second
+nothing new), a re-run with nothing new
 (units/s skipped, peak RSS; the median of five runs; for files also "by
 name", with `verify_done_units: false`, which skips done files without a
 stat), the ledger's bytes
@@ -115,12 +117,12 @@ def run(cfg, threads, verbose=False, env=None):
     return float(wall), int(rss) / 1024, p.stderr
 
 
-def verify(cfg, threads):
+def verify(cfg, threads, *extra):
     """skipprd verify of the pipeline: (wall s, peak RSS MiB, clean)."""
     with tempfile.NamedTemporaryFile("r") as t:
         p = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", t.name,
                             SKIPPRD, "verify", "-p", "p", "-q", "-t",
-                            str(threads), "-c", cfg],
+                            str(threads), "-c", cfg, *extra],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
         if p.returncode not in (0, 6):
@@ -159,6 +161,11 @@ def case(label, n, work, source_for, add_new, threads, by_name=False):
           "(%.2f x the first run's time)" % (
               label, vwall, n / vwall, vrss, "clean" if clean else
               "NOT CLEAN", vwall / wall), flush=True)
+    for what in ("first", "nothing new"):
+        swall, srss, clean = verify(cfg, threads, "--since-state")
+        print("%-22s verify --since-state, %s: %.2f s %6.0f MiB RSS, %s" % (
+            label, what, swall, srss, "clean" if clean else "NOT CLEAN"),
+            flush=True)
     # The re-run is short and the machine shared: the median of five.
     rerun(label, "re-run", n, cfg, threads)
     if by_name:
@@ -176,6 +183,10 @@ def case(label, n, work, source_for, add_new, threads, by_name=False):
     last = flushes[-1] if flushes else ("?", "?")
     print("%-22s +1,000 new  %9.2f s, flush of %s units %s ms, %6.0f MiB "
           "RSS" % (label, wall, last[0], last[1], rss), flush=True)
+    swall, srss, clean = verify(cfg, threads, "--since-state")
+    print("%-22s +1,000 new, verify --since-state: %.2f s %6.0f MiB RSS, %s"
+          % (label, swall, srss, "clean" if clean else "NOT CLEAN"),
+          flush=True)
     # The same again with incremental_listing: the run lists only after
     # the mark the last one left (every unit before it is done and old).
     cfg = write_config(work, source_for(add_new(n + 1000)),

@@ -7,7 +7,9 @@ layout. Figures only; asserts nothing.
 
 A Firehose-like corpus of about --mb MB (plain JSON lines, 3,000 records
 an object) is copied once; then verify reads the source and the sink
-back --runs times (the median is printed), on a clean copy. Last, one
+back --runs times (the median is printed), on a clean copy. Then
+`verify --since-state`: the first, one with nothing new, and one after a
+tenth more objects are copied, next to the full verify. Last, one
 record is deleted from one object and verify runs again: the cost of a
 copy that is not clean (both sides read twice: the digests, then the
 records of the partitions that differ). Needs about twice --mb of disk.
@@ -32,6 +34,32 @@ def timed(args):
             sys.exit("skipprd %s failed:\n%s" % (args[0], p.stderr[-2000:]))
         wall, rss = t.read().split()[-2:]
     return float(wall), int(rss) / 1024, p.returncode
+
+
+def since(work, inp, objects, common, copy_wall, verify_wall):
+    """verify --since-state: the first (everything the copy finished),
+    one with nothing new, and one after a tenth more objects are copied;
+    next to the full verify's time."""
+    first = timed(["verify", "--since-state"] + common)
+    again = timed(["verify", "--since-state"] + common)
+    for label, (w, r, rc) in (("verify --since-state, first", first),
+                              ("verify --since-state, nothing new", again)):
+        print("%-34s %7.2f s %15.0f MiB RSS (%s; %.2f x the full verify)"
+              % (label, w, r, "clean" if rc == 0 else "NOT CLEAN",
+                 w / verify_wall), flush=True)
+    more = max(1, objects // 10)
+    subprocess.run([sys.executable, GEN, inp, "--objects", str(more),
+                    "--records", "3000", "--plain", "--framing", "lines",
+                    "--seed", "2", "--first-id", "900000000"], check=True,
+                   stdout=subprocess.DEVNULL)
+    cwall, _, _ = timed(["sync", "--once"] + common)
+    w, r, rc = timed(["verify", "--since-state"] + common)
+    fw, _, _ = timed(["verify"] + common)
+    print("%-34s %7.2f s %15.0f MiB RSS (%s; %d objects more, copied in "
+          "%.2f s; %.2f x the full verify of all, %.2f s)" % (
+              "verify --since-state, a tenth new", w, r,
+              "clean" if rc == 0 else "NOT CLEAN", more, cwall, w / fw, fw),
+          flush=True)
 
 
 def main():
@@ -69,6 +97,7 @@ def main():
                   "verify, clean", vwall, mb / vwall, vrss,
                   "clean" if rc == 0 else "NOT CLEAN", len(runs),
                   vwall / wall), flush=True)
+        since(work, inp, objects, common, wall, vwall)
         victim = None
         for d, _, fs in sorted(os.walk(os.path.join(work, "out"))):
             fs = sorted(x for x in fs if x.endswith(".jsonl"))

@@ -5,7 +5,7 @@
 
 #include "verify/objkey.h"
 
-#define SINCE_FLUSH 262144 /* mark records held in memory, at most */
+#define SINCE_FLUSH 65536 /* mark records held in memory, at most */
 
 struct pl_verify {
     char *prefix;           /* the sink's objects are under it */

@@ -136,12 +136,13 @@ static json_t *records_json(const sk_rec_report *rr)
     json_t *listed = json_array();
     for (size_t i = 0; listed && i < rr->nfirst; i++)
         json_array_append_new(listed, diff_json(&rr->first[i]));
-    return json_pack("{s:I,s:I,s:I,s:I,s:b,s:o}", "missing",
+    return json_pack("{s:I,s:I,s:I,s:I,s:b,s:I,s:o}", "missing",
                      (json_int_t)rr->counts[SK_REC_MISSING], "moved",
                      (json_int_t)rr->counts[SK_REC_MOVED], "duplicated",
                      (json_int_t)rr->counts[SK_REC_DUPLICATED], "unexpected",
                      (json_int_t)rr->counts[SK_REC_UNEXPECTED], "partial",
-                     rr->partial, "listed", listed ? listed : json_array());
+                     rr->partial, "spilled_runs", (json_int_t)rr->runs,
+                     "listed", listed ? listed : json_array());
 }
 
 /* The records that differ, for a person. */

@@ -93,8 +93,9 @@ static int both_sides(engine *e, sk_instance *reader)
     return rc;
 }
 
-/* Records kept a side while drilling: 32 bytes each, within a quarter
- * of the memory budget for both. */
+/* Records kept in memory a side while drilling: 32 bytes each, within a
+ * quarter of the memory budget for both (the rest go to disk in sorted
+ * runs: verify/recruns.h). */
 static size_t drill_max(const engine *e)
 {
     uint64_t m = (uint64_t)e->cfg->memory_budget / 8 / 32;

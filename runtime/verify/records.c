@@ -7,17 +7,15 @@
 #include "base/common.h"
 #include "base/hash.h"
 #include "base/map.h"
+#include "verify/recruns.h"
 
-typedef struct rec {
-    uint64_t hi, lo;
-    uint32_t part, where; /* names */
-    uint64_t offset;
-} rec;
+typedef sk_rec rec;
 
 typedef struct side {
-    rec *v;
+    rec *v;           /* in memory, at most max */
     size_t n, cap;
-    uint64_t dropped; /* past max: counted, not kept */
+    sk_recruns *runs; /* the rest, spilled */
+    uint64_t dropped; /* past the runs' bound: counted, not kept */
 } side;
 
 struct sk_recset {
@@ -46,8 +44,10 @@ void sk_recset_free(sk_recset *s)
         sk_free(s->names[i]);
     sk_free(s->names);
     sk_map_free(&s->index);
-    sk_free(s->sides[0].v);
-    sk_free(s->sides[1].v);
+    for (int i = 0; i < 2; i++) {
+        sk_free(s->sides[i].v);
+        sk_recruns_free(s->sides[i].runs);
+    }
     sk_free(s);
 }
 
@@ -80,9 +80,21 @@ int sk_recset_add(sk_recset *s, int sd, sk_record_hash h, const char *part,
                   size_t plen, const char *where, uint64_t offset)
 {
     side *d = &s->sides[sd ? 1 : 0];
-    if (d->n >= s->max) {
+    if (d->dropped) {
         d->dropped++;
         return SKIPPR_OK;
+    }
+    if (d->n >= s->max) { /* a share of memory full: to disk, sorted */
+        if (!d->runs && !(d->runs = sk_recruns_new()))
+            return SKIPPR_NOMEM;
+        int rc = sk_recruns_spill(d->runs, d->v, d->n);
+        if (rc == SKIPPR_RANGE) {
+            d->dropped++;
+            return SKIPPR_OK;
+        }
+        if (rc)
+            return rc;
+        d->n = 0;
     }
     uint32_t p = intern(s, part, plen), w = intern(s, where, strlen(where));
     if (p == UINT32_MAX || w == UINT32_MAX ||
@@ -90,6 +102,14 @@ int sk_recset_add(sk_recset *s, int sd, sk_record_hash h, const char *part,
         return SKIPPR_NOMEM;
     d->v[d->n++] = (rec){h.hi, h.lo, p, w, offset};
     return SKIPPR_OK;
+}
+
+size_t sk_recset_runs(const sk_recset *s)
+{
+    size_t n = 0;
+    for (int i = 0; i < 2; i++)
+        n += s->sides[i].runs ? sk_recruns_count(s->sides[i].runs) : 0;
+    return n;
 }
 
 const char *sk_rec_kind_name(sk_rec_kind k)
@@ -103,20 +123,6 @@ void sk_rec_report_free(sk_rec_report *r)
 {
     sk_free(r->first);
     *r = (sk_rec_report){0};
-}
-
-static int by_hash(const void *pa, const void *pb)
-{
-    const rec *x = pa, *y = pb;
-    if (x->hi != y->hi)
-        return x->hi < y->hi ? -1 : 1;
-    if (x->lo != y->lo)
-        return x->lo < y->lo ? -1 : 1;
-    if (x->part != y->part)
-        return x->part < y->part ? -1 : 1;
-    if (x->where != y->where)
-        return x->where < y->where ? -1 : 1;
-    return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
 /* -1, 0 or 1 as x's hash is below, equal to or above y's. */
@@ -190,34 +196,75 @@ static int one_hash(match *m, const rec *a, size_t na, const rec *b,
     return rc;
 }
 
+/* One side's records in order, read a hash's worth at a time: the
+ * cursor, the record it stands on, the group of one hash. */
+typedef struct stream {
+    sk_recmerge *m;
+    const rec *head;
+    rec *g;
+    size_t n, cap;
+} stream;
+
+/* The records of x's next hash (its head's) into x->g. */
+static int group(stream *x)
+{
+    x->n = 0;
+    if (!x->head)
+        return SKIPPR_OK;
+    rec h = *x->head;
+    int rc = SKIPPR_OK;
+    while (!rc && x->head && hash_cmp(x->head, &h) == 0) {
+        if (skippr_array_grow(&x->g, x->n, &x->cap, sizeof *x->g, 16))
+            return SKIPPR_NOMEM;
+        x->g[x->n++] = *x->head;
+        x->head = sk_recmerge_next(x->m, &rc);
+    }
+    return rc;
+}
+
+/* Match the two streams, a hash at a time. */
+static int match_streams(match *m, stream *a, stream *b)
+{
+    int rc = SKIPPR_OK;
+    while (!rc && (a->head || b->head)) {
+        int c = !a->head ? 1 : !b->head ? -1 : hash_cmp(a->head, b->head);
+        a->n = b->n = 0;
+        if (c <= 0)
+            rc = group(a);
+        if (!rc && c >= 0)
+            rc = group(b);
+        if (!rc)
+            rc = one_hash(m, a->n ? a->g : NULL, a->n, b->n ? b->g : NULL,
+                          b->n);
+    }
+    return rc;
+}
+
 int sk_recset_compare(sk_recset *s, size_t keep, sk_rec_report *r)
 {
     *r = (sk_rec_report){.keep = keep,
                          .partial = s->sides[0].dropped ||
-                                    s->sides[1].dropped};
+                                    s->sides[1].dropped,
+                         .runs = sk_recset_runs(s)};
     if (keep && !(r->first = sk_calloc(keep, sizeof *r->first)))
         return SKIPPR_NOMEM;
-    const side *a = &s->sides[0], *b = &s->sides[1];
-    if (a->n) /* (a side with no record has no array) */
-        qsort(a->v, a->n, sizeof *a->v, by_hash);
-    if (b->n)
-        qsort(b->v, b->n, sizeof *b->v, by_hash);
     match m = {.s = s, .r = r};
-    size_t i = 0, j = 0;
+    stream st[2] = {{0}, {0}};
     int rc = SKIPPR_OK;
-    while (!rc && (i < a->n || j < b->n)) {
-        int c = i == a->n ? 1 : j == b->n ? -1 : hash_cmp(&a->v[i], &b->v[j]);
-        const rec *x = c <= 0 ? &a->v[i] : &b->v[j];
-        size_t i2 = i, j2 = j;
-        while (i2 < a->n && hash_cmp(&a->v[i2], x) == 0)
-            i2++;
-        while (j2 < b->n && hash_cmp(&b->v[j2], x) == 0)
-            j2++;
-        /* (a side out of records may have no array at all) */
-        rc = one_hash(&m, i2 > i ? &a->v[i] : NULL, i2 - i,
-                      j2 > j ? &b->v[j] : NULL, j2 - j);
-        i = i2;
-        j = j2;
+    for (int i = 0; !rc && i < 2; i++) {
+        side *d = &s->sides[i];
+        if (!d->runs && !(d->runs = sk_recruns_new()))
+            rc = SKIPPR_NOMEM;
+        if (!rc)
+            rc = sk_recmerge_open(d->runs, d->v, d->n, &st[i].m);
+        if (!rc)
+            st[i].head = sk_recmerge_next(st[i].m, &rc);
+    }
+    if (!rc)
+        rc = match_streams(&m, &st[0], &st[1]);
+    for (int i = 0; i < 2; i++) {
+        sk_recmerge_free(st[i].m);
+        sk_free(st[i].g);
     }
     sk_free(m.left[0]);
     sk_free(m.left[1]);

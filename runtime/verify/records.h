@@ -7,8 +7,10 @@
  * more than once, under another partition, or unexpected.
  *
  * Memory: 32 bytes a record kept and each name once. A side holds at most
- * the limit given to sk_recset_new; past it, the rest are counted but not
- * kept, and the comparison says it is partial.
+ * the limit given to sk_recset_new in memory; each time it is full, they
+ * are sorted and spilled to disk as a run (recruns.h), and the match
+ * merges the runs back. Past SK_RECRUNS_MAX runs a side, the rest are
+ * counted but not kept, and the comparison says it is partial.
  *
  * Owns: its records and names. Thread: one at a time.
  */
@@ -22,17 +24,20 @@
 
 typedef struct sk_recset sk_recset;
 
-/* An empty set of both sides' records that keeps at most max a side;
- * NULL on allocation failure. Free with sk_recset_free. */
+/* An empty set of both sides' records that keeps at most max a side in
+ * memory; NULL on allocation failure. Free with sk_recset_free. */
 sk_recset *sk_recset_new(size_t max);
 void sk_recset_free(sk_recset *s);
 /* Keep one record of side (0: the source, 1: the sink): its hash, its
  * partition (plen bytes), where it is (a unit or object id, NUL-ended)
- * and its offset there. SKIPPR_OK (also when the side is full: it is then
- * only counted) or SKIPPR_NOMEM. */
+ * and its offset there. SKIPPR_OK (also past the runs' bound: it is then
+ * only counted), SKIPPR_NOMEM, or an I/O status when a spill fails. */
 int sk_recset_add(sk_recset *s, int side, sk_record_hash h,
                   const char *part, size_t plen, const char *where,
                   uint64_t offset);
+
+/* Runs spilled to disk so far, both sides. */
+size_t sk_recset_runs(const sk_recset *s);
 
 /* What befell a source record, or a sink record, that has no twin in
  * its partition on the other side. */
@@ -61,12 +66,15 @@ typedef struct sk_rec_diff {
 typedef struct sk_rec_report {
     uint64_t counts[4];   /* records per sk_rec_kind */
     int partial;          /* a side had more records than it kept */
+    size_t runs;          /* sorted runs they were spilled to on disk */
     sk_rec_diff *first;   /* the first `keep` differences (by hash) */
     size_t nfirst, keep;
 } sk_rec_report;
 
-/* Match the source's records with the sink's (sorted in place) into *r,
- * naming at most keep of the differences. SKIPPR_OK or SKIPPR_NOMEM. */
+/* Match the source's records with the sink's (sorted in place, merged
+ * with their runs) into *r, naming at most keep of the differences.
+ * SKIPPR_OK, SKIPPR_NOMEM, or an I/O status when a run reads back
+ * short. */
 int sk_recset_compare(sk_recset *s, size_t keep, sk_rec_report *r);
 void sk_rec_report_free(sk_rec_report *r);
 /* A kind's name: "missing", "moved", "duplicated", "unexpected". */

@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -348,6 +349,36 @@ def test_since_state_judges_partitions_once_landed():
         ws.cleanup()
 
 
+def test_records_past_memory_go_to_disk():
+    """More records to match than memory_budget's share holds: they are
+    spilled to sorted runs in $TMPDIR and merged, none left out, and no
+    file left behind."""
+    ws = Workspace("verify-spill")
+    try:
+        ws.generate(objects=70, records=220, seed=5)
+        ws.write_config()
+        ws.sync("--once")
+        n = assert_exact(ws)
+        check(n > 3 * 4096, "too few records: %d" % n)
+        shutil.rmtree(ws.out)  # every record missing from the sink
+        os.makedirs(ws.out)
+        ws.write_config(pipeline_extra={"memory_budget": "1MiB"})
+        tmp = os.path.join(ws.root, "tmp")
+        os.makedirs(tmp)
+        p = run(["verify", "--pipeline", "gdpr_compliant_migration",
+                 "--config", ws.config, "--json"], check_rc=False,
+                env=dict(os.environ, TMPDIR=tmp))
+        check(p.returncode == 6, p.err)
+        r = json.loads(p.out)["records"]
+        check(r["missing"] == n and not r["partial"] and
+              r["unexpected"] == 0 and len(r["listed"]) == 20 and
+              r["spilled_runs"] >= 3, {k: v for k, v in r.items()
+                                       if k != "listed"})
+        check(os.listdir(tmp) == [], "left in TMPDIR: %s" % os.listdir(tmp))
+    finally:
+        ws.cleanup()
+
+
 def test_what_it_refuses():
     ws = Workspace("verify-stdout")
     try:
@@ -377,4 +408,5 @@ if __name__ == "__main__":
           test_since_state_reads_only_what_is_new,
           test_since_state_waits_for_records_on_their_way,
           test_since_state_judges_partitions_once_landed,
+          test_records_past_memory_go_to_disk,
           test_what_it_refuses])

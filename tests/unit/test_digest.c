@@ -2,8 +2,10 @@
  * (verify/partitions.c) and their comparison (verify/compare.c): order
  * does not matter, every kind of difference a verify must find changes
  * the digest, pairing walks both sides' partitions in key order, each
- * partition gets its verdict, and a sink's key says what its object is
- * (verify/objkey.c). */
+ * partition gets its verdict, a sink's key says what its object is
+ * (verify/objkey.c), and the records of partitions that differ are
+ * matched and named, in memory or spilled to sorted runs on disk
+ * (verify/records.c, verify/recruns.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -269,11 +271,12 @@ static void keep(sk_recset *s, int side, const char *rec, const char *part,
 }
 
 /* Each record without a twin in its partition is named once, by kind,
- * with where each side has it. */
-static void test_records_matched(void **state)
+ * with where each side has it: with every record in memory, and with a
+ * side's memory holding one (each spilled to disk as a run of its own,
+ * the runs merged back). */
+static void matched_with(size_t max)
 {
-    (void)state;
-    sk_recset *s = sk_recset_new(100);
+    sk_recset *s = sk_recset_new(max);
     assert_non_null(s);
     /* twins in one partition, in other objects: a match */
     keep(s, 0, recs[0], "p", "src/u1", 0);
@@ -337,23 +340,53 @@ static void test_records_matched(void **state)
     sk_recset_free(s);
 }
 
-/* Past its limit a side counts records without keeping them, and the
- * report says it is partial; a changed record is one missing and one
- * unexpected. */
-static void test_records_limit_and_change(void **state)
+static void test_records_matched(void **state)
 {
     (void)state;
-    sk_recset *s = sk_recset_new(1);
+    matched_with(100);
+    matched_with(1);
+    matched_with(2);
+}
+
+/* Many more records than memory holds, in many runs: twins across runs
+ * match; past the runs' bound a side counts records without keeping
+ * them, and the report says it is partial; a changed record is one
+ * missing and one unexpected. */
+static void test_records_spill_limit_and_change(void **state)
+{
+    (void)state;
+    sk_recset *s = sk_recset_new(7);
     assert_non_null(s);
+    char rec[32], where[32];
+    for (int i = 0; i < 3000; i++) { /* the sink in reverse order */
+        snprintf(rec, sizeof rec, "{\"n\":%d}", i);
+        snprintf(where, sizeof where, "u%d", i % 13);
+        keep(s, 0, rec, "p", where, (uint64_t)i);
+        snprintf(rec, sizeof rec, "{\"n\":%d}", 2999 - i);
+        keep(s, 1, rec, "p", "o", (uint64_t)i);
+    }
     keep(s, 0, recs[0], "p", "u", 0);
     keep(s, 1, recs[1], "p", "o", 0);
-    keep(s, 1, recs[2], "p", "o", 30); /* past the limit */
     sk_rec_report r;
     assert_int_equal(sk_recset_compare(s, 4, &r), 0);
-    assert_true(r.partial);
+    assert_false(r.partial);
     assert_int_equal(r.counts[SK_REC_MISSING], 1);
     assert_int_equal(r.counts[SK_REC_UNEXPECTED], 1);
     assert_int_equal(r.counts[SK_REC_MOVED], 0);
+    assert_int_equal(r.counts[SK_REC_DUPLICATED], 0);
+    sk_rec_report_free(&r);
+    sk_recset_free(s);
+    /* one record a run: past SK_RECRUNS_MAX runs, counted only */
+    s = sk_recset_new(1);
+    assert_non_null(s);
+    for (int i = 0; i < 4200; i++) {
+        snprintf(rec, sizeof rec, "{\"n\":%d}", i);
+        keep(s, 1, rec, "p", "o", (uint64_t)i);
+    }
+    assert_int_equal(sk_recset_compare(s, 4, &r), 0);
+    assert_true(r.partial);
+    assert_true(r.counts[SK_REC_UNEXPECTED] > 4000);
+    assert_true(r.counts[SK_REC_UNEXPECTED] < 4200);
     sk_rec_report_free(&r);
     sk_recset_free(s);
     /* a side with no record at all (an empty sink) */
@@ -377,7 +410,7 @@ int main(void)
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_object_kinds),
         cmocka_unit_test(test_records_matched),
-        cmocka_unit_test(test_records_limit_and_change),
+        cmocka_unit_test(test_records_spill_limit_and_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
