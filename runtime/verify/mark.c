@@ -13,13 +13,11 @@
 
 #include "base/buf.h"
 #include "base/common.h"
-#include "base/crc32c.h"
-#include "base/endian.h"
 #include "base/fsio.h"
+#include "verify/digestfile.h"
 
 #define MAGIC "SKVMRK01"
-#define MAGIC_LEN 8
-#define FILE_MAX ((size_t)1 << 30) /* partitions file: about 10M keys */
+#define NHEAD 3 /* at, units, objects */
 #define TREE_DEPTH 4               /* gen-N/sink.d/run: two levels */
 
 struct sk_vmark {
@@ -132,117 +130,7 @@ static int prune(const char *dir, uint64_t keep)
     return rc;
 }
 
-/* The partitions file being made: its bytes, its entries. */
-typedef struct writer {
-    skippr_buf *out;
-    uint64_t n;
-} writer;
-
-/* Append a partition's entry to the file's bytes (sk_partitions_fn). */
-static int put_entry(const char *key, size_t klen, const sk_digest *a,
-                     const sk_digest *b, void *ud)
-{
-    writer *w = ud;
-    skippr_buf *out = w->out;
-    uint8_t head[5];
-    if (klen > UINT32_MAX)
-        return SKIPPR_INVAL;
-    sk_put_u32(head, (uint32_t)klen);
-    head[4] = (uint8_t)((a ? 1 : 0) | (b ? 2 : 0));
-    int rc = skippr_buf_append(out, head, sizeof head);
-    if (!rc)
-        rc = skippr_buf_append(out, key, klen);
-    const sk_digest *d[2] = {a, b};
-    for (int s = 0; !rc && s < 2; s++) {
-        if (!d[s])
-            continue;
-        uint8_t v[32];
-        sk_put_u64(v, d[s]->records);
-        sk_put_u64(v + 8, d[s]->bytes);
-        sk_put_u64(v + 16, d[s]->lo);
-        sk_put_u64(v + 24, d[s]->hi);
-        rc = skippr_buf_append(out, v, sizeof v);
-    }
-    w->n++;
-    return rc ? SKIPPR_NOMEM : SKIPPR_OK;
-}
-
-/* The partitions file's bytes for src, dst and t, into *out (the
- * caller frees out->data). */
-static int encode(const sk_partitions *src, const sk_partitions *dst,
-                  sk_vmark_totals t, skippr_buf *out)
-{
-    skippr_buf_init(out, FILE_MAX);
-    uint8_t head[MAGIC_LEN + 32];
-    memcpy(head, MAGIC, MAGIC_LEN);
-    sk_put_u64(head + 8, (uint64_t)t.at);
-    sk_put_u64(head + 16, t.units);
-    sk_put_u64(head + 24, t.objects);
-    sk_put_u64(head + 32, 0); /* entries: filled in below */
-    if (skippr_buf_append(out, head, sizeof head))
-        return SKIPPR_NOMEM;
-    writer w = {.out = out};
-    int rc = sk_partitions_pair(src, dst, put_entry, &w);
-    if (rc)
-        return rc;
-    sk_put_u64(out->data + 32, w.n);
-    uint8_t crc[4];
-    sk_put_u32(crc, sk_crc32c(0, out->data + MAGIC_LEN,
-                              out->len - MAGIC_LEN));
-    return skippr_buf_append(out, crc, sizeof crc) ? SKIPPR_NOMEM : SKIPPR_OK;
-}
-
-/* One side's digest at p (32 bytes) into the partition key of set. */
-static int take(sk_partitions *set, const char *key, size_t klen,
-                const uint8_t *p)
-{
-    sk_digest *d = sk_partitions_at(set, key, klen);
-    if (!d)
-        return SKIPPR_NOMEM;
-    sk_digest o = {.records = sk_get_u64(p), .bytes = sk_get_u64(p + 8),
-                   .lo = sk_get_u64(p + 16), .hi = sk_get_u64(p + 24)};
-    sk_digest_merge(d, &o);
-    return SKIPPR_OK;
-}
-
-/* The partitions file's bytes p[0..n) into src, dst and *t. */
-static int decode(const uint8_t *p, size_t n, sk_partitions *src,
-                  sk_partitions *dst, sk_vmark_totals *t)
-{
-    if (n < MAGIC_LEN + 36 || memcmp(p, MAGIC, MAGIC_LEN) ||
-        sk_get_u32(p + n - 4) != sk_crc32c(0, p + MAGIC_LEN,
-                                            n - 4 - MAGIC_LEN))
-        return SKIPPR_CORRUPT;
-    *t = (sk_vmark_totals){.at = (int64_t)sk_get_u64(p + 8),
-                           .units = sk_get_u64(p + 16),
-                           .objects = sk_get_u64(p + 24)};
-    uint64_t entries = sk_get_u64(p + 32);
-    size_t at = MAGIC_LEN + 32, end = n - 4;
-    sk_partitions *side[2] = {src, dst};
-    int rc = SKIPPR_OK;
-    for (uint64_t i = 0; !rc && i < entries; i++) {
-        if (end - at < 5)
-            return SKIPPR_CORRUPT;
-        size_t klen = sk_get_u32(p + at);
-        uint8_t sides = p[at + 4];
-        at += 5;
-        if (end - at < klen)
-            return SKIPPR_CORRUPT;
-        const char *key = (const char *)p + at;
-        at += klen;
-        for (int s = 0; !rc && s < 2; s++) {
-            if (!(sides & (1u << s)))
-                continue;
-            if (end - at < 32)
-                return SKIPPR_CORRUPT;
-            rc = take(side[s], key, klen, p + at);
-            at += 32;
-        }
-    }
-    return rc ? rc : at == end ? SKIPPR_OK : SKIPPR_CORRUPT;
-}
-
-/* Read path whole (at most FILE_MAX bytes) and decode it. */
+/* Read path whole (at most SK_DIGESTFILE_MAX bytes) and decode it. */
 static int load(const char *path, sk_partitions *src, sk_partitions *dst,
                 sk_vmark_totals *t)
 {
@@ -252,7 +140,7 @@ static int load(const char *path, sk_partitions *src, sk_partitions *dst,
         return SKIPPR_CORRUPT;
     }
     skippr_buf b;
-    skippr_buf_init(&b, FILE_MAX);
+    skippr_buf_init(&b, SK_DIGESTFILE_MAX);
     int rc = SKIPPR_OK;
     uint8_t chunk[65536];
     size_t got;
@@ -261,8 +149,13 @@ static int load(const char *path, sk_partitions *src, sk_partitions *dst,
     if (!rc && ferror(f))
         rc = SKIPPR_IO;
     fclose(f);
+    uint64_t head[NHEAD];
     if (!rc)
-        rc = decode(b.data, b.len, src, dst, t);
+        rc = sk_digestfile_decode(MAGIC, b.data, b.len, head, NHEAD, src,
+                                  dst);
+    if (!rc)
+        *t = (sk_vmark_totals){.at = (int64_t)head[0], .units = head[1],
+                               .objects = head[2]};
     if (rc == SKIPPR_CORRUPT)
         sk_error("verify mark: %s does not read back whole; remove the "
                  "mark's folder to verify everything afresh", path);
@@ -365,8 +258,9 @@ int sk_vmark_commit(sk_vmark *m, const sk_partitions *src,
     int len = snprintf(num, sizeof num, "%" PRIu64 "\n", m->gen);
     if (!rc && (!parts || !cur))
         rc = SKIPPR_NOMEM;
+    uint64_t head[NHEAD] = {(uint64_t)t.at, t.units, t.objects};
     if (!rc)
-        rc = encode(src, dst, t, &b);
+        rc = sk_digestfile_encode(MAGIC, head, NHEAD, src, dst, &b);
     if (!rc)
         rc = sk_io_replace_file(parts, b.data, b.len);
     if (!rc)

@@ -14,11 +14,8 @@
  * the next open removes every other generation. So a mark is either the
  * last committed verify's or the one before: never half of one.
  *
- * `partitions` (little-endian): "SKVMRK01", u64 unix seconds of the
- * verify, u64 source units, u64 sink objects, u64 entries; per entry
- * u32 key length, the key, u8 sides (bit 0 source, bit 1 sink), and per
- * side present its digest as four u64 (records, bytes, lo, hi); then
- * u32 CRC32C of everything after the magic.
+ * `partitions` is a digest file (digestfile.h) of magic "SKVMRK01" whose
+ * header is the verify's unix seconds, source units and sink objects.
  *
  * Owns: its ledgers (until sk_vmark_close) and the lock. Thread: one.
  */
