@@ -37,7 +37,10 @@ static const char usage[] =
     "                                  byte for byte, under its partition\n"
     "                                  (exit 0: clean; 6: not clean);\n"
     "                                  --since-state: only what the copy\n"
-    "                                  finished since the last such verify\n"
+    "                                  finished since the last such verify;\n"
+    "                                  with --shard I/N (--shards N): read\n"
+    "                                  shard I's share, store its digests;\n"
+    "                                  then --merge-shards N compares them\n"
     "  status --pipeline NAME          show units done, slices buffered and\n"
     "                                  pending, and whether it is running\n"
     "  plugins [--json]                list the plugins found and their\n"
@@ -102,6 +105,7 @@ typedef struct cli_args {
     const char *pipeline;
     const char *cmd;
     int once, threads, no_progress, as_json, reach, since_state;
+    long merge_shards; /* verify --merge-shards N; 0: none */
     long shard_index, shard_count; /* count 0: unsharded */
     const char *metrics_listen;
 } cli_args;
@@ -110,7 +114,7 @@ enum {
     OPT_ONCE = 1000, OPT_VERSION, OPT_NO_PROGRESS, OPT_JSON, OPT_SOURCE,
     OPT_SINK, OPT_SOURCE_OPT, OPT_SINK_OPT, OPT_WORKSPACE, OPT_STATE_DIR,
     OPT_SHARD, OPT_SHARDS, OPT_LOG_FORMAT, OPT_METRICS_LISTEN, OPT_REACH,
-    OPT_SINCE_STATE,
+    OPT_SINCE_STATE, OPT_MERGE_SHARDS,
     OPT_KEY = 2000 /* + index in keyflags */
 };
 
@@ -121,6 +125,7 @@ static const struct option fixed_opts[] = {
     {"once", no_argument, NULL, OPT_ONCE},
     {"reach", no_argument, NULL, OPT_REACH},
     {"since-state", no_argument, NULL, OPT_SINCE_STATE},
+    {"merge-shards", required_argument, NULL, OPT_MERGE_SHARDS},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -274,6 +279,12 @@ static int take_option(cli_args *a, int c, const char *const *keyflags,
     case OPT_ONCE: a->once = 1; break;
     case OPT_REACH: a->reach = 1; break;
     case OPT_SINCE_STATE: a->since_state = 1; break;
+    case OPT_MERGE_SHARDS:
+        if ((a->merge_shards = parse_count(optarg, 2, 65536)) < 0) {
+            sk_error("--merge-shards wants the shard count, 2..65536");
+            return 2;
+        }
+        break;
     case OPT_SHARD:
     case OPT_SHARDS: return parse_shard(a, c == OPT_SHARD, optarg);
     case 'v': sk_log_level++; break;
@@ -370,7 +381,8 @@ static int run_verify(const cli_args *a, const sk_yaml_doc *doc,
 {
     signal(SIGPIPE, SIG_IGN);
     sk_verify_opts o = {.as_json = a->as_json, .keep = 20,
-                        .since_state = a->since_state};
+                        .since_state = a->since_state,
+                        .merge_shards = (uint32_t)a->merge_shards};
     int rc = sk_pipeline_verify(doc, cfg, &o);
     return rc == SKIPPR_OK ? 0 : rc == SKIPPR_CHANGED ? 6 : 1;
 }
@@ -454,9 +466,14 @@ int main(int argc, char **argv)
                 usage);
         return 2;
     }
-    if (a.since_state && strcmp(a.cmd, "verify") != 0) {
-        fprintf(stderr, "skipprd: error: --since-state is an option of "
-                        "verify\n");
+    if ((a.since_state || a.merge_shards) && strcmp(a.cmd, "verify") != 0) {
+        fprintf(stderr, "skipprd: error: --%s is an option of verify\n",
+                a.since_state ? "since-state" : "merge-shards");
+        return 2;
+    }
+    if (a.merge_shards && a.shard_count > 0) {
+        fprintf(stderr, "skipprd: error: --merge-shards compares the "
+                        "shards' stored digests: give it without --shard\n");
         return 2;
     }
     sk_yaml_doc *doc;

@@ -26,6 +26,7 @@
  *   verifyrun.c skipprd verify: the passes           pipeline thread
  *   verifyreport.c skipprd verify: the report         pipeline thread
  *   verifysince.c  verify --since-state: the mark     pipeline thread
+ *   verifyshards.c verify by shards: store, merge    pipeline thread
  *   report.c    progress line, minute report, status  pipeline thread
  *   shard.c     shards: units owned, state name, takeover pipeline thread
  *   lease.c     the state in a bucket: store and lease pipeline thread

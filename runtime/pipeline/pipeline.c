@@ -441,13 +441,14 @@ int sk_pipeline_verify(const sk_yaml_doc *doc, const sk_pipeline_cfg *cfg,
                      "source's messages cannot be read twice",
                      e.src->label);
             rc = SKIPPR_INVAL;
-        } else if (cfg->shard_count > 1) {
-            sk_error("verify reads the whole source and the whole sink "
-                     "(the shards' objects share partitions); run it "
-                     "without --shard");
+        } else if ((cfg->shard_count > 1 || o->merge_shards) &&
+                   o->since_state) {
+            sk_error("verify --since-state reads one state: run it "
+                     "without --shard and --merge-shards");
             rc = SKIPPR_INVAL;
         } else {
-            rc = pl_verify_run(&e, o->as_json, o->since_state, o->keep);
+            rc = pl_verify_run(&e, o->as_json, o->since_state,
+                               o->merge_shards, o->keep);
         }
     }
     e.run_ended = 1;

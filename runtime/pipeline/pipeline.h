@@ -36,6 +36,8 @@ typedef struct sk_verify_opts {
     size_t keep; /* partitions that do not match, listed at most */
     int since_state; /* read only what is new since the last such verify
                       * (the copy's state; pipeline/verifysince.h) */
+    uint32_t merge_shards; /* compare these shards' stored digests
+                            * (pipeline/verifyshards.h); 0: none */
 } sk_verify_opts;
 /* SKIPPR_OK when clean, SKIPPR_CHANGED when the sink differs, else a
  * negative status after logging the cause. */

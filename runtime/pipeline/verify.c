@@ -171,6 +171,18 @@ pl_verify_since_counts pl_verify_since_counts_of(const pl_verify *v)
     return v->since;
 }
 
+void pl_verify_absorb(pl_verify *v, uint64_t units, pl_verify_objects o,
+                      sk_digest dead)
+{
+    v->units += units;
+    v->objects.data += o.data;
+    v->objects.dead += o.dead;
+    v->objects.own += o.own;
+    v->objects.partial += o.partial;
+    v->objects.outside += o.outside;
+    sk_digest_merge(&v->dead, &dead);
+}
+
 sk_partitions *pl_verify_parts(pl_verify *v, int side)
 {
     return v->parts[side ? 1 : 0];

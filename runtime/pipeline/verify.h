@@ -84,6 +84,11 @@ pl_verify_objects pl_verify_sink_objects(const pl_verify *v);
 sk_digest pl_verify_dead_letters(const pl_verify *v);
 /* Units read on the source side. */
 uint64_t pl_verify_units(const pl_verify *v);
+/* Add what another verify read (a shard's: units, objects by kind, dead
+ * letters) to v's counts; its digests go into pl_verify_parts. */
+void pl_verify_absorb(pl_verify *v, uint64_t units, pl_verify_objects o,
+                      sk_digest dead);
+
 /* Compare the two sides (sk_verify_compare), listing at most keep
  * partitions that do not match. */
 int pl_verify_compare(const pl_verify *v, size_t keep, sk_verify_result *r);
@@ -107,7 +112,11 @@ int pl_verify_report(const engine *e, const sk_verify_result *r,
  * up (pipeline.c): both sides read (with since_state, incrementally:
  * verifysince.h), compared, reported on stdout (as JSON with as_json),
  * listing at most keep partitions that do not match. SKIPPR_OK when
- * clean, SKIPPR_CHANGED when not, else a failure (logged). */
-int pl_verify_run(engine *e, int as_json, int since_state, size_t keep);
+ * clean, SKIPPR_CHANGED when not, else a failure (logged). With the
+ * config's shard count above 1, the shard's share is read and its
+ * digests stored instead (verifyshards.h); with merge_shards, nothing is
+ * read and those shards' digests are compared. */
+int pl_verify_run(engine *e, int as_json, int since_state,
+                  uint32_t merge_shards, size_t keep);
 
 #endif

@@ -209,6 +209,9 @@ static void report_text(const engine *e, const sk_verify_result *r,
         fprintf(f, "  ... and %" PRIu64 " more\n", bad - r->nparts);
     if (rr)
         records_text(rr, f);
+    else if (!sk_verify_clean(r))
+        fputs("  records: not named by a merge of shards' digests; a "
+              "verify without shards names them\n", f);
     fputs(all_clean(e, r, since)
               ? "CLEAN: every record of the source is in the sink once, "
                 "byte for byte, under its partition\n"

@@ -11,6 +11,7 @@
 #include "config/yaml.h"
 #include "pipeline/clock.h"
 #include "pipeline/lanes.h"
+#include "pipeline/verifyshards.h"
 #include "pipeline/verifysince.h"
 
 /* The sink's options that plugin p's source also has, as a map of
@@ -115,7 +116,7 @@ static int compare_and_report(engine *e, sk_instance *reader,
     if (rc)
         return rc;
     int clean = sk_verify_clean(&r);
-    if (!clean) {
+    if (!clean && reader) { /* (merged shards: no reader, no records) */
         sk_info("verify: %" PRIu64 " partitions differ; reading both sides "
                 "again for their records",
                 r.partitions - r.by_verdict[SK_VERIFY_MATCH]);
@@ -124,8 +125,8 @@ static int compare_and_report(engine *e, sk_instance *reader,
             rc = pl_verify_records(e->verify, keep, &rr);
     }
     if (!rc)
-        rc = pl_verify_report(e, &r, clean ? NULL : &rr, since, as_json,
-                              stdout);
+        rc = pl_verify_report(e, &r, clean || !reader ? NULL : &rr, since,
+                              as_json, stdout);
     if (!rc && (!clean || (since && pl_since_faults(e, since))))
         rc = SKIPPR_CHANGED;
     sk_rec_report_free(&rr);
@@ -134,11 +135,14 @@ static int compare_and_report(engine *e, sk_instance *reader,
 }
 
 /* The passes, the comparison and the report; with since, the passes
- * read what is new and the mark records them. */
+ * read what is new and the mark records them; a shard's passes are
+ * stored, not compared. */
 static int verify(engine *e, sk_instance *reader, pl_since *since,
                   int as_json, size_t keep)
 {
     int rc = both_sides(e, reader);
+    if (!rc && e->cfg->shard_count > 1)
+        return pl_shards_store(e);
     if (!rc && since)
         rc = pl_since_settle(e, since);
     if (!rc)
@@ -156,7 +160,8 @@ static int verify(engine *e, sk_instance *reader, pl_since *since,
     return rc;
 }
 
-int pl_verify_run(engine *e, int as_json, int since_state, size_t keep)
+int pl_verify_run(engine *e, int as_json, int since_state,
+                  uint32_t merge_shards, size_t keep)
 {
     sk_instance *reader = NULL;
     pl_since *since = NULL;
@@ -168,6 +173,12 @@ int pl_verify_run(engine *e, int as_json, int since_state, size_t keep)
     if (!(e->clock = pl_clock_new(0)) ||
         !(e->verify = pl_verify_new(prefix)))
         rc = SKIPPR_NOMEM;
+    if (!rc && merge_shards) {
+        if (!(rc = pl_shards_load(e, merge_shards)))
+            rc = compare_and_report(e, NULL, NULL, as_json, keep);
+        sk_instance_free(reader);
+        return rc;
+    }
     if (!rc && since_state)
         rc = pl_since_open(e, &since);
     if (!rc)

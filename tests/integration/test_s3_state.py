@@ -19,6 +19,7 @@ the test proxy, which enforces If-None-Match and If-Match as AWS does.
 - A ledger run larger than part_size is stored by parts (a PutObject
   takes at most 5 GiB), and restored.
 """
+import json
 import os
 import random
 import re
@@ -291,6 +292,65 @@ def test_shard_count_changes_with_the_state_in_the_bucket():
         ws.cleanup()
 
 
+def verify(ws, s3, *args):
+    e = dict(os.environ)
+    e.update(s3.env())
+    return subprocess.run([SKIPPRD, "verify", "-p", "p", "-c", ws.config,
+                           *args], env=e, capture_output=True, text=True,
+                          timeout=300)
+
+
+def verify_shards(ws, s3, n):
+    """Each shard's verify on a box of its own (an empty disk): its
+    digests go to the state's bucket."""
+    for i in range(n):
+        lose_the_box(ws)
+        p = verify(ws, s3, "--shard", "%d/%d" % (i, n))
+        check(p.returncode == 0 and "stored" in p.stdout,
+              "verify shard %d/%d: %s%s" % (i, n, p.stdout, p.stderr[-1500:]))
+
+
+def test_sharded_verify_meets_in_the_bucket():
+    """An Indexed Job's verify: each shard reads its share on its own box
+    and stores its digests in the state's bucket; the merge, on yet
+    another box, compares them as one verify would."""
+    ws, s3 = bucket_case("s3verifyshards", 12, 500, 48)
+    try:
+        for i in range(3):
+            p = sync_shard(ws, s3, "%d/3" % i)
+            check(p.returncode == 0, "shard %d/3: %s" % (i, p.stderr[-2000:]))
+        n = exact(ws, s3)
+        lose_the_box(ws)
+        p = verify(ws, s3, "--merge-shards", "3")
+        check(p.returncode == 1 and "(0, 1, 2)" in p.stderr,
+              "merge before the shards: %d %s" % (p.returncode, p.stderr))
+        verify_shards(ws, s3, 3)
+        stored = sorted(s3.objects("state", "skippr-state/w/p.verify-shards/"))
+        check(len(stored) == 3, "stored: %s" % stored)
+        lose_the_box(ws)
+        p = verify(ws, s3, "--merge-shards", "3", "--json")
+        j = json.loads(p.stdout)
+        check(p.returncode == 0 and j["clean"] and
+              j["source"]["records"]["records"] == n ==
+              j["sink"]["records"]["records"] and
+              j["source"]["units"] == 12, "merge: %s%s" % (p.stdout,
+                                                            p.stderr))
+        key = sorted(k for k in s3.objects("dst", "out/")
+                     if k.endswith(".jsonl"))[0]
+        s3.client.delete_object(Bucket="dst", Key=key)
+        verify_shards(ws, s3, 3)
+        p = verify(ws, s3, "--merge-shards", "3")
+        part = key[len("out/"):].rsplit("/", 1)[0]
+        check(p.returncode == 6 and part in p.stdout and
+              "not named by a merge" in p.stdout, "after a deletion: %s"
+              % p.stdout)
+        print("  3 shards' verifies, each on an empty disk, merged: clean "
+              "with %d records; a deleted object found in %s" % (n, part))
+    finally:
+        s3.close()
+        ws.cleanup()
+
+
 def test_big_ledger_runs_stored_by_parts():
     """A ledger run larger than part_size is stored as a multipart
     upload (one PutObject takes at most 5 GiB, and a billion units make
@@ -359,4 +419,5 @@ if __name__ == "__main__":
           test_second_process_refused_then_takeover_after_a_kill,
           test_local_state_moves_to_the_store,
           test_shard_count_changes_with_the_state_in_the_bucket,
+          test_sharded_verify_meets_in_the_bucket,
           test_big_ledger_runs_stored_by_parts])

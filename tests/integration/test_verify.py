@@ -2,9 +2,12 @@
 """skipprd verify on files: a clean copy verifies (exit 0); each kind of
 tampering with the sink is found in the partition it touched, with the
 records expected and found, and record by record (missing, moved,
-duplicated, unexpected, with where each side has it) (exit 6); verify reads only, and needs no
-state; a sink that cannot be read back, --shard and a pipeline that
-converts records are refused (exit 1)."""
+duplicated, unexpected, with where each side has it) (exit 6); verify
+reads only, and needs no state; --since-state reads only what the copy
+finished since the last one and judges partitions still filling later;
+records past memory go to disk; shards' digests merge into the same
+report; a sink that cannot be read back and a pipeline that converts
+records are refused (exit 1)."""
 import glob
 import json
 import os
@@ -379,6 +382,35 @@ def test_records_past_memory_go_to_disk():
         ws.cleanup()
 
 
+def test_sharded_verify_on_one_box():
+    """Shards of one box: each verify reads its share and stores its
+    digests beside the state folders; the merge compares them."""
+    ws = Workspace("verify-shards")
+    try:
+        ws.generate(objects=12, records=150, seed=11)
+        ws.write_config()
+        for i in range(3):
+            ws.sync("--once", "--shard", "%d/3" % i)
+        n = assert_exact(ws)
+        units = 0
+        for i in range(3):
+            p = verify(ws, "--shard", "%d/3" % i)
+            check(p.returncode == 0 and "shard %d of 3" % i in p.out, p.err)
+            units += int(re.search(r": (\d+) units", p.out).group(1))
+        check(units == 12, "the shards read %d units, not 12" % units)
+        check(len(glob.glob(os.path.join(ws.state, "*", "*.verify-shards",
+                                         "shard-*-of-3"))) == 3,
+              "not stored beside the state")
+        p = verify(ws, "--merge-shards", "3", "--json")
+        j = json.loads(p.out)
+        check(p.returncode == 0 and j["clean"] and
+              j["sink"]["records"]["records"] == n, p.out)
+        whole = report(ws, 0)
+        check(j == whole, "the merge says %s, one verify %s" % (j, whole))
+    finally:
+        ws.cleanup()
+
+
 def test_what_it_refuses():
     ws = Workspace("verify-stdout")
     try:
@@ -392,8 +424,12 @@ def test_what_it_refuses():
         p = verify(ws)
         check(p.returncode == 1 and "cannot" in p.err, p.err)
         ws.write_config()
-        p = verify(ws, "--shard", "0/2")
+        p = verify(ws, "--shard", "0/2", "--since-state")
         check(p.returncode == 1 and "without --shard" in p.err, p.err)
+        p = verify(ws, "--merge-shards", "2", "--shard", "0/2")
+        check(p.returncode == 2 and "without --shard" in p.err, p.err)
+        p = verify(ws, "--merge-shards", "2")  # none stored yet
+        check(p.returncode == 1 and "(0, 1)" in p.err, p.err)
         ws.write_config(sink_format="csv")  # JSON converted to CSV
         p = verify(ws)
         check(p.returncode == 1 and "byte for byte" in p.err and
@@ -409,4 +445,5 @@ if __name__ == "__main__":
           test_since_state_waits_for_records_on_their_way,
           test_since_state_judges_partitions_once_landed,
           test_records_past_memory_go_to_disk,
+          test_sharded_verify_on_one_box,
           test_what_it_refuses])
