@@ -85,13 +85,22 @@ static sk_slice *tagged_group_slice(engine *e, const piece *p,
     return *rc ? NULL : s;
 }
 
-/* skipprd verify: the group's records into their partition's digest. It
+/* skipprd verify: group gi's records into their partition's digest (the
+ * sink's JSON pieces are framed without a key: their partition is their
+ * object's folder). It
  * compares bytes, so a source whose records the sink gets converted
  * (JSON to CSV, CSV to JSON lines) cannot be verified. */
-static int verify_group(lane *l, const piece *p, const char *key,
-                        size_t klen, const group *g)
+static int verify_group(lane *l, const piece *p, size_t gi)
 {
     engine *e = l->e;
+    const group *g = &p->groups[gi];
+    const char *key = "";
+    size_t klen = 0;
+    if (pl_verify_side_of(e->verify) == PL_VERIFY_SOURCE) {
+        const sk_memo_key *k = &p->memo.keys_at[gi];
+        key = (const char *)p->memo.keys.data + k->key_off;
+        klen = k->key_len;
+    }
     sk_slice_form form = p->csv   ? SK_FORM_CSV
                          : p->xml ? SK_FORM_XML
                                   : SK_FORM_LINES;
@@ -114,13 +123,13 @@ static int verify_group(lane *l, const piece *p, const char *key,
 static int apply_group(lane *l, const piece *p, size_t gi)
 {
     engine *e = l->e;
+    if (e->verify)
+        return verify_group(l, p, gi);
     const uint8_t *buf = l->win.data;
     const group *g = &p->groups[gi];
     const sk_memo_key *k = &p->memo.keys_at[gi];
     const char *key = (const char *)p->memo.keys.data + k->key_off;
     size_t klen = k->key_len;
-    if (e->verify)
-        return verify_group(l, p, key, klen, g);
     int rc = SKIPPR_NOMEM;
     sk_slice *s = p->csv || p->xml
                       ? tagged_group_slice(e, p, key, klen, &rc)

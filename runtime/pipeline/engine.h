@@ -47,6 +47,7 @@
 #include "format/decompress.h"
 #include "format/json.h"
 #include "format/xmlpeek.h"
+#include "verify/digest.h"
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "route/route.h"
@@ -95,6 +96,8 @@ typedef struct group {
     uint32_t xpow;      /* sk_crc32c_xpow(out_bytes), to join it on */
     uint64_t out_bytes; /* those bytes' count */
     uint8_t multiline;  /* a JSON record of it spans lines */
+    sk_digest digest;   /* skipprd verify: its records' digest, made on
+                         * the worker that framed them (no CRC then) */
 } group;
 
 typedef struct engine engine;

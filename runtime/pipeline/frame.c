@@ -2,7 +2,10 @@
  * pieces, is framed into records, each record's routing fields peeked and
  * its partition key built (JSON, CSV rows or XML elements). A piece keeps
  * each record's span and groups records by partition key, with the CRC of
- * each group's output, so the pipeline thread only copies bytes.
+ * each group's output, so the pipeline thread only copies bytes. For
+ * skipprd verify a group keeps its records' digest instead of a CRC, and
+ * the sink's JSON objects are framed without peeking (their partition is
+ * their folder).
  *
  * Owns: nothing beyond the piece it is given (the lane owns pieces).
  * Thread: pool workers; inline on the pipeline thread when a speculative
@@ -13,6 +16,7 @@
 
 #include "base/crc32c.h"
 #include "pipeline/shape.h"
+#include "pipeline/verify.h"
 
 static int push_rec(piece *p, const rec_out *r)
 {
@@ -60,8 +64,11 @@ static int group_add(piece *p, uint32_t id, const uint8_t *rec, size_t len,
     g->nrec++;
     p->recs[idx].multiline = multiline != 0;
     g->multiline |= multiline != 0;
-    g->crc = sk_crc32c(sk_crc32c(g->crc, rec, len), "\n", 1);
     g->out_bytes += len + 1;
+    if (p->e->verify) /* hashed here, in parallel; nothing is written */
+        sk_digest_add(&g->digest, sk_record_hash_of(rec, len), len);
+    else
+        g->crc = sk_crc32c(sk_crc32c(g->crc, rec, len), "\n", 1);
     return SKIPPR_OK;
 }
 
@@ -227,12 +234,28 @@ static void piece_run_xml(piece *p)
     p->xml_out = fr;
 }
 
+/* What joins each group's CRC onto its slice's (a verify has none). */
+static void join_crcs(piece *p)
+{
+    for (size_t i = 0; !p->e->verify && i < p->ngroups; i++)
+        p->groups[i].xpow = sk_crc32c_xpow(p->groups[i].out_bytes);
+}
+
 /* Frame, peek and route records starting in [from, to). Runs on a worker
  * (or inline on the pipeline thread for a re-run). */
+/* Whether p is framed bare, without peeking or routing: a verify's read
+ * of the sink, whose records' partition is their object's folder. */
+static int bare(const piece *p)
+{
+    return p->e->verify && pl_verify_side_of(p->e->verify) == PL_VERIFY_SINK;
+}
+
 void pl_piece_run(piece *p)
 {
     engine *e = p->e;
-    const sk_peek_spec *spec = sk_router_json_spec(e->router);
+    int no_key = bare(p);
+    const sk_peek_spec *spec = no_key ? NULL
+                                      : sk_router_json_spec(e->router);
     sk_json_framer fr = p->fr_in;
     size_t pos = p->from;
     p->nrec = 0;
@@ -246,8 +269,7 @@ void pl_piece_run(piece *p)
             piece_run_csv(p);
         else
             piece_run_xml(p);
-        for (size_t i = 0; i < p->ngroups; i++)
-            p->groups[i].xpow = sk_crc32c_xpow(p->groups[i].out_bytes);
+        join_crcs(p);
         return;
     }
     sk_json_record r;
@@ -277,9 +299,9 @@ void pl_piece_run(piece *p)
             break;
         if (kept > 0)
             continue;
-        uint32_t id;
-        if (sk_route_memo(e->router, &p->memo, p->buf, r.values, &p->scratch,
-                          &id) ||
+        uint32_t id = 0; /* bare: the piece's one group, with no key */
+        if ((!no_key && sk_route_memo(e->router, &p->memo, p->buf, r.values,
+                                      &p->scratch, &id)) ||
             group_add(p, id, p->buf + r.start, r.end - r.start,
                       r.multiline)) {
             p->failed = 1;
@@ -295,8 +317,7 @@ void pl_piece_run(piece *p)
                        "closed: the object may have been cut short") >= 0)
             sk_json_framer_init(&fr);
     }
-    for (size_t i = 0; i < p->ngroups; i++)
-        p->groups[i].xpow = sk_crc32c_xpow(p->groups[i].out_bytes);
+    join_crcs(p);
     p->stop = pos;
     p->fr_out = fr;
 }

@@ -78,11 +78,13 @@ static int drilled(const pl_verify *v, const char *key, size_t klen)
     return sk_partitions_get(v->drill, key, klen) != NULL;
 }
 
-/* Whether ledger l holds u as listed (id, version and size). */
+/* Whether a ledger's record r (NULL: none) is u as listed: the same
+ * version and size. */
 static int same_unit(const sk_unit_rec *r, const skippr_unit *u)
 {
-    return r && strcmp(sk_unit_version(r), u->version ? u->version : "") ==
-                    0 && sk_unit_size(r) == u->size;
+    if (!r || sk_unit_size(r) != u->size)
+        return 0;
+    return strcmp(sk_unit_version(r), u->version ? u->version : "") == 0;
 }
 
 /* Incremental, side s: whether to read u, which it records as read in
@@ -189,8 +191,8 @@ sk_partitions *pl_verify_parts(pl_verify *v, int side)
 }
 
 /* One record of unit at offset, in partition key[0..klen), whose
- * partition the caller has checked when drilling: kept, or into the
- * partition's digest. */
+ * partition the caller has checked when drilling: kept, or (a dead
+ * letter read in the sink) into the partition's digest. */
 static int one(pl_verify *v, const char *unit, uint64_t offset,
                const char *key, size_t klen, const uint8_t *rec, size_t n)
 {
@@ -212,7 +214,14 @@ int pl_verify_group(pl_verify *v, const char *unit, uint64_t base,
      * under their object's folders */
     if (v->side == PL_VERIFY_SINK)
         sink_partition(v, unit, &key, &klen);
-    if (v->recs && !drilled(v, key, klen))
+    if (!v->recs) { /* the group's digest, made as it was framed */
+        sk_digest *d = sk_partitions_at(v->parts[v->side], key, klen);
+        if (!d)
+            return SKIPPR_NOMEM;
+        sk_digest_merge(d, &g->digest);
+        return SKIPPR_OK;
+    }
+    if (!drilled(v, key, klen))
         return SKIPPR_OK;
     int rc = SKIPPR_OK;
     for (uint32_t r = g->first; !rc && r != NO_REC; r = recs[r].next)
