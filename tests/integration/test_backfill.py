@@ -46,14 +46,18 @@ def tree_bytes(root):
 
 
 def count_files(root):
-    done = temp = 0
-    for _, _, files in os.walk(root):
+    """(finished objects, growing objects that all exist at once). A walk
+    takes a while on a busy machine, so a growing object seen early may
+    be finished by the time a later one is seen: only those still there
+    when the walk ends are counted as growing together."""
+    done, temp = 0, []
+    for d, _, files in os.walk(root):
         for fn in files:
             if fn.startswith("."):
-                temp += 1
+                temp.append(os.path.join(d, fn))
             else:
                 done += 1
-    return done, temp
+    return done, sum(1 for t in temp if os.path.exists(t))
 
 
 class Sampler(threading.Thread):
