@@ -16,6 +16,10 @@
  *
  * --dump and --file let another program (bench/simdjson_peek.cpp) work on
  * exactly the same bytes.
+ *
+ * SKIPPR_BENCH_MASK=avx2|sse2|scalar times JSON's structural stage alone
+ * (format/jsonmask.h: every 64-byte block's masks) with that kernel,
+ * instead of peek + route.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,7 @@
 
 #include "base/common.h"
 #include "format/json.h"
+#include "format/jsonmask.h"
 #include "route/route.h"
 #include "bench_gen.h"
 #include "route/timeparse.h"
@@ -97,6 +102,38 @@ static int load(skippr_buf *corpus, const char *path)
     return rc;
 }
 
+/* The structural stage over the corpus with kernel, runs times: prints
+ * the median MB/s. 0, or 1 when this CPU has no such kernel. */
+static int mask_bench(const skippr_buf *corpus, int runs, const char *kernel,
+                      const char *framing)
+{
+    if (sk_jmask_use(kernel)) {
+        fprintf(stderr, "no %s kernel on this CPU\n", kernel);
+        return 1;
+    }
+    double rate[64];
+    uint64_t check = 0;
+    for (int run = 0; run < runs && run < 64; run++) {
+        uint64_t t0 = sk_now_ns();
+        sk_jmask_carry c = {0, 0};
+        sk_jmask m;
+        size_t i = 0;
+        for (; i + SK_JMASK_BLOCK <= corpus->len; i += SK_JMASK_BLOCK) {
+            sk_jmask_block(&c, corpus->data + i, &m);
+            check += (uint64_t)__builtin_popcountll(m.structural) +
+                     (uint64_t)__builtin_popcountll(m.newline);
+        }
+        sk_jmask_tail(&c, corpus->data + i, corpus->len - i, &m);
+        rate[run] = (double)corpus->len / 1e6 /
+                    ((double)(sk_now_ns() - t0) / 1e9);
+    }
+    printf("structural stage %-6s %-6s one core: %.0f MB/s median of %d "
+           "runs (%.1f MB) [%llu]\n", kernel, framing,
+           bench_median(rate, runs), runs, (double)corpus->len / 1e6,
+           (unsigned long long)(check / (uint64_t)runs));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     skippr_buf corpus;
@@ -130,6 +167,12 @@ int main(int argc, char **argv)
             return 1;
     } else {
         nrec = generate(&corpus, mb, framing);
+    }
+    const char *mask = getenv("SKIPPR_BENCH_MASK");
+    if (mask && *mask) {
+        int rc = mask_bench(&corpus, runs, mask, framing);
+        skippr_buf_free(&corpus);
+        return rc;
     }
     sk_route_config cfg = {"event_type", "detail.tenant_id,truck.tenant_id",
                            "timestamp", SK_TIME_UNIT_DAY, "p_", 0, 0, NULL, 0};
