@@ -19,7 +19,9 @@
  *
  * SKIPPR_BENCH_MASK=avx2|sse2|scalar times JSON's structural stage alone
  * (format/jsonmask.h: every 64-byte block's masks) with that kernel,
- * instead of peek + route.
+ * instead of peek + route; SKIPPR_BENCH_SPLIT=avx2|sse2|scalar times
+ * framing by it (format/jsonsplit.h: each record's end by its brackets),
+ * next to the scanner framing alone (no values picked).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include "base/common.h"
 #include "format/json.h"
 #include "format/jsonmask.h"
+#include "format/jsonsplit.h"
 #include "route/route.h"
 #include "bench_gen.h"
 #include "route/timeparse.h"
@@ -134,6 +137,67 @@ static int mask_bench(const skippr_buf *corpus, int runs, const char *kernel,
     return 0;
 }
 
+/* Records framed over the corpus by brackets (split) or by the scanner
+ * with no values to pick; -1 when a record is not an object. */
+static long frame_all(const skippr_buf *corpus, int split)
+{
+    const uint8_t *b = corpus->data;
+    size_t len = corpus->len, pos = 0;
+    long n = 0;
+    if (!split) {
+        sk_json_framer f;
+        sk_json_framer_init(&f);
+        sk_json_record rec;
+        while (sk_json_next(&f, NULL, b, len, &pos, 1, &rec) ==
+               SK_JSON_RECORD)
+            n++;
+        return n;
+    }
+    for (;;) {
+        while (pos < len && (b[pos] == ' ' || b[pos] == '\n' ||
+                             b[pos] == '\r' || b[pos] == '\t'))
+            pos++;
+        if (pos == len)
+            return n;
+        if (b[pos] != '{')
+            return -1;
+        size_t end = sk_jsplit_end(b, len, pos);
+        if (!end)
+            return -1;
+        pos = end;
+        n++;
+    }
+}
+
+/* Framing by brackets with kernel, next to the scanner's: median MB/s. */
+static int split_bench(const skippr_buf *corpus, int runs, const char *kernel,
+                       const char *framing)
+{
+    if (sk_jmask_use(kernel)) {
+        fprintf(stderr, "no %s kernel on this CPU\n", kernel);
+        return 1;
+    }
+    double rate[2][64];
+    long n[2] = {0, 0};
+    for (int run = 0; run < runs && run < 64; run++)
+        for (int split = 0; split < 2; split++) {
+            uint64_t t0 = sk_now_ns();
+            n[split] = frame_all(corpus, split);
+            rate[split][run] = (double)corpus->len / 1e6 /
+                               ((double)(sk_now_ns() - t0) / 1e9);
+        }
+    if (n[0] != n[1]) {
+        fprintf(stderr, "framed %ld records by brackets, %ld by the "
+                        "scanner\n", n[1], n[0]);
+        return 1;
+    }
+    double a = bench_median(rate[1], runs), b = bench_median(rate[0], runs);
+    printf("framing %-6s %-6s one core: by brackets %.0f MB/s, by the "
+           "scanner %.0f MB/s (%.2fx), %ld records, median of %d\n",
+           framing, kernel, a, b, a / b, n[0], runs);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     skippr_buf corpus;
@@ -169,8 +233,10 @@ int main(int argc, char **argv)
         nrec = generate(&corpus, mb, framing);
     }
     const char *mask = getenv("SKIPPR_BENCH_MASK");
-    if (mask && *mask) {
-        int rc = mask_bench(&corpus, runs, mask, framing);
+    const char *split = getenv("SKIPPR_BENCH_SPLIT");
+    if ((mask && *mask) || (split && *split)) {
+        int rc = mask && *mask ? mask_bench(&corpus, runs, mask, framing)
+                               : split_bench(&corpus, runs, split, framing);
         skippr_buf_free(&corpus);
         return rc;
     }

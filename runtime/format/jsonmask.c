@@ -11,7 +11,8 @@
 
 /* A block's raw classes, before strings and escapes are known. */
 typedef struct raw {
-    uint64_t quote, backslash, structural, newline, space, ctrl, high;
+    uint64_t quote, backslash, structural, open, close, newline, space,
+        ctrl, high;
 } raw;
 
 typedef void (*kernel_fn)(const uint8_t *in, raw *r);
@@ -19,18 +20,22 @@ typedef void (*kernel_fn)(const uint8_t *in, raw *r);
 /* ---- scalar kernel: a byte at a time ------------------------------------- */
 
 enum { C_QUOTE = 1, C_BS = 2, C_STRUCT = 4, C_NL = 8, C_SPACE = 16,
-       C_CTRL = 32, C_HIGH = 64 };
+       C_CTRL = 32, C_HIGH = 64, C_OPEN = 128, C_CLOSE = 256 };
 
 /* The classes of byte b. */
-static uint8_t class_of(unsigned b)
+static unsigned class_of(unsigned b)
 {
-    uint8_t c = 0;
+    unsigned c = 0;
     if (b == '"')
         c |= C_QUOTE;
     if (b == '\\')
         c |= C_BS;
     if (b == '{' || b == '}' || b == '[' || b == ']' || b == ':' || b == ',')
         c |= C_STRUCT;
+    if (b == '{' || b == '[')
+        c |= C_OPEN;
+    if (b == '}' || b == ']')
+        c |= C_CLOSE;
     if (b == '\n')
         c |= C_NL;
     if (b == ' ' || b == '\t' || b == '\r' || b == '\n')
@@ -47,10 +52,12 @@ static void kernel_scalar(const uint8_t *in, raw *r)
     *r = (raw){0};
     for (unsigned i = 0; i < SK_JMASK_BLOCK; i++) {
         uint64_t bit = (uint64_t)1 << i;
-        uint8_t c = class_of(in[i]);
+        unsigned c = class_of(in[i]);
         r->quote |= c & C_QUOTE ? bit : 0;
         r->backslash |= c & C_BS ? bit : 0;
         r->structural |= c & C_STRUCT ? bit : 0;
+        r->open |= c & C_OPEN ? bit : 0;
+        r->close |= c & C_CLOSE ? bit : 0;
         r->newline |= c & C_NL ? bit : 0;
         r->space |= c & C_SPACE ? bit : 0;
         r->ctrl |= c & C_CTRL ? bit : 0;
@@ -75,9 +82,10 @@ static void kernel_sse2(const uint8_t *in, raw *r)
         __m128i v = _mm_loadu_si128((const __m128i *)(in + 16 * k));
         /* '[' ']' are '{' '}' with 0x20 off */
         __m128i folded = _mm_or_si128(v, lower);
+        __m128i op = _mm_cmpeq_epi8(folded, curly);
+        __m128i cl = _mm_cmpeq_epi8(folded, curly_end);
         __m128i st = _mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(folded, curly),
-                         _mm_cmpeq_epi8(folded, curly_end)),
+            _mm_or_si128(op, cl),
             _mm_or_si128(_mm_cmpeq_epi8(v, colon), _mm_cmpeq_epi8(v, comma)));
         __m128i n = _mm_cmpeq_epi8(v, nl);
         __m128i s = _mm_or_si128(
@@ -89,6 +97,8 @@ static void kernel_sse2(const uint8_t *in, raw *r)
         PUT(quote, _mm_cmpeq_epi8(v, q));
         PUT(backslash, _mm_cmpeq_epi8(v, bs));
         PUT(structural, st);
+        PUT(open, op);
+        PUT(close, cl);
         PUT(newline, n);
         PUT(space, s);
         PUT(ctrl, ctl);
@@ -116,9 +126,10 @@ __attribute__((target("avx2"))) static void kernel_avx2(const uint8_t *in,
     for (unsigned k = 0; k < 2; k++) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(in + 32 * k));
         __m256i folded = _mm256_or_si256(v, lower);
+        __m256i op = _mm256_cmpeq_epi8(folded, curly);
+        __m256i cl = _mm256_cmpeq_epi8(folded, curly_end);
         __m256i st = _mm256_or_si256(
-            _mm256_or_si256(_mm256_cmpeq_epi8(folded, curly),
-                            _mm256_cmpeq_epi8(folded, curly_end)),
+            _mm256_or_si256(op, cl),
             _mm256_or_si256(_mm256_cmpeq_epi8(v, colon),
                             _mm256_cmpeq_epi8(v, comma)));
         __m256i n = _mm256_cmpeq_epi8(v, nl);
@@ -133,6 +144,8 @@ __attribute__((target("avx2"))) static void kernel_avx2(const uint8_t *in,
         PUT(quote, _mm256_cmpeq_epi8(v, q));
         PUT(backslash, _mm256_cmpeq_epi8(v, bs));
         PUT(structural, st);
+        PUT(open, op);
+        PUT(close, cl);
         PUT(newline, n);
         PUT(space, s);
         PUT(ctrl, ctl);
@@ -251,6 +264,8 @@ static void finish(sk_jmask_carry *c, const raw *r, sk_jmask *m)
     uint64_t outside = ~(in | quote);
     *m = (sk_jmask){.escaped = esc, .quote = quote, .in_string = in,
                     .structural = r->structural & outside,
+                    .open = r->open & outside,
+                    .close = r->close & outside,
                     .newline = r->newline & outside,
                     .space = r->space & outside,
                     .ctrl = r->ctrl & in,
@@ -278,6 +293,8 @@ void sk_jmask_tail(sk_jmask_carry *c, const uint8_t *in, size_t n,
     out->quote &= keep;
     out->in_string &= keep;
     out->structural &= keep;
+    out->open &= keep;
+    out->close &= keep;
     out->newline &= keep;
     out->ctrl &= keep;
     out->high &= keep;

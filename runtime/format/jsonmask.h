@@ -15,7 +15,7 @@
  *   quote      a '"' not escaped: where a string opens or closes
  *   in_string  the bytes of strings, the opening quote included and the
  *              closing one not (a prefix XOR of quote, carried on)
- *   structural { } [ ] : , outside strings
+ *   structural { } [ ] : , outside strings; open: { [ of them; close: } ]
  *   newline    '\n' outside strings
  *   space      ' ' '\t' '\r' '\n' outside strings
  *   ctrl       bytes below 0x20 inside strings (invalid JSON)
@@ -34,7 +34,7 @@
 
 typedef struct sk_jmask {
     uint64_t escaped, quote, in_string;
-    uint64_t structural, newline, space, ctrl, high;
+    uint64_t structural, open, close, newline, space, ctrl, high;
 } sk_jmask;
 
 /* What a block passes to the next: whether it ended inside a string

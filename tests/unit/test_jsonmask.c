@@ -37,6 +37,8 @@ static void oracle(const uint8_t *buf, size_t n, sk_jmask *out)
         m->quote |= quote ? bit : 0;
         m->in_string |= inside ? bit : 0;
         m->structural |= outside && strchr("{}[]:,", b) && b ? bit : 0;
+        m->open |= outside && (b == '{' || b == '[') ? bit : 0;
+        m->close |= outside && (b == '}' || b == ']') ? bit : 0;
         m->newline |= outside && b == '\n' ? bit : 0;
         m->space |= outside && b && strchr(" \t\r\n", b) ? bit : 0;
         m->ctrl |= inside && b < 0x20 ? bit : 0;
