@@ -153,20 +153,13 @@ static long frame_all(const skippr_buf *corpus, int split)
             n++;
         return n;
     }
-    for (;;) {
-        while (pos < len && (b[pos] == ' ' || b[pos] == '\n' ||
-                             b[pos] == '\r' || b[pos] == '\t'))
-            pos++;
-        if (pos == len)
-            return n;
-        if (b[pos] != '{')
-            return -1;
-        size_t end = sk_jsplit_end(b, len, pos);
-        if (!end)
-            return -1;
-        pos = end;
+    sk_jsplitter sp;
+    sk_jsplit_init(&sp, b, len, 0);
+    size_t start, end;
+    int rc;
+    while ((rc = sk_jsplit_next(&sp, &start, &end)) == SK_JSPLIT_RECORD)
         n++;
-    }
+    return rc == SK_JSPLIT_END ? n : -1;
 }
 
 /* Framing by brackets with kernel, next to the scanner's: median MB/s. */

@@ -3,7 +3,9 @@
  * random nested records (objects, their arrays) with brackets, quotes
  * and backslashes inside strings, in three framings (lines,
  * concatenated, pretty), with every kernel; and a record cut short has
- * no end. */
+ * no end. The splitter yields the scanner's records in order, says where
+ * a cut record starts, and leaves what is not an object to the
+ * scanner. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -112,6 +114,66 @@ static void frame_and_compare(const char *framing)
     assert_int_equal(n, 400);
 }
 
+/* The splitter yields the scanner's records, in order, whole buffers
+ * and cut ones. */
+static void split_and_compare(const char *framing)
+{
+    static char buf[CAP];
+    out o = {.p = buf, .pretty = strcmp(framing, "pretty") == 0};
+    for (int r = 0; r < 300; r++) {
+        gen_container(&o, 0, 1);
+        put(&o, strcmp(framing, "concat") == 0 ? "" : "\n");
+    }
+    const uint8_t *b = (const uint8_t *)buf;
+    for (size_t cut = o.n; cut + 4000 > o.n && cut > 0; cut -= 397) {
+        sk_json_framer f;
+        sk_json_framer_init(&f);
+        sk_json_record rec;
+        sk_jsplitter sp;
+        sk_jsplit_init(&sp, b, cut, 0);
+        size_t pos = 0, st = 0, en = 0;
+        sk_json_rc rc;
+        while ((rc = sk_json_next(&f, NULL, b, cut, &pos, 0, &rec)) ==
+               SK_JSON_RECORD) {
+            assert_int_equal(sk_jsplit_next(&sp, &st, &en),
+                             SK_JSPLIT_RECORD);
+            assert_int_equal(st, rec.start);
+            assert_int_equal(en, rec.end);
+        }
+        int last = sk_jsplit_next(&sp, &st, &en);
+        if (rc == SK_JSON_NEED_MORE) {
+            assert_int_equal(last, SK_JSPLIT_CUT);
+            assert_int_equal(st, rec.start);
+        } else {
+            assert_int_equal(rc, SK_JSON_END);
+            assert_int_equal(last, SK_JSPLIT_END);
+        }
+    }
+}
+
+static void test_splits_as_the_scanner_frames(void **state)
+{
+    (void)state;
+    static const char *const kernels[] = {"scalar", "sse2", "avx2"};
+    for (size_t k = 0; k < 3; k++) {
+        if (sk_jmask_use(kernels[k]))
+            continue;
+        srand(7 + (int)k);
+        split_and_compare("lines");
+        split_and_compare("concat");
+        split_and_compare("pretty");
+    }
+    /* what is not an object is left to the scanner */
+    const char *text = "{\"a\":1}\n[1,2]\n";
+    sk_jsplitter sp;
+    size_t st, en;
+    sk_jsplit_init(&sp, (const uint8_t *)text, strlen(text), 0);
+    assert_int_equal(sk_jsplit_next(&sp, &st, &en), SK_JSPLIT_RECORD);
+    assert_int_equal(en, 7);
+    assert_int_equal(sk_jsplit_next(&sp, &st, &en), SK_JSPLIT_OTHER);
+    assert_int_equal(st, 8);
+}
+
 static void test_ends_where_the_scanner_ends(void **state)
 {
     (void)state;
@@ -130,6 +192,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ends_where_the_scanner_ends),
+        cmocka_unit_test(test_splits_as_the_scanner_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
