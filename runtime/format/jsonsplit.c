@@ -3,15 +3,14 @@
 
 /* Where depth reaches 0 in a block whose brackets are open and close
  * (outside strings), from *depth before it: the bit's index + 1, or 0
- * (then *depth is the depth after the block). */
+ * (then *depth is the depth after the block). A block with no close
+ * cannot end the record: its opens are only counted. (Bits are walked,
+ * not counted with popcount, which the portable build makes a call.) */
 static unsigned close_in(uint64_t open, uint64_t close, long *depth)
 {
     long d = *depth;
-    if (d > (long)__builtin_popcountll(close)) { /* cannot reach 0 here */
-        *depth = d + __builtin_popcountll(open) - __builtin_popcountll(close);
-        return 0;
-    }
-    for (uint64_t br = open | close; br; br &= br - 1) {
+    uint64_t br = close ? open | close : open;
+    for (; br; br &= br - 1) {
         unsigned i = (unsigned)__builtin_ctzll(br);
         d += open >> i & 1 ? 1 : -1;
         if (d == 0)
