@@ -15,7 +15,71 @@ typedef struct raw {
         ctrl, high;
 } raw;
 
-typedef void (*kernel_fn)(const uint8_t *in, raw *r);
+/* A block's masks, by one kernel (the kernel and finish fused, so the
+ * raw classes stay in registers). */
+typedef void (*block_fn)(sk_jmask_carry *c, const uint8_t *in,
+                         sk_jmask *out);
+
+/* ---- escapes and strings, in 64-bit words -------------------------------- */
+
+#define ODD_BITS 0xAAAAAAAAAAAAAAAAull  /* bits 1, 3, 5, ... */
+#define EVEN_BITS 0x5555555555555555ull /* bits 0, 2, 4, ... */
+
+/* The bytes escaped by a backslash: in a run of k backslashes each odd
+ * one escapes the byte after it, so the 2nd, 4th, ... of the run are
+ * escaped, and the byte after the run is when k is odd. *carry: in, the
+ * first byte is escaped by the block before; out, the same for the next
+ * block. A run costs a few operations; data seldom has many. */
+static uint64_t escapes(uint64_t bs, uint64_t *carry)
+{
+    uint64_t esc = *carry & 1;
+    bs &= ~esc; /* an escaped backslash escapes nothing */
+    *carry = 0;
+    while (bs) {
+        unsigned s = (unsigned)__builtin_ctzll(bs);
+        uint64_t rest = ~(bs >> s);
+        unsigned len = rest ? (unsigned)__builtin_ctzll(rest) : 64 - s;
+        uint64_t run = (len == 64 ? ~0ull : (((uint64_t)1 << len) - 1)) << s;
+        /* the bytes after each escaping one: run << 1, every other one */
+        esc |= (run << 1) & (s & 1 ? EVEN_BITS : ODD_BITS);
+        if (s + len == 64 && (len & 1))
+            *carry = 1; /* the run escapes the next block's first byte */
+        bs &= ~run;
+    }
+    return esc;
+}
+
+/* Bit i of the result is the XOR of bits 0..i of x. */
+static uint64_t prefix_xor(uint64_t x)
+{
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    return x;
+}
+
+/* The masks of a block from its raw classes, after the blocks c saw. */
+static inline __attribute__((always_inline)) void
+finish(sk_jmask_carry *c, const raw *r, sk_jmask *m)
+{
+    uint64_t esc = escapes(r->backslash, &c->escaped);
+    uint64_t quote = r->quote & ~esc;
+    uint64_t in = prefix_xor(quote) ^ c->in_string;
+    c->in_string = (uint64_t)0 - (in >> 63);
+    uint64_t outside = ~(in | quote);
+    *m = (sk_jmask){.escaped = esc, .quote = quote, .in_string = in,
+                    .structural = r->structural & outside,
+                    .open = r->open & outside,
+                    .close = r->close & outside,
+                    .newline = r->newline & outside,
+                    .space = r->space & outside,
+                    .ctrl = r->ctrl & in,
+                    .high = r->high};
+}
+
 
 /* ---- scalar kernel: a byte at a time ------------------------------------- */
 
@@ -47,7 +111,8 @@ static unsigned class_of(unsigned b)
     return c;
 }
 
-static void kernel_scalar(const uint8_t *in, raw *r)
+static inline __attribute__((always_inline)) void
+kernel_scalar(const uint8_t *in, raw *r)
 {
     *r = (raw){0};
     for (unsigned i = 0; i < SK_JMASK_BLOCK; i++) {
@@ -68,7 +133,8 @@ static void kernel_scalar(const uint8_t *in, raw *r)
 #if HAVE_X86
 /* ---- SSE2: four 16-byte lanes ------------------------------------------- */
 
-static void kernel_sse2(const uint8_t *in, raw *r)
+static inline __attribute__((always_inline)) void
+kernel_sse2(const uint8_t *in, raw *r)
 {
     const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
     const __m128i lower = _mm_set1_epi8(0x20), curly = _mm_set1_epi8('{');
@@ -109,8 +175,8 @@ static void kernel_sse2(const uint8_t *in, raw *r)
 
 /* ---- AVX2: two 32-byte lanes -------------------------------------------- */
 
-__attribute__((target("avx2"))) static void kernel_avx2(const uint8_t *in,
-                                                        raw *r)
+__attribute__((target("avx2"), always_inline)) static inline void
+kernel_avx2(const uint8_t *in, raw *r)
 {
     const __m256i q = _mm256_set1_epi8('"'), bs = _mm256_set1_epi8('\\');
     const __m256i lower = _mm256_set1_epi8(0x20);
@@ -155,19 +221,45 @@ __attribute__((target("avx2"))) static void kernel_avx2(const uint8_t *in,
 }
 #endif
 
+/* ---- kernels fused with finish ------------------------------------------ */
+
+static void block_scalar(sk_jmask_carry *c, const uint8_t *in, sk_jmask *out)
+{
+    raw r;
+    kernel_scalar(in, &r);
+    finish(c, &r, out);
+}
+
+#if HAVE_X86
+static void block_sse2(sk_jmask_carry *c, const uint8_t *in, sk_jmask *out)
+{
+    raw r;
+    kernel_sse2(in, &r);
+    finish(c, &r, out);
+}
+
+__attribute__((target("avx2"))) static void
+block_avx2(sk_jmask_carry *c, const uint8_t *in, sk_jmask *out)
+{
+    raw r;
+    kernel_avx2(in, &r);
+    finish(c, &r, out);
+}
+#endif
+
 /* ---- choosing a kernel -------------------------------------------------- */
 
 typedef struct named {
     const char *name;
-    kernel_fn fn;
+    block_fn fn;
 } named;
 
 static const named kernels[] = {
 #if HAVE_X86
-    {"avx2", kernel_avx2},
-    {"sse2", kernel_sse2},
+    {"avx2", block_avx2},
+    {"sse2", block_sse2},
 #endif
-    {"scalar", kernel_scalar},
+    {"scalar", block_scalar},
 };
 #define NKERNELS (sizeof kernels / sizeof *kernels)
 
@@ -177,7 +269,7 @@ static _Atomic(const named *) chosen;
 static int runs(const named *k)
 {
 #if HAVE_X86
-    if (k->fn == kernel_avx2)
+    if (k->fn == block_avx2)
         return __builtin_cpu_supports("avx2");
 #endif
     (void)k;
@@ -213,70 +305,9 @@ int sk_jmask_use(const char *name)
     return -1;
 }
 
-/* ---- escapes and strings, in 64-bit words -------------------------------- */
-
-#define ODD_BITS 0xAAAAAAAAAAAAAAAAull  /* bits 1, 3, 5, ... */
-#define EVEN_BITS 0x5555555555555555ull /* bits 0, 2, 4, ... */
-
-/* The bytes escaped by a backslash: in a run of k backslashes each odd
- * one escapes the byte after it, so the 2nd, 4th, ... of the run are
- * escaped, and the byte after the run is when k is odd. *carry: in, the
- * first byte is escaped by the block before; out, the same for the next
- * block. A run costs a few operations; data seldom has many. */
-static uint64_t escapes(uint64_t bs, uint64_t *carry)
-{
-    uint64_t esc = *carry & 1;
-    bs &= ~esc; /* an escaped backslash escapes nothing */
-    *carry = 0;
-    while (bs) {
-        unsigned s = (unsigned)__builtin_ctzll(bs);
-        uint64_t rest = ~(bs >> s);
-        unsigned len = rest ? (unsigned)__builtin_ctzll(rest) : 64 - s;
-        uint64_t run = (len == 64 ? ~0ull : (((uint64_t)1 << len) - 1)) << s;
-        /* the bytes after each escaping one: run << 1, every other one */
-        esc |= (run << 1) & (s & 1 ? EVEN_BITS : ODD_BITS);
-        if (s + len == 64 && (len & 1))
-            *carry = 1; /* the run escapes the next block's first byte */
-        bs &= ~run;
-    }
-    return esc;
-}
-
-/* Bit i of the result is the XOR of bits 0..i of x. */
-static uint64_t prefix_xor(uint64_t x)
-{
-    x ^= x << 1;
-    x ^= x << 2;
-    x ^= x << 4;
-    x ^= x << 8;
-    x ^= x << 16;
-    x ^= x << 32;
-    return x;
-}
-
-/* The masks of a block from its raw classes, after the blocks c saw. */
-static void finish(sk_jmask_carry *c, const raw *r, sk_jmask *m)
-{
-    uint64_t esc = escapes(r->backslash, &c->escaped);
-    uint64_t quote = r->quote & ~esc;
-    uint64_t in = prefix_xor(quote) ^ c->in_string;
-    c->in_string = (uint64_t)0 - (in >> 63);
-    uint64_t outside = ~(in | quote);
-    *m = (sk_jmask){.escaped = esc, .quote = quote, .in_string = in,
-                    .structural = r->structural & outside,
-                    .open = r->open & outside,
-                    .close = r->close & outside,
-                    .newline = r->newline & outside,
-                    .space = r->space & outside,
-                    .ctrl = r->ctrl & in,
-                    .high = r->high};
-}
-
 void sk_jmask_block(sk_jmask_carry *c, const uint8_t *in, sk_jmask *out)
 {
-    raw r;
-    kernel()->fn(in, &r);
-    finish(c, &r, out);
+    kernel()->fn(c, in, out);
 }
 
 void sk_jmask_tail(sk_jmask_carry *c, const uint8_t *in, size_t n,
