@@ -2,7 +2,6 @@
  * verifyshards.h. */
 #include "pipeline/verifyshards.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,23 +72,6 @@ static int box_put(box *b, const char *name, const void *p, size_t n)
     return rc;
 }
 
-/* A file's bytes into out (at most SK_DIGESTFILE_MAX). */
-static int read_path(const char *path, skippr_buf *out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? SKIPPR_NOENT : SKIPPR_IO;
-    uint8_t chunk[65536];
-    size_t got;
-    int rc = SKIPPR_OK;
-    while (!rc && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = skippr_buf_append(out, chunk, got) ? SKIPPR_NOMEM : SKIPPR_OK;
-    if (!rc && ferror(f))
-        rc = SKIPPR_IO;
-    fclose(f);
-    return rc;
-}
-
 /* name's bytes from the box into out (initialised here; the caller
  * frees it). SKIPPR_NOENT when there is none. */
 static int box_get(box *b, const char *name, skippr_buf *out)
@@ -98,8 +80,8 @@ static int box_get(box *b, const char *name, skippr_buf *out)
     char *path = sk_asprintf("%s%s", b->where, name);
     if (!path)
         return SKIPPR_NOMEM;
-    if (!b->inst) {
-        int rc = read_path(path, out);
+    if (!b->inst) { /* (sk_digestfile_read initialises out again) */
+        int rc = sk_digestfile_read(path, out);
         sk_free(path);
         return rc;
     }

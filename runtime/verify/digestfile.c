@@ -1,6 +1,8 @@
 /* Both sides' digests by partition as bytes: see digestfile.h. */
 #include "verify/digestfile.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/common.h"
@@ -130,3 +132,20 @@ int sk_digestfile_decode(const char *magic, const uint8_t *p, size_t n,
     return rc ? rc : at == end ? SKIPPR_OK : SKIPPR_CORRUPT;
 }
 
+
+int sk_digestfile_read(const char *path, skippr_buf *out)
+{
+    skippr_buf_init(out, SK_DIGESTFILE_MAX);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? SKIPPR_NOENT : SKIPPR_IO;
+    uint8_t chunk[65536];
+    size_t got;
+    int rc = SKIPPR_OK;
+    while (!rc && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = skippr_buf_append(out, chunk, got) ? SKIPPR_NOMEM : SKIPPR_OK;
+    if (!rc && ferror(f))
+        rc = SKIPPR_IO;
+    fclose(f);
+    return rc;
+}

@@ -27,6 +27,10 @@
 int sk_digestfile_encode(const char *magic, const uint64_t *head,
                          size_t nhead, const sk_partitions *src,
                          const sk_partitions *dst, skippr_buf *out);
+/* The file at path, read whole into *out (initialised here, bounded by
+ * SK_DIGESTFILE_MAX; the caller frees it). SKIPPR_NOENT when there is no
+ * such file, SKIPPR_IO when it cannot be read, SKIPPR_NOMEM. */
+int sk_digestfile_read(const char *path, skippr_buf *out);
 /* p[0..n), made with magic and nhead header values, into head and added
  * into src and dst. SKIPPR_CORRUPT when it is not whole or not magic's,
  * SKIPPR_NOMEM. */

@@ -130,25 +130,17 @@ static int prune(const char *dir, uint64_t keep)
     return rc;
 }
 
-/* Read path whole (at most SK_DIGESTFILE_MAX bytes) and decode it. */
+/* Read path whole and decode it. */
 static int load(const char *path, sk_partitions *src, sk_partitions *dst,
                 sk_vmark_totals *t)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        sk_error("verify mark: %s: %s", path, strerror(errno));
+    skippr_buf b;
+    int rc = sk_digestfile_read(path, &b);
+    if (rc == SKIPPR_NOENT || rc == SKIPPR_IO) {
+        sk_error("verify mark: %s cannot be read", path);
+        skippr_buf_free(&b);
         return SKIPPR_CORRUPT;
     }
-    skippr_buf b;
-    skippr_buf_init(&b, SK_DIGESTFILE_MAX);
-    int rc = SKIPPR_OK;
-    uint8_t chunk[65536];
-    size_t got;
-    while (!rc && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = skippr_buf_append(&b, chunk, got) ? SKIPPR_NOMEM : SKIPPR_OK;
-    if (!rc && ferror(f))
-        rc = SKIPPR_IO;
-    fclose(f);
     uint64_t head[NHEAD];
     if (!rc)
         rc = sk_digestfile_decode(MAGIC, b.data, b.len, head, NHEAD, src,
