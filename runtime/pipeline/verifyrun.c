@@ -119,7 +119,8 @@ static int compare_and_report(engine *e, sk_instance *reader,
     if (!clean && reader) { /* (merged shards: no reader, no records) */
         sk_info("verify: %" PRIu64 " partitions differ; reading both sides "
                 "again for their records",
-                r.partitions - r.by_verdict[SK_VERIFY_MATCH]);
+                r.partitions - r.by_verdict[SK_VERIFY_MATCH] -
+                    r.by_verdict[SK_VERIFY_OPEN]);
         if (!(rc = pl_verify_drill(e->verify, drill_max(e))) &&
             !(rc = both_sides(e, reader)))
             rc = pl_verify_records(e->verify, keep, &rr);
